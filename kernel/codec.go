@@ -1,0 +1,170 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// commandFormat is the version byte in front of every journaled command, so the format
+// can evolve while old journals stay readable.
+const commandFormat = 1
+
+// Bounds that decoding enforces before trusting a length from disk.
+const (
+	maxEncodedString  = 256
+	maxEncodedMembers = 4096
+)
+
+// ErrBadCommand is returned for bytes that are not a command of this format.
+var ErrBadCommand = errors.New("kernel: malformed command encoding")
+
+// AppendBinary appends the journal encoding of c: a version byte, then the fields as
+// uvarints and length-prefixed strings in a fixed order. The encoding is canonical (one
+// command, one byte string), which the command hash relies on.
+func (c *Command) AppendBinary(b []byte) []byte {
+	b = append(b, commandFormat)
+	return appendCommandBody(b, c, true)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func appendCommandBody(b []byte, c *Command, derived bool) []byte {
+	b = append(b, byte(c.Verb))
+	b = appendString(b, c.Tenant)
+	b = appendString(b, c.OperationID)
+	b = appendString(b, c.ObjectID)
+	b = appendUvarint(b, c.Capacity)
+	b = appendUvarint(b, c.First)
+	b = appendUvarint(b, c.Last)
+	b = append(b, byte(c.Strategy))
+	b = appendString(b, c.HolderID)
+	b = appendUvarint(b, uint64(len(c.Members)))
+	for i := range c.Members {
+		m := &c.Members[i]
+		b = append(b, byte(m.Kind))
+		b = appendString(b, m.ID)
+		b = appendUvarint(b, m.Quantity)
+		b = appendBool(b, m.HasValue)
+		b = appendUvarint(b, m.Value)
+	}
+	b = appendBool(b, c.Activate)
+	b = appendUvarint(b, c.TTLMillis)
+	if derived {
+		b = appendUvarint(b, c.TTLSlots)
+	}
+	b = appendUvarint(b, c.LeaseLSN)
+	b = appendUvarint(b, c.Epoch)
+	b = appendUvarint(b, c.Deadline)
+	return b
+}
+
+// decoder reads the canonical encoding and remembers the first error, so callers check
+// once at the end; every length is bounded before it is trusted.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = ErrBadCommand
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.fail()
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bool() bool {
+	switch d.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail()
+	return false
+}
+
+func (d *decoder) string(max int) string {
+	n := d.uvarint()
+	if n > uint64(max) || n > uint64(len(d.b)) {
+		d.fail()
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// DecodeCommand decodes a journaled command into c, reusing c.Members' capacity.
+func DecodeCommand(b []byte, c *Command) error {
+	d := decoder{b: b}
+	if d.byte() != commandFormat {
+		return ErrBadCommand
+	}
+	c.Verb = Verb(d.byte())
+	c.Tenant = d.string(maxEncodedString)
+	c.OperationID = d.string(maxEncodedString)
+	c.ObjectID = d.string(maxEncodedString)
+	c.Capacity = d.uvarint()
+	c.First = d.uvarint()
+	c.Last = d.uvarint()
+	c.Strategy = Strategy(d.byte())
+	c.HolderID = d.string(maxEncodedString)
+	n := d.uvarint()
+	if n > maxEncodedMembers {
+		d.fail()
+		n = 0
+	}
+	c.Members = c.Members[:0]
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var m Member
+		m.Kind = MemberKind(d.byte())
+		m.ID = d.string(maxEncodedString)
+		m.Quantity = d.uvarint()
+		m.HasValue = d.bool()
+		m.Value = d.uvarint()
+		c.Members = append(c.Members, m)
+	}
+	c.Activate = d.bool()
+	c.TTLMillis = d.uvarint()
+	c.TTLSlots = d.uvarint()
+	c.LeaseLSN = d.uvarint()
+	c.Epoch = d.uvarint()
+	c.Deadline = d.uvarint()
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 || c.Verb == VerbInvalid || c.Verb > VerbExpire || c.Strategy >= strategyCount {
+		return ErrBadCommand
+	}
+	return nil
+}

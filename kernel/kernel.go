@@ -1,0 +1,182 @@
+// Package kernel is Holdfast's deterministic lease state machine: one Kernel is one shard.
+//
+// Its input is a journal entry (lsn, request_slot, command); its output is a result and the
+// event of the state change. It does no I/O and reads no clock: the same entries always
+// rebuild the same state and the same answers, which is what lets the runtime replay a
+// journal after a crash. Every table is bounded by Config and answers the contract's
+// *_table_full code instead of growing.
+package kernel
+
+import (
+	"fmt"
+
+	"github.com/holdfast/holdfast/kernel/internal/valueset"
+)
+
+// Kernel is the state of one shard. It is not safe for concurrent use: one actor owns it.
+type Kernel struct {
+	cfg Config
+
+	lastLSN  uint64
+	lastSlot uint64
+	// retired is the retired watermark: the highest lease lsn whose record has been
+	// dropped. Any id at or below it that is not in the lease table reads lease_retired.
+	retired uint64
+
+	resIdx   map[string]int32 // "tenant\x00resource_id" → index in res
+	res      []resource
+	poolIdx  map[string]int32
+	pools    []pool
+	rangeIdx map[string]int32
+	ranges   []valueRange
+	// rangeValues counts values held by range structures (allocated plus remembered as
+	// freed for least_recently_freed), bounded by MaxRangeValues.
+	rangeValues int
+
+	leaseIdx  map[uint64]int32 // lease lsn → index in leases
+	leases    []lease
+	leaseFree []int32
+	members   int // members over all leases in the table
+
+	holderIdx  map[string]int32 // "tenant\x00holder_id" → index in holders
+	holders    []holder
+	holderFree []int32
+
+	expiry expiryHeap
+	ended  ring[uint64] // lsns of terminal leases in the order they ended
+	ops    opTable
+
+	// Scratch buffers reused across entries.
+	keyBuf  []byte
+	hashBuf []byte
+	picks   []pick
+}
+
+type resource struct {
+	key     string // "tenant\x00id"
+	state   ResourceState
+	lease   uint64
+	version uint64
+}
+
+type pool struct {
+	key      string
+	capacity uint64
+	reserved uint64
+	active   uint64
+}
+
+type valueRange struct {
+	key       string
+	first     uint64
+	last      uint64
+	strategy  Strategy
+	allocated valueset.Set
+	// used and freed serve least_recently_freed: used holds every value allocated now or
+	// remembered in freed; freed lists released values in the order they were released.
+	used  valueset.Set
+	freed valueset.FreedQueue
+}
+
+// New returns an empty shard state.
+func New(cfg Config) (*Kernel, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	k := &Kernel{
+		cfg:       cfg,
+		resIdx:    make(map[string]int32),
+		poolIdx:   make(map[string]int32),
+		rangeIdx:  make(map[string]int32),
+		leaseIdx:  make(map[uint64]int32),
+		holderIdx: make(map[string]int32),
+	}
+	k.ops.init()
+	return k, nil
+}
+
+// Config returns the shard's configuration.
+func (k *Kernel) Config() Config { return k.cfg }
+
+// LastLSN is the lsn of the last applied entry.
+func (k *Kernel) LastLSN() uint64 { return k.lastLSN }
+
+// LastSlot is the request_slot of the last applied entry.
+func (k *Kernel) LastSlot() uint64 { return k.lastSlot }
+
+// Apply applies one journal entry and writes its result into out. Entries must come with
+// consecutive lsns and non-decreasing slots; anything else is a runtime bug and panics, so
+// the shard halts instead of diverging from its journal.
+func (k *Kernel) Apply(e Entry, out *Output) {
+	if e.LSN != k.lastLSN+1 && !(k.lastLSN == 0 && e.LSN > 0) {
+		panic(fmt.Sprintf("kernel: entry lsn %d after %d", e.LSN, k.lastLSN))
+	}
+	if e.Slot < k.lastSlot {
+		panic(fmt.Sprintf("kernel: entry slot %d before %d", e.Slot, k.lastSlot))
+	}
+	k.lastLSN, k.lastSlot = e.LSN, e.Slot
+	k.retire(e.Slot, retireBudget)
+	out.reset(e.LSN)
+	c := e.Cmd
+	if c.Verb == VerbExpire {
+		k.expire(e, out)
+		return
+	}
+	if r := Validate(&k.cfg, c); r != nil {
+		out.Code = r.Code
+		return
+	}
+	if r := CheckSlots(&k.cfg, c, e.Slot); r != nil {
+		out.Code = r.Code
+		return
+	}
+	key := makeOpKey(c.Tenant, c.OperationID)
+	var hash uint64
+	hash, k.hashBuf = commandHash(c, k.hashBuf)
+	if k.replay(key, hash, e.Slot, out) {
+		return
+	}
+	if !k.opRoom(e.Slot) {
+		out.Code = CodeOperationTableFull
+		return
+	}
+	var ref uint64
+	switch c.Verb {
+	case VerbCreateResource:
+		ref = k.createResource(c, out)
+	case VerbCreatePool:
+		ref = k.createPool(c, out)
+	case VerbCreateRange:
+		ref = k.createRange(c, out)
+	case VerbReserve:
+		k.reserve(e, out)
+		ref = e.LSN
+	case VerbActivate, VerbRenew, VerbRelease, VerbRevoke, VerbReclaim:
+		k.leaseVerb(e, out)
+		ref = c.LeaseLSN
+	default:
+		out.Code = CodeInvalidRequest
+		return
+	}
+	k.ops.push(operation{
+		key: key, hash: hash, verb: c.Verb, code: out.Code, lsn: e.LSN, ref: ref,
+		retireAfter: e.Slot + k.cfg.DedupeWindowSlots,
+	})
+}
+
+// tenantKey builds "tenant\x00id" in the scratch buffer; index a map with
+// string(k.keyBuf) directly so the lookup does not allocate.
+func (k *Kernel) tenantKey(tenant, id string) []byte {
+	k.keyBuf = append(append(append(k.keyBuf[:0], tenant...), 0), id...)
+	return k.keyBuf
+}
+
+// splitKey returns the tenant and id parts of a stored "tenant\x00id" key.
+func splitKey(key string) (tenant, id string) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == 0 {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}

@@ -1,0 +1,304 @@
+package kernel
+
+// lease is the one authority object of a claim: one holder, one lifecycle, one fencing
+// epoch, over one or more members granted all-or-nothing.
+type lease struct {
+	lsn         uint64 // with the shard, the lease id; also created_lsn
+	holder      int32  // index in holders (tenant and holder id)
+	state       LeaseState
+	epoch       uint64
+	deadline    uint64 // reserved leases only
+	releasedLSN uint64
+	retireAfter uint64 // terminal leases only
+	members     []leaseMember
+	heapPos     int32 // position in the expiry heap, -1 when not in it
+	prevLive    int32 // the holder's live leases, in lsn order
+	nextLive    int32
+}
+
+type leaseMember struct {
+	kind     MemberKind
+	obj      int32 // index in res, pools or ranges
+	quantity uint64
+	value    uint64
+}
+
+// holder interns "tenant\x00holder_id" for the leases that name it and links the live ones
+// in lsn order for lease.list. It lives while any lease in the table refers to it.
+type holder struct {
+	key  string
+	refs int32
+	head int32
+	tail int32
+	live int32
+}
+
+// retiredAt reports whether a terminal lease's history window has passed at slot: it then
+// reads lease_retired even before retire drops the record.
+func (l *lease) retiredAt(slot uint64) bool { return l.state.Terminal() && l.retireAfter < slot }
+
+// newLease takes a lease record from the free list (reusing its members' capacity).
+func (k *Kernel) newLease(lsn uint64, holderKey []byte) int32 {
+	var idx int32
+	if n := len(k.leaseFree); n > 0 {
+		idx = k.leaseFree[n-1]
+		k.leaseFree = k.leaseFree[:n-1]
+	} else {
+		k.leases = append(k.leases, lease{})
+		idx = int32(len(k.leases) - 1)
+	}
+	l := &k.leases[idx]
+	*l = lease{lsn: lsn, holder: k.internHolder(holderKey), epoch: 1, members: l.members[:0],
+		heapPos: -1, prevLive: -1, nextLive: -1}
+	k.leaseIdx[lsn] = idx
+	return idx
+}
+
+// freeLease drops a terminal lease record at retirement.
+func (k *Kernel) freeLease(idx int32) {
+	l := &k.leases[idx]
+	delete(k.leaseIdx, l.lsn)
+	k.members -= len(l.members)
+	k.releaseHolder(l.holder)
+	members := l.members[:0]
+	*l = lease{members: members, heapPos: -1}
+	k.leaseFree = append(k.leaseFree, idx)
+}
+
+func (k *Kernel) internHolder(key []byte) int32 {
+	if idx, ok := k.holderIdx[string(key)]; ok {
+		k.holders[idx].refs++
+		return idx
+	}
+	var idx int32
+	if n := len(k.holderFree); n > 0 {
+		idx = k.holderFree[n-1]
+		k.holderFree = k.holderFree[:n-1]
+	} else {
+		k.holders = append(k.holders, holder{})
+		idx = int32(len(k.holders) - 1)
+	}
+	s := string(key)
+	k.holders[idx] = holder{key: s, refs: 1, head: -1, tail: -1}
+	k.holderIdx[s] = idx
+	return idx
+}
+
+func (k *Kernel) releaseHolder(idx int32) {
+	h := &k.holders[idx]
+	h.refs--
+	if h.refs > 0 {
+		return
+	}
+	delete(k.holderIdx, h.key)
+	*h = holder{head: -1, tail: -1}
+	k.holderFree = append(k.holderFree, idx)
+}
+
+// linkLive appends a new lease to its holder's live list; leases are created in lsn order,
+// so the list stays ordered by lsn.
+func (k *Kernel) linkLive(idx int32) {
+	l := &k.leases[idx]
+	h := &k.holders[l.holder]
+	l.prevLive, l.nextLive = h.tail, -1
+	if h.tail >= 0 {
+		k.leases[h.tail].nextLive = idx
+	} else {
+		h.head = idx
+	}
+	h.tail = idx
+	h.live++
+}
+
+func (k *Kernel) unlinkLive(idx int32) {
+	l := &k.leases[idx]
+	h := &k.holders[l.holder]
+	if l.prevLive >= 0 {
+		k.leases[l.prevLive].nextLive = l.nextLive
+	} else {
+		h.head = l.nextLive
+	}
+	if l.nextLive >= 0 {
+		k.leases[l.nextLive].prevLive = l.prevLive
+	} else {
+		h.tail = l.prevLive
+	}
+	l.prevLive, l.nextLive = -1, -1
+	h.live--
+}
+
+// findLease resolves a lease id for tenant at slot. Another tenant's lease behaves exactly
+// as if it did not exist; an id at or below the retired watermark that is not in the
+// table reads lease_retired, any other unknown id lease_not_found.
+func (k *Kernel) findLease(tenant string, lsn, slot uint64) (int32, Code) {
+	if idx, ok := k.leaseIdx[lsn]; ok {
+		l := &k.leases[idx]
+		if t, _ := splitKey(k.holders[l.holder].key); t == tenant {
+			if l.retiredAt(slot) {
+				return -1, CodeLeaseRetired
+			}
+			return idx, CodeOK
+		}
+	}
+	if lsn <= k.retired {
+		return -1, CodeLeaseRetired
+	}
+	return -1, CodeLeaseNotFound
+}
+
+func (k *Kernel) viewLease(idx int32, out *Output) {
+	l := &k.leases[idx]
+	t, h := splitKey(k.holders[l.holder].key)
+	out.Object = ObjectLease
+	members := out.Lease.Members[:0]
+	for _, m := range l.members {
+		mv := MemberView{Kind: m.kind, Quantity: m.quantity, Value: m.value}
+		switch m.kind {
+		case MemberResource:
+			_, mv.ID = splitKey(k.res[m.obj].key)
+		case MemberPool:
+			_, mv.ID = splitKey(k.pools[m.obj].key)
+		case MemberRange:
+			_, mv.ID = splitKey(k.ranges[m.obj].key)
+		}
+		members = append(members, mv)
+	}
+	out.Lease = LeaseView{Shard: k.cfg.Shard, LSN: l.lsn, Tenant: t, HolderID: h, State: l.state,
+		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, ReleasedLSN: l.releasedLSN,
+		RetireAfterSlot: l.retireAfter, Members: members}
+}
+
+// GetLease reads a lease of tenant at slot: ok, lease_not_found or lease_retired.
+func (k *Kernel) GetLease(tenant string, lsn, slot uint64, out *Output) {
+	out.reset(k.lastLSN)
+	idx, code := k.findLease(tenant, lsn, slot)
+	if code != CodeOK {
+		out.Code = code
+		return
+	}
+	k.viewLease(idx, out)
+}
+
+// ListLeases appends the live leases (reserved, active, revoking) of tenant's holder, in
+// lsn order, at most limit of them; truncated reports that limit cut the list.
+func (k *Kernel) ListLeases(tenant, holderID string, limit int, dst []LeaseView) ([]LeaseView, bool) {
+	hidx, ok := k.holderIdx[string(k.tenantKey(tenant, holderID))]
+	if !ok {
+		return dst, false
+	}
+	var out Output
+	n := 0
+	for idx := k.holders[hidx].head; idx >= 0; idx = k.leases[idx].nextLive {
+		if n == limit {
+			return dst, true
+		}
+		out.Lease.Members = nil
+		k.viewLease(idx, &out)
+		dst = append(dst, out.Lease)
+		n++
+	}
+	return dst, false
+}
+
+// leaseVerb runs activate, renew, release, revoke and reclaim in the contract's check
+// order: existence (tenant-scoped), holder, epoch, state, deadline.
+func (k *Kernel) leaseVerb(e Entry, out *Output) {
+	c := e.Cmd
+	idx, code := k.findLease(c.Tenant, c.LeaseLSN, e.Slot)
+	if code != CodeOK {
+		out.Code = code
+		return
+	}
+	l := &k.leases[idx]
+	if c.Verb == VerbActivate || c.Verb == VerbRenew || c.Verb == VerbRelease {
+		if _, h := splitKey(k.holders[l.holder].key); h != c.HolderID {
+			out.Code = CodeHolderMismatch
+			return
+		}
+		if c.Epoch != l.epoch {
+			out.Code = CodeStaleEpoch
+			return
+		}
+	}
+	switch c.Verb {
+	case VerbActivate, VerbRenew:
+		if l.state != LeaseReserved {
+			out.Code = CodeInvalidState
+			return
+		}
+		if e.Slot >= l.deadline {
+			out.Code = CodeLeaseExpired
+			return
+		}
+		if c.Verb == VerbActivate {
+			k.expiry.remove(k, idx)
+			l.deadline = 0
+			k.setMembersState(idx, LeaseActive)
+			out.Event = EventLeaseActivated
+		} else {
+			l.deadline = e.Slot + c.TTLSlots
+			k.expiry.fix(k, idx)
+			out.Event = EventLeaseRenewed
+		}
+	case VerbRelease:
+		if l.state != LeaseReserved && l.state != LeaseActive {
+			out.Code = CodeInvalidState
+			return
+		}
+		k.end(idx, e, LeaseReleased, true)
+		out.Event = EventLeaseReleased
+	case VerbRevoke:
+		if l.state != LeaseActive {
+			out.Code = CodeInvalidState
+			return
+		}
+		l.epoch++
+		k.setMembersState(idx, LeaseRevoking)
+		out.Event = EventLeaseRevoking
+	case VerbReclaim:
+		if l.state != LeaseRevoking {
+			out.Code = CodeInvalidState
+			return
+		}
+		k.end(idx, e, LeaseRevoked, false)
+		out.Event = EventLeaseRevoked
+	}
+	k.viewLease(idx, out)
+}
+
+// expire ends a reserved lease whose deadline has come. Anything else — renewed, activated,
+// released, retired, or a deadline still ahead — is a deterministic no-op.
+func (k *Kernel) expire(e Entry, out *Output) {
+	c := e.Cmd
+	idx, ok := k.leaseIdx[c.LeaseLSN]
+	if !ok {
+		out.Code = CodeNoop
+		return
+	}
+	l := &k.leases[idx]
+	if l.state != LeaseReserved || l.deadline != c.Deadline || e.Slot < l.deadline {
+		out.Code = CodeNoop
+		return
+	}
+	k.end(idx, e, LeaseExpired, true)
+	out.Event = EventLeaseExpired
+	k.viewLease(idx, out)
+}
+
+// end moves a lease to a terminal state: its members return to use, it leaves its
+// holder's live list and the expiry index, and it starts its history window.
+func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) {
+	l := &k.leases[idx]
+	if l.heapPos >= 0 {
+		k.expiry.remove(k, idx)
+	}
+	k.freeMembers(idx)
+	k.unlinkLive(idx)
+	if bumpEpoch {
+		l.epoch++
+	}
+	l.state = to
+	l.releasedLSN = e.LSN
+	l.retireAfter = e.Slot + k.cfg.HistoryWindowSlots
+	k.ended.push(l.lsn)
+}

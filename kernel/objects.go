@@ -1,0 +1,121 @@
+package kernel
+
+import "math"
+
+// createResource inserts a resource in state available. It returns the index it names.
+func (k *Kernel) createResource(c *Command, out *Output) uint64 {
+	if idx, ok := k.resIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
+		out.Code = CodeAlreadyExists
+		k.viewResource(idx, out)
+		return uint64(idx)
+	}
+	if len(k.res) >= k.cfg.MaxResources {
+		out.Code = CodeResourceTableFull
+		return noRef
+	}
+	idx := int32(len(k.res))
+	key := string(k.keyBuf)
+	k.res = append(k.res, resource{key: key})
+	k.resIdx[key] = idx
+	out.Event = EventResourceCreated
+	k.viewResource(idx, out)
+	return uint64(idx)
+}
+
+// createPool inserts a pool with all its capacity available.
+func (k *Kernel) createPool(c *Command, out *Output) uint64 {
+	if idx, ok := k.poolIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
+		out.Code = CodeAlreadyExists
+		k.viewPool(idx, out)
+		return uint64(idx)
+	}
+	if len(k.pools) >= k.cfg.MaxPools {
+		out.Code = CodePoolTableFull
+		return noRef
+	}
+	idx := int32(len(k.pools))
+	key := string(k.keyBuf)
+	k.pools = append(k.pools, pool{key: key, capacity: c.Capacity})
+	k.poolIdx[key] = idx
+	out.Event = EventPoolCreated
+	k.viewPool(idx, out)
+	return uint64(idx)
+}
+
+// createRange inserts a value range with nothing allocated.
+func (k *Kernel) createRange(c *Command, out *Output) uint64 {
+	if idx, ok := k.rangeIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
+		out.Code = CodeAlreadyExists
+		k.viewRange(idx, out)
+		return uint64(idx)
+	}
+	if len(k.ranges) >= k.cfg.MaxRanges {
+		out.Code = CodeRangeTableFull
+		return noRef
+	}
+	idx := int32(len(k.ranges))
+	key := string(k.keyBuf)
+	k.ranges = append(k.ranges, valueRange{key: key, first: c.First, last: c.Last, strategy: c.Strategy})
+	k.rangeIdx[key] = idx
+	out.Event = EventRangeCreated
+	k.viewRange(idx, out)
+	return uint64(idx)
+}
+
+func (k *Kernel) viewResource(idx int32, out *Output) {
+	r := &k.res[idx]
+	t, id := splitKey(r.key)
+	out.Object = ObjectResource
+	out.Resource = ResourceView{Tenant: t, ID: id, State: r.state, LeaseLSN: r.lease, Version: r.version}
+}
+
+func (k *Kernel) viewPool(idx int32, out *Output) {
+	p := &k.pools[idx]
+	t, id := splitKey(p.key)
+	out.Object = ObjectPool
+	out.Pool = PoolView{Tenant: t, ID: id, Capacity: p.capacity, Reserved: p.reserved, Active: p.active,
+		Available: p.capacity - p.reserved - p.active}
+}
+
+func (k *Kernel) viewRange(idx int32, out *Output) {
+	r := &k.ranges[idx]
+	t, id := splitKey(r.key)
+	out.Object = ObjectRange
+	allocated := r.allocated.Len()
+	free, full := r.allocated.AbsentCount(r.first, r.last)
+	if full {
+		free = math.MaxUint64 // 2^64 values left: saturate
+	}
+	out.Range = RangeView{Tenant: t, ID: id, First: r.first, Last: r.last, Strategy: r.strategy,
+		Allocated: allocated, Free: free}
+}
+
+// GetResource reads a resource of tenant: ok or resource_not_found.
+func (k *Kernel) GetResource(tenant, id string, out *Output) {
+	out.reset(k.lastLSN)
+	if idx, ok := k.resIdx[string(k.tenantKey(tenant, id))]; ok {
+		k.viewResource(idx, out)
+		return
+	}
+	out.Code = CodeResourceNotFound
+}
+
+// GetPool reads a pool of tenant: ok or pool_not_found.
+func (k *Kernel) GetPool(tenant, id string, out *Output) {
+	out.reset(k.lastLSN)
+	if idx, ok := k.poolIdx[string(k.tenantKey(tenant, id))]; ok {
+		k.viewPool(idx, out)
+		return
+	}
+	out.Code = CodePoolNotFound
+}
+
+// GetRange reads a range of tenant: ok or range_not_found.
+func (k *Kernel) GetRange(tenant, id string, out *Output) {
+	out.reset(k.lastLSN)
+	if idx, ok := k.rangeIdx[string(k.tenantKey(tenant, id))]; ok {
+		k.viewRange(idx, out)
+		return
+	}
+	out.Code = CodeRangeNotFound
+}

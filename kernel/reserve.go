@@ -1,0 +1,297 @@
+package kernel
+
+import (
+	"math"
+
+	"github.com/holdfast/holdfast/kernel/internal/valueset"
+)
+
+// pick is a member of a reserve as checked and chosen, before anything is changed.
+type pick struct {
+	kind     MemberKind
+	obj      int32
+	quantity uint64
+	value    uint64
+}
+
+// reserve grants a bundle all-or-nothing. It checks members in request order — existence,
+// then availability — choosing "any" range values as it goes; then the table bounds; and
+// only when everything holds does it change state, so a failed reserve changes nothing.
+func (k *Kernel) reserve(e Entry, out *Output) {
+	c := e.Cmd
+	picks := k.picks[:0]
+	defer func() { k.picks = picks[:0] }()
+	for i := range c.Members {
+		m := &c.Members[i]
+		p, code := k.check(c.Tenant, m, picks, e.LSN, i)
+		if code != CodeOK {
+			out.Code, out.MemberIndex = code, i
+			return
+		}
+		picks = append(picks, p)
+	}
+	if code := k.checkBounds(len(picks), c.Activate, e.Slot); code != CodeOK {
+		out.Code = code
+		return
+	}
+	idx := k.newLease(e.LSN, k.tenantKey(c.Tenant, c.HolderID))
+	l := &k.leases[idx]
+	for _, p := range picks {
+		l.members = append(l.members, leaseMember(p))
+		switch p.kind {
+		case MemberResource:
+			r := &k.res[p.obj]
+			r.state, r.lease = ResourceReserved, e.LSN
+			r.version++
+		case MemberPool:
+			k.pools[p.obj].reserved += p.quantity
+		case MemberRange:
+			k.allocateValue(&k.ranges[p.obj], p.value)
+		}
+	}
+	k.members += len(picks)
+	l.state = LeaseReserved
+	k.linkLive(idx)
+	if c.Activate {
+		k.setMembersState(idx, LeaseActive)
+		out.Event = EventLeaseActivated
+	} else {
+		l.deadline = e.Slot + c.TTLSlots
+		k.expiry.push(k, idx)
+		out.Event = EventLeaseReserved
+	}
+	k.viewLease(idx, out)
+}
+
+// check resolves one member: existence first, then availability.
+func (k *Kernel) check(tenant string, m *Member, picks []pick, lsn uint64, i int) (pick, Code) {
+	switch m.Kind {
+	case MemberResource:
+		idx, ok := k.resIdx[string(k.tenantKey(tenant, m.ID))]
+		if !ok {
+			return pick{}, CodeResourceNotFound
+		}
+		if k.res[idx].state != ResourceAvailable {
+			return pick{}, CodeResourceBusy
+		}
+		return pick{kind: MemberResource, obj: idx}, CodeOK
+	case MemberPool:
+		idx, ok := k.poolIdx[string(k.tenantKey(tenant, m.ID))]
+		if !ok {
+			return pick{}, CodePoolNotFound
+		}
+		p := &k.pools[idx]
+		if p.capacity-p.reserved-p.active < m.Quantity {
+			return pick{}, CodeInsufficientCapacity
+		}
+		return pick{kind: MemberPool, obj: idx, quantity: m.Quantity}, CodeOK
+	case MemberRange:
+		idx, ok := k.rangeIdx[string(k.tenantKey(tenant, m.ID))]
+		if !ok {
+			return pick{}, CodeRangeNotFound
+		}
+		r := &k.ranges[idx]
+		if m.HasValue {
+			if m.Value < r.first || m.Value > r.last {
+				return pick{}, CodeValueOutOfRange
+			}
+			if r.allocated.Contains(m.Value) || picked(picks, idx, m.Value) {
+				return pick{}, CodeValueBusy
+			}
+			return pick{kind: MemberRange, obj: idx, value: m.Value}, CodeOK
+		}
+		v, ok := k.chooseValue(r, idx, picks, lsn, i)
+		if !ok {
+			return pick{}, CodeRangeExhausted
+		}
+		return pick{kind: MemberRange, obj: idx, value: v}, CodeOK
+	}
+	return pick{}, CodeInvalidRequest
+}
+
+// checkBounds is the reserve's table-bound check, after every member held. Terminal
+// leases past their window are dropped first so a full table is never reported while
+// retirable history fills it.
+func (k *Kernel) checkBounds(members int, activate bool, slot uint64) Code {
+	for len(k.leaseIdx) >= k.cfg.MaxLeases && k.retireLease(slot) {
+	}
+	if len(k.leaseIdx) >= k.cfg.MaxLeases {
+		return CodeLeaseTableFull
+	}
+	for k.members+members > k.cfg.MaxMembers && k.retireLease(slot) {
+	}
+	if k.members+members > k.cfg.MaxMembers {
+		return CodeLeaseMemberTableFull
+	}
+	if !activate && k.expiry.len() >= k.cfg.MaxExpirations {
+		return CodeExpirationIndexFull
+	}
+	return CodeOK
+}
+
+func picked(picks []pick, obj int32, v uint64) bool {
+	for _, p := range picks {
+		if p.kind == MemberRange && p.obj == obj && p.value == v {
+			return true
+		}
+	}
+	return false
+}
+
+// chooseValue picks a free value by the range's strategy, never one an earlier member of
+// the same reserve took.
+func (k *Kernel) chooseValue(r *valueRange, obj int32, picks []pick, lsn uint64, member int) (uint64, bool) {
+	switch r.strategy {
+	case StrategyRandom:
+		return k.chooseRandom(r, obj, picks, lsn, member)
+	case StrategyLeastRecentlyFreed:
+		if v, ok := firstAbsentExcept(&r.used, r.first, r.last, picks, obj); ok {
+			return v, true
+		}
+		var v uint64
+		found := false
+		r.freed.Each(func(x uint64) bool {
+			if picked(picks, obj, x) {
+				return true
+			}
+			v, found = x, true
+			return false
+		})
+		return v, found
+	}
+	return firstAbsentExcept(&r.allocated, r.first, r.last, picks, obj)
+}
+
+// firstAbsentExcept is the lowest value of [lo, hi] absent from s and not picked.
+func firstAbsentExcept(s *valueset.Set, lo, hi uint64, picks []pick, obj int32) (uint64, bool) {
+	for {
+		v, ok := s.FirstAbsent(lo, hi)
+		if !ok {
+			return 0, false
+		}
+		if !picked(picks, obj, v) {
+			return v, true
+		}
+		if v == hi {
+			return 0, false
+		}
+		lo = v + 1
+	}
+}
+
+// chooseRandom draws uniformly among the free values not yet picked, from a generator
+// seeded with the entry's lsn and the member's index: replay makes the same choice.
+func (k *Kernel) chooseRandom(r *valueRange, obj int32, picks []pick, lsn uint64, member int) (uint64, bool) {
+	var taken uint64
+	for _, p := range picks {
+		if p.kind == MemberRange && p.obj == obj {
+			taken++
+		}
+	}
+	free, full := r.allocated.AbsentCount(r.first, r.last)
+	rng := valueset.NewRand(lsn*0x9E3779B97F4A7C15 ^ uint64(member))
+	var n uint64
+	switch {
+	case full && taken == 0:
+		n = rng.Uint64() // 2^64 values: every u64 is a valid draw
+	case full:
+		n = rng.Below(math.MaxUint64 - taken + 1)
+	case free <= taken:
+		return 0, false
+	default:
+		n = rng.Below(free - taken)
+	}
+	// The n-th free value skipping picked ones: each picked value at or below the
+	// candidate shifts the rank by one; iterate until the count settles.
+	var skipped uint64
+	for {
+		v, ok := r.allocated.NthAbsent(r.first, r.last, n+skipped)
+		if !ok {
+			return 0, false
+		}
+		var below uint64
+		for _, p := range picks {
+			if p.kind == MemberRange && p.obj == obj && p.value <= v {
+				below++
+			}
+		}
+		if below == skipped {
+			return v, true
+		}
+		skipped = below
+	}
+}
+
+// allocateValue marks v allocated in r.
+func (k *Kernel) allocateValue(r *valueRange, v uint64) {
+	r.allocated.Add(v)
+	if r.strategy == StrategyLeastRecentlyFreed {
+		if r.freed.Remove(v) {
+			k.rangeValues--
+		} else {
+			r.used.Add(v)
+		}
+	}
+}
+
+// freeValue returns v to r. least_recently_freed remembers the freeing order; past
+// MaxRangeValues remembered values the oldest freed one is forgotten (it becomes
+// "never used" again), which keeps memory bounded and only makes the least recently
+// freed value reusable a little sooner.
+func (k *Kernel) freeValue(r *valueRange, v uint64) {
+	r.allocated.Remove(v)
+	if r.strategy != StrategyLeastRecentlyFreed {
+		return
+	}
+	r.freed.PushBack(v)
+	k.rangeValues++
+	if k.rangeValues > k.cfg.MaxRangeValues {
+		if w, ok := r.freed.Front(); ok {
+			r.freed.Remove(w)
+			r.used.Remove(w)
+			k.rangeValues--
+		}
+	}
+}
+
+// setMembersState moves a live lease and its members to a new live state.
+func (k *Kernel) setMembersState(idx int32, to LeaseState) {
+	l := &k.leases[idx]
+	for _, m := range l.members {
+		switch m.kind {
+		case MemberResource:
+			r := &k.res[m.obj]
+			r.state = resourceStateOf(to)
+			r.version++
+		case MemberPool:
+			p := &k.pools[m.obj]
+			if l.state == LeaseReserved && to != LeaseReserved {
+				p.reserved -= m.quantity
+				p.active += m.quantity
+			}
+		}
+	}
+	l.state = to
+}
+
+// freeMembers returns every member of a live lease to use.
+func (k *Kernel) freeMembers(idx int32) {
+	l := &k.leases[idx]
+	for _, m := range l.members {
+		switch m.kind {
+		case MemberResource:
+			r := &k.res[m.obj]
+			r.state, r.lease = ResourceAvailable, 0
+			r.version++
+		case MemberPool:
+			p := &k.pools[m.obj]
+			if l.state == LeaseReserved {
+				p.reserved -= m.quantity
+			} else {
+				p.active -= m.quantity
+			}
+		case MemberRange:
+			k.freeValue(&k.ranges[m.obj], m.value)
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+)
+
+// Rejection is a definite rejection found before sequencing: the code and a message that
+// names the offending field.
+type Rejection struct {
+	Code    Code
+	Message string
+}
+
+func reject(code Code, format string, args ...any) *Rejection {
+	return &Rejection{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks everything about a write that needs only the request and the shard's
+// configuration — id forms, required fields, duplicate members, bundle size, ttl bounds,
+// one placement key per bundle — and fills the derived TTLSlots. It is the single home of
+// these rules: the service runs it before a command is sequenced (a failure is a definite
+// rejection that is never journaled), and Apply runs it again so a journal can never
+// smuggle in a command the rules forbid. The internal expire is not a client write and is
+// refused here.
+func Validate(cfg *Config, c *Command) *Rejection {
+	if !ValidTenant(c.Tenant) {
+		return reject(CodeInvalidRequest, "tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
+	}
+	if !c.Verb.IsWrite() {
+		return reject(CodeInvalidRequest, "verb: not a client write")
+	}
+	if !ValidOperationID(c.OperationID) {
+		return reject(CodeInvalidRequest, "operation_id: must be 1-64 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric")
+	}
+	switch c.Verb {
+	case VerbCreateResource:
+		return validObject("resource_id", c.ObjectID)
+	case VerbCreatePool:
+		if r := validObject("pool_id", c.ObjectID); r != nil {
+			return r
+		}
+		if c.Capacity == 0 {
+			return reject(CodeInvalidRequest, "capacity: must be greater than 0")
+		}
+	case VerbCreateRange:
+		if r := validObject("range_id", c.ObjectID); r != nil {
+			return r
+		}
+		if c.First > c.Last {
+			return reject(CodeInvalidRequest, "first: must not be greater than last")
+		}
+		if c.Strategy >= strategyCount {
+			return reject(CodeInvalidRequest, "strategy: must be lowest_free, random or least_recently_freed")
+		}
+	case VerbReserve:
+		return validateReserve(cfg, c)
+	case VerbActivate, VerbRelease:
+		return validateHolderVerb(c)
+	case VerbRenew:
+		if r := validateHolderVerb(c); r != nil {
+			return r
+		}
+		return validateTTL(cfg, c)
+	case VerbRevoke, VerbReclaim:
+		if c.LeaseLSN == 0 {
+			return reject(CodeInvalidRequest, "lease_id: required")
+		}
+	}
+	return nil
+}
+
+func validObject(field, id string) *Rejection {
+	if id == "" {
+		return reject(CodeInvalidRequest, "%s: required", field)
+	}
+	if !ValidObjectID(id) {
+		return reject(CodeInvalidRequest, "%s: must be 1-128 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric", field)
+	}
+	return nil
+}
+
+func validateHolderVerb(c *Command) *Rejection {
+	if c.LeaseLSN == 0 {
+		return reject(CodeInvalidRequest, "lease_id: required")
+	}
+	if r := validObject("holder_id", c.HolderID); r != nil {
+		return r
+	}
+	if c.Epoch == 0 {
+		return reject(CodeInvalidRequest, "lease_epoch: required and must be at least 1")
+	}
+	return nil
+}
+
+func validateTTL(cfg *Config, c *Command) *Rejection {
+	if c.TTLMillis < 1 || c.TTLMillis > cfg.MaxTTLMillis {
+		return reject(CodeTTLOutOfRange, "ttl_ms: must be between 1 and %d", cfg.MaxTTLMillis)
+	}
+	c.TTLSlots = cfg.TTLSlots(c.TTLMillis)
+	return nil
+}
+
+func validateReserve(cfg *Config, c *Command) *Rejection {
+	if r := validObject("holder_id", c.HolderID); r != nil {
+		return r
+	}
+	if len(c.Members) == 0 {
+		return reject(CodeInvalidRequest, "members: at least one member is required")
+	}
+	if len(c.Members) > cfg.MaxBundle {
+		return reject(CodeBundleTooLarge, "members: %d members exceed the bundle limit of %d", len(c.Members), cfg.MaxBundle)
+	}
+	key := ""
+	for i := range c.Members {
+		m := &c.Members[i]
+		var field string
+		switch m.Kind {
+		case MemberResource:
+			field = "resource_id"
+			if m.Quantity != 0 || m.HasValue {
+				return reject(CodeInvalidRequest, "members[%d]: a resource member takes only resource_id", i)
+			}
+		case MemberPool:
+			field = "pool_id"
+			if m.Quantity == 0 {
+				return reject(CodeInvalidRequest, "members[%d].quantity: must be greater than 0", i)
+			}
+			if m.HasValue {
+				return reject(CodeInvalidRequest, "members[%d]: a pool member takes only pool_id and quantity", i)
+			}
+		case MemberRange:
+			field = "range_id"
+			if m.Quantity != 0 {
+				return reject(CodeInvalidRequest, "members[%d]: a range member takes only range_id and value", i)
+			}
+		default:
+			return reject(CodeInvalidRequest, "members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
+		}
+		if !ValidObjectID(m.ID) {
+			return validObject(fmt.Sprintf("members[%d].%s", i, field), m.ID)
+		}
+		pk := PlacementKey(m.ID)
+		if i == 0 {
+			key = pk
+		} else if pk != key {
+			return reject(CodeCrossShard, "members[%d].%s: placement key %q differs from %q; a bundle takes members of one placement key", i, field, pk, key)
+		}
+		for j := 0; j < i; j++ {
+			o := &c.Members[j]
+			if o.Kind == m.Kind && o.ID == m.ID && (m.Kind != MemberRange || (m.HasValue && o.HasValue && o.Value == m.Value)) {
+				return reject(CodeDuplicateMember, "members[%d]: duplicates members[%d]", i, j)
+			}
+		}
+	}
+	if c.Activate {
+		// An activated reserve has no deadline: ttl_ms is ignored (API.md §4).
+		c.TTLSlots = 0
+		return nil
+	}
+	return validateTTL(cfg, c)
+}
+
+// CheckSlots reports slot_overflow when a slot the command would derive at requestSlot —
+// a deadline, or the retirement slot of the lease or the operation — would exceed u64.
+// The shard runs it as it stamps the slot, before the journal, so the rejection is
+// definite; Apply guards the same condition.
+func CheckSlots(cfg *Config, c *Command, requestSlot uint64) *Rejection {
+	limit := uint64(math.MaxUint64)
+	if requestSlot > limit-cfg.DedupeWindowSlots || requestSlot > limit-cfg.HistoryWindowSlots {
+		return reject(CodeSlotOverflow, "request slot %d: retention would pass the largest slot", requestSlot)
+	}
+	if c.TTLSlots > 0 && (requestSlot > limit-c.TTLSlots || requestSlot+c.TTLSlots > limit-cfg.HistoryWindowSlots) {
+		return reject(CodeSlotOverflow, "ttl_ms: the deadline would pass the largest slot")
+	}
+	return nil
+}

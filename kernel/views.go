@@ -1,0 +1,182 @@
+package kernel
+
+// LeaseState is the lifecycle of a lease (API.md §4).
+type LeaseState uint8
+
+// Lease states. released, expired and revoked are terminal.
+const (
+	LeaseReserved LeaseState = iota + 1
+	LeaseActive
+	LeaseRevoking
+	LeaseReleased
+	LeaseExpired
+	LeaseRevoked
+)
+
+var leaseStateNames = [...]string{"", "reserved", "active", "revoking", "released", "expired", "revoked"}
+
+func (s LeaseState) String() string {
+	if int(s) < len(leaseStateNames) {
+		return leaseStateNames[s]
+	}
+	return "unknown"
+}
+
+// Terminal reports whether the lease has ended for good.
+func (s LeaseState) Terminal() bool { return s >= LeaseReleased }
+
+// Live reports whether the lease still holds its members.
+func (s LeaseState) Live() bool { return s >= LeaseReserved && s <= LeaseRevoking }
+
+// ResourceState is what a resource's current lease makes of it.
+type ResourceState uint8
+
+// Resource states.
+const (
+	ResourceAvailable ResourceState = iota
+	ResourceReserved
+	ResourceActive
+	ResourceRevoking
+)
+
+var resourceStateNames = [...]string{"available", "reserved", "active", "revoking"}
+
+func (s ResourceState) String() string {
+	if int(s) < len(resourceStateNames) {
+		return resourceStateNames[s]
+	}
+	return "unknown"
+}
+
+// resourceStateOf is the resource state a live lease in state s imposes.
+func resourceStateOf(s LeaseState) ResourceState {
+	switch s {
+	case LeaseReserved:
+		return ResourceReserved
+	case LeaseActive:
+		return ResourceActive
+	case LeaseRevoking:
+		return ResourceRevoking
+	}
+	return ResourceAvailable
+}
+
+// EventKind names the event an entry emits (API.md §5); EventNone when nothing changed.
+type EventKind uint8
+
+// Events.
+const (
+	EventNone EventKind = iota
+	EventResourceCreated
+	EventPoolCreated
+	EventRangeCreated
+	EventLeaseReserved
+	EventLeaseActivated
+	EventLeaseRenewed
+	EventLeaseReleased
+	EventLeaseExpired
+	EventLeaseRevoking
+	EventLeaseRevoked
+)
+
+var eventNames = [...]string{"", "resource.created", "pool.created", "range.created",
+	"lease.reserved", "lease.activated", "lease.renewed", "lease.released", "lease.expired",
+	"lease.revoking", "lease.revoked"}
+
+func (e EventKind) String() string {
+	if int(e) < len(eventNames) {
+		return eventNames[e]
+	}
+	return "unknown"
+}
+
+// ObjectKind says which view of an Output is filled.
+type ObjectKind uint8
+
+// Object kinds.
+const (
+	ObjectNone ObjectKind = iota
+	ObjectResource
+	ObjectPool
+	ObjectRange
+	ObjectLease
+)
+
+// ResourceView is the read form of a resource. Strings point into kernel storage and stay
+// valid; the view is a copy as of the entry that produced it.
+type ResourceView struct {
+	Tenant   string
+	ID       string
+	State    ResourceState
+	LeaseLSN uint64 // the current lease (its lsn in this shard); 0 when available
+	Version  uint64
+}
+
+// PoolView is the read form of a pool.
+type PoolView struct {
+	Tenant    string
+	ID        string
+	Capacity  uint64
+	Reserved  uint64 // units in reserved leases
+	Active    uint64 // units in active or revoking leases
+	Available uint64
+}
+
+// RangeView is the read form of a value range.
+type RangeView struct {
+	Tenant    string
+	ID        string
+	First     uint64
+	Last      uint64
+	Strategy  Strategy
+	Allocated uint64
+	Free      uint64 // values left, saturating at 2^64-1
+}
+
+// MemberView is one member of a lease as granted: for range members, Value is the value
+// the lease holds.
+type MemberView struct {
+	Kind     MemberKind
+	ID       string
+	Quantity uint64
+	Value    uint64
+}
+
+// LeaseView is the read form of a lease. Members reuses the Output's buffer.
+type LeaseView struct {
+	Shard           uint32
+	LSN             uint64 // with Shard, the lease id
+	Tenant          string
+	HolderID        string
+	State           LeaseState
+	Epoch           uint64
+	CreatedLSN      uint64
+	DeadlineSlot    uint64
+	ReleasedLSN     uint64
+	RetireAfterSlot uint64
+	Members         []MemberView
+}
+
+// Output is the result of one entry or read, written into a caller-owned value so the
+// hot path allocates nothing: the caller reuses it and copies what it keeps.
+type Output struct {
+	Code           Code
+	LSN            uint64 // the entry's lsn (writes), or the applied lsn (reads)
+	FromRetryCache bool
+	// MemberIndex is the failing member of a reserve (-1 otherwise), so a message can say
+	// which member was busy without naming anybody.
+	MemberIndex int
+	// Event is what the entry changed; its payload is the filled view.
+	Event    EventKind
+	Object   ObjectKind
+	Resource ResourceView
+	Pool     PoolView
+	Range    RangeView
+	Lease    LeaseView
+}
+
+func (o *Output) reset(lsn uint64) {
+	members := o.Lease.Members[:0]
+	*o = Output{LSN: lsn, MemberIndex: -1}
+	o.Lease.Members = members
+}
