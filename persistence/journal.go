@@ -1,0 +1,32 @@
+package persistence
+
+// Record is one journal entry: the shard's command bytes at a log position.
+type Record struct {
+	// LSN is the log sequence number; records are strictly consecutive.
+	LSN uint64
+	// Slot is the request slot (logical time) stamped by the shard; it never decreases.
+	Slot uint64
+	// Payload is the encoded command, opaque to the journal.
+	Payload []byte
+}
+
+// Journal is the shard's log. A second implementation will append each batch to a replicated
+// JetStream stream with an expected last sequence, so keep it this small.
+type Journal interface {
+	// Append writes the batch and makes it durable (one fsync for the whole batch) before
+	// returning. A batch that breaks the log's order (ErrOutOfOrder) or holds a record over
+	// the size bound (ErrRecordTooLarge) is rejected before anything is written and leaves the
+	// journal usable. Any other error leaves the journal failed: every later call returns an
+	// error wrapping ErrFailed (the shard halts).
+	Append(batch []Record) error
+	// Last returns the lsn and slot of the last durable record (0,0 when empty and no base).
+	// It is safe to call from any goroutine.
+	Last() (lsn, slot uint64)
+	// Replay calls fn for every record with LSN >= from, in order. Record.Payload is only
+	// valid until fn returns: copy it to keep it. It returns ErrCompacted when records at or
+	// after from are no longer (or never were) in the journal, and fn's error unchanged.
+	Replay(from uint64, fn func(Record) error) error
+	// Compact removes whole segments all of whose records have LSN <= upTo (covered by a snapshot).
+	Compact(upTo uint64) error
+	Close() error
+}
