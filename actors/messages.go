@@ -1,0 +1,101 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// Reply is a shard's answer to one request. Views are copies owned by the reply.
+type Reply struct {
+	Code           kernel.Code
+	Message        string // human text for rejections; never another holder's identity
+	LSN            uint64 // the entry's lsn (writes committed)
+	AppliedLSN     uint64 // the shard position the answer reflects
+	FromRetryCache bool
+	MemberIndex    int // failing member of a reserve, -1 otherwise
+	Object         kernel.ObjectKind
+	Resource       kernel.ResourceView
+	Pool           kernel.PoolView
+	Range          kernel.RangeView
+	Lease          kernel.LeaseView
+	Leases         []kernel.LeaseView // lease.list
+	Truncated      bool
+}
+
+// Event is one change of an applied entry, for publishing.
+type Event struct {
+	Shard    uint32
+	LSN      uint64
+	Slot     uint64
+	N        int // index among the entry's events
+	Kind     kernel.EventKind
+	Tenant   string
+	Object   kernel.ObjectKind
+	Resource kernel.ResourceView
+	Pool     kernel.PoolView
+	Range    kernel.RangeView
+	Lease    kernel.LeaseView
+}
+
+// ReadRequest is a read of one shard.
+type ReadRequest struct {
+	Verb   kernel.Verb // VerbGetResource, VerbGetPool, VerbGetRange, VerbGetLease, VerbListLeases
+	Tenant string
+	ID     string // object id, or holder id for lease.list
+	Lease  uint64 // lease lsn for lease.get
+	Limit  int    // lease.list
+	MinLSN uint64
+	Wait   time.Duration // how long a read with MinLSN may wait
+}
+
+// Callbacks run on the shard's goroutine: they must hand off and return.
+type replyFunc func(*Reply)
+
+type writeMsg struct {
+	cmd   *kernel.Command
+	reply replyFunc
+}
+
+type readMsg struct {
+	req      ReadRequest
+	reply    replyFunc
+	deadline time.Time
+}
+
+// batchDone reports a journal append from the writer.
+type batchDone struct {
+	gen uint64
+	err error
+}
+
+// tick advances the slot clock: expiry and read deadlines.
+type tick struct{}
+
+// published tells the shard how far its events are durably published.
+type published struct{ lsn uint64 }
+
+// snapshotDone reports a snapshot written (or failed) by the writer.
+type snapshotDone struct {
+	gen uint64
+	lsn uint64
+	err error
+}
+
+func copyLease(v kernel.LeaseView) kernel.LeaseView {
+	v.Members = append([]kernel.MemberView(nil), v.Members...)
+	return v
+}
+
+func replyFromOutput(o *kernel.Output, applied uint64) *Reply {
+	r := &Reply{Code: o.Code, LSN: o.LSN, AppliedLSN: applied, FromRetryCache: o.FromRetryCache,
+		MemberIndex: o.MemberIndex, Object: o.Object, Resource: o.Resource, Pool: o.Pool, Range: o.Range}
+	if o.Object == kernel.ObjectLease {
+		r.Lease = copyLease(o.Lease)
+	}
+	return r
+}
+
+func rejection(code kernel.Code, msg string, applied uint64) *Reply {
+	return &Reply{Code: code, Message: msg, AppliedLSN: applied, MemberIndex: -1}
+}

@@ -1,0 +1,79 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// maxWaitingReads bounds the reads parked for a min_lsn; past it: overloaded.
+const maxWaitingReads = 4096
+
+// read answers from applied state — always durable state, since nothing is applied
+// before its batch is in the journal. With MinLSN beyond the applied position the read
+// waits, bounded by its deadline, then answers fence_not_applied.
+func (s *shard) read(m *readMsg) {
+	if s.halted != nil {
+		m.reply(rejection(kernel.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
+		return
+	}
+	if m.req.MinLSN > s.k.LastLSN() {
+		if m.req.Wait <= 0 {
+			m.reply(rejection(kernel.CodeFenceNotApplied, "min_lsn not applied yet", s.k.LastLSN()))
+			return
+		}
+		if len(s.readers) >= maxWaitingReads {
+			m.reply(rejection(kernel.CodeOverloaded, "too many reads waiting for min_lsn", s.k.LastLSN()))
+			return
+		}
+		m.deadline = s.h.sys.opts.Clock.Now().Add(m.req.Wait)
+		s.readers = append(s.readers, m)
+		return
+	}
+	m.reply(s.answer(&m.req))
+}
+
+// answerReaders answers parked reads whose lsn has been applied, and, given a time,
+// those whose wait has run out.
+func (s *shard) answerReaders(now time.Time) {
+	kept := s.readers[:0]
+	for _, r := range s.readers {
+		switch {
+		case r.req.MinLSN <= s.k.LastLSN():
+			r.reply(s.answer(&r.req))
+		case !now.IsZero() && !now.Before(r.deadline):
+			r.reply(rejection(kernel.CodeFenceNotApplied, "min_lsn not applied within wait_ms", s.k.LastLSN()))
+		default:
+			kept = append(kept, r)
+		}
+	}
+	clear(s.readers[len(kept):])
+	s.readers = kept
+}
+
+func (s *shard) answer(q *ReadRequest) *Reply {
+	switch q.Verb {
+	case kernel.VerbGetResource:
+		s.k.GetResource(q.Tenant, q.ID, &s.out)
+	case kernel.VerbGetPool:
+		s.k.GetPool(q.Tenant, q.ID, &s.out)
+	case kernel.VerbGetRange:
+		s.k.GetRange(q.Tenant, q.ID, &s.out)
+	case kernel.VerbGetLease:
+		s.k.GetLease(q.Tenant, q.Lease, s.readSlot(), &s.out)
+	case kernel.VerbListLeases:
+		views, truncated := s.k.ListLeases(q.Tenant, q.ID, q.Limit, nil)
+		return &Reply{Code: kernel.CodeOK, AppliedLSN: s.k.LastLSN(), Leases: views, Truncated: truncated, MemberIndex: -1}
+	default:
+		return rejection(kernel.CodeInvalidRequest, "not a read", s.k.LastLSN())
+	}
+	r := replyFromOutput(&s.out, s.k.LastLSN())
+	r.LSN = 0
+	return r
+}
+
+// readSlot is the slot a read judges retention by: the clock's, never before the
+// shard's last entry.
+func (s *shard) readSlot() uint64 {
+	return max(s.k.LastSlot(), s.h.sys.opts.slotAt(s.h.sys.opts.Clock.Now()))
+}

@@ -1,0 +1,77 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/persistence"
+)
+
+type recovered struct {
+	kernel    *kernel.Kernel
+	journal   *persistence.FileJournal
+	published uint64
+	events    []Event // events of entries after the published position, to republish
+}
+
+// recoverShard rebuilds a shard: the newest valid snapshot, then every journal entry
+// after it, applied exactly as the first time. Any inconsistency refuses to start.
+func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
+	h.closeWriter() // a restarted actor must not share the journal with its predecessor
+	snap, ok, err := persistence.LoadLatestSnapshot(h.dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range snap.Skipped {
+		h.log.Warn("skipped unreadable snapshot", "shard", h.shard, "snapshot", s)
+	}
+	var k *kernel.Kernel
+	if ok {
+		if k, err = kernel.Restore(cfg, snap.Payload); err != nil {
+			return nil, fmt.Errorf("snapshot at lsn %d: %w", snap.LSN, err)
+		}
+		if k.LastLSN() != snap.LSN {
+			return nil, fmt.Errorf("snapshot file says lsn %d, its state says %d", snap.LSN, k.LastLSN())
+		}
+	} else if k, err = kernel.New(cfg); err != nil {
+		return nil, err
+	}
+	published := uint64(0)
+	events := h.sys.opts.Events != nil
+	if events {
+		if published, err = readPublished(h.dir); err != nil {
+			return nil, err
+		}
+	}
+	j, err := persistence.OpenFileJournal(h.dir, persistence.FileOptions{
+		SegmentSize: h.sys.opts.SegmentSize, Faults: h.sys.opts.Faults})
+	if err != nil {
+		return nil, err
+	}
+	rec := &recovered{kernel: k, journal: j, published: published}
+	var cmd kernel.Command
+	var out kernel.Output
+	err = j.Replay(k.LastLSN()+1, func(r persistence.Record) error {
+		if r.LSN != k.LastLSN()+1 {
+			return fmt.Errorf("journal entry %d does not follow the state at lsn %d (missing snapshot or segment)", r.LSN, k.LastLSN())
+		}
+		if err := kernel.DecodeCommand(r.Payload, &cmd); err != nil {
+			return fmt.Errorf("entry %d: %w", r.LSN, err)
+		}
+		k.Apply(kernel.Entry{LSN: r.LSN, Slot: r.Slot, Cmd: &cmd}, &out)
+		if events && r.LSN > published && out.Event != kernel.EventNone {
+			rec.events = append(rec.events, eventOf(h.shard, kernel.Entry{LSN: r.LSN, Slot: r.Slot}, &out))
+		}
+		cmd.Members = nil // applied entries keep no reference to the decode buffer
+		return nil
+	})
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	if last, _ := j.Last(); last > k.LastLSN() {
+		j.Close()
+		return nil, fmt.Errorf("journal ends at lsn %d but replay reached %d", last, k.LastLSN())
+	}
+	return rec, nil
+}

@@ -1,0 +1,333 @@
+package actors
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/persistence"
+)
+
+// entry is a sequenced command waiting for its batch to become durable.
+type entry struct {
+	e       kernel.Entry
+	opKey   string // tenant\x00operation_id, "" for expire
+	payload []byte // the journaled encoding, also what a duplicate is compared by
+	waiters []replyFunc
+}
+
+// shard is the actor owning one kernel. A restarted actor is a fresh instance: it
+// recovers from the journal in Started and serves nothing before that.
+type shard struct {
+	h   *host
+	cfg kernel.Config
+	k   *kernel.Kernel
+	out kernel.Output
+
+	// halted is set when the journal failed or recovery refused: every request then
+	// answers engine_halted until the process restarts and replays.
+	halted error
+
+	gen     uint64 // writer generation, so a stale report from before a restart is ignored
+	w       *writer
+	writing bool
+	// inflightJob carries the writer's result for the batch in flight, for a
+	// synchronous wait at stop (the same result also arrives as a batchDone message).
+	inflightJob chan error
+	inflight    []*entry // the batch the writer is making durable
+	pending     []*entry // the next batch, filling
+	ops         map[string]*entry
+	expiring    map[uint64]bool // leases with an expire entry sequenced but not applied
+
+	nextLSN uint64 // lsn the next entry gets
+	seqSlot uint64 // slot of the last sequenced entry: stamps never go back
+
+	readers []*readMsg // reads waiting for min_lsn
+
+	sinceSnapshot int
+	published     uint64 // events durably published through this lsn
+	snapshotting  bool
+	snapLSN       uint64
+	snapSlot      uint64
+	snapBytes     []byte // a snapshot taken, waiting for publishing to catch up
+
+	records []persistence.Record
+	dueBuf  []kernel.Due
+	events  []Event
+}
+
+func newShard(h *host) actor.Actor { return &shard{h: h} }
+
+func (s *shard) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.start()
+	case *actor.Stopping:
+		s.stop()
+	case *ping:
+		ctx.Respond(true)
+	case *writeMsg:
+		s.h.queued.Add(-1)
+		s.write(m)
+	case *readMsg:
+		s.h.queued.Add(-1)
+		s.read(m)
+	case *batchDone:
+		if m.gen == s.gen && s.writing {
+			s.applyInflight(m.err)
+			s.flush()
+		}
+	case *tick:
+		s.tick()
+	case *published:
+		if m.lsn > s.published {
+			s.published = m.lsn
+			s.maybeWriteSnapshot()
+		}
+	case *snapshotDone:
+		s.snapshotting = false
+		if m.err != nil {
+			s.h.log.Error("snapshot failed", "shard", s.h.shard, "lsn", m.lsn, "err", m.err)
+		} else if m.gen == s.gen && s.w != nil {
+			s.w.jobs <- writeJob{compact: m.lsn, gen: s.gen}
+		}
+	}
+}
+
+// start recovers snapshot + journal; until it succeeds the shard answers engine_halted.
+func (s *shard) start() {
+	s.ops = make(map[string]*entry)
+	s.expiring = make(map[uint64]bool)
+	s.cfg = s.h.sys.opts.Kernel
+	s.cfg.Shard = s.h.shard
+	s.gen = s.h.nextGeneration()
+	s.h.queued.Store(0)
+	rec, err := recoverShard(s.h, s.cfg)
+	if err != nil {
+		s.halt(fmt.Errorf("recovery: %w", err))
+		s.h.log.Error("shard refuses to start", "shard", s.h.shard, "err", err)
+		return
+	}
+	s.k, s.published = rec.kernel, rec.published
+	last, lastSlot := rec.journal.Last()
+	s.nextLSN = max(last, s.k.LastLSN()) + 1
+	s.seqSlot = max(lastSlot, s.k.LastSlot())
+	s.w = startWriter(rec.journal, s.h.sys.root, s.h.pid)
+	s.h.setWriter(s.w)
+	s.h.halted.Store(false)
+	if sink := s.h.sys.opts.Events; sink != nil && len(rec.events) > 0 {
+		sink(s.h.shard, s.k.LastLSN(), rec.events) // republish what may not have been published
+	}
+}
+
+// stop flushes everything sequenced, waits for it to be durable, answers it, and
+// closes the journal: a graceful stop loses nothing.
+func (s *shard) stop() {
+	if s.w == nil {
+		return
+	}
+	for s.writing || len(s.pending) > 0 {
+		if s.writing {
+			job := s.inflightJob
+			err := <-job
+			s.applyInflight(err)
+		}
+		s.flush()
+	}
+	if err := s.w.stop(); err != nil {
+		s.h.log.Error("closing journal", "shard", s.h.shard, "err", err)
+	}
+	s.w = nil
+	for _, r := range s.readers {
+		r.reply(rejection(kernel.CodeEngineHalted, "shard stopping", s.k.LastLSN()))
+	}
+	s.readers = nil
+}
+
+func (s *shard) halt(err error) {
+	if s.halted == nil {
+		s.halted = err
+	}
+	s.h.halted.Store(true)
+}
+
+func (s *shard) applied() uint64 {
+	if s.k == nil {
+		return 0
+	}
+	return s.k.LastLSN()
+}
+
+// stampSlot is the slot a new entry gets: the clock's, but never before the last one.
+func (s *shard) stampSlot() uint64 {
+	s.seqSlot = max(s.seqSlot, s.h.sys.opts.slotAt(s.h.sys.opts.Clock.Now()))
+	return s.seqSlot
+}
+
+// write sequences one client command: shape checks, the retry cache, a duplicate in
+// flight, slot checks, table room, then into the filling batch.
+func (s *shard) write(m *writeMsg) {
+	if s.halted != nil {
+		m.reply(rejection(kernel.CodeEngineHalted, "shard halted; it answers again after a restart", s.applied()))
+		return
+	}
+	c := m.cmd
+	if r := kernel.Validate(&s.cfg, c); r != nil {
+		m.reply(rejection(r.Code, r.Message, s.applied()))
+		return
+	}
+	payload := c.AppendBinary(nil)
+	if len(payload) > s.h.sys.opts.MaxCommandBytes {
+		m.reply(rejection(kernel.CodeCommandTooLarge, fmt.Sprintf("command of %d bytes exceeds %d", len(payload), s.h.sys.opts.MaxCommandBytes), s.applied()))
+		return
+	}
+	slot := s.stampSlot()
+	if s.k.LookupOperation(c, slot, &s.out) {
+		if s.out.Code == kernel.CodeOperationConflict {
+			m.reply(rejection(kernel.CodeOperationConflict, "operation_id was used for a different command", s.applied()))
+			return
+		}
+		m.reply(replyFromOutput(&s.out, s.applied()))
+		return
+	}
+	key := c.Tenant + "\x00" + c.OperationID
+	if dup, ok := s.ops[key]; ok {
+		if string(dup.payload) != string(payload) {
+			m.reply(rejection(kernel.CodeOperationConflict, "operation_id was used for a different command", s.applied()))
+			return
+		}
+		dup.waiters = append(dup.waiters, m.reply) // the same command in flight: share its result
+		return
+	}
+	if r := kernel.CheckSlots(&s.cfg, c, slot); r != nil {
+		m.reply(rejection(r.Code, r.Message, s.applied()))
+		return
+	}
+	if s.k.OperationRoom(slot)-len(s.ops) < 1 {
+		m.reply(rejection(kernel.CodeOperationTableFull, "no room to remember a new operation until older ones leave the dedupe window", s.applied()))
+		return
+	}
+	if s.nextLSN == math.MaxUint64 {
+		m.reply(rejection(kernel.CodeLSNExhausted, "the shard has used every log position", s.applied()))
+		return
+	}
+	en := &entry{e: kernel.Entry{LSN: s.nextLSN, Slot: slot, Cmd: c}, opKey: key, payload: payload, waiters: []replyFunc{m.reply}}
+	s.nextLSN++
+	s.ops[key] = en
+	s.pending = append(s.pending, en)
+	s.flush()
+}
+
+// flush hands the filling batch to the writer when it is idle.
+func (s *shard) flush() {
+	if s.writing || len(s.pending) == 0 || s.halted != nil {
+		return
+	}
+	n := min(len(s.pending), s.h.sys.opts.MaxBatch)
+	s.inflight = append(s.inflight[:0], s.pending[:n]...)
+	s.pending = append(s.pending[:0], s.pending[n:]...)
+	records := make([]persistence.Record, n)
+	for i, en := range s.inflight {
+		records[i] = persistence.Record{LSN: en.e.LSN, Slot: en.e.Slot, Payload: en.payload}
+	}
+	done := make(chan error, 1)
+	s.inflightJob = done
+	s.writing = true
+	s.w.jobs <- writeJob{records: records, gen: s.gen, done: done}
+}
+
+// applyInflight applies the durable batch in lsn order and answers its requests; a
+// failed append halts the shard, and the batch's outcome is unknown to its clients.
+func (s *shard) applyInflight(err error) {
+	s.writing = false
+	batch := s.inflight
+	s.inflight = s.inflight[:0]
+	if err != nil {
+		s.halt(fmt.Errorf("journal: %w", err))
+		s.h.log.Error("journal failed; shard halted", "shard", s.h.shard, "err", err)
+		for _, en := range batch {
+			for _, w := range en.waiters {
+				w(rejection(kernel.CodeStorageFailure, "the journal failed; retry the same operation_id after the shard restarts", s.applied()))
+			}
+		}
+		for _, en := range s.pending {
+			for _, w := range en.waiters {
+				w(rejection(kernel.CodeEngineHalted, "shard halted", s.applied()))
+			}
+		}
+		s.pending = s.pending[:0]
+		s.ops = make(map[string]*entry)
+		return
+	}
+	s.events = s.events[:0]
+	for _, en := range batch {
+		s.k.Apply(en.e, &s.out)
+		if en.opKey != "" {
+			delete(s.ops, en.opKey)
+		} else {
+			delete(s.expiring, en.e.Cmd.LeaseLSN)
+		}
+		if s.out.Event != kernel.EventNone && s.h.sys.opts.Events != nil {
+			s.events = append(s.events, eventOf(s.h.shard, en.e, &s.out))
+		}
+		if len(en.waiters) > 0 {
+			r := replyFromOutput(&s.out, en.e.LSN)
+			for _, w := range en.waiters {
+				w(r)
+			}
+		}
+	}
+	s.sinceSnapshot += len(batch)
+	if sink := s.h.sys.opts.Events; sink != nil && len(batch) > 0 {
+		sink(s.h.shard, s.k.LastLSN(), s.events)
+		s.events = nil // the sink keeps the slice
+	}
+	s.answerReaders(time.Time{})
+	s.maybeSnapshot()
+}
+
+func eventOf(shard uint32, e kernel.Entry, o *kernel.Output) Event {
+	ev := Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, Kind: o.Event, Object: o.Object,
+		Resource: o.Resource, Pool: o.Pool, Range: o.Range}
+	switch o.Object {
+	case kernel.ObjectResource:
+		ev.Tenant = o.Resource.Tenant
+	case kernel.ObjectPool:
+		ev.Tenant = o.Pool.Tenant
+	case kernel.ObjectRange:
+		ev.Tenant = o.Range.Tenant
+	case kernel.ObjectLease:
+		ev.Tenant = o.Lease.Tenant
+		ev.Lease = copyLease(o.Lease)
+	}
+	return ev
+}
+
+// tick runs once a slot: commit expire entries for due leases (bounded, earliest first)
+// and time out reads waiting for an lsn.
+func (s *shard) tick() {
+	if s.halted != nil || s.k == nil {
+		return
+	}
+	s.answerReaders(s.h.sys.opts.Clock.Now())
+	slot := s.stampSlot()
+	room := s.h.sys.opts.ExpirePerTick - len(s.expiring)
+	if room <= 0 {
+		return
+	}
+	s.dueBuf = s.k.DueExpirations(slot, room+len(s.expiring), s.dueBuf[:0])
+	for _, d := range s.dueBuf {
+		if s.expiring[d.LeaseLSN] || s.nextLSN == math.MaxUint64 {
+			continue
+		}
+		c := &kernel.Command{Verb: kernel.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}
+		en := &entry{e: kernel.Entry{LSN: s.nextLSN, Slot: slot, Cmd: c}, payload: c.AppendBinary(nil)}
+		s.nextLSN++
+		s.expiring[d.LeaseLSN] = true
+		s.pending = append(s.pending, en)
+	}
+	s.flush()
+}
