@@ -45,7 +45,9 @@ type Options struct {
 	Events func(shard uint32, throughLSN uint64, events []Event)
 	// Faults injects journal write and fsync failures (tests only).
 	Faults *persistence.Faults
-	Logger *slog.Logger
+	// Observer receives batch sizes and append latencies (metrics); may be nil.
+	Observer Observer
+	Logger   *slog.Logger
 }
 
 // withDefaults fills what the caller left zero.

@@ -54,9 +54,10 @@ type shard struct {
 	snapSlot      uint64
 	snapBytes     []byte // a snapshot taken, waiting for publishing to catch up
 
-	records []persistence.Record
-	dueBuf  []kernel.Due
-	events  []Event
+	batchStart time.Time
+	records    []persistence.Record
+	dueBuf     []kernel.Due
+	events     []Event
 }
 
 func newShard(h *host) actor.Actor { return &shard{h: h} }
@@ -118,6 +119,7 @@ func (s *shard) start() {
 	s.w = startWriter(rec.journal, s.h.sys.root, s.h.pid)
 	s.h.setWriter(s.w)
 	s.h.halted.Store(false)
+	s.publishGauges()
 	if sink := s.h.sys.opts.Events; sink != nil && len(rec.events) > 0 {
 		sink(s.h.shard, s.k.LastLSN(), rec.events) // republish what may not have been published
 	}
@@ -236,6 +238,7 @@ func (s *shard) flush() {
 	done := make(chan error, 1)
 	s.inflightJob = done
 	s.writing = true
+	s.batchStart = time.Now()
 	s.w.jobs <- writeJob{records: records, gen: s.gen, done: done}
 }
 
@@ -245,6 +248,9 @@ func (s *shard) applyInflight(err error) {
 	s.writing = false
 	batch := s.inflight
 	s.inflight = s.inflight[:0]
+	if o := s.h.sys.opts.Observer; o != nil {
+		o.Batch(s.h.shard, len(batch), time.Since(s.batchStart))
+	}
 	if err != nil {
 		s.halt(fmt.Errorf("journal: %w", err))
 		s.h.log.Error("journal failed; shard halted", "shard", s.h.shard, "err", err)
@@ -286,6 +292,7 @@ func (s *shard) applyInflight(err error) {
 		s.events = nil // the sink keeps the slice
 	}
 	s.answerReaders(time.Time{})
+	s.publishGauges()
 	s.maybeSnapshot()
 }
 
@@ -319,6 +326,7 @@ func (s *shard) tick() {
 		return
 	}
 	s.dueBuf = s.k.DueExpirations(slot, room+len(s.expiring), s.dueBuf[:0])
+	s.h.gauges.backlog.Store(int64(len(s.dueBuf)))
 	for _, d := range s.dueBuf {
 		if s.expiring[d.LeaseLSN] || s.nextLSN == math.MaxUint64 {
 			continue

@@ -36,6 +36,7 @@ type host struct {
 	log    *slog.Logger
 	queued atomic.Int64
 	halted atomic.Bool
+	gauges shardGauges
 
 	mu  sync.Mutex
 	gen uint64

@@ -1,0 +1,59 @@
+package actors
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// Observer receives the shard runtime's measurements (metrics). Calls run on shard
+// goroutines and must be cheap.
+type Observer interface {
+	// Batch reports one journal append: its entries and how long the append+fsync took.
+	Batch(shard uint32, entries int, took time.Duration)
+}
+
+// ShardStats is a point-in-time view of one shard for metrics and health checks.
+type ShardStats struct {
+	AppliedLSN    uint64
+	AppliedSlot   uint64
+	ClockSlot     uint64
+	QueueDepth    int64
+	Halted        bool
+	ExpiryBacklog int // leases whose deadline has come but whose expiry is not yet applied
+	Tables        kernel.Stats
+}
+
+// shardGauges is what the actor publishes after each batch and tick for lock-free reads.
+type shardGauges struct {
+	applied     atomic.Uint64
+	appliedSlot atomic.Uint64
+	backlog     atomic.Int64
+	tables      atomic.Pointer[kernel.Stats]
+}
+
+func (s *shard) publishGauges() {
+	g := &s.h.gauges
+	g.applied.Store(s.k.LastLSN())
+	g.appliedSlot.Store(s.k.LastSlot())
+	st := s.k.Stats()
+	g.tables.Store(&st)
+}
+
+// Stats reads one shard's gauges.
+func (s *System) Stats(shard uint32) ShardStats {
+	h := s.hosts[shard]
+	st := ShardStats{
+		AppliedLSN:    h.gauges.applied.Load(),
+		AppliedSlot:   h.gauges.appliedSlot.Load(),
+		ClockSlot:     s.opts.slotAt(s.opts.Clock.Now()),
+		QueueDepth:    h.queued.Load(),
+		Halted:        h.halted.Load(),
+		ExpiryBacklog: int(h.gauges.backlog.Load()),
+	}
+	if t := h.gauges.tables.Load(); t != nil {
+		st.Tables = *t
+	}
+	return st
+}

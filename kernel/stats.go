@@ -1,0 +1,19 @@
+package kernel
+
+// Stats is the fill of the shard's tables, for metrics: each next to its bound in Config.
+type Stats struct {
+	Resources   int
+	Pools       int
+	Ranges      int
+	Leases      int // live and retained terminal
+	Members     int
+	Operations  int
+	Expirations int // reserved leases in the expiry index
+	RangeValues int // freed values remembered for least_recently_freed
+}
+
+// Stats reports table fill. O(1).
+func (k *Kernel) Stats() Stats {
+	return Stats{Resources: len(k.res), Pools: len(k.pools), Ranges: len(k.ranges), Leases: len(k.leaseIdx),
+		Members: k.members, Operations: k.ops.len(), Expirations: k.expiry.len(), RangeValues: k.rangeValues}
+}
