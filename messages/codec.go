@@ -1,0 +1,193 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Header names and values selecting the encoding of a request and its reply.
+const (
+	// HeaderContentType is the NATS header that selects the encoding.
+	HeaderContentType = "Content-Type"
+	// ContentTypeProtobuf selects the protobuf binary encoding of request and
+	// reply. Without it (or with any other value) both are JSON.
+	ContentTypeProtobuf = "application/protobuf"
+	// ContentTypeJSON names the default JSON encoding.
+	ContentTypeJSON = "application/json"
+)
+
+var (
+	jsonMarshal = protojson.MarshalOptions{UseProtoNames: true}
+	// Strict: unknown fields are an error (protojson's default).
+	jsonStrict = protojson.UnmarshalOptions{DiscardUnknown: false}
+	// Tolerant: unknown fields are skipped.
+	jsonTolerant  = protojson.UnmarshalOptions{DiscardUnknown: true}
+	protoStrict   = proto.UnmarshalOptions{}
+	protoTolerant = proto.UnmarshalOptions{DiscardUnknown: true}
+)
+
+// DecodeError is the error of UnmarshalJSON and UnmarshalProto (and their
+// tolerant variants): the bytes are not a valid encoding of the message. Its
+// text is meant for Reply.message of an invalid_request reply and names the
+// offending field, e.g.
+//
+//	invalid JSON holdfast.v1.ReserveRequest: (line 1:35): unknown field "ttl"
+type DecodeError struct {
+	// Format is "JSON" or "protobuf".
+	Format string
+	// Message is the full name of the message being decoded.
+	Message string
+	// Err is the underlying error (from protojson or proto, or an
+	// unknown-field error of UnmarshalProto).
+	Err error
+}
+
+func (e *DecodeError) Error() string {
+	return "invalid " + e.Format + " " + e.Message + ": " + protoFieldNames(trimProtoPrefix(e.Err.Error()))
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// trimProtoPrefix removes the "proto: " prefix of protobuf-go errors (which
+// that library spells with either normal or non-breaking spaces).
+func trimProtoPrefix(s string) string {
+	for _, p := range []string{"proto: ", "proto:\u00a0"} {
+		if t, ok := strings.CutPrefix(s, p); ok {
+			return t
+		}
+	}
+	return s
+}
+
+// invalidValue matches protojson's type errors, which name the field by its
+// lowerCamelCase JSON name.
+var invalidValue = regexp.MustCompile(`invalid value for \w+ field ([A-Za-z0-9]+):`)
+
+// protoFieldNames rewrites the field names of protojson's type errors to the
+// snake_case names of the wire ("poolId" to "pool_id"). All field names of
+// holdfast.proto are lowercase words joined by single underscores, so the
+// reverse of the JSON name mapping is exact.
+func protoFieldNames(s string) string {
+	return invalidValue.ReplaceAllStringFunc(s, func(m string) string {
+		sub := invalidValue.FindStringSubmatchIndex(m)
+		name := m[sub[2]:sub[3]]
+		var sb strings.Builder
+		for _, r := range name {
+			if 'A' <= r && r <= 'Z' {
+				sb.WriteByte('_')
+				r += 'a' - 'A'
+			}
+			sb.WriteRune(r)
+		}
+		return m[:sub[2]] + sb.String() + m[sub[3]:]
+	})
+}
+
+// MarshalJSON encodes m in the JSON form of the wire: the protobuf JSON
+// mapping with original (snake_case) field names, 64-bit integers as decimal
+// strings, zero/empty/false fields omitted, on one line without insignificant
+// whitespace. The output is stable (protojson alone randomizes whitespace).
+func MarshalJSON(m proto.Message) ([]byte, error) {
+	b, err := jsonMarshal.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(b))
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// UnmarshalJSON decodes the JSON form of m strictly, as for requests: 64-bit
+// integers are accepted as numbers or strings, field names as the original
+// snake_case name (or, as the protobuf JSON mapping allows, the lowerCamelCase
+// name), and any unknown field, duplicate field, wrongly typed value or
+// trailing data is a *DecodeError naming the field. m is reset first.
+func UnmarshalJSON(b []byte, m proto.Message) error {
+	if err := jsonStrict.Unmarshal(b, m); err != nil {
+		return &DecodeError{Format: "JSON", Message: string(m.ProtoReflect().Descriptor().FullName()), Err: err}
+	}
+	return nil
+}
+
+// UnmarshalJSONTolerant is UnmarshalJSON that skips unknown fields. Use it for
+// replies and events, which a newer server may extend with new fields.
+func UnmarshalJSONTolerant(b []byte, m proto.Message) error {
+	if err := jsonTolerant.Unmarshal(b, m); err != nil {
+		return &DecodeError{Format: "JSON", Message: string(m.ProtoReflect().Descriptor().FullName()), Err: err}
+	}
+	return nil
+}
+
+// MarshalProto encodes m in protobuf binary form.
+func MarshalProto(m proto.Message) ([]byte, error) {
+	return proto.Marshal(m)
+}
+
+// UnmarshalProto decodes the protobuf binary form of m strictly, as for
+// requests: like the JSON form, a field unknown to this schema is rejected
+// (a *DecodeError naming its number and where it is) rather than kept
+// silently, and so are malformed input and invalid UTF-8 in strings.
+// m is reset first.
+func UnmarshalProto(b []byte, m proto.Message) error {
+	name := string(m.ProtoReflect().Descriptor().FullName())
+	if err := protoStrict.Unmarshal(b, m); err != nil {
+		return &DecodeError{Format: "protobuf", Message: name, Err: err}
+	}
+	if err := checkUnknown(m.ProtoReflect(), ""); err != nil {
+		return &DecodeError{Format: "protobuf", Message: name, Err: err}
+	}
+	return nil
+}
+
+// UnmarshalProtoTolerant is UnmarshalProto that skips unknown fields. Use it
+// for replies and events, which a newer server may extend with new fields.
+func UnmarshalProtoTolerant(b []byte, m proto.Message) error {
+	if err := protoTolerant.Unmarshal(b, m); err != nil {
+		return &DecodeError{Format: "protobuf", Message: string(m.ProtoReflect().Descriptor().FullName()), Err: err}
+	}
+	return nil
+}
+
+// checkUnknown returns an error naming the first unknown field found in m or
+// its sub-messages; path is the location of m ("" at the top).
+func checkUnknown(m protoreflect.Message, path string) error {
+	if u := m.GetUnknown(); len(u) > 0 {
+		num, _, _ := protowire.ConsumeField(u)
+		where := ""
+		if path != "" {
+			where = " in " + path
+		}
+		return fmt.Errorf("unknown field number %d%s", num, where)
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Message() == nil || fd.IsMap() {
+			return true
+		}
+		name := string(fd.Name())
+		if path != "" {
+			name = path + "." + name
+		}
+		if fd.IsList() {
+			l := v.List()
+			for i := 0; i < l.Len() && err == nil; i++ {
+				err = checkUnknown(l.Get(i).Message(), fmt.Sprintf("%s[%d]", name, i))
+			}
+		} else {
+			err = checkUnknown(v.Message(), name)
+		}
+		return err == nil
+	})
+	return err
+}
