@@ -37,6 +37,7 @@ type host struct {
 	queued atomic.Int64
 	halted atomic.Bool
 	gauges shardGauges
+	disp   *shardDispatcher
 
 	mu  sync.Mutex
 	gen uint64
@@ -75,7 +76,8 @@ type supervisor struct{ sys *System }
 func (s *supervisor) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); ok {
 		for _, h := range s.sys.hosts {
-			props := actor.PropsFromProducer(func() actor.Actor { return newShard(h) })
+			h.disp = newShardDispatcher()
+			props := actor.PropsFromProducer(func() actor.Actor { return newShard(h) }, actor.WithDispatcher(h.disp))
 			pid, err := ctx.SpawnNamed(props, fmt.Sprintf("shard-%d", h.shard))
 			if err != nil {
 				panic(err)
@@ -202,6 +204,9 @@ func (s *System) Stop() {
 	_ = s.root.PoisonFuture(s.super).Wait()
 	for _, h := range s.hosts {
 		h.closeWriter()
+		if h.disp != nil {
+			h.disp.stop()
+		}
 	}
 	s.as.Shutdown()
 }
