@@ -98,6 +98,7 @@ func (k *Kernel) DueExpirations(slot uint64, max int, dst []Due) []Due {
 	if len(k.expiry.h) == 0 || max <= 0 {
 		return dst
 	}
+	max = min(max, len(k.expiry.h))
 	// frontier is a tiny min-heap of heap positions.
 	frontier := make([]int, 0, 2*max+1)
 	less := func(a, b int) bool { return k.expiryLess(k.expiry.h[a], k.expiry.h[b]) }

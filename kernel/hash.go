@@ -83,3 +83,11 @@ func commandHash(c *Command, scratch []byte) (uint64, []byte) {
 }
 
 func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+
+// satAdd is a+b saturating at the largest slot: a retention slot past u64 means "never".
+func satAdd(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return ^uint64(0)
+}

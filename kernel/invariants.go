@@ -137,16 +137,41 @@ func (k *Kernel) CheckInvariants() error {
 			return fmt.Errorf("range %q: %d allocated, leases hold %d", r.key, r.allocated.Len(), rangeValues[i])
 		}
 		freed += r.freed.Len()
+		var bad error
+		r.allocated.Ascend(func(lo, hi uint64) bool {
+			if lo < r.first || hi > r.last {
+				bad = fmt.Errorf("range %q: allocated [%d,%d] outside [%d,%d]", r.key, lo, hi, r.first, r.last)
+			}
+			return bad == nil
+		})
+		if bad != nil {
+			return bad
+		}
 		if r.strategy != StrategyLeastRecentlyFreed {
 			if r.freed.Len() != 0 || r.used.Len() != 0 {
 				return fmt.Errorf("range %q: freed-order state on a %s range", r.key, r.strategy)
 			}
 			continue
 		}
+		// used = allocated ∪ freed, disjointly: every allocated value is used, every freed
+		// value is used and not allocated, and the counts add up.
+		r.allocated.Ascend(func(lo, hi uint64) bool {
+			for v := lo; ; v++ {
+				if !r.used.Contains(v) {
+					bad = fmt.Errorf("range %q: allocated value %d not marked used", r.key, v)
+					return false
+				}
+				if v == hi {
+					return true
+				}
+			}
+		})
+		if bad != nil {
+			return bad
+		}
 		if r.used.Len() != r.allocated.Len()+uint64(r.freed.Len()) {
 			return fmt.Errorf("range %q: used %d != allocated %d + freed %d", r.key, r.used.Len(), r.allocated.Len(), r.freed.Len())
 		}
-		var bad error
 		r.freed.Each(func(v uint64) bool {
 			if r.allocated.Contains(v) || !r.used.Contains(v) {
 				bad = fmt.Errorf("range %q: freed value %d allocated or not used", r.key, v)

@@ -133,7 +133,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 	key := makeOpKey(c.Tenant, c.OperationID)
 	var hash uint64
 	hash, k.hashBuf = commandHash(c, k.hashBuf)
-	if k.replay(key, hash, e.Slot, out) {
+	if k.replay(c.Tenant, key, hash, e.Slot, out) {
 		return
 	}
 	if !k.opRoom(e.Slot) {
@@ -148,19 +148,24 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		ref = k.createPool(c, out)
 	case VerbCreateRange:
 		ref = k.createRange(c, out)
-	case VerbReserve:
-		k.reserve(e, out)
-		ref = e.LSN
-	case VerbActivate, VerbRenew, VerbRelease, VerbRevoke, VerbReclaim:
-		k.leaseVerb(e, out)
-		ref = c.LeaseLSN
+	case VerbReserve, VerbActivate, VerbRenew, VerbRelease, VerbRevoke, VerbReclaim:
+		if c.Verb == VerbReserve {
+			k.reserve(e, out)
+		} else {
+			k.leaseVerb(e, out)
+		}
+		// A retry shows the lease only if the original reply did: the caller's own lease.
+		ref = noRef
+		if out.Object == ObjectLease {
+			ref = out.Lease.LSN
+		}
 	default:
 		out.Code = CodeInvalidRequest
 		return
 	}
 	k.ops.push(operation{
 		key: key, hash: hash, verb: c.Verb, code: out.Code, lsn: e.LSN, ref: ref,
-		retireAfter: e.Slot + k.cfg.DedupeWindowSlots,
+		retireAfter: satAdd(e.Slot, k.cfg.DedupeWindowSlots),
 	})
 }
 

@@ -299,6 +299,6 @@ func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) {
 	}
 	l.state = to
 	l.releasedLSN = e.LSN
-	l.retireAfter = e.Slot + k.cfg.HistoryWindowSlots
+	l.retireAfter = satAdd(e.Slot, k.cfg.HistoryWindowSlots) // an expire is not bounded by CheckSlots
 	k.ended.push(l.lsn)
 }

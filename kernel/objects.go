@@ -82,7 +82,7 @@ func (k *Kernel) viewRange(idx int32, out *Output) {
 	t, id := splitKey(r.key)
 	out.Object = ObjectRange
 	allocated := r.allocated.Len()
-	free, full := r.allocated.AbsentCount(r.first, r.last)
+	free, full := r.freeCount()
 	if full {
 		free = math.MaxUint64 // 2^64 values left: saturate
 	}

@@ -34,6 +34,10 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 		out.Code = code
 		return
 	}
+	state := LeaseReserved
+	if c.Activate {
+		state = LeaseActive // one state change: available → active
+	}
 	idx := k.newLease(e.LSN, k.tenantKey(c.Tenant, c.HolderID))
 	l := &k.leases[idx]
 	for _, p := range picks {
@@ -41,19 +45,22 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 		switch p.kind {
 		case MemberResource:
 			r := &k.res[p.obj]
-			r.state, r.lease = ResourceReserved, e.LSN
+			r.state, r.lease = resourceStateOf(state), e.LSN
 			r.version++
 		case MemberPool:
-			k.pools[p.obj].reserved += p.quantity
+			if c.Activate {
+				k.pools[p.obj].active += p.quantity
+			} else {
+				k.pools[p.obj].reserved += p.quantity
+			}
 		case MemberRange:
 			k.allocateValue(&k.ranges[p.obj], p.value)
 		}
 	}
 	k.members += len(picks)
-	l.state = LeaseReserved
+	l.state = state
 	k.linkLive(idx)
 	if c.Activate {
-		k.setMembersState(idx, LeaseActive)
 		out.Event = EventLeaseActivated
 	} else {
 		l.deadline = e.Slot + c.TTLSlots
@@ -188,7 +195,7 @@ func (k *Kernel) chooseRandom(r *valueRange, obj int32, picks []pick, lsn uint64
 			taken++
 		}
 	}
-	free, full := r.allocated.AbsentCount(r.first, r.last)
+	free, full := r.freeCount()
 	rng := valueset.NewRand(lsn*0x9E3779B97F4A7C15 ^ uint64(member))
 	var n uint64
 	switch {
@@ -220,6 +227,21 @@ func (k *Kernel) chooseRandom(r *valueRange, obj int32, picks []pick, lsn uint64
 		}
 		skipped = below
 	}
+}
+
+// freeCount is the number of free values of r; full reports exactly 2^64 (the whole u64
+// space, nothing allocated), which does not fit. Every allocated value lies in
+// [first, last], so this is the span minus the allocated count: O(1), no tree walk.
+func (r *valueRange) freeCount() (uint64, bool) {
+	span := r.last - r.first + 1 // 0 means 2^64
+	n := r.allocated.Len()
+	if span == 0 {
+		if n == 0 {
+			return 0, true
+		}
+		return math.MaxUint64 - n + 1, false
+	}
+	return span - n, false
 }
 
 // allocateValue marks v allocated in r.

@@ -122,7 +122,7 @@ func (k *Kernel) OperationRoom(slot uint64) int {
 }
 
 // replay answers a retried operation from the table. It reports whether it answered.
-func (k *Kernel) replay(key opKey, hash uint64, slot uint64, out *Output) bool {
+func (k *Kernel) replay(tenant string, key opKey, hash uint64, slot uint64, out *Output) bool {
 	op := k.ops.get(key, slot)
 	if op == nil {
 		return false
@@ -134,7 +134,7 @@ func (k *Kernel) replay(key opKey, hash uint64, slot uint64, out *Output) bool {
 	out.Code = op.code
 	out.LSN = op.lsn
 	out.FromRetryCache = true
-	k.viewRef(op.verb, op.ref, slot, out)
+	k.viewRef(tenant, op.verb, op.ref, slot, out)
 	return true
 }
 
@@ -148,11 +148,12 @@ func (k *Kernel) LookupOperation(c *Command, slot uint64, out *Output) bool {
 	out.reset(k.lastLSN)
 	var hash uint64
 	hash, k.hashBuf = commandHash(c, k.hashBuf)
-	return k.replay(makeOpKey(c.Tenant, c.OperationID), hash, slot, out)
+	return k.replay(c.Tenant, makeOpKey(c.Tenant, c.OperationID), hash, slot, out)
 }
 
-// viewRef fills the current view of the object an operation named.
-func (k *Kernel) viewRef(v Verb, ref uint64, slot uint64, out *Output) {
+// viewRef fills the current view of the object an operation named, if tenant can still
+// see it.
+func (k *Kernel) viewRef(tenant string, v Verb, ref uint64, slot uint64, out *Output) {
 	if ref == noRef {
 		return
 	}
@@ -164,7 +165,7 @@ func (k *Kernel) viewRef(v Verb, ref uint64, slot uint64, out *Output) {
 	case VerbCreateRange:
 		k.viewRange(int32(ref), out)
 	default:
-		if idx, ok := k.leaseIdx[ref]; ok && !k.leases[idx].retiredAt(slot) {
+		if idx, code := k.findLease(tenant, ref, slot); code == CodeOK {
 			k.viewLease(idx, out)
 		}
 	}
