@@ -21,6 +21,7 @@ func (k *Kernel) CheckInvariants() error {
 	poolReserved := make([]uint64, len(k.pools))
 	poolActive := make([]uint64, len(k.pools))
 	rangeValues := make([]uint64, len(k.ranges))
+	rangeHeld := make([]map[uint64]uint64, len(k.ranges)) // value → the lease holding it
 	resOwner := make([]uint64, len(k.res))
 	holderRefs := make([]int32, len(k.holders))
 	holderLive := make([]int32, len(k.holders))
@@ -92,6 +93,13 @@ func (k *Kernel) CheckInvariants() error {
 					return fmt.Errorf("range %q: lease %d holds %d which is not allocated", r.key, l.lsn, m.value)
 				}
 				rangeValues[m.obj]++
+				if rangeHeld[m.obj] == nil {
+					rangeHeld[m.obj] = map[uint64]uint64{}
+				}
+				if other, dup := rangeHeld[m.obj][m.value]; dup {
+					return fmt.Errorf("range %q: value %d held by leases %d and %d", r.key, m.value, other, l.lsn)
+				}
+				rangeHeld[m.obj][m.value] = l.lsn
 			}
 		}
 	}
@@ -109,11 +117,14 @@ func (k *Kernel) CheckInvariants() error {
 	if terminal != k.ended.len() {
 		return fmt.Errorf("%d terminal leases, %d queued for retirement", terminal, k.ended.len())
 	}
+	queued := make(map[uint64]bool, k.ended.len())
 	for i := 0; i < k.ended.len(); i++ {
-		idx, ok := k.leaseIdx[*k.ended.at(i)]
-		if !ok || !k.leases[idx].state.Terminal() {
-			return fmt.Errorf("retirement queue names lease %d which is not terminal", *k.ended.at(i))
+		lsn := *k.ended.at(i)
+		idx, ok := k.leaseIdx[lsn]
+		if !ok || !k.leases[idx].state.Terminal() || queued[lsn] {
+			return fmt.Errorf("retirement queue names lease %d which is not terminal or is queued twice", lsn)
 		}
+		queued[lsn] = true
 	}
 	for i := range k.res {
 		r := &k.res[i]
@@ -220,6 +231,23 @@ func (k *Kernel) CheckInvariants() error {
 		}
 		if i > 0 && k.ops.q.at(i-1).lsn >= op.lsn {
 			return fmt.Errorf("operation table out of lsn order")
+		}
+		if op.lsn > k.lastLSN || !op.verb.IsWrite() || op.code.IsRejection() || op.code >= codeCount {
+			return fmt.Errorf("operation at lsn %d: verb %d code %d", op.lsn, op.verb, op.code)
+		}
+		if op.ref != noRef {
+			limit := -1
+			switch op.verb {
+			case VerbCreateResource:
+				limit = len(k.res)
+			case VerbCreatePool:
+				limit = len(k.pools)
+			case VerbCreateRange:
+				limit = len(k.ranges)
+			}
+			if limit >= 0 && op.ref >= uint64(limit) {
+				return fmt.Errorf("operation at lsn %d names object %d of %d", op.lsn, op.ref, limit)
+			}
 		}
 	}
 	return nil

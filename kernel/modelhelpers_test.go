@@ -1,0 +1,138 @@
+package kernel
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Small helpers shared by model_test.go and replay_test.go: copying commands and outputs
+// (an Output's lease members reuse its buffer, so anything kept must be copied) and
+// printing them compactly for failure messages.
+
+// mCloneCmd deep-copies a command; an empty member list becomes nil, as DecodeCommand
+// produces it.
+func mCloneCmd(c *Command) *Command {
+	d := *c
+	d.Members = nil
+	if len(c.Members) > 0 {
+		d.Members = append([]Member(nil), c.Members...)
+	}
+	return &d
+}
+
+// mNormOut returns a copy of o that shares no memory with it; an empty member list
+// becomes nil so that equal outputs compare equal whatever buffer they were written to.
+func mNormOut(o Output) Output {
+	if len(o.Lease.Members) == 0 {
+		o.Lease.Members = nil
+	} else {
+		o.Lease.Members = append([]MemberView(nil), o.Lease.Members...)
+	}
+	return o
+}
+
+func mFmtMembers(ms []Member) string {
+	var b strings.Builder
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		switch m.Kind {
+		case MemberResource:
+			fmt.Fprintf(&b, "res:%s", m.ID)
+		case MemberPool:
+			fmt.Fprintf(&b, "pool:%s*%d", m.ID, m.Quantity)
+		case MemberRange:
+			if m.HasValue {
+				fmt.Fprintf(&b, "range:%s=%d", m.ID, m.Value)
+			} else {
+				fmt.Fprintf(&b, "range:%s=any", m.ID)
+			}
+		default:
+			fmt.Fprintf(&b, "kind%d:%s(q=%d,v=%d,%v)", m.Kind, m.ID, m.Quantity, m.Value, m.HasValue)
+		}
+	}
+	return b.String()
+}
+
+// mFmtCmd prints the fields a verb uses (and any stray ones), one line.
+func mFmtCmd(c *Command) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %q/%q", c.Verb, c.Tenant, c.OperationID)
+	if c.ObjectID != "" {
+		fmt.Fprintf(&b, " id=%q", c.ObjectID)
+	}
+	if c.Capacity != 0 {
+		fmt.Fprintf(&b, " cap=%d", c.Capacity)
+	}
+	if c.Verb == VerbCreateRange || c.First != 0 || c.Last != 0 {
+		fmt.Fprintf(&b, " [%d,%d] %s", c.First, c.Last, c.Strategy)
+	}
+	if c.HolderID != "" {
+		fmt.Fprintf(&b, " holder=%q", c.HolderID)
+	}
+	if len(c.Members) > 0 {
+		fmt.Fprintf(&b, " members=[%s]", mFmtMembers(c.Members))
+	}
+	if c.Activate {
+		b.WriteString(" activate")
+	}
+	if c.TTLMillis != 0 {
+		fmt.Fprintf(&b, " ttl=%dms", c.TTLMillis)
+	}
+	if c.LeaseLSN != 0 {
+		fmt.Fprintf(&b, " lease=%d", c.LeaseLSN)
+	}
+	if c.Epoch != 0 {
+		fmt.Fprintf(&b, " epoch=%d", c.Epoch)
+	}
+	if c.Deadline != 0 {
+		fmt.Fprintf(&b, " deadline=%d", c.Deadline)
+	}
+	return b.String()
+}
+
+func mFmtLease(v *LeaseView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lease{%d-%d %s/%s %s e%d created=%d deadline=%d released=%d retire=%d [",
+		v.Shard, v.LSN, v.Tenant, v.HolderID, v.State, v.Epoch, v.CreatedLSN, v.DeadlineSlot,
+		v.ReleasedLSN, v.RetireAfterSlot)
+	for i, m := range v.Members {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%d:%s q%d v%d", m.Kind, m.ID, m.Quantity, m.Value)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+// mFmtOut prints an output with only its filled view.
+func mFmtOut(o *Output) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s lsn=%d", o.Code, o.LSN)
+	if o.FromRetryCache {
+		b.WriteString(" retry")
+	}
+	if o.MemberIndex >= 0 {
+		fmt.Fprintf(&b, " member=%d", o.MemberIndex)
+	}
+	if o.Event != EventNone {
+		fmt.Fprintf(&b, " event=%s", o.Event)
+	}
+	switch o.Object {
+	case ObjectResource:
+		fmt.Fprintf(&b, " %+v", o.Resource)
+	case ObjectPool:
+		fmt.Fprintf(&b, " %+v", o.Pool)
+	case ObjectRange:
+		fmt.Fprintf(&b, " %+v", o.Range)
+	case ObjectLease:
+		b.WriteString(" " + mFmtLease(&o.Lease))
+	}
+	if o.Object == ObjectNone && (o.Resource != (ResourceView{}) || o.Pool != (PoolView{}) ||
+		o.Range != (RangeView{}) || o.Lease.LSN != 0) {
+		b.WriteString(" (stray view)")
+	}
+	return b.String()
+}
