@@ -1,0 +1,627 @@
+// Package bridge is Holdfast's NATS face: a micro service named "holdfast" with one
+// endpoint per verb on `<prefix>.v1.<tenant>.<object>.<verb>`, the JSON and protobuf
+// codec of the wire contract, validation and routing of requests to their shard, the
+// publishing of shard events to the HOLDFAST_EVENTS JetStream stream, and the
+// Prometheus metrics of the process.
+//
+// Life cycle. The bridge exists before the shards, because the shards' recovery already
+// hands it the events to republish:
+//
+//	br, err := bridge.New(ctx, bridge.Config{Conn: nc, JetStream: js, Prefix: "holdfast", Shards: 8, Logger: log})
+//	sys, err := actors.Start(actors.Options{..., Events: br.Events, Observer: br.Observer()})
+//	err = br.Start(sys)  // endpoints answer from here on
+//	...
+//	br.Drain(ctx)        // stop taking requests, answer those in flight
+//	sys.Stop()           // journals flushed; the last events reach br.Events
+//	br.Close(ctx)        // publish what is queued, as far as ctx allows
+//
+// Request path. A micro endpoint runs its handler one message at a time, so the handler
+// only hands the message to a bounded queue served by a pool of workers (answering
+// overloaded at once when the queue is full). A worker decodes, validates, maps the
+// request to a kernel command or read, and hands it to its shard with a callback. The
+// callback runs on the shard's goroutine and only passes the shard's reply back to the
+// worker pool through a channel that always has room (its capacity is the bound on
+// requests in flight), where a worker encodes it and publishes it to the reply subject.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// ServiceName is the micro service name every Holdfast process registers.
+const ServiceName = "holdfast"
+
+// Version is the micro service version a bridge announces unless Config.Version says
+// otherwise.
+const Version = "0.1.0"
+
+// QueueGroup is the queue group of every endpoint: the processes of one deployment
+// share the requests of a subject.
+const QueueGroup = "holdfast"
+
+// Defaults of Config.
+const (
+	DefaultPrefix          = "holdfast"
+	DefaultMaxRequestBytes = 128 << 10
+	DefaultMaxInFlight     = 65536
+	DefaultQueueLen        = 4096
+	DefaultTimeout         = 10 * time.Second
+)
+
+// Config configures a bridge. Conn, JetStream and Shards are required.
+type Config struct {
+	Conn      *nats.Conn
+	JetStream jetstream.JetStream
+	Prefix    string // subject prefix; DefaultPrefix when empty
+	Shards    uint32 // must equal the shard count of the actors.System given to Start
+	Logger    *slog.Logger
+	Version   string // micro service version; Version when empty
+
+	// Workers serve decoding, validation, routing and reply encoding (default
+	// GOMAXPROCS×2). QueueLen bounds the requests waiting for a worker; past it a request
+	// is answered overloaded at once.
+	Workers  int
+	QueueLen int
+	// MaxInFlight bounds the requests handed to shards and not yet answered, over all
+	// shards; past it: overloaded.
+	MaxInFlight int
+	// MaxRequestBytes bounds a request payload; past it: command_too_large.
+	MaxRequestBytes int
+	// Timeout bounds how long a request waits for its shard (reads add their wait_ms);
+	// past it the request is answered timeout (indefinite) and a late answer is dropped.
+	Timeout time.Duration
+
+	Events EventsConfig
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	o := *c
+	if o.Conn == nil {
+		return o, errors.New("bridge: a NATS connection is required")
+	}
+	if o.JetStream == nil {
+		return o, errors.New("bridge: a JetStream handle is required")
+	}
+	if o.Shards == 0 {
+		return o, errors.New("bridge: shard count must be at least 1")
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if err := ValidPrefix(o.Prefix); err != nil {
+		return o, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Version == "" {
+		o.Version = Version
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0) * 2
+	}
+	if o.QueueLen <= 0 {
+		o.QueueLen = DefaultQueueLen
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	o.Events = o.Events.withDefaults()
+	return o, nil
+}
+
+// ValidPrefix reports whether p can be the subject prefix: one or more dot-separated
+// tokens of printable characters without wildcards.
+func ValidPrefix(p string) error {
+	if p == "" {
+		return errors.New("prefix: must not be empty")
+	}
+	for _, tok := range strings.Split(p, ".") {
+		if tok == "" {
+			return fmt.Errorf("prefix %q: empty subject token", p)
+		}
+		for _, r := range tok {
+			if r <= ' ' || r == '*' || r == '>' || r == 0x7f {
+				return fmt.Errorf("prefix %q: subject tokens may not contain wildcards, spaces or control characters", p)
+			}
+		}
+	}
+	return nil
+}
+
+// shardSystem is what the bridge needs of the shards; *actors.System provides it.
+type shardSystem interface {
+	Write(shard uint32, c *kernel.Command, reply func(*actors.Reply))
+	Read(shard uint32, q actors.ReadRequest, reply func(*actors.Reply))
+	Published(shard uint32, lsn uint64)
+	Stats(shard uint32) actors.ShardStats
+	Halted(shard uint32) bool
+	Shards() uint32
+	Options() actors.Options
+}
+
+// Bridge is one process's NATS service and event publisher.
+type Bridge struct {
+	cfg     Config
+	log     *slog.Logger
+	nc      *nats.Conn
+	metrics *Metrics
+	pub     *publisher
+
+	sys    shardSystem
+	kcfg   kernel.Config
+	svc    micro.Service
+	specs  []*verbSpec
+	intake chan *job
+	// replies carries finished calls back to the workers. Its capacity exceeds
+	// MaxInFlight, and only calls holding an in-flight slot send on it, once each: a
+	// send never blocks a shard's goroutine.
+	replies  chan *call
+	inflight atomic.Int64
+	// pending counts requests accepted by a handler and not yet answered; received
+	// counts handler invocations. Drain waits on both.
+	pending  atomic.Int64
+	received atomic.Uint64
+	quit     chan struct{}
+	workers  sync.WaitGroup
+
+	mu      sync.Mutex
+	started bool
+	drained bool
+	closed  bool
+}
+
+// New checks the configuration, creates or updates the HOLDFAST_EVENTS stream and
+// starts the event publishers. The returned bridge already accepts events (Events),
+// so it can be wired into actors.Options before the shards recover.
+func New(ctx context.Context, cfg Config) (*Bridge, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	b := &Bridge{cfg: c, log: c.Logger, nc: c.Conn, quit: make(chan struct{})}
+	b.metrics = newMetrics(c.Shards, c.Conn)
+	if c.Events.Disabled {
+		return b, nil
+	}
+	if err := ensureStream(ctx, c.JetStream, c.Prefix, c.Events); err != nil {
+		return nil, err
+	}
+	b.pub = newPublisher(c.JetStream, c.Prefix, c.Shards, c.Events, c.Logger, b.metrics)
+	b.pub.start()
+	return b, nil
+}
+
+// Events is the actors.Options.Events sink: it queues a shard's applied events for
+// publishing and returns at once. It runs on the shard's goroutine.
+func (b *Bridge) Events(shard uint32, throughLSN uint64, events []actors.Event) {
+	if b.pub == nil {
+		return
+	}
+	b.pub.sink(shard, throughLSN, events)
+}
+
+// Observer is the actors.Options.Observer of the shard runtime's measurements.
+func (b *Bridge) Observer() actors.Observer { return b.metrics }
+
+// Registry is the bridge's Prometheus registry (not the global one).
+func (b *Bridge) Registry() *prometheus.Registry { return b.metrics.reg }
+
+// MetricsHandler serves /metrics (Prometheus) and /healthz: 200 when every shard is up
+// and not halted and NATS is connected, 503 otherwise, the body saying which.
+func (b *Bridge) MetricsHandler() http.Handler { return b.metrics.handler() }
+
+// Service is the micro service (nil before Start).
+func (b *Bridge) Service() micro.Service { return b.svc }
+
+// Start serves the endpoints over sys, which must have the configured shard count, and
+// lets the event publishers report their published positions to it.
+func (b *Bridge) Start(sys *actors.System) error {
+	if sys == nil {
+		return errors.New("bridge: Start needs the actors system")
+	}
+	return b.start(sys)
+}
+
+func (b *Bridge) start(sys shardSystem) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started {
+		return errors.New("bridge: already started")
+	}
+	if sys.Shards() != b.cfg.Shards {
+		return fmt.Errorf("bridge: configured for %d shards, the system has %d", b.cfg.Shards, sys.Shards())
+	}
+	b.sys = sys
+	b.kcfg = sys.Options().Kernel
+	b.metrics.attach(sys, b.kcfg)
+	// The specs are complete before the service exists: $SRV.STATS reads them.
+	b.specs = verbSpecs()
+	for _, s := range b.specs {
+		s.subject = b.cfg.Prefix + ".v1.*." + s.object + "." + s.action
+		s.tenantStart = len(b.cfg.Prefix) + len(".v1.")
+		s.suffixLen = len(s.object) + len(s.action) + 2
+	}
+	b.intake = make(chan *job, b.cfg.QueueLen)
+	b.replies = make(chan *call, b.cfg.MaxInFlight+b.cfg.Workers+1)
+	for i := 0; i < b.cfg.Workers; i++ {
+		b.workers.Add(1)
+		go b.worker()
+	}
+	svc, err := micro.AddService(b.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     b.cfg.Version,
+		Description: "Holdfast lease service, wire contract v1",
+		QueueGroup:  QueueGroup,
+		Metadata: map[string]string{
+			"prefix": b.cfg.Prefix,
+			"shards": strconv.FormatUint(uint64(b.cfg.Shards), 10),
+			"api":    "v1",
+		},
+		StatsHandler: b.endpointStats,
+		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
+			b.log.Error("micro service error", "subject", e.Subject, "err", e.Description)
+		},
+	})
+	if err != nil {
+		close(b.quit)
+		b.workers.Wait()
+		return fmt.Errorf("bridge: adding the micro service: %w", err)
+	}
+	for _, s := range b.specs {
+		kind := "read"
+		if s.verb.IsWrite() {
+			kind = "write"
+		}
+		spec := s
+		err := svc.AddEndpoint(s.object+"_"+s.action, micro.HandlerFunc(func(req micro.Request) { b.handle(spec, req) }),
+			micro.WithEndpointSubject(s.subject),
+			micro.WithEndpointMetadata(map[string]string{"verb": s.verb.String(), "kind": kind}))
+		if err != nil {
+			_ = svc.Stop()
+			close(b.quit)
+			b.workers.Wait()
+			return fmt.Errorf("bridge: adding endpoint %s: %w", s.verb, err)
+		}
+	}
+	b.svc = svc
+	// A round trip: once Start returns, the server knows every endpoint.
+	if err := b.nc.Flush(); err != nil {
+		_ = svc.Stop()
+		close(b.quit)
+		b.workers.Wait()
+		return fmt.Errorf("bridge: flushing the endpoint subscriptions: %w", err)
+	}
+	if b.pub != nil {
+		b.pub.attach(sys)
+	}
+	b.started = true
+	return nil
+}
+
+// Drain stops taking requests (the micro service's subscriptions are drained), waits
+// until every accepted request is answered (bounded by ctx), stops the workers and
+// stops reporting published positions to the shards. Call it before stopping the
+// shards.
+func (b *Bridge) Drain(ctx context.Context) error {
+	b.mu.Lock()
+	if !b.started || b.drained {
+		b.mu.Unlock()
+		return nil
+	}
+	b.drained = true
+	b.mu.Unlock()
+	var firstErr error
+	if err := b.svc.Stop(); err != nil {
+		firstErr = fmt.Errorf("bridge: stopping the micro service: %w", err)
+	}
+	// After a round trip the server has processed the unsubscribes: every request
+	// that will still reach a handler is already in the client's pending queues.
+	if err := b.nc.FlushWithContext(ctx); err != nil && firstErr == nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		firstErr = err
+	}
+	last := b.received.Load()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	quiet := 0
+	for quiet < 3 {
+		select {
+		case <-ctx.Done():
+			if firstErr == nil {
+				firstErr = fmt.Errorf("bridge: %d requests still unanswered: %w", b.pending.Load(), ctx.Err())
+			}
+			quiet = 3
+			continue
+		case <-t.C:
+		}
+		now := b.received.Load()
+		if now == last && b.pending.Load() == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = now
+	}
+	close(b.quit)
+	b.workers.Wait()
+	if b.pub != nil {
+		b.pub.detach()
+	}
+	return firstErr
+}
+
+// Close publishes the events still queued (call it after the shards have stopped, so
+// their last events are in), bounded by ctx. What is not published by then is
+// republished from the journals at the next start.
+func (b *Bridge) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	if err := b.Drain(ctx); err != nil {
+		b.log.Warn("drain", "err", err)
+	}
+	if b.pub == nil {
+		return nil
+	}
+	return b.pub.close(ctx)
+}
+
+// job is a request accepted by an endpoint handler, waiting for a worker.
+type job struct {
+	spec    *verbSpec
+	subject string
+	reply   string
+	data    []byte
+	proto   bool
+	start   time.Time
+}
+
+// handle runs on the endpoint's subscription goroutine: it only queues the request.
+func (b *Bridge) handle(spec *verbSpec, req micro.Request) {
+	b.received.Add(1)
+	j := &job{spec: spec, subject: req.Subject(), reply: req.Reply(), data: req.Data(),
+		proto: isProtobuf(req.Headers()), start: time.Now()}
+	b.pending.Add(1)
+	select {
+	case b.intake <- j:
+	default:
+		c := &call{b: b, spec: spec, reply: j.reply, proto: j.proto, start: j.start,
+			res: rejectReply(kernel.CodeOverloaded, "the service's request queue is full; retry later")}
+		b.respond(c)
+	}
+}
+
+// isProtobuf reports whether the request asks for the protobuf encoding.
+func isProtobuf(h micro.Headers) bool {
+	v := h.Get(headerContentType)
+	if v == "" {
+		for k, vs := range h {
+			if strings.EqualFold(k, headerContentType) && len(vs) > 0 {
+				v = vs[0]
+				break
+			}
+		}
+	}
+	if v == "" {
+		return false
+	}
+	if i := strings.IndexByte(v, ';'); i >= 0 {
+		v = v[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(v), contentTypeProtobuf)
+}
+
+func (b *Bridge) worker() {
+	defer b.workers.Done()
+	for {
+		// Answers first: they hold in-flight slots and clients are waiting on them.
+		select {
+		case c := <-b.replies:
+			b.respond(c)
+			continue
+		default:
+		}
+		select {
+		case c := <-b.replies:
+			b.respond(c)
+		case j := <-b.intake:
+			b.serve(j)
+		case <-b.quit:
+			// Answer what is already queued before leaving.
+			for {
+				select {
+				case c := <-b.replies:
+					b.respond(c)
+				case j := <-b.intake:
+					b.serve(j)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// call is one request between a worker and its answer.
+type call struct {
+	b      *Bridge
+	spec   *verbSpec
+	reply  string
+	proto  bool
+	tenant string
+	start  time.Time
+	op     op
+
+	done  atomic.Bool // the first of answer and timeout wins
+	timer *time.Timer
+	slot  bool // holds an in-flight slot
+	res   *actors.Reply
+	parts []*actors.Reply // lease.list, per shard
+	left  atomic.Int32
+}
+
+// serve decodes, validates and routes one request.
+func (b *Bridge) serve(j *job) {
+	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start}
+	if rej := b.prepare(c, j); rej != nil {
+		c.res = rejectReply(rej.Code, rej.Message)
+		b.respond(c)
+		return
+	}
+	if b.inflight.Add(1) > int64(b.cfg.MaxInFlight) {
+		b.inflight.Add(-1)
+		c.res = rejectReply(kernel.CodeOverloaded, "too many requests in flight; retry later")
+		b.respond(c)
+		return
+	}
+	c.slot = true
+	bound := b.cfg.Timeout
+	if c.op.kind != opWrite {
+		bound += c.op.read.Wait
+	}
+	c.timer = time.AfterFunc(bound, c.expire)
+	switch c.op.kind {
+	case opWrite:
+		b.sys.Write(c.op.shard, c.op.cmd, c.answer)
+	case opRead:
+		b.sys.Read(c.op.shard, c.op.read, c.answer)
+	case opList:
+		n := int(b.cfg.Shards)
+		c.parts = make([]*actors.Reply, n)
+		c.left.Store(int32(n))
+		for i := 0; i < n; i++ {
+			b.sys.Read(uint32(i), c.op.read, c.part(i))
+		}
+	}
+}
+
+// answer is the shard's reply callback: it runs on the shard's goroutine and only
+// hands the reply back to the workers.
+func (c *call) answer(r *actors.Reply) {
+	if !c.done.CompareAndSwap(false, true) {
+		return // timed out already: the late answer is dropped
+	}
+	c.timer.Stop()
+	c.res = r
+	c.b.enqueue(c)
+}
+
+// part is the callback of one shard's part of a lease.list.
+func (c *call) part(i int) func(*actors.Reply) {
+	return func(r *actors.Reply) {
+		c.parts[i] = r
+		if c.left.Add(-1) != 0 {
+			return
+		}
+		if !c.done.CompareAndSwap(false, true) {
+			return
+		}
+		c.timer.Stop()
+		c.b.enqueue(c)
+	}
+}
+
+// expire answers timeout when the shard has not answered within the bound.
+func (c *call) expire() {
+	if !c.done.CompareAndSwap(false, true) {
+		return
+	}
+	// Late parts of a lease.list may still land in c.parts; a rejection never reads them.
+	c.res = rejectReply(kernel.CodeTimeout, "no answer from the shard in time; retry the same operation_id to learn the outcome")
+	c.b.enqueue(c)
+}
+
+func (b *Bridge) enqueue(c *call) {
+	select {
+	case b.replies <- c:
+	default:
+		// Unreachable while the capacity invariant holds; never block a shard.
+		go func() { b.replies <- c }()
+	}
+}
+
+// respond encodes the call's result, publishes it to the reply subject and accounts
+// for it.
+func (b *Bridge) respond(c *call) {
+	defer b.pending.Add(-1)
+	if c.slot {
+		defer b.inflight.Add(-1)
+	}
+	if c.res == nil && c.parts != nil {
+		c.res = mergeList(c.parts, c.op.read.Limit)
+	}
+	code := c.res.Code
+	b.metrics.request(c.spec.verb, code, time.Since(c.start))
+	if code.IsRejection() {
+		c.spec.rejected.Add(1)
+	}
+	if c.reply == "" {
+		return // a publish without a reply subject: executed, nobody to answer
+	}
+	msg := &nats.Msg{Subject: c.reply, Header: nats.Header{}}
+	body, err := encodeReply(c)
+	if err != nil {
+		// Views hold validated ASCII ids, so encoding cannot fail; say so if it does.
+		b.log.Error("encoding a reply", "verb", c.spec.verb.String(), "err", err)
+		c.res = rejectReply(kernel.CodeInvalidRequest, "the reply could not be encoded")
+		code = c.res.Code
+		body, _ = encodeReply(c)
+	}
+	msg.Data = body
+	if c.proto {
+		msg.Header.Set(headerContentType, contentTypeProtobuf)
+	} else {
+		msg.Header.Set(headerContentType, contentTypeJSON)
+	}
+	if code.IsRejection() {
+		msg.Header.Set(micro.ErrorHeader, code.String())
+		msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(code.HTTPStatus()))
+	}
+	if err := b.nc.PublishMsg(msg); err != nil {
+		b.log.Debug("publishing a reply", "verb", c.spec.verb.String(), "err", err)
+	}
+}
+
+// endpointStats adds the bridge's own counts to $SRV.STATS: replies are published by
+// the workers, after the micro handler has returned, so micro's own error count stays 0.
+func (b *Bridge) endpointStats(e *micro.Endpoint) any {
+	for _, s := range b.specs {
+		if s.subject == e.Subject {
+			return map[string]any{"rejected": s.rejected.Load(), "in_flight": b.inflight.Load()}
+		}
+	}
+	return nil
+}
+
+// rejectReply is a rejection found by the bridge itself.
+func rejectReply(code kernel.Code, msg string) *actors.Reply {
+	return &actors.Reply{Code: code, Message: msg, MemberIndex: -1}
+}

@@ -1,0 +1,351 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/messages"
+)
+
+const (
+	headerContentType   = messages.HeaderContentType
+	contentTypeProtobuf = messages.ContentTypeProtobuf
+	contentTypeJSON     = messages.ContentTypeJSON
+)
+
+// verbSpec is one endpoint: the verb, its subject parts, its request message and the
+// function that turns a decoded request into a shard operation.
+type verbSpec struct {
+	verb    kernel.Verb
+	object  string
+	action  string
+	newReq  func() proto.Message
+	prepare func(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection
+
+	subject     string // <prefix>.v1.*.<object>.<action>
+	tenantStart int    // offset of the tenant token in a request subject
+	suffixLen   int    // len(".<object>.<action>")
+	rejected    atomic.Uint64
+}
+
+type opKind uint8
+
+const (
+	opWrite opKind = iota + 1
+	opRead
+	opList
+)
+
+// op is a validated request, routed: a command or a read of one shard, or a read of
+// every shard (lease.list).
+type op struct {
+	kind  opKind
+	shard uint32
+	cmd   *kernel.Command
+	read  actors.ReadRequest
+}
+
+func verbSpecs() []*verbSpec {
+	return []*verbSpec{
+		{verb: kernel.VerbCreateResource, object: "resource", action: "create",
+			newReq: func() proto.Message { return new(messages.CreateResourceRequest) }, prepare: prepCreateResource},
+		{verb: kernel.VerbGetResource, object: "resource", action: "get",
+			newReq: func() proto.Message { return new(messages.GetResourceRequest) }, prepare: prepGetResource},
+		{verb: kernel.VerbCreatePool, object: "pool", action: "create",
+			newReq: func() proto.Message { return new(messages.CreatePoolRequest) }, prepare: prepCreatePool},
+		{verb: kernel.VerbGetPool, object: "pool", action: "get",
+			newReq: func() proto.Message { return new(messages.GetPoolRequest) }, prepare: prepGetPool},
+		{verb: kernel.VerbCreateRange, object: "range", action: "create",
+			newReq: func() proto.Message { return new(messages.CreateRangeRequest) }, prepare: prepCreateRange},
+		{verb: kernel.VerbGetRange, object: "range", action: "get",
+			newReq: func() proto.Message { return new(messages.GetRangeRequest) }, prepare: prepGetRange},
+		{verb: kernel.VerbReserve, object: "lease", action: "reserve",
+			newReq: func() proto.Message { return new(messages.ReserveRequest) }, prepare: prepReserve},
+		{verb: kernel.VerbActivate, object: "lease", action: "activate",
+			newReq: func() proto.Message { return new(messages.ActivateRequest) }, prepare: prepActivate},
+		{verb: kernel.VerbRenew, object: "lease", action: "renew",
+			newReq: func() proto.Message { return new(messages.RenewRequest) }, prepare: prepRenew},
+		{verb: kernel.VerbRelease, object: "lease", action: "release",
+			newReq: func() proto.Message { return new(messages.ReleaseRequest) }, prepare: prepRelease},
+		{verb: kernel.VerbRevoke, object: "lease", action: "revoke",
+			newReq: func() proto.Message { return new(messages.RevokeRequest) }, prepare: prepRevoke},
+		{verb: kernel.VerbReclaim, object: "lease", action: "reclaim",
+			newReq: func() proto.Message { return new(messages.ReclaimRequest) }, prepare: prepReclaim},
+		{verb: kernel.VerbGetLease, object: "lease", action: "get",
+			newReq: func() proto.Message { return new(messages.GetLeaseRequest) }, prepare: prepGetLease},
+		{verb: kernel.VerbListLeases, object: "lease", action: "list",
+			newReq: func() proto.Message { return new(messages.ListLeasesRequest) }, prepare: prepListLeases},
+	}
+}
+
+func invalid(format string, args ...any) *kernel.Rejection {
+	return &kernel.Rejection{Code: kernel.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// prepare turns a request into a routed operation in c.op: tenant, size, decoding,
+// field checks, kernel.Validate for writes. A non-nil result is a definite rejection.
+func (b *Bridge) prepare(c *call, j *job) *kernel.Rejection {
+	s := j.spec
+	if len(j.subject) < s.tenantStart+s.suffixLen {
+		return invalid("tenant: missing from the subject")
+	}
+	c.tenant = j.subject[s.tenantStart : len(j.subject)-s.suffixLen]
+	if !kernel.ValidTenant(c.tenant) {
+		return invalid("tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
+	}
+	if len(j.data) > b.cfg.MaxRequestBytes {
+		return &kernel.Rejection{Code: kernel.CodeCommandTooLarge,
+			Message: fmt.Sprintf("request of %d bytes exceeds the limit of %d", len(j.data), b.cfg.MaxRequestBytes)}
+	}
+	m := s.newReq()
+	var err error
+	switch {
+	case j.proto:
+		err = messages.UnmarshalProto(j.data, m)
+	case len(j.data) == 0:
+		// An empty JSON body is the empty request: its missing fields are named below.
+	default:
+		err = messages.UnmarshalJSON(j.data, m)
+	}
+	if err != nil {
+		var de *messages.DecodeError
+		if errors.As(err, &de) {
+			return invalid("%s", de.Error())
+		}
+		return invalid("the request could not be decoded: %v", err)
+	}
+	if r := s.prepare(b, c.tenant, m, &c.op); r != nil {
+		return r
+	}
+	if c.op.kind == opWrite {
+		c.op.cmd.Verb = s.verb
+		c.op.cmd.Tenant = c.tenant
+		if r := kernel.Validate(&b.kcfg, c.op.cmd); r != nil {
+			return r
+		}
+	} else {
+		c.op.read.Verb = s.verb
+		c.op.read.Tenant = c.tenant
+	}
+	return nil
+}
+
+// objectID checks a resource, pool, range or holder id field.
+func objectID(field, id string) *kernel.Rejection {
+	if id == "" {
+		return invalid("%s: required", field)
+	}
+	if !kernel.ValidObjectID(id) {
+		return invalid("%s: must be 1-128 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric", field)
+	}
+	return nil
+}
+
+// leaseID parses a lease id field and checks that its shard exists here.
+func (b *Bridge) leaseID(s string) (uint32, uint64, *kernel.Rejection) {
+	if s == "" {
+		return 0, 0, invalid("lease_id: required")
+	}
+	shard, lsn, ok := kernel.ParseLeaseID(s)
+	if !ok {
+		return 0, 0, invalid("lease_id: not a lease id")
+	}
+	if shard >= b.cfg.Shards {
+		return 0, 0, invalid("lease_id: not a lease id of this deployment")
+	}
+	return shard, lsn, nil
+}
+
+// fence reads min_lsn and wait_ms of a single-object read.
+func fence(o *op, minLSN uint64, waitMs *uint32) *kernel.Rejection {
+	wait := uint32(messages.DefaultWaitMs)
+	if waitMs != nil {
+		if *waitMs > messages.MaxWaitMs {
+			return invalid("wait_ms: must be between 0 and %d", messages.MaxWaitMs)
+		}
+		wait = *waitMs
+	}
+	o.read.MinLSN = minLSN
+	o.read.Wait = time.Duration(wait) * time.Millisecond
+	return nil
+}
+
+func (b *Bridge) objectShard(tenant, id string) uint32 {
+	return kernel.ShardOf(tenant, kernel.PlacementKey(id), b.cfg.Shards)
+}
+
+func prepCreateResource(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.CreateResourceRequest)
+	*o = op{kind: opWrite, shard: b.objectShard(tenant, r.ResourceId),
+		cmd: &kernel.Command{OperationID: r.OperationId, ObjectID: r.ResourceId}}
+	return nil
+}
+
+func prepCreatePool(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.CreatePoolRequest)
+	*o = op{kind: opWrite, shard: b.objectShard(tenant, r.PoolId),
+		cmd: &kernel.Command{OperationID: r.OperationId, ObjectID: r.PoolId, Capacity: r.Capacity}}
+	return nil
+}
+
+func prepCreateRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.CreateRangeRequest)
+	strategy, ok := kernel.ParseStrategy(r.Strategy)
+	if !ok {
+		return invalid("strategy: must be lowest_free, random or least_recently_freed")
+	}
+	*o = op{kind: opWrite, shard: b.objectShard(tenant, r.RangeId),
+		cmd: &kernel.Command{OperationID: r.OperationId, ObjectID: r.RangeId, First: r.First, Last: r.Last, Strategy: strategy}}
+	return nil
+}
+
+func prepReserve(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.ReserveRequest)
+	members := make([]kernel.Member, len(r.Members))
+	for i, mm := range r.Members {
+		if mm == nil {
+			return invalid("members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
+		}
+		n := 0
+		for _, id := range []string{mm.ResourceId, mm.PoolId, mm.RangeId} {
+			if id != "" {
+				n++
+			}
+		}
+		if n != 1 {
+			return invalid("members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
+		}
+		km := &members[i]
+		switch {
+		case mm.ResourceId != "":
+			km.Kind, km.ID = kernel.MemberResource, mm.ResourceId
+		case mm.PoolId != "":
+			km.Kind, km.ID = kernel.MemberPool, mm.PoolId
+		default:
+			km.Kind, km.ID = kernel.MemberRange, mm.RangeId
+		}
+		if mm.Value != nil && km.Kind != kernel.MemberRange {
+			return invalid("members[%d].value: only a range member takes a value", i)
+		}
+		if mm.Quantity != 0 && km.Kind != kernel.MemberPool {
+			return invalid("members[%d].quantity: only a pool member takes a quantity", i)
+		}
+		if km.Kind == kernel.MemberPool && mm.Quantity == 0 {
+			return invalid("members[%d].quantity: must be greater than 0", i)
+		}
+		km.Quantity = mm.Quantity
+		if mm.Value != nil {
+			km.Value, km.HasValue = *mm.Value, true
+		}
+	}
+	shard := uint32(0)
+	if len(members) > 0 {
+		shard = b.objectShard(tenant, members[0].ID)
+	}
+	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: r.OperationId, HolderID: r.HolderId,
+		Members: members, TTLMillis: r.TtlMs, Activate: r.Activate}}
+	return nil
+}
+
+// holderVerb is the shape of activate, renew and release.
+func (b *Bridge) holderVerb(o *op, opID, leaseID, holder string, epoch uint64) *kernel.Rejection {
+	shard, lsn, rej := b.leaseID(leaseID)
+	if rej != nil {
+		return rej
+	}
+	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: opID, LeaseLSN: lsn, HolderID: holder, Epoch: epoch}}
+	return nil
+}
+
+func prepActivate(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.ActivateRequest)
+	return b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch)
+}
+
+func prepRelease(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.ReleaseRequest)
+	return b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch)
+}
+
+func prepRenew(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.RenewRequest)
+	if rej := b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch); rej != nil {
+		return rej
+	}
+	o.cmd.TTLMillis = r.TtlMs
+	return nil
+}
+
+func (b *Bridge) operatorVerb(o *op, opID, leaseID string) *kernel.Rejection {
+	shard, lsn, rej := b.leaseID(leaseID)
+	if rej != nil {
+		return rej
+	}
+	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: opID, LeaseLSN: lsn}}
+	return nil
+}
+
+func prepRevoke(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.RevokeRequest)
+	return b.operatorVerb(o, r.OperationId, r.LeaseId)
+}
+
+func prepReclaim(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.ReclaimRequest)
+	return b.operatorVerb(o, r.OperationId, r.LeaseId)
+}
+
+func (b *Bridge) objectRead(tenant, field, id string, minLSN uint64, waitMs *uint32, o *op) *kernel.Rejection {
+	if r := objectID(field, id); r != nil {
+		return r
+	}
+	*o = op{kind: opRead, shard: b.objectShard(tenant, id), read: actors.ReadRequest{ID: id}}
+	return fence(o, minLSN, waitMs)
+}
+
+func prepGetResource(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.GetResourceRequest)
+	return b.objectRead(tenant, "resource_id", r.ResourceId, r.MinLsn, r.WaitMs, o)
+}
+
+func prepGetPool(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.GetPoolRequest)
+	return b.objectRead(tenant, "pool_id", r.PoolId, r.MinLsn, r.WaitMs, o)
+}
+
+func prepGetRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.GetRangeRequest)
+	return b.objectRead(tenant, "range_id", r.RangeId, r.MinLsn, r.WaitMs, o)
+}
+
+func prepGetLease(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.GetLeaseRequest)
+	shard, lsn, rej := b.leaseID(r.LeaseId)
+	if rej != nil {
+		return rej
+	}
+	*o = op{kind: opRead, shard: shard, read: actors.ReadRequest{Lease: lsn}}
+	return fence(o, r.MinLsn, r.WaitMs)
+}
+
+func prepListLeases(_ *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.ListLeasesRequest)
+	if rej := objectID("holder_id", r.HolderId); rej != nil {
+		return rej
+	}
+	limit := uint32(messages.DefaultListLimit)
+	if r.Limit != nil {
+		if *r.Limit < messages.MinListLimit || *r.Limit > messages.MaxListLimit {
+			return invalid("limit: must be between %d and %d", messages.MinListLimit, messages.MaxListLimit)
+		}
+		limit = *r.Limit
+	}
+	*o = op{kind: opList, read: actors.ReadRequest{ID: r.HolderId, Limit: int(limit)}}
+	return nil
+}

@@ -1,0 +1,240 @@
+package bridge
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// encodeReply renders a call's result in the encoding of its request.
+func encodeReply(c *call) ([]byte, error) {
+	m := replyMessage(c)
+	if c.proto {
+		return messages.MarshalProto(m)
+	}
+	return messages.MarshalJSON(m)
+}
+
+// replyMessage maps a shard's (or the bridge's) reply to the wire envelope of API.md §4.
+func replyMessage(c *call) *messages.Reply {
+	r := c.res
+	m := &messages.Reply{Code: r.Code.String()}
+	read := c.spec.verb.IsRead()
+	if r.Code.IsRejection() {
+		m.Outcome = messages.OutcomeRejected
+		m.Category = messages.CategoryDefinite
+		if r.Code.IsIndefinite() {
+			m.Category = messages.CategoryIndefinite
+		}
+		m.Message = r.Message
+		if read && c.spec.verb != kernel.VerbListLeases {
+			m.AppliedLsn = r.AppliedLSN
+		}
+		return m
+	}
+	m.Outcome = messages.OutcomeCommitted
+	m.FromRetryCache = r.FromRetryCache
+	if read {
+		m.AppliedLsn = r.AppliedLSN
+	} else {
+		m.Lsn = r.LSN
+	}
+	if r.Code != kernel.CodeOK {
+		m.Message = domainMessage(c)
+	}
+	if c.spec.verb == kernel.VerbListLeases {
+		m.Leases = make([]*messages.Lease, 0, len(r.Leases))
+		for i := range r.Leases {
+			if r.Leases[i].Tenant == c.tenant {
+				m.Leases = append(m.Leases, leaseView(&r.Leases[i]))
+			}
+		}
+		m.Truncated = r.Truncated
+		m.AppliedLsns = appliedLSNs(c.parts)
+		return m
+	}
+	// A view is shown only when it belongs to the request's tenant. A lease view of a
+	// lease verb only with ok: a failed lease verb (also when it is replayed from the
+	// retry cache) must show nothing of a lease that is another holder's or another
+	// tenant's.
+	switch r.Object {
+	case kernel.ObjectResource:
+		if r.Resource.Tenant == c.tenant {
+			m.Resource = resourceView(c.op.shard, &r.Resource)
+		}
+	case kernel.ObjectPool:
+		if r.Pool.Tenant == c.tenant {
+			m.Pool = poolView(&r.Pool)
+		}
+	case kernel.ObjectRange:
+		if r.Range.Tenant == c.tenant {
+			m.Range = rangeView(&r.Range)
+		}
+	case kernel.ObjectLease:
+		if r.Lease.Tenant == c.tenant && r.Code == kernel.CodeOK {
+			m.Lease = leaseView(&r.Lease)
+		}
+	}
+	return m
+}
+
+func appliedLSNs(parts []*actors.Reply) []*messages.ShardLsn {
+	out := make([]*messages.ShardLsn, len(parts))
+	for i, p := range parts {
+		out[i] = &messages.ShardLsn{Shard: uint32(i), Lsn: p.AppliedLSN}
+	}
+	return out
+}
+
+// mergeList joins the per-shard parts of a lease.list: ordered by shard then lsn, cut
+// to limit over all shards. A shard that rejected makes the whole list rejected.
+func mergeList(parts []*actors.Reply, limit int) *actors.Reply {
+	for i, p := range parts {
+		if p.Code != kernel.CodeOK {
+			return &actors.Reply{Code: p.Code, Message: fmt.Sprintf("shard %d: %s", i, p.Message), MemberIndex: -1}
+		}
+	}
+	out := &actors.Reply{Code: kernel.CodeOK, MemberIndex: -1}
+	for _, p := range parts {
+		for _, l := range p.Leases {
+			if len(out.Leases) == limit {
+				out.Truncated = true
+				break
+			}
+			out.Leases = append(out.Leases, l)
+		}
+		if p.Truncated {
+			out.Truncated = true
+		}
+	}
+	return out
+}
+
+func resourceView(shard uint32, v *kernel.ResourceView) *messages.Resource {
+	r := &messages.Resource{ResourceId: v.ID, State: v.State.String(), Version: v.Version}
+	if v.LeaseLSN != 0 {
+		r.CurrentLeaseId = kernel.FormatLeaseID(shard, v.LeaseLSN)
+	}
+	return r
+}
+
+func poolView(v *kernel.PoolView) *messages.Pool {
+	return &messages.Pool{PoolId: v.ID, Capacity: v.Capacity, Reserved: v.Reserved, Active: v.Active, Available: v.Available}
+}
+
+func rangeView(v *kernel.RangeView) *messages.Range {
+	return &messages.Range{RangeId: v.ID, First: v.First, Last: v.Last, Strategy: v.Strategy.String(),
+		Allocated: v.Allocated, Free: v.Free}
+}
+
+func leaseView(v *kernel.LeaseView) *messages.Lease {
+	l := &messages.Lease{
+		LeaseId:         kernel.FormatLeaseID(v.Shard, v.LSN),
+		HolderId:        v.HolderID,
+		State:           v.State.String(),
+		LeaseEpoch:      v.Epoch,
+		CreatedLsn:      v.CreatedLSN,
+		DeadlineSlot:    v.DeadlineSlot,
+		ReleasedLsn:     v.ReleasedLSN,
+		RetireAfterSlot: v.RetireAfterSlot,
+		Members:         make([]*messages.Member, len(v.Members)),
+	}
+	for i := range v.Members {
+		mv := &v.Members[i]
+		m := &messages.Member{}
+		switch mv.Kind {
+		case kernel.MemberResource:
+			m.ResourceId = mv.ID
+		case kernel.MemberPool:
+			m.PoolId, m.Quantity = mv.ID, mv.Quantity
+		case kernel.MemberRange:
+			m.RangeId, m.Value = mv.ID, proto.Uint64(mv.Value)
+		}
+		l.Members[i] = m
+	}
+	return l
+}
+
+// eventMessage is the payload of one published event (API.md §5).
+func eventMessage(e *actors.Event) *messages.Event {
+	m := &messages.Event{Event: e.Kind.String(), Tenant: e.Tenant, Shard: e.Shard, Lsn: e.LSN, Slot: e.Slot}
+	switch e.Object {
+	case kernel.ObjectResource:
+		m.Resource = resourceView(e.Shard, &e.Resource)
+	case kernel.ObjectPool:
+		m.Pool = poolView(&e.Pool)
+	case kernel.ObjectRange:
+		m.Range = rangeView(&e.Range)
+	case kernel.ObjectLease:
+		m.Lease = leaseView(&e.Lease)
+	}
+	return m
+}
+
+// domainMessage is the human text of a committed domain outcome. It names only what the
+// request itself named (a member's id and index), never another holder.
+func domainMessage(c *call) string {
+	r := c.res
+	member := ""
+	if r.MemberIndex >= 0 && c.op.cmd != nil && r.MemberIndex < len(c.op.cmd.Members) {
+		mm := &c.op.cmd.Members[r.MemberIndex]
+		member = fmt.Sprintf("members[%d]: ", r.MemberIndex)
+		switch r.Code {
+		case kernel.CodeResourceNotFound:
+			return member + fmt.Sprintf("resource %q does not exist", mm.ID)
+		case kernel.CodePoolNotFound:
+			return member + fmt.Sprintf("pool %q does not exist", mm.ID)
+		case kernel.CodeRangeNotFound:
+			return member + fmt.Sprintf("range %q does not exist", mm.ID)
+		case kernel.CodeResourceBusy:
+			return member + fmt.Sprintf("resource %q is held by another lease", mm.ID)
+		case kernel.CodeInsufficientCapacity:
+			return member + fmt.Sprintf("pool %q has fewer than %d units available", mm.ID, mm.Quantity)
+		case kernel.CodeValueBusy:
+			return member + fmt.Sprintf("value %d of range %q is held by another lease", mm.Value, mm.ID)
+		case kernel.CodeValueOutOfRange:
+			return member + fmt.Sprintf("value %d is outside range %q", mm.Value, mm.ID)
+		case kernel.CodeRangeExhausted:
+			return member + fmt.Sprintf("range %q has no free value left", mm.ID)
+		}
+	}
+	switch r.Code {
+	case kernel.CodeAlreadyExists:
+		return "an object with this id already exists in this tenant"
+	case kernel.CodeResourceTableFull:
+		return "the shard's resource table is full"
+	case kernel.CodePoolTableFull:
+		return "the shard's pool table is full"
+	case kernel.CodeRangeTableFull:
+		return "the shard's range table is full"
+	case kernel.CodeResourceNotFound:
+		return "no such resource"
+	case kernel.CodePoolNotFound:
+		return "no such pool"
+	case kernel.CodeRangeNotFound:
+		return "no such range"
+	case kernel.CodeLeaseTableFull:
+		return "the shard's lease table is full"
+	case kernel.CodeLeaseMemberTableFull:
+		return "the shard's lease member table is full"
+	case kernel.CodeExpirationIndexFull:
+		return "the shard's expiration index is full"
+	case kernel.CodeLeaseNotFound:
+		return "no such lease"
+	case kernel.CodeLeaseRetired:
+		return "the lease has ended and left its history window"
+	case kernel.CodeHolderMismatch:
+		return "holder_id does not hold this lease"
+	case kernel.CodeStaleEpoch:
+		return "lease_epoch is not the lease's current epoch"
+	case kernel.CodeInvalidState:
+		return "the lease's state does not allow " + c.spec.verb.String()
+	case kernel.CodeLeaseExpired:
+		return "the lease's deadline has passed"
+	}
+	return r.Code.String()
+}

@@ -1,0 +1,515 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// StreamName is the JetStream stream of Holdfast's events.
+const StreamName = "HOLDFAST_EVENTS"
+
+// Defaults of EventsConfig.
+const (
+	DefaultDuplicateWindow = 10 * time.Minute
+	DefaultMaxQueuedEvents = 1 << 16
+	DefaultPublishWindow   = 256
+	DefaultAckWait         = 10 * time.Second
+)
+
+// EventsConfig configures event publishing.
+type EventsConfig struct {
+	// Disabled publishes nothing and creates no stream (the sink drops every event).
+	Disabled bool
+	// DuplicateWindow of the stream: a republished event within it is stored once.
+	// At least DefaultDuplicateWindow.
+	DuplicateWindow time.Duration
+	// MaxAge and MaxBytes of the stream when the bridge creates it (0: unlimited). An
+	// existing stream keeps its limits.
+	MaxAge   time.Duration
+	MaxBytes int64
+	// MaxQueuedEvents bounds the events per shard waiting to be published (beyond the
+	// ones being published). When a shard's queue would pass it, that shard's events
+	// are dropped from then on and its published position stops: the shard republishes
+	// them from its journal at the next start.
+	MaxQueuedEvents int
+	// Window bounds a shard's publishes awaiting their acknowledgement.
+	Window int
+	// AckWait bounds the wait for one acknowledgement before the event is sent again
+	// (with the same message id, so the stream stores it once).
+	AckWait time.Duration
+}
+
+func (c EventsConfig) withDefaults() EventsConfig {
+	if c.DuplicateWindow < DefaultDuplicateWindow {
+		c.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if c.MaxQueuedEvents <= 0 {
+		c.MaxQueuedEvents = DefaultMaxQueuedEvents
+	}
+	if c.Window <= 0 {
+		c.Window = DefaultPublishWindow
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = DefaultAckWait
+	}
+	return c
+}
+
+// EventSubjects is the subject filter of the event stream for prefix.
+func EventSubjects(prefix string) string { return prefix + ".v1.*.events.>" }
+
+// ensureStream creates the event stream, or makes an existing one cover the prefix's
+// event subjects with a large enough duplicate window (its other settings, e.g.
+// replicas or limits chosen by an operator, are left alone).
+func ensureStream(ctx context.Context, js jetstream.JetStream, prefix string, cfg EventsConfig) error {
+	subject := EventSubjects(prefix)
+	for attempt := 0; attempt < 2; attempt++ {
+		s, err := js.Stream(ctx, StreamName)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+				Name:        StreamName,
+				Description: "Holdfast events: <prefix>.v1.<tenant>.events.<object>.<verb>, message id <shard>-<lsn>-<n>",
+				Subjects:    []string{subject},
+				Storage:     jetstream.FileStorage,
+				Retention:   jetstream.LimitsPolicy,
+				Discard:     jetstream.DiscardOld,
+				Duplicates:  cfg.DuplicateWindow,
+				MaxAge:      cfg.MaxAge,
+				MaxBytes:    orUnlimited(cfg.MaxBytes),
+			})
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				continue // created meanwhile by another process: update it
+			}
+			if err != nil {
+				return fmt.Errorf("bridge: creating stream %s for %s: %w", StreamName, subject, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("bridge: looking up stream %s: %w", StreamName, err)
+		}
+		sc := s.CachedInfo().Config
+		changed := false
+		if !slices.Contains(sc.Subjects, subject) {
+			sc.Subjects = append(sc.Subjects, subject)
+			changed = true
+		}
+		if sc.Duplicates < cfg.DuplicateWindow {
+			sc.Duplicates = cfg.DuplicateWindow
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("bridge: updating stream %s (subjects %v, duplicate window %v): %w", StreamName, sc.Subjects, sc.Duplicates, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("bridge: stream %s could be neither created nor found", StreamName)
+}
+
+func orUnlimited(v int64) int64 {
+	if v <= 0 {
+		return -1
+	}
+	return v
+}
+
+// positionTarget receives published positions: the shards (actors.System.Published).
+type positionTarget interface {
+	Published(shard uint32, lsn uint64)
+}
+
+type targetBox struct{ t positionTarget }
+
+// publisher publishes each shard's events in order with JetStream async publish, and
+// reports to the shard how far its events are acknowledged.
+type publisher struct {
+	js      jetstream.JetStream
+	prefix  string
+	cfg     EventsConfig
+	log     *slog.Logger
+	metrics *Metrics
+	shards  []*shardPub
+	target  atomic.Pointer[targetBox]
+
+	closing   chan struct{} // close requested: publish what is queued, then exit
+	abort     chan struct{} // give up: stop retrying
+	closeOnce sync.Once
+	abortOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+// batch is one sink call: the events of a journal batch and the lsn it ends at.
+type batch struct {
+	through uint64
+	events  []actors.Event
+}
+
+// inflight is an event published and not yet acknowledged, or (fut nil) a batch end
+// with no event left to wait for.
+type inflight struct {
+	fut     jetstream.PubAckFuture
+	msg     *nats.Msg
+	through uint64 // the batch ends with this entry: its lsn once acknowledged
+}
+
+type shardPub struct {
+	p     *publisher
+	shard uint32
+	label string
+
+	mu         sync.Mutex
+	waiting    []batch
+	queued     int // events in waiting
+	overflowed bool
+	closed     bool
+	wake       chan struct{}
+
+	// Owned by the shard's publishing goroutine.
+	window []inflight
+	head   int
+	timer  *time.Timer
+
+	acked    atomic.Uint64 // every event through this lsn is acknowledged
+	repMu    sync.Mutex
+	reported uint64
+}
+
+func newPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg EventsConfig, log *slog.Logger, m *Metrics) *publisher {
+	p := &publisher{js: js, prefix: prefix, cfg: cfg, log: log, metrics: m,
+		closing: make(chan struct{}), abort: make(chan struct{})}
+	for i := uint32(0); i < shards; i++ {
+		s := &shardPub{p: p, shard: i, label: strconv.FormatUint(uint64(i), 10), wake: make(chan struct{}, 1),
+			timer: time.NewTimer(time.Hour)}
+		s.timer.Stop()
+		p.shards = append(p.shards, s)
+	}
+	return p
+}
+
+// start runs one publishing goroutine per shard.
+func (p *publisher) start() {
+	for _, s := range p.shards {
+		p.wg.Add(1)
+		go s.run()
+	}
+}
+
+// sink queues one batch; it runs on the shard's goroutine and never blocks.
+func (p *publisher) sink(shard uint32, through uint64, events []actors.Event) {
+	if int(shard) >= len(p.shards) {
+		p.log.Error("events of an unknown shard dropped", "shard", shard)
+		return
+	}
+	s := p.shards[shard]
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		p.log.Warn("events after close dropped; the shard republishes them at its next start", "shard", shard, "through_lsn", through, "events", len(events))
+		return
+	case s.overflowed:
+		s.mu.Unlock()
+		p.metrics.eventsDropped(s.label, len(events))
+		return
+	case s.queued > 0 && s.queued+len(events) > p.cfg.MaxQueuedEvents:
+		s.overflowed = true
+		s.mu.Unlock()
+		p.metrics.eventsDropped(s.label, len(events))
+		p.metrics.eventsOverflowed(s.label)
+		p.log.Error("event queue full: this shard's events are dropped and its published position stops until restart, which republishes them",
+			"shard", shard, "queued", s.queued, "through_lsn", through)
+		return
+	}
+	if n := len(s.waiting); n > 0 && len(events) == 0 {
+		s.waiting[n-1].through = through
+	} else {
+		s.waiting = append(s.waiting, batch{through: through, events: events})
+		s.queued += len(events)
+	}
+	s.mu.Unlock()
+	p.metrics.eventsQueued(s.label, len(events))
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// attach starts reporting published positions to t (and reports what is acknowledged
+// already, e.g. events republished during recovery).
+func (p *publisher) attach(t positionTarget) {
+	p.target.Store(&targetBox{t: t})
+	for _, s := range p.shards {
+		s.report()
+	}
+}
+
+// detach stops reporting positions (the shards are about to stop).
+func (p *publisher) detach() { p.target.Store(nil) }
+
+// close publishes what is queued and waits for its acknowledgements, bounded by ctx.
+func (p *publisher) close(ctx context.Context) error {
+	p.closeOnce.Do(func() {
+		for _, s := range p.shards {
+			s.mu.Lock()
+			s.closed = true
+			s.mu.Unlock()
+		}
+		close(p.closing)
+	})
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	p.abortOnce.Do(func() { close(p.abort) })
+	<-done
+	left := 0
+	for _, s := range p.shards {
+		s.mu.Lock()
+		left += s.queued
+		s.mu.Unlock()
+		left += len(s.window) - s.head
+	}
+	return fmt.Errorf("bridge: event publishing cut short (%d events unconfirmed; the shards republish them at their next start): %w", left, ctx.Err())
+}
+
+// take waits for queued batches; nil when closing and nothing is left.
+func (s *shardPub) take() []batch {
+	for {
+		s.mu.Lock()
+		if len(s.waiting) > 0 {
+			b := s.waiting
+			n := s.queued
+			s.waiting, s.queued = nil, 0
+			s.mu.Unlock()
+			s.p.metrics.eventsQueued(s.label, -n)
+			return b
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.wake:
+		case <-s.p.closing:
+			s.mu.Lock()
+			empty := len(s.waiting) == 0
+			s.mu.Unlock()
+			if empty {
+				return nil
+			}
+		case <-s.p.abort:
+			return nil
+		}
+	}
+}
+
+func (s *shardPub) run() {
+	defer s.p.wg.Done()
+	for {
+		batches := s.take()
+		if batches == nil {
+			s.settle(len(s.window) - s.head)
+			return
+		}
+		for _, b := range batches {
+			for i := range b.events {
+				through := uint64(0)
+				if i == len(b.events)-1 {
+					through = b.through
+				}
+				if !s.publish(&b.events[i], through) {
+					return
+				}
+			}
+			if len(b.events) == 0 {
+				s.window = append(s.window, inflight{through: b.through})
+			}
+		}
+		// Nothing more queued: wait for every acknowledgement, then report.
+		s.mu.Lock()
+		more := len(s.waiting) > 0
+		s.mu.Unlock()
+		if !more {
+			if !s.settle(len(s.window) - s.head) {
+				return
+			}
+		}
+	}
+}
+
+// message builds the NATS message of an event.
+func (p *publisher) message(e *actors.Event) (*nats.Msg, error) {
+	data, err := messages.MarshalJSON(eventMessage(e))
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(p.prefix + ".v1." + e.Tenant + ".events." + e.Kind.String())
+	msg.Data = data
+	msg.Header.Set(jetstream.MsgIDHeader, MsgID(e.Shard, e.LSN, e.N))
+	msg.Header.Set(headerContentType, contentTypeJSON)
+	return msg, nil
+}
+
+// MsgID is the JetStream message id of the n-th event of entry (shard, lsn).
+func MsgID(shard uint32, lsn uint64, n int) string {
+	b := make([]byte, 0, 32)
+	b = strconv.AppendUint(b, uint64(shard), 10)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, lsn, 10)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return string(b)
+}
+
+// publish sends one event and keeps its future in the window; through is the lsn its
+// batch ends at when it is the batch's last event. False when publishing was aborted.
+func (s *shardPub) publish(e *actors.Event, through uint64) bool {
+	msg, err := s.p.message(e)
+	if err != nil {
+		// Views hold validated ASCII ids, so this cannot happen; if it does, the event
+		// cannot be published at all and holding the position would stop the shard's
+		// snapshots forever.
+		s.p.metrics.publishError(s.label)
+		s.p.log.Error("event cannot be encoded; skipped", "shard", s.shard, "lsn", e.LSN, "err", err)
+		s.window = append(s.window, inflight{through: through})
+		return true
+	}
+	fut, ok := s.send(msg)
+	if !ok {
+		return false
+	}
+	s.window = append(s.window, inflight{fut: fut, msg: msg, through: through})
+	if len(s.window)-s.head >= s.p.cfg.Window {
+		return s.settle(1)
+	}
+	return true
+}
+
+// send hands a message to the async publisher, retrying while it refuses.
+func (s *shardPub) send(msg *nats.Msg) (jetstream.PubAckFuture, bool) {
+	for attempt := 0; ; attempt++ {
+		fut, err := s.p.js.PublishMsgAsync(msg)
+		if err == nil {
+			return fut, true
+		}
+		s.failed(msg, attempt, err)
+		if !s.backoff(attempt) {
+			return nil, false
+		}
+	}
+}
+
+// settle waits for the n oldest entries of the window to be acknowledged, sending an
+// event again when its publish failed or its acknowledgement did not come in time.
+// False when publishing was aborted.
+func (s *shardPub) settle(n int) bool {
+	advanced := false
+	for ; n > 0; n-- {
+		e := &s.window[s.head]
+		if e.fut != nil && !s.await(e) {
+			return false
+		}
+		s.p.metrics.eventPublished(s.label, e.fut != nil)
+		if e.through > 0 {
+			s.acked.Store(e.through)
+			s.p.metrics.publishedLSN(s.label, e.through)
+			advanced = true
+		}
+		*e = inflight{}
+		s.head++
+	}
+	switch {
+	case s.head == len(s.window):
+		s.window, s.head = s.window[:0], 0
+	case s.head >= 64 && s.head*2 >= len(s.window):
+		// Keep the window's backing array bounded under steady load.
+		n := copy(s.window, s.window[s.head:])
+		clear(s.window[n:])
+		s.window, s.head = s.window[:n], 0
+	}
+	if advanced {
+		s.report()
+	}
+	return true
+}
+
+func (s *shardPub) await(e *inflight) bool {
+	for attempt := 0; ; attempt++ {
+		s.timer.Reset(s.p.cfg.AckWait)
+		var err error
+		select {
+		case <-e.fut.Ok():
+			s.timer.Stop()
+			return true
+		case err = <-e.fut.Err():
+			s.timer.Stop()
+		case <-s.timer.C:
+			err = errors.New("no acknowledgement within " + s.p.cfg.AckWait.String())
+		case <-s.p.abort:
+			s.timer.Stop()
+			return false
+		}
+		s.failed(e.msg, attempt, err)
+		if !s.backoff(attempt) {
+			return false
+		}
+		// Same message id: if the first attempt was stored after all, the stream
+		// drops this one as a duplicate.
+		fut, ok := s.send(e.msg)
+		if !ok {
+			return false
+		}
+		e.fut = fut
+	}
+}
+
+func (s *shardPub) failed(msg *nats.Msg, attempt int, err error) {
+	s.p.metrics.publishError(s.label)
+	if attempt == 0 || attempt%50 == 0 {
+		s.p.log.Warn("event publish failed; retrying", "shard", s.shard, "subject", msg.Subject,
+			"msg_id", msg.Header.Get(jetstream.MsgIDHeader), "attempt", attempt+1, "err", err)
+	}
+}
+
+// backoff waits before attempt+1; false when publishing is aborted.
+func (s *shardPub) backoff(attempt int) bool {
+	d := time.Duration(min(attempt+1, 20)) * 100 * time.Millisecond
+	s.timer.Reset(d)
+	select {
+	case <-s.timer.C:
+		return true
+	case <-s.p.abort:
+		s.timer.Stop()
+		return false
+	}
+}
+
+// report tells the shard how far its events are acknowledged.
+func (s *shardPub) report() {
+	box := s.p.target.Load()
+	if box == nil {
+		return
+	}
+	s.repMu.Lock()
+	defer s.repMu.Unlock()
+	if a := s.acked.Load(); a > s.reported {
+		box.t.Published(s.shard, a)
+		s.reported = a
+	}
+}

@@ -1,0 +1,261 @@
+package bridge
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// Metrics holds the process's Prometheus metrics in their own registry. It is the
+// actors.Observer of the shard runtime and reads shard gauges at scrape time.
+type Metrics struct {
+	reg    *prometheus.Registry
+	shards uint32
+	nc     *nats.Conn
+	sys    atomic.Pointer[sysBox]
+
+	batchSize     []prometheus.Observer
+	appendLatency []prometheus.Observer
+
+	requests *prometheus.CounterVec
+	reqCache [32][64]atomic.Pointer[counterBox]
+	duration [32]prometheus.Observer
+
+	published     *prometheus.CounterVec
+	publishErrors *prometheus.CounterVec
+	dropped       *prometheus.CounterVec
+	overflowed    *prometheus.GaugeVec
+	queued        *prometheus.GaugeVec
+	publishedLSNs *prometheus.GaugeVec
+}
+
+type sysBox struct {
+	sys  shardSystem
+	kcfg kernel.Config
+}
+
+type counterBox struct{ c prometheus.Counter }
+
+func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{reg: reg, shards: shards, nc: nc}
+	batch := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "holdfast_shard_batch_entries",
+		Help:    "Entries per journal append (group commit batch size).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+	}, []string{"shard"})
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "holdfast_shard_append_seconds",
+		Help:    "Duration of one journal append including its fsync.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+	}, []string{"shard"})
+	for i := uint32(0); i < shards; i++ {
+		l := strconv.FormatUint(uint64(i), 10)
+		m.batchSize = append(m.batchSize, batch.WithLabelValues(l))
+		m.appendLatency = append(m.appendLatency, latency.WithLabelValues(l))
+	}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "holdfast_requests_total",
+		Help: "Requests answered, by verb and result code.",
+	}, []string{"verb", "code"})
+	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "holdfast_request_seconds",
+		Help:    "Time from a request's arrival to its reply, by verb.",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18),
+	}, []string{"verb"})
+	for _, s := range verbSpecs() {
+		m.duration[s.verb] = dur.WithLabelValues(s.verb.String())
+	}
+	m.published = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "holdfast_events_published_total",
+		Help: "Events acknowledged by the HOLDFAST_EVENTS stream.",
+	}, []string{"shard"})
+	m.publishErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "holdfast_events_publish_errors_total",
+		Help: "Failed event publishes (each is retried with the same message id).",
+	}, []string{"shard"})
+	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "holdfast_events_dropped_total",
+		Help: "Events dropped because the shard's event queue overflowed; republished at the next start.",
+	}, []string{"shard"})
+	m.overflowed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "holdfast_events_overflowed",
+		Help: "1 when the shard's event queue overflowed and its published position is stopped until restart.",
+	}, []string{"shard"})
+	m.queued = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "holdfast_events_queued",
+		Help: "Events waiting to be published.",
+	}, []string{"shard"})
+	m.publishedLSNs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "holdfast_events_published_lsn",
+		Help: "Every event of the shard through this lsn is acknowledged by the stream.",
+	}, []string{"shard"})
+	reg.MustRegister(batch, latency, m.requests, dur, m.published, m.publishErrors, m.dropped,
+		m.overflowed, m.queued, m.publishedLSNs, &shardCollector{m: m},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *Metrics) attach(sys shardSystem, kcfg kernel.Config) {
+	m.sys.Store(&sysBox{sys: sys, kcfg: kcfg})
+}
+
+// Batch implements actors.Observer.
+func (m *Metrics) Batch(shard uint32, entries int, took time.Duration) {
+	if shard >= m.shards {
+		return
+	}
+	m.batchSize[shard].Observe(float64(entries))
+	m.appendLatency[shard].Observe(took.Seconds())
+}
+
+func (m *Metrics) request(v kernel.Verb, c kernel.Code, took time.Duration) {
+	if int(v) >= len(m.reqCache) || int(c) >= len(m.reqCache[0]) {
+		m.requests.WithLabelValues(v.String(), c.String()).Inc()
+		return
+	}
+	p := &m.reqCache[v][c]
+	box := p.Load()
+	if box == nil {
+		box = &counterBox{c: m.requests.WithLabelValues(v.String(), c.String())}
+		p.Store(box)
+	}
+	box.c.Inc()
+	if d := m.duration[v]; d != nil {
+		d.Observe(took.Seconds())
+	}
+}
+
+func (m *Metrics) eventPublished(shard string, real bool) {
+	if real {
+		m.published.WithLabelValues(shard).Inc()
+	}
+}
+
+func (m *Metrics) publishError(shard string) { m.publishErrors.WithLabelValues(shard).Inc() }
+
+func (m *Metrics) eventsDropped(shard string, n int) {
+	m.dropped.WithLabelValues(shard).Add(float64(n))
+}
+
+func (m *Metrics) eventsOverflowed(shard string) { m.overflowed.WithLabelValues(shard).Set(1) }
+
+func (m *Metrics) eventsQueued(shard string, n int) { m.queued.WithLabelValues(shard).Add(float64(n)) }
+
+func (m *Metrics) publishedLSN(shard string, lsn uint64) {
+	m.publishedLSNs.WithLabelValues(shard).Set(float64(lsn))
+}
+
+// shardCollector reads every shard's gauges at scrape time.
+type shardCollector struct{ m *Metrics }
+
+var (
+	descApplied = prometheus.NewDesc("holdfast_shard_applied_lsn",
+		"Last applied (durable) log position of the shard.", []string{"shard"}, nil)
+	descQueue = prometheus.NewDesc("holdfast_shard_queue_depth",
+		"Requests admitted to the shard and not yet answered.", []string{"shard"}, nil)
+	descBacklog = prometheus.NewDesc("holdfast_shard_expiry_backlog",
+		"Leases whose deadline has come and whose expiry is not yet applied.", []string{"shard"}, nil)
+	descSlotLag = prometheus.NewDesc("holdfast_shard_slot_lag",
+		"Clock slot minus the slot of the shard's last applied entry.", []string{"shard"}, nil)
+	descHalted = prometheus.NewDesc("holdfast_shard_halted",
+		"1 when the shard is halted (journal failure or refused recovery).", []string{"shard"}, nil)
+	descEntries = prometheus.NewDesc("holdfast_shard_table_entries",
+		"Entries in one of the shard's bounded tables.", []string{"shard", "table"}, nil)
+	descCapacity = prometheus.NewDesc("holdfast_shard_table_capacity",
+		"Configured bound of one of the shard's tables.", []string{"shard", "table"}, nil)
+	descUtil = prometheus.NewDesc("holdfast_shard_table_utilization",
+		"Fill of one of the shard's tables, 0 to 1; at 1 the table answers its *_table_full code.", []string{"shard", "table"}, nil)
+)
+
+func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descApplied, descQueue, descBacklog, descSlotLag, descHalted, descEntries, descCapacity, descUtil} {
+		ch <- d
+	}
+}
+
+func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
+	box := c.m.sys.Load()
+	if box == nil {
+		return
+	}
+	k := &box.kcfg
+	for i := uint32(0); i < c.m.shards; i++ {
+		l := strconv.FormatUint(uint64(i), 10)
+		st := box.sys.Stats(i)
+		ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(st.AppliedLSN), l)
+		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(st.QueueDepth), l)
+		ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(st.ExpiryBacklog), l)
+		ch <- prometheus.MustNewConstMetric(descSlotLag, prometheus.GaugeValue, float64(st.ClockSlot)-float64(st.AppliedSlot), l)
+		halted := 0.0
+		if st.Halted {
+			halted = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descHalted, prometheus.GaugeValue, halted, l)
+		t := st.Tables
+		for _, tb := range []struct {
+			name     string
+			n, bound int
+		}{
+			{"resources", t.Resources, k.MaxResources},
+			{"pools", t.Pools, k.MaxPools},
+			{"ranges", t.Ranges, k.MaxRanges},
+			{"leases", t.Leases, k.MaxLeases},
+			{"members", t.Members, k.MaxMembers},
+			{"operations", t.Operations, k.MaxOperations},
+			{"expirations", t.Expirations, k.MaxExpirations},
+			{"range_values", t.RangeValues, k.MaxRangeValues},
+		} {
+			ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(tb.n), l, tb.name)
+			ch <- prometheus.MustNewConstMetric(descCapacity, prometheus.GaugeValue, float64(tb.bound), l, tb.name)
+			util := 0.0
+			if tb.bound > 0 {
+				util = float64(tb.n) / float64(tb.bound)
+			}
+			ch <- prometheus.MustNewConstMetric(descUtil, prometheus.GaugeValue, util, l, tb.name)
+		}
+	}
+}
+
+func (m *Metrics) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	mux.HandleFunc("/healthz", m.healthz)
+	return mux
+}
+
+// healthz answers 200 when every shard is up and not halted and NATS is connected.
+func (m *Metrics) healthz(w http.ResponseWriter, _ *http.Request) {
+	var problems []string
+	box := m.sys.Load()
+	if box == nil {
+		problems = append(problems, "shards: not started")
+	} else {
+		for i := uint32(0); i < m.shards; i++ {
+			if box.sys.Halted(i) {
+				problems = append(problems, fmt.Sprintf("shard %d: halted", i))
+			}
+		}
+	}
+	if m.nc != nil && m.nc.Status() != nats.CONNECTED {
+		problems = append(problems, "nats: "+m.nc.Status().String())
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if len(problems) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, strings.Join(problems, "\n"))
+		return
+	}
+	fmt.Fprintf(w, "ok: %d shards up\n", m.shards)
+}

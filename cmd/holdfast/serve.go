@@ -1,0 +1,502 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/bridge"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+func init() {
+	register("serve", "run the Holdfast service (embeds NATS with JetStream unless --nats is given)", func(args []string) int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return serveMain(ctx, args, os.Stderr)
+	})
+}
+
+// Bounds of the serve flags beyond what kernel.Config.Validate checks.
+const (
+	serveMaxShards   = 1024
+	serveLayoutFile  = "holdfast.json"
+	serveLayoutV1    = 1
+	serveStopTimeout = 30 * time.Second
+)
+
+// serveConfig is the parsed command line of `holdfast serve`.
+type serveConfig struct {
+	data           string
+	listen         string
+	natsURL        string
+	prefix         string
+	shards         uint32
+	shardsExplicit bool
+	slot           time.Duration
+	kernel         kernel.Config
+	metricsListen  string
+	logLevel       slog.Level
+	logJSON        bool
+	events         bridge.EventsConfig
+	listenExplicit bool
+	testHooksDir   string
+}
+
+// parseServeFlags parses and checks the flags; the error is for the user.
+func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
+	def := kernel.DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, "usage: holdfast serve [flags]\n\n"+
+			"Runs the Holdfast service. With no flags it embeds a NATS server with JetStream\n"+
+			"(stored under --data), listens for NATS clients on 127.0.0.1:4222, and logs one\n"+
+			"line with the word \"ready\" and the NATS URL clients should use once it serves.\n"+
+			"SIGINT or SIGTERM stops it cleanly.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	data := fs.String("data", "./holdfast-data", "data `directory`: journals, snapshots, the embedded JetStream store")
+	listen := fs.String("listen", "127.0.0.1:4222", "embedded NATS client listener `host:port` (port 0: any free port)")
+	natsURL := fs.String("nats", "", "connect to this existing NATS deployment (`URL`s, comma-separated) instead of embedding one; it must have JetStream")
+	prefix := fs.String("prefix", bridge.DefaultPrefix, "subject `prefix`: requests on <prefix>.v1.<tenant>.<object>.<verb>")
+	shards := fs.Uint("shards", 8, "shard `count`, fixed when the data directory is created")
+	slot := fs.Duration("slot", 100*time.Millisecond, "slot length: the unit of logical time (whole milliseconds)")
+	maxTTL := fs.Duration("max-ttl", time.Hour, "largest ttl_ms accepted, at most 1h")
+	dedupe := fs.Duration("dedupe-window", 2*time.Hour, "how long an operation_id's outcome is remembered")
+	history := fs.Duration("history-window", time.Hour, "how long an ended lease stays readable")
+	maxResources := fs.Int("max-resources", def.MaxResources, "resources per shard")
+	maxLeases := fs.Int("max-leases", def.MaxLeases, "leases per shard, live and ended within the history window (also sizes the member table, the expiry index and the range value table)")
+	maxBundle := fs.Int("max-bundle", def.MaxBundle, "members per lease")
+	maxOperations := fs.Int("max-operations", def.MaxOperations, "remembered operation outcomes per shard")
+	maxPools := fs.Int("max-pools", def.MaxPools, "pools per shard")
+	maxRanges := fs.Int("max-ranges", def.MaxRanges, "value ranges per shard")
+	metricsListen := fs.String("metrics-listen", "127.0.0.1:9464", "Prometheus /metrics and /healthz `host:port` (empty: no metrics listener)")
+	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "log `format`: text or json")
+	eventsMaxAge := fs.Duration("events-max-age", 0, "max age of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
+	eventsMaxBytes := fs.Int64("events-max-bytes", 0, "max bytes of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
+	testHooksDir := fs.String("test-hooks-dir", "", "TESTS ONLY: a `directory` whose files move the clock and fail journal writes (see testhooks.go)")
+	eventsDup := fs.Duration("events-duplicate-window", bridge.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 10m)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+
+	c := &serveConfig{data: *data, listen: *listen, natsURL: *natsURL, prefix: *prefix,
+		shardsExplicit: explicit["shards"], listenExplicit: explicit["listen"], metricsListen: *metricsListen,
+		events:       bridge.EventsConfig{MaxAge: *eventsMaxAge, MaxBytes: *eventsMaxBytes, DuplicateWindow: *eventsDup},
+		testHooksDir: *testHooksDir}
+	if c.data == "" {
+		return nil, errors.New("--data: must not be empty")
+	}
+	if err := bridge.ValidPrefix(c.prefix); err != nil {
+		return nil, fmt.Errorf("--prefix: %w", err)
+	}
+	if *shards < 1 || *shards > serveMaxShards {
+		return nil, fmt.Errorf("--shards: must be between 1 and %d, got %d", serveMaxShards, *shards)
+	}
+	c.shards = uint32(*shards)
+	if *slot < time.Millisecond || *slot%time.Millisecond != 0 {
+		return nil, fmt.Errorf("--slot: must be a whole number of milliseconds, at least 1ms, got %v", *slot)
+	}
+	c.slot = *slot
+	if *maxTTL > kernel.MaxTTLMillisLimit*time.Millisecond {
+		return nil, fmt.Errorf("--max-ttl: at most 1h, got %v", *maxTTL)
+	}
+	if *maxTTL < time.Millisecond || *maxTTL%time.Millisecond != 0 {
+		return nil, fmt.Errorf("--max-ttl: must be a whole number of milliseconds, at least 1ms, got %v", *maxTTL)
+	}
+	for _, w := range []struct {
+		name string
+		d    time.Duration
+	}{{"dedupe-window", *dedupe}, {"history-window", *history}} {
+		if w.d < c.slot {
+			return nil, fmt.Errorf("--%s: must be at least one slot (%v), got %v", w.name, c.slot, w.d)
+		}
+	}
+	if *eventsDup < bridge.DefaultDuplicateWindow {
+		return nil, fmt.Errorf("--events-duplicate-window: at least %v, got %v", bridge.DefaultDuplicateWindow, *eventsDup)
+	}
+	if *eventsMaxAge != 0 && *eventsMaxAge < *eventsDup {
+		return nil, fmt.Errorf("--events-max-age: must not be shorter than the duplicate window (%v), got %v", *eventsDup, *eventsMaxAge)
+	}
+	k := def
+	k.SlotMillis = uint64(c.slot / time.Millisecond)
+	k.MaxTTLMillis = uint64(*maxTTL / time.Millisecond)
+	k.DedupeWindowSlots = slotsCeil(*dedupe, c.slot)
+	k.HistoryWindowSlots = slotsCeil(*history, c.slot)
+	k.MaxResources, k.MaxBundle, k.MaxOperations = *maxResources, *maxBundle, *maxOperations
+	k.MaxPools, k.MaxRanges = *maxPools, *maxRanges
+	if explicit["max-leases"] {
+		// The tables that grow with leases keep their default proportions to it.
+		k.MaxLeases = *maxLeases
+		k.MaxExpirations = *maxLeases
+		k.MaxMembers = min(4*max(*maxLeases, 0), 1<<30)
+		k.MaxRangeValues = min(2*max(*maxLeases, 0), 1<<30)
+	}
+	if err := k.Validate(); err != nil {
+		return nil, fmt.Errorf("table bounds: %w", err)
+	}
+	c.kernel = k
+	switch strings.ToLower(*logLevel) {
+	case "debug":
+		c.logLevel = slog.LevelDebug
+	case "info":
+		c.logLevel = slog.LevelInfo
+	case "warn", "warning":
+		c.logLevel = slog.LevelWarn
+	case "error":
+		c.logLevel = slog.LevelError
+	default:
+		return nil, fmt.Errorf("--log-level: debug, info, warn or error, got %q", *logLevel)
+	}
+	switch *logFormat {
+	case "text":
+	case "json":
+		c.logJSON = true
+	default:
+		return nil, fmt.Errorf("--log-format: text or json, got %q", *logFormat)
+	}
+	return c, nil
+}
+
+func slotsCeil(d, slot time.Duration) uint64 {
+	return uint64((d + slot - 1) / slot)
+}
+
+// serveLayout is what the data directory remembers about how it was created.
+type serveLayout struct {
+	Format int    `json:"format"`
+	Shards uint32 `json:"shards"`
+}
+
+var serveShardDir = regexp.MustCompile(`^shard-[0-9]{3,}$`)
+
+// ensureLayout fixes the shard count of a data directory: the first start records it,
+// later starts adopt it, and an explicit different --shards is refused.
+func ensureLayout(dir string, shards uint32, explicit bool) (uint32, error) {
+	path := filepath.Join(dir, serveLayoutFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		var l serveLayout
+		if err := json.Unmarshal(b, &l); err != nil || l.Format != serveLayoutV1 || l.Shards == 0 {
+			return 0, fmt.Errorf("%s: not a Holdfast layout file (%v)", path, err)
+		}
+		if explicit && l.Shards != shards {
+			return 0, fmt.Errorf("data directory %s was created with --shards %d; the shard count of a data directory cannot change (got --shards %d)", dir, l.Shards, shards)
+		}
+		return l.Shards, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return 0, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	// A directory from before the layout file: its shard directories tell the count.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	found := uint32(0)
+	for _, e := range entries {
+		if e.IsDir() && serveShardDir.MatchString(e.Name()) {
+			found++
+		}
+	}
+	if found > 0 && found != shards {
+		if explicit {
+			return 0, fmt.Errorf("data directory %s holds %d shards; the shard count of a data directory cannot change (got --shards %d)", dir, found, shards)
+		}
+		shards = found
+	}
+	data, _ := json.Marshal(serveLayout{Format: serveLayoutV1, Shards: shards})
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return 0, err
+	}
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncServeDir(dir)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("recording the layout in %s: %w", path, err)
+	}
+	return shards, nil
+}
+
+func syncServeDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// serveNATSLog routes the embedded server's log into slog.
+type serveNATSLog struct{ l *slog.Logger }
+
+func (n serveNATSLog) Noticef(f string, v ...any) { n.l.Debug(fmt.Sprintf(f, v...)) }
+func (n serveNATSLog) Warnf(f string, v ...any)   { n.l.Warn(fmt.Sprintf(f, v...)) }
+func (n serveNATSLog) Fatalf(f string, v ...any)  { n.l.Error(fmt.Sprintf(f, v...)) }
+func (n serveNATSLog) Errorf(f string, v ...any)  { n.l.Error(fmt.Sprintf(f, v...)) }
+func (n serveNATSLog) Debugf(f string, v ...any)  { n.l.Debug(fmt.Sprintf(f, v...)) }
+func (n serveNATSLog) Tracef(f string, v ...any)  { n.l.Debug(fmt.Sprintf(f, v...)) }
+
+// startEmbeddedNATS runs the in-process NATS server with JetStream stored under data.
+// It returns the server and the URL clients should use.
+func startEmbeddedNATS(c *serveConfig, log *slog.Logger) (*server.Server, string, error) {
+	host, portStr, err := net.SplitHostPort(c.listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("--listen %q: %w", c.listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, "", fmt.Errorf("--listen %q: bad port", c.listen)
+	}
+	// Fail fast and clearly when the address is taken (the server would only log it).
+	probe, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("--listen %s: %w", c.listen, err)
+	}
+	probe.Close()
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	store := filepath.Join(c.data, "nats")
+	ns, err := server.NewServer(&server.Options{
+		ServerName: "holdfast",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   store,
+		NoSigs:     true,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("embedded NATS: %w", err)
+	}
+	ns.SetLoggerV2(serveNATSLog{l: log}, c.logLevel <= slog.LevelDebug, false, false)
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, "", fmt.Errorf("embedded NATS did not become ready on %s (store %s)", c.listen, store)
+	}
+	addr, ok := ns.Addr().(*net.TCPAddr)
+	if !ok {
+		ns.Shutdown()
+		return nil, "", errors.New("embedded NATS: no client listener")
+	}
+	adv := host
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		adv = "127.0.0.1"
+	}
+	return ns, "nats://" + net.JoinHostPort(adv, strconv.Itoa(addr.Port)), nil
+}
+
+// serveMain runs the service until ctx is done; it returns the process exit code.
+func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
+	c, err := parseServeFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "holdfast serve: %v\n", err)
+		return 2
+	}
+	opts := &slog.HandlerOptions{Level: c.logLevel}
+	var h slog.Handler = slog.NewTextHandler(stderr, opts)
+	if c.logJSON {
+		h = slog.NewJSONHandler(stderr, opts)
+	}
+	log := slog.New(h)
+	if err := runServe(ctx, c, log); err != nil {
+		log.Error("holdfast serve failed", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// runServe wires NATS, the bridge and the shards, serves until ctx is done, and stops
+// in order: requests drained, shards stopped (journals flushed), events flushed, NATS
+// shut down.
+func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error) {
+	var cleanups []func()
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+	shards, err := ensureLayout(c.data, c.shards, c.shardsExplicit)
+	if err != nil {
+		return err
+	}
+	unlock, err := lockDataDir(c.data)
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, unlock)
+	if shards != c.shards {
+		log.Info("using the data directory's shard count", "shards", shards, "data", c.data)
+		c.shards = shards
+	}
+
+	var url string
+	var conn []nats.Option
+	embedded := c.natsURL == ""
+	if embedded {
+		ns, u, err := startEmbeddedNATS(c, log.With("component", "nats"))
+		if err != nil {
+			return err
+		}
+		cleanups = append(cleanups, func() { ns.Shutdown(); ns.WaitForShutdown() })
+		url = u
+		conn = append(conn, nats.InProcessServer(ns))
+	} else {
+		url = c.natsURL
+		if c.listenExplicit {
+			log.Warn("--listen is ignored with --nats")
+		}
+		conn = append(conn, nats.MaxReconnects(-1))
+	}
+	conn = append(conn, nats.Name("holdfast-serve"),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }))
+	nc, err := nats.Connect(url, conn...)
+	if err != nil {
+		return fmt.Errorf("connecting to NATS at %s: %w", url, err)
+	}
+	cleanups = append(cleanups, func() {
+		_ = nc.FlushTimeout(2 * time.Second)
+		nc.Close()
+	})
+	// Room for every shard's publish window, so the shards never stall one another.
+	pending := max(8192, 2*int(c.shards)*bridge.DefaultPublishWindow)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(pending),
+		jetstream.WithPublishAsyncTimeout(bridge.DefaultAckWait))
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = js.AccountInfo(actx)
+	cancel()
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return fmt.Errorf("NATS at %s has no JetStream for this account; Holdfast needs it for the %s stream (enable JetStream, or run without --nats to embed a NATS server)", url, bridge.StreamName)
+	}
+	if err != nil {
+		return fmt.Errorf("checking JetStream at %s: %w", url, err)
+	}
+
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	br, err := bridge.New(bctx, bridge.Config{Conn: nc, JetStream: js, Prefix: c.prefix, Shards: c.shards,
+		Logger: log.With("component", "bridge"), Events: c.events})
+	cancel()
+	if err != nil {
+		return err
+	}
+	closeBridge := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), serveStopTimeout)
+		defer cancel()
+		if err := br.Close(sctx); err != nil {
+			log.Warn("event publishing did not finish", "err", err)
+		}
+	}
+	cleanups = append(cleanups, closeBridge)
+
+	log.Info("recovering shards", "data", c.data, "shards", c.shards)
+	aopts := actors.Options{Dir: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel,
+		Events: br.Events, Observer: br.Observer(), Logger: log.With("component", "actors")}
+	if c.testHooksDir != "" {
+		hooks := startTestHooks(c.testHooksDir)
+		cleanups = append(cleanups, hooks.close)
+		aopts.Clock, aopts.Faults = hooks, hooks.faults()
+		log.Warn("test hooks enabled: the clock and journal failures are driven from files", "dir", c.testHooksDir)
+	}
+	sys, err := actors.Start(aopts)
+	if err != nil {
+		return fmt.Errorf("starting the shards: %w", err)
+	}
+	stopShards := func() { sys.Stop() }
+	cleanups = append(cleanups, stopShards)
+	for i := uint32(0); i < c.shards; i++ {
+		if sys.Halted(i) {
+			log.Error("shard halted at start; it answers engine_halted until its journal is repaired", "shard", i)
+		}
+	}
+
+	var metricsURL string
+	if c.metricsListen != "" {
+		ln, err := net.Listen("tcp", c.metricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen %s: %w", c.metricsListen, err)
+		}
+		srv := &http.Server{Handler: br.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics listener", "err", err)
+			}
+		}()
+		cleanups = append(cleanups, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		})
+		metricsURL = "http://" + ln.Addr().String()
+	}
+
+	if err := br.Start(sys); err != nil {
+		return err
+	}
+	log.Info("ready", "nats", url, "prefix", c.prefix, "shards", c.shards, "data", c.data,
+		"embedded_nats", embedded, "metrics", metricsURL, "version", bridge.Version)
+
+	<-ctx.Done()
+	log.Info("stopping: draining requests")
+	sctx, cancel := context.WithTimeout(context.Background(), serveStopTimeout)
+	defer cancel()
+	if err := br.Drain(sctx); err != nil {
+		log.Warn("draining requests", "err", err)
+	}
+	// The deferred cleanups run in reverse: metrics listener closed, shards stopped
+	// (journals flushed and closed), events flushed, NATS connection and server shut.
+	return nil
+}

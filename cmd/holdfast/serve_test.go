@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/bridge"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// serveLogBuffer collects a serve run's log lines safely across goroutines.
+type serveLogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *serveLogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *serveLogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// serveRun is one `holdfast serve` running in-process.
+type serveRun struct {
+	log    *serveLogBuffer
+	cancel context.CancelFunc
+	done   chan int
+}
+
+func startServe(t *testing.T, args ...string) *serveRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &serveRun{log: &serveLogBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	go func() { r.done <- serveMain(ctx, args, r.log) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+var (
+	serveReadyLine = regexp.MustCompile(`(?m)^.*msg=ready .*$`)
+	serveNATSAttr  = regexp.MustCompile(`nats=(\S+)`)
+	serveMetrics   = regexp.MustCompile(`metrics=(\S+)`)
+)
+
+// ready waits for the ready line and returns the NATS URL and the metrics URL.
+func (r *serveRun) ready(t *testing.T) (string, string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		if line := serveReadyLine.FindString(r.log.String()); line != "" {
+			return serveNATSAttr.FindStringSubmatch(line)[1], serveMetrics.FindStringSubmatch(line)[1]
+		}
+		select {
+		case code := <-r.done:
+			r.done <- code
+			t.Fatalf("serve exited with %d before ready:\n%s", code, r.log)
+		case <-deadline:
+			t.Fatalf("no ready line:\n%s", r.log)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// stop cancels the run (as SIGTERM would) and returns its exit code.
+func (r *serveRun) stop(t *testing.T) int {
+	t.Helper()
+	r.cancel()
+	select {
+	case code := <-r.done:
+		r.done <- code
+		return code
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not stop:\n%s", r.log)
+		return -1
+	}
+}
+
+func serveRequest(t *testing.T, nc *nats.Conn, subject, body string) map[string]any {
+	t.Helper()
+	m, err := nc.Request(subject, []byte(body), 10*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(m.Data, &out); err != nil {
+		t.Fatalf("%s: %v: %s", subject, err, m.Data)
+	}
+	return out
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	args := []string{"--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--shards", "2", "--slot", "10ms"}
+	run := startServe(t, args...)
+	url, metrics := run.ready(t)
+	if n := len(serveReadyLine.FindAllString(run.log.String(), -1)); n != 1 {
+		t.Fatalf("%d ready lines:\n%s", n, run.log)
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	r := serveRequest(t, nc, "holdfast.v1.acme.resource.create", `{"operation_id":"c1","resource_id":"gpu0"}`)
+	if r["code"] != "ok" || r["lsn"] != "1" {
+		t.Fatalf("resource.create: %v", r)
+	}
+	r = serveRequest(t, nc, "holdfast.v1.acme.lease.reserve", `{"operation_id":"r1","holder_id":"h","ttl_ms":60000,"members":[{"resource_id":"gpu0"}]}`)
+	if r["code"] != "ok" {
+		t.Fatalf("lease.reserve: %v", r)
+	}
+	if _, err := nc.Request("$SRV.PING.holdfast", nil, 5*time.Second); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	resp, err := http.Get(metrics + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %d %s", resp.StatusCode, body)
+	}
+	if code := run.stop(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, run.log)
+	}
+	if !strings.Contains(run.log.String(), "msg=stopped") {
+		t.Fatalf("no stopped line:\n%s", run.log)
+	}
+	b, err := os.ReadFile(filepath.Join(data, serveLayoutFile))
+	if err != nil || !strings.Contains(string(b), `"shards":2`) {
+		t.Fatalf("layout file: %v %s", err, b)
+	}
+
+	// A different explicit shard count is refused, clearly.
+	bad := startServe(t, "--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--shards", "3")
+	if code := <-bad.done; code != 1 || !strings.Contains(bad.log.String(), "--shards 2") {
+		t.Fatalf("different --shards: exit %d:\n%s", code, bad.log)
+	}
+	bad.done <- 1
+
+	// Without --shards the directory's count is used; state and events survived.
+	run = startServe(t, "--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--slot", "10ms")
+	url, _ = run.ready(t)
+	nc2, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	r = serveRequest(t, nc2, "holdfast.v1.acme.resource.get", `{"resource_id":"gpu0"}`)
+	res, _ := r["resource"].(map[string]any)
+	if r["code"] != "ok" || res["state"] != "reserved" || res["current_lease_id"] != kernel.FormatLeaseID(kernel.ShardOf("acme", "gpu0", 2), 2) {
+		t.Fatalf("after restart: %v", r)
+	}
+	js, err := jetstream.New(nc2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, bridge.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The restart republished both events; the stream kept one copy of each.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream holds %d events, want 2", info.State.Msgs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := run.stop(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, run.log)
+	}
+}
+
+func TestServeExternalNATSWithoutJetStream(t *testing.T) {
+	// An embedded server of our own with JetStream off stands in for a deployment.
+	ns := startServeTestNATS(t, false)
+	run := startServe(t, "--data", t.TempDir(), "--nats", ns, "--metrics-listen", "")
+	select {
+	case code := <-run.done:
+		run.done <- code
+		if code != 1 || !strings.Contains(run.log.String(), "JetStream") {
+			t.Fatalf("exit %d:\n%s", code, run.log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not refuse:\n%s", run.log)
+	}
+}
+
+func TestServeFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-ttl", "2h"}, "--max-ttl"},
+		{[]string{"--max-ttl", "1h0m0.5s"}, "--max-ttl"},
+		{[]string{"--slot", "0"}, "--slot"},
+		{[]string{"--slot", "1500us"}, "--slot"},
+		{[]string{"--shards", "0"}, "--shards"},
+		{[]string{"--prefix", "a.*"}, "--prefix"},
+		{[]string{"--dedupe-window", "1ms"}, "--dedupe-window"},
+		{[]string{"--max-bundle", "0"}, "bundle"},
+		{[]string{"--max-resources", "0"}, "resources"},
+		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--log-format", "xml"}, "--log-format"},
+		{[]string{"--events-duplicate-window", "1m"}, "--events-duplicate-window"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"extra"}, "extra"},
+	} {
+		var out bytes.Buffer
+		if code := serveMain(context.Background(), c.args, &out); code != 2 || !strings.Contains(out.String(), c.want) {
+			t.Errorf("%v: exit %d, output %q", c.args, code, out.String())
+		}
+	}
+	c, err := parseServeFlags([]string{"--max-leases", "1000", "--slot", "250ms", "--dedupe-window", "1s", "--max-ttl", "1m"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.kernel.MaxLeases != 1000 || c.kernel.MaxExpirations != 1000 || c.kernel.MaxMembers != 4000 ||
+		c.kernel.SlotMillis != 250 || c.kernel.DedupeWindowSlots != 4 || c.kernel.HistoryWindowSlots != 14400 ||
+		c.kernel.MaxTTLMillis != 60000 || c.shards != 8 || c.shardsExplicit {
+		t.Fatalf("parsed: %+v", c)
+	}
+}
+
+func TestServeLayout(t *testing.T) {
+	dir := t.TempDir()
+	if n, err := ensureLayout(dir, 4, false); err != nil || n != 4 {
+		t.Fatalf("create: %d %v", n, err)
+	}
+	if n, err := ensureLayout(dir, 8, false); err != nil || n != 4 {
+		t.Fatalf("default flag adopts the directory's count: %d %v", n, err)
+	}
+	if _, err := ensureLayout(dir, 8, true); err == nil || !strings.Contains(err.Error(), "--shards 4") {
+		t.Fatalf("explicit different count: %v", err)
+	}
+	// A directory from before the layout file: its shard directories decide.
+	old := t.TempDir()
+	for _, d := range []string{"shard-000", "shard-001", "shard-002"} {
+		if err := os.Mkdir(filepath.Join(old, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ensureLayout(old, 8, true); err == nil {
+		t.Fatal("explicit count differing from the shard directories accepted")
+	}
+	if n, err := ensureLayout(old, 8, false); err != nil || n != 3 {
+		t.Fatalf("legacy directory: %d %v", n, err)
+	}
+}
+
+// startServeTestNATS runs a plain NATS server (JetStream on or off) and returns its URL.
+func startServeTestNATS(t *testing.T, jetStream bool) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: jetStream,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}
