@@ -22,10 +22,11 @@ type entry struct {
 // shard is the actor owning one kernel. A restarted actor is a fresh instance: it
 // recovers from the journal in Started and serves nothing before that.
 type shard struct {
-	h   *host
-	cfg kernel.Config
-	k   *kernel.Kernel
-	out kernel.Output
+	h    *host
+	self *actor.PID
+	cfg  kernel.Config
+	k    *kernel.Kernel
+	out  kernel.Output
 
 	// halted is set when the journal failed or recovery refused: every request then
 	// answers engine_halted until the process restarts and replays.
@@ -53,6 +54,9 @@ type shard struct {
 	snapLSN       uint64
 	snapSlot      uint64
 	snapBytes     []byte // a snapshot taken, waiting for publishing to catch up
+	pubWriting    bool
+	pubWritten    uint64
+	pubWrittenAt  time.Time
 
 	batchStart time.Time
 	records    []persistence.Record
@@ -65,6 +69,7 @@ func newShard(h *host) actor.Actor { return &shard{h: h} }
 func (s *shard) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		s.self = ctx.Self()
 		s.start()
 	case *actor.Stopping:
 		s.stop()
@@ -87,7 +92,16 @@ func (s *shard) Receive(ctx actor.Context) {
 		if m.lsn > s.published {
 			s.published = m.lsn
 			s.maybeWriteSnapshot()
+			s.maybePersistPublished()
 		}
+	case *publishedWritten:
+		s.pubWriting = false
+		if m.err != nil {
+			s.h.log.Error("recording the published position", "shard", s.h.shard, "err", m.err)
+		} else {
+			s.pubWritten = max(s.pubWritten, m.lsn)
+		}
+		s.pubWrittenAt = time.Now()
 	case *snapshotDone:
 		s.snapshotting = false
 		if m.err != nil {
@@ -112,11 +126,14 @@ func (s *shard) start() {
 		s.h.log.Error("shard refuses to start", "shard", s.h.shard, "err", err)
 		return
 	}
-	s.k, s.published = rec.kernel, rec.published
+	s.k, s.published, s.pubWritten = rec.kernel, rec.published, rec.published
+	s.h.pubMu.Lock()
+	s.h.pubDurable = rec.published
+	s.h.pubMu.Unlock()
 	last, lastSlot := rec.journal.Last()
 	s.nextLSN = max(last, s.k.LastLSN()) + 1
 	s.seqSlot = max(lastSlot, s.k.LastSlot())
-	s.w = startWriter(rec.journal, s.h.sys.root, s.h.pid)
+	s.w = startWriter(rec.journal, s.h.sys.root, s.self)
 	s.h.setWriter(s.w)
 	s.h.halted.Store(false)
 	s.publishGauges()

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/holdfast/holdfast/persistence"
 )
@@ -39,11 +40,11 @@ func (s *shard) maybeWriteSnapshot() {
 	bytes, lsn, slot, pub, gen := s.snapBytes, s.snapLSN, s.snapSlot, s.published, s.gen
 	s.snapBytes = nil
 	s.snapshotting = true
-	dir, root, pid := s.h.dir, s.h.sys.root, s.h.pid
+	h, dir, root, pid := s.h, s.h.dir, s.h.sys.root, s.self
 	go func() {
 		var err error
 		if events {
-			err = writePublished(dir, pub)
+			err = h.persistPublished(pub)
 		}
 		if err == nil {
 			err = persistence.WriteSnapshot(dir, lsn, slot, bytes)
@@ -53,6 +54,47 @@ func (s *shard) maybeWriteSnapshot() {
 }
 
 const publishedFile = "published"
+
+// publishedEvery is how often the published position is made durable between
+// snapshots, so a restart republishes at most about this much (JetStream drops the
+// duplicates by message id within its window).
+const publishedEvery = time.Second
+
+// maybePersistPublished makes the published position durable on a cadence, beside the
+// actor.
+func (s *shard) maybePersistPublished() {
+	if s.pubWriting || s.published <= s.pubWritten || time.Since(s.pubWrittenAt) < publishedEvery {
+		return
+	}
+	s.pubWriting = true
+	h, lsn, root, pid := s.h, s.published, s.h.sys.root, s.self
+	go func() {
+		err := h.persistPublished(lsn)
+		root.Send(pid, &publishedWritten{lsn: lsn, err: err})
+	}()
+}
+
+// publishedWritten reports a durable write of the published position.
+type publishedWritten struct {
+	lsn uint64
+	err error
+}
+
+// persistPublished writes the published position if it is ahead of what is durable.
+// One mutex orders the cadence writes and the snapshot's write, and the position on disk
+// only ever moves forward: a snapshot at lsn S is written only after a position >= S is.
+func (h *host) persistPublished(lsn uint64) error {
+	h.pubMu.Lock()
+	defer h.pubMu.Unlock()
+	if lsn <= h.pubDurable {
+		return nil
+	}
+	if err := writePublished(h.dir, lsn); err != nil {
+		return err
+	}
+	h.pubDurable = lsn
+	return nil
+}
 
 // writePublished durably records how far the shard's events are published.
 func writePublished(dir string, lsn uint64) error {

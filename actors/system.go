@@ -42,6 +42,9 @@ type host struct {
 	mu  sync.Mutex
 	gen uint64
 	w   *writer
+
+	pubMu      sync.Mutex
+	pubDurable uint64 // published position on disk
 }
 
 func (h *host) nextGeneration() uint64 {
@@ -73,17 +76,24 @@ func (h *host) setWriter(w *writer) {
 // replays the same way) is stopped and its requests answer engine_halted.
 type supervisor struct{ sys *System }
 
+// spawnShards asks the supervisor to spawn the shard actors; it answers with their PIDs,
+// which the System then owns (the future's answer orders the write before every read).
+type spawnShards struct{}
+
 func (s *supervisor) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(*actor.Started); ok {
-		for _, h := range s.sys.hosts {
-			h.disp = newShardDispatcher()
-			props := actor.PropsFromProducer(func() actor.Actor { return newShard(h) }, actor.WithDispatcher(h.disp))
+	if _, ok := ctx.Message().(*spawnShards); ok {
+		pids := make([]*actor.PID, len(s.sys.hosts))
+		for i, h := range s.sys.hosts {
+			disp := newShardDispatcher()
+			h.disp = disp
+			props := actor.PropsFromProducer(func() actor.Actor { return newShard(h) }, actor.WithDispatcher(disp))
 			pid, err := ctx.SpawnNamed(props, fmt.Sprintf("shard-%d", h.shard))
 			if err != nil {
 				panic(err)
 			}
-			h.pid = pid
+			pids[i] = pid
 		}
+		ctx.Respond(pids)
 	}
 }
 
@@ -112,11 +122,15 @@ func Start(opts Options) (*System, error) {
 	props := actor.PropsFromProducer(func() actor.Actor { return &supervisor{sys: sys} },
 		actor.WithSupervisor(strategy))
 	sys.super = sys.root.Spawn(props)
+	res, err := sys.root.RequestFuture(sys.super, &spawnShards{}, time.Minute).Result()
+	if err != nil {
+		return nil, fmt.Errorf("spawning shards: %w", err)
+	}
+	for i, pid := range res.([]*actor.PID) {
+		sys.hosts[i].pid = pid
+	}
 	// Wait until every shard has processed Started (recovery is in Started).
 	for _, h := range sys.hosts {
-		for h.pid == nil {
-			time.Sleep(time.Millisecond)
-		}
 		f := sys.root.RequestFuture(h.pid, &ping{}, 10*time.Minute)
 		if _, err := f.Result(); err != nil {
 			return nil, fmt.Errorf("shard %d did not start: %w", h.shard, err)
