@@ -1,0 +1,280 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/holdfast/holdfast/messages"
+)
+
+// Resource is a lease member taking the named resource exclusively.
+func Resource(id string) *messages.Member { return &messages.Member{ResourceId: id} }
+
+// PoolUnits is a lease member taking n units of a capacity pool.
+func PoolUnits(id string, n uint64) *messages.Member {
+	return &messages.Member{PoolId: id, Quantity: n}
+}
+
+// RangeAny is a lease member taking any free value of a range, chosen by the
+// range's strategy.
+func RangeAny(id string) *messages.Member { return &messages.Member{RangeId: id} }
+
+// RangeValue is a lease member taking one specific value of a range.
+func RangeValue(id string, v uint64) *messages.Member {
+	return &messages.Member{RangeId: id, Value: &v}
+}
+
+type writeOptions struct {
+	opID string
+}
+
+// WriteOption configures one write call.
+type WriteOption func(*writeOptions)
+
+// WithOperationID sets the operation id of a write (1–64 chars of
+// A-Z a-z 0-9 _ - : / @ +, first alphanumeric, unique per tenant within the
+// dedupe window). Without it the client generates one. Give the id of an
+// earlier call to resolve its unknown outcome.
+func WithOperationID(id string) WriteOption { return func(o *writeOptions) { o.opID = id } }
+
+func writeOpts(opts []WriteOption) writeOptions {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.opID == "" {
+		o.opID = NewOperationID()
+	}
+	return o
+}
+
+type readOptions struct {
+	minLSN uint64
+	wait   *time.Duration
+}
+
+// ReadOption configures one single-object read.
+type ReadOption func(*readOptions)
+
+// MinLSN makes the read wait until the shard has applied lsn (typically the
+// LSN of an earlier write), then answer; if the wait passes first, the read is
+// rejected with fence_not_applied (a *DefiniteError).
+func MinLSN(lsn uint64) ReadOption { return func(o *readOptions) { o.minLSN = lsn } }
+
+// Wait sets how long a MinLSN read may wait (0–10s; the server's default is
+// 1s). It is sent as wait_ms, rounded up to whole milliseconds.
+func Wait(d time.Duration) ReadOption { return func(o *readOptions) { o.wait = &d } }
+
+func readOpts(opts []ReadOption) (minLSN uint64, waitMs *uint32, extra time.Duration) {
+	var o readOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	wait := time.Duration(messages.DefaultWaitMs) * time.Millisecond
+	if o.wait != nil {
+		ms := durationMs(*o.wait)
+		if ms > 1<<32-1 {
+			ms = 1<<32 - 1
+		}
+		w := uint32(ms)
+		waitMs = &w
+		wait = *o.wait
+	}
+	if o.minLSN > 0 {
+		extra = wait + time.Second
+	}
+	return o.minLSN, waitMs, extra
+}
+
+// durationMs converts d to milliseconds, rounding up; negative is 0.
+func durationMs(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return uint64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// CreateResource creates a named resource. Domain codes: already_exists,
+// resource_table_full.
+func (c *Client) CreateResource(ctx context.Context, resourceID string, opts ...WriteOption) (*ResourceResult, error) {
+	o := writeOpts(opts)
+	req := &messages.CreateResourceRequest{OperationId: o.opID, ResourceId: resourceID}
+	r, err := c.call(ctx, verbResourceCreate, req, o.opID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &ResourceResult{Result: *r, Resource: r.Reply.Resource}, nil
+}
+
+// CreatePool creates a capacity pool of capacity units. Domain codes:
+// already_exists, pool_table_full.
+func (c *Client) CreatePool(ctx context.Context, poolID string, capacity uint64, opts ...WriteOption) (*PoolResult, error) {
+	o := writeOpts(opts)
+	req := &messages.CreatePoolRequest{OperationId: o.opID, PoolId: poolID, Capacity: capacity}
+	r, err := c.call(ctx, verbPoolCreate, req, o.opID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &PoolResult{Result: *r, Pool: r.Reply.Pool}, nil
+}
+
+// CreateRange creates the value range [first, last]. strategy is one of
+// messages.StrategyLowestFree (also ""), StrategyRandom and
+// StrategyLeastRecentlyFreed. Domain codes: already_exists, range_table_full.
+func (c *Client) CreateRange(ctx context.Context, rangeID string, first, last uint64, strategy string, opts ...WriteOption) (*RangeResult, error) {
+	o := writeOpts(opts)
+	req := &messages.CreateRangeRequest{OperationId: o.opID, RangeId: rangeID, First: first, Last: last, Strategy: strategy}
+	r, err := c.call(ctx, verbRangeCreate, req, o.opID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &RangeResult{Result: *r, Range: r.Reply.Range}, nil
+}
+
+// ReserveRequest describes a lease.reserve.
+type ReserveRequest struct {
+	// Holder is the holder id claiming the members.
+	Holder string
+	// Members, built with Resource, PoolUnits, RangeAny and RangeValue, all
+	// of one placement key, taken in order, all or nothing.
+	Members []*messages.Member
+	// TTL of the reserved lease, sent as ttl_ms rounded up (ignored by the
+	// server when Activate is set).
+	TTL time.Duration
+	// Activate creates the lease active instead of reserved.
+	Activate bool
+}
+
+// Reserve claims the members for the holder as one lease. Domain codes:
+// resource_not_found, pool_not_found, range_not_found, resource_busy,
+// insufficient_capacity, value_busy, value_out_of_range, range_exhausted,
+// lease_table_full, lease_member_table_full, expiration_index_full.
+func (c *Client) Reserve(ctx context.Context, r ReserveRequest, opts ...WriteOption) (*LeaseResult, error) {
+	o := writeOpts(opts)
+	req := &messages.ReserveRequest{
+		OperationId: o.opID,
+		HolderId:    r.Holder,
+		Members:     r.Members,
+		TtlMs:       durationMs(r.TTL),
+		Activate:    r.Activate,
+	}
+	return c.leaseCall(ctx, verbLeaseReserve, req, o.opID)
+}
+
+// Activate moves a reserved lease, whose deadline is still ahead, to active.
+// Domain codes: lease_not_found, lease_retired, holder_mismatch, stale_epoch,
+// invalid_state, lease_expired.
+func (c *Client) Activate(ctx context.Context, holder string, f Fence, opts ...WriteOption) (*LeaseResult, error) {
+	o := writeOpts(opts)
+	req := &messages.ActivateRequest{OperationId: o.opID, LeaseId: f.LeaseID, HolderId: holder, LeaseEpoch: f.Epoch}
+	return c.leaseCall(ctx, verbLeaseActivate, req, o.opID)
+}
+
+// Renew sets a reserved lease's deadline to now + ttl. Domain codes: as for
+// Activate.
+func (c *Client) Renew(ctx context.Context, holder string, f Fence, ttl time.Duration, opts ...WriteOption) (*LeaseResult, error) {
+	o := writeOpts(opts)
+	req := &messages.RenewRequest{OperationId: o.opID, LeaseId: f.LeaseID, HolderId: holder, LeaseEpoch: f.Epoch, TtlMs: durationMs(ttl)}
+	return c.leaseCall(ctx, verbLeaseRenew, req, o.opID)
+}
+
+// Release gives the lease up. Domain codes: lease_not_found, lease_retired,
+// holder_mismatch, stale_epoch, invalid_state.
+func (c *Client) Release(ctx context.Context, holder string, f Fence, opts ...WriteOption) (*LeaseResult, error) {
+	o := writeOpts(opts)
+	req := &messages.ReleaseRequest{OperationId: o.opID, LeaseId: f.LeaseID, HolderId: holder, LeaseEpoch: f.Epoch}
+	return c.leaseCall(ctx, verbLeaseRelease, req, o.opID)
+}
+
+// Revoke moves an active lease to revoking and bumps its epoch (an operator
+// verb: no holder). The members stay unavailable until Reclaim. Domain codes:
+// lease_not_found, lease_retired, invalid_state.
+func (c *Client) Revoke(ctx context.Context, leaseID string, opts ...WriteOption) (*LeaseResult, error) {
+	o := writeOpts(opts)
+	req := &messages.RevokeRequest{OperationId: o.opID, LeaseId: leaseID}
+	return c.leaseCall(ctx, verbLeaseRevoke, req, o.opID)
+}
+
+// Reclaim moves a revoking lease to revoked and returns its members. Domain
+// codes: lease_not_found, lease_retired, invalid_state.
+func (c *Client) Reclaim(ctx context.Context, leaseID string, opts ...WriteOption) (*LeaseResult, error) {
+	o := writeOpts(opts)
+	req := &messages.ReclaimRequest{OperationId: o.opID, LeaseId: leaseID}
+	return c.leaseCall(ctx, verbLeaseReclaim, req, o.opID)
+}
+
+func (c *Client) leaseCall(ctx context.Context, v verb, req proto.Message, opID string) (*LeaseResult, error) {
+	r, err := c.call(ctx, v, req, opID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &LeaseResult{Result: *r, Lease: Lease{r.Reply.Lease}}, nil
+}
+
+// GetResource reads a resource. Codes: ok, resource_not_found.
+func (c *Client) GetResource(ctx context.Context, resourceID string, opts ...ReadOption) (*ResourceResult, error) {
+	minLSN, waitMs, extra := readOpts(opts)
+	req := &messages.GetResourceRequest{ResourceId: resourceID, MinLsn: minLSN, WaitMs: waitMs}
+	r, err := c.call(ctx, verbResourceGet, req, "", extra)
+	if err != nil {
+		return nil, err
+	}
+	return &ResourceResult{Result: *r, Resource: r.Reply.Resource}, nil
+}
+
+// GetPool reads a pool. Codes: ok, pool_not_found.
+func (c *Client) GetPool(ctx context.Context, poolID string, opts ...ReadOption) (*PoolResult, error) {
+	minLSN, waitMs, extra := readOpts(opts)
+	req := &messages.GetPoolRequest{PoolId: poolID, MinLsn: minLSN, WaitMs: waitMs}
+	r, err := c.call(ctx, verbPoolGet, req, "", extra)
+	if err != nil {
+		return nil, err
+	}
+	return &PoolResult{Result: *r, Pool: r.Reply.Pool}, nil
+}
+
+// GetRange reads a range. Codes: ok, range_not_found.
+func (c *Client) GetRange(ctx context.Context, rangeID string, opts ...ReadOption) (*RangeResult, error) {
+	minLSN, waitMs, extra := readOpts(opts)
+	req := &messages.GetRangeRequest{RangeId: rangeID, MinLsn: minLSN, WaitMs: waitMs}
+	r, err := c.call(ctx, verbRangeGet, req, "", extra)
+	if err != nil {
+		return nil, err
+	}
+	return &RangeResult{Result: *r, Range: r.Reply.Range}, nil
+}
+
+// GetLease reads a lease. Codes: ok, lease_not_found, lease_retired.
+func (c *Client) GetLease(ctx context.Context, leaseID string, opts ...ReadOption) (*LeaseResult, error) {
+	minLSN, waitMs, extra := readOpts(opts)
+	req := &messages.GetLeaseRequest{LeaseId: leaseID, MinLsn: minLSN, WaitMs: waitMs}
+	r, err := c.call(ctx, verbLeaseGet, req, "", extra)
+	if err != nil {
+		return nil, err
+	}
+	return &LeaseResult{Result: *r, Lease: Lease{r.Reply.Lease}}, nil
+}
+
+// ListLeases lists the holder's live leases (reserved, active, revoking)
+// across all shards. limit is 1–10000, or 0 for the server's default (1000).
+func (c *Client) ListLeases(ctx context.Context, holder string, limit int) (*ListResult, error) {
+	req := &messages.ListLeasesRequest{HolderId: holder}
+	if limit != 0 {
+		// Out of bounds (negative, above 10000) is sent as is or as 0, and
+		// the server answers invalid_request.
+		l := uint32(min(max(limit, 0), 1<<32-1))
+		req.Limit = &l
+	}
+	r, err := c.call(ctx, verbLeaseList, req, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	res := &ListResult{Result: *r, Truncated: r.Reply.Truncated, AppliedLSNs: r.Reply.AppliedLsns}
+	res.Leases = make([]Lease, len(r.Reply.Leases))
+	for i, l := range r.Reply.Leases {
+		res.Leases[i] = Lease{l}
+	}
+	return res, nil
+}

@@ -1,0 +1,450 @@
+// Package client is the Go SDK of Holdfast: typed, context-aware calls for
+// every verb of the wire contract (API.md, docs/api.md), with the retry rule
+// that makes writes safe over an unreliable network.
+//
+// # Outcomes and errors
+//
+// A write that committed returns its result and a nil error, whatever its
+// code: a committed domain failure such as resource_busy is a final answer,
+// not an error. Check res.OK() or res.Code, or call res.Err(), which turns a
+// committed non-ok code into a *CommittedError. A rejection returns a nil
+// result and an error:
+//
+//   - *DefiniteError: not committed, no effect (invalid_request, cross_shard,
+//     operation_conflict, overloaded, ...). Retrying as is will not help,
+//     except for overloaded and operation_table_full, after a while.
+//   - *IndefiniteError: the outcome is unknown (engine_halted,
+//     storage_failure, timeout, or a transport failure) and stayed unknown
+//     through the client's retries. The caller resolves it by retrying the
+//     same operation id, IndefiniteError.OperationID.
+//
+// # Retries
+//
+// Each write carries an operation id, generated (128 random bits, hex) when
+// the caller gives none with OperationID. Indefinite outcomes, transport
+// timeouts and "no responders" are retried with the same operation id and the
+// same request bytes under a bounded exponential backoff with jitter, until
+// the context ends or the retry budget (WithRetry) is spent. The server's
+// dedupe table turns those retries into replays of the first result
+// (Result.FromRetryCache).
+package client
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/holdfast/holdfast/messages"
+)
+
+// Encoding selects the wire encoding of requests and replies.
+type Encoding int
+
+const (
+	// JSON is the protobuf JSON mapping with snake_case names (the default).
+	JSON Encoding = iota
+	// Protobuf is the protobuf binary form, selected per request by the header
+	// Content-Type: application/protobuf.
+	Protobuf
+)
+
+func (e Encoding) String() string {
+	if e == Protobuf {
+		return "protobuf"
+	}
+	return "json"
+}
+
+// Defaults of the options.
+const (
+	DefaultPrefix      = "holdfast"
+	DefaultTenant      = "default"
+	DefaultTimeout     = 5 * time.Second
+	DefaultMaxAttempts = 8
+	DefaultBackoffBase = 25 * time.Millisecond
+	DefaultBackoffMax  = 2 * time.Second
+	// EventsStream is the JetStream stream that stores the events.
+	EventsStream = "HOLDFAST_EVENTS"
+)
+
+type config struct {
+	prefix      string
+	tenant      string
+	timeout     time.Duration
+	maxAttempts int
+	backoffBase time.Duration
+	backoffMax  time.Duration
+	encoding    Encoding
+}
+
+// Option configures a Client.
+type Option func(*config)
+
+// WithPrefix sets the subject prefix (default "holdfast"; the server's
+// --prefix).
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithTenant sets the tenant every call of the client addresses (default
+// "default").
+func WithTenant(tenant string) Option { return func(c *config) { c.tenant = tenant } }
+
+// WithTimeout sets the timeout of one attempt (default 5s). A read that waits
+// for a min_lsn gets at least its wait plus one second.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithRetry sets the retry budget: at most maxAttempts attempts per call
+// (1 disables retries; default 8), waiting between attempts an exponential
+// backoff from base doubling up to max, with jitter (defaults 25ms, 2s).
+// The context of the call bounds the whole as well.
+func WithRetry(maxAttempts int, base, max time.Duration) Option {
+	return func(c *config) {
+		c.maxAttempts = maxAttempts
+		c.backoffBase = base
+		c.backoffMax = max
+	}
+}
+
+// WithEncoding selects JSON (default) or Protobuf.
+func WithEncoding(e Encoding) Option { return func(c *config) { c.encoding = e } }
+
+// WithProtobuf is WithEncoding(Protobuf).
+func WithProtobuf() Option { return WithEncoding(Protobuf) }
+
+// Client calls one tenant of a Holdfast service over a NATS connection. It is
+// safe for concurrent use.
+type Client struct {
+	nc       *nats.Conn
+	cfg      config
+	subjects [numVerbs]string
+	header   nats.Header
+}
+
+// New returns a client using nc. The connection stays the caller's: Close
+// it when done.
+func New(nc *nats.Conn, opts ...Option) (*Client, error) {
+	if nc == nil {
+		return nil, errors.New("holdfast client: nil NATS connection")
+	}
+	cfg := config{
+		prefix:      DefaultPrefix,
+		tenant:      DefaultTenant,
+		timeout:     DefaultTimeout,
+		maxAttempts: DefaultMaxAttempts,
+		backoffBase: DefaultBackoffBase,
+		backoffMax:  DefaultBackoffMax,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if !validPrefix(cfg.prefix) {
+		return nil, fmt.Errorf("holdfast client: invalid subject prefix %q", cfg.prefix)
+	}
+	if !ValidTenant(cfg.tenant) {
+		return nil, fmt.Errorf("holdfast client: invalid tenant %q (1-64 chars of A-Z a-z 0-9 _ -)", cfg.tenant)
+	}
+	if cfg.timeout <= 0 {
+		return nil, errors.New("holdfast client: timeout must be positive")
+	}
+	if cfg.maxAttempts < 1 {
+		cfg.maxAttempts = 1
+	}
+	if cfg.backoffBase <= 0 {
+		cfg.backoffBase = DefaultBackoffBase
+	}
+	if cfg.backoffMax < cfg.backoffBase {
+		cfg.backoffMax = cfg.backoffBase
+	}
+	c := &Client{nc: nc, cfg: cfg}
+	for v := verb(0); v < numVerbs; v++ {
+		c.subjects[v] = Subject(cfg.prefix, cfg.tenant, v.object(), v.name())
+	}
+	if cfg.encoding == Protobuf {
+		c.header = nats.Header{messages.HeaderContentType: []string{messages.ContentTypeProtobuf}}
+	}
+	return c, nil
+}
+
+// Conn returns the client's NATS connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// Tenant returns the tenant the client addresses.
+func (c *Client) Tenant() string { return c.cfg.tenant }
+
+// Prefix returns the subject prefix.
+func (c *Client) Prefix() string { return c.cfg.prefix }
+
+// Encoding returns the wire encoding the client uses.
+func (c *Client) Encoding() Encoding { return c.cfg.encoding }
+
+// Subject returns the subject of an operation: <prefix>.v1.<tenant>.<object>.<verb>.
+func Subject(prefix, tenant, object, verb string) string {
+	return prefix + ".v1." + tenant + "." + object + "." + verb
+}
+
+// ValidTenant reports whether s is a valid tenant: 1–64 chars of
+// A-Z a-z 0-9 _ -.
+func ValidTenant(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isAlnum(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidID reports whether s is a valid resource, pool, range or holder id:
+// 1–128 chars of A-Z a-z 0-9 _ - : / @ +, the first alphanumeric. Operation
+// ids have the same form with at most 64 chars.
+func ValidID(s string) bool { return validID(s, 128) }
+
+func validID(s string, max int) bool {
+	if len(s) == 0 || len(s) > max || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !isAlnum(c) && !strings.ContainsRune("_-:/@+", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+}
+
+// validPrefix accepts one or more dot-separated subject tokens without
+// wildcards or whitespace.
+func validPrefix(p string) bool {
+	if p == "" {
+		return false
+	}
+	for _, tok := range strings.Split(p, ".") {
+		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
+			return false
+		}
+	}
+	return true
+}
+
+// NewOperationID returns a fresh operation id: 128 random bits in hex.
+func NewOperationID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// verb enumerates the operations of the contract.
+type verb int
+
+const (
+	verbResourceCreate verb = iota
+	verbResourceGet
+	verbPoolCreate
+	verbPoolGet
+	verbRangeCreate
+	verbRangeGet
+	verbLeaseReserve
+	verbLeaseActivate
+	verbLeaseRenew
+	verbLeaseRelease
+	verbLeaseRevoke
+	verbLeaseReclaim
+	verbLeaseGet
+	verbLeaseList
+	numVerbs
+)
+
+var verbNames = [numVerbs][2]string{
+	{"resource", "create"}, {"resource", "get"},
+	{"pool", "create"}, {"pool", "get"},
+	{"range", "create"}, {"range", "get"},
+	{"lease", "reserve"}, {"lease", "activate"}, {"lease", "renew"}, {"lease", "release"},
+	{"lease", "revoke"}, {"lease", "reclaim"}, {"lease", "get"}, {"lease", "list"},
+}
+
+func (v verb) object() string { return verbNames[v][0] }
+func (v verb) name() string   { return verbNames[v][1] }
+func (v verb) String() string { return verbNames[v][0] + "." + verbNames[v][1] }
+
+// call sends req (already complete, operation id included) and returns the
+// committed reply, a *DefiniteError or an *IndefiniteError. opID is "" for
+// reads. extra widens the per-attempt timeout (reads waiting for a fence).
+func (c *Client) call(ctx context.Context, v verb, req proto.Message, opID string, extra time.Duration) (*Result, error) {
+	data, err := c.encode(req)
+	if err != nil {
+		return nil, fmt.Errorf("holdfast client: encode %s: %w", v, err)
+	}
+	msg := &nats.Msg{Subject: c.subjects[v], Data: data, Header: c.header}
+	var last *IndefiniteError
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, c.giveUp(v, opID, attempt-1, last, err)
+		}
+		rep, raw, terr := c.attempt(ctx, msg, c.cfg.timeout+extra)
+		switch {
+		case terr != nil:
+			if !retryableTransport(ctx, terr) {
+				return nil, &IndefiniteError{Op: v.String(), OperationID: opID, Code: transportCode(terr), Message: terr.Error(), Attempts: attempt, Err: terr}
+			}
+			last = &IndefiniteError{Op: v.String(), OperationID: opID, Code: transportCode(terr), Message: terr.Error(), Attempts: attempt, Err: terr}
+		case rep.Outcome == messages.OutcomeCommitted:
+			return newResult(v.String(), rep, raw, opID, attempt), nil
+		case rep.Outcome == messages.OutcomeRejected && rejectionCategory(rep) == messages.CategoryIndefinite:
+			last = &IndefiniteError{Op: v.String(), OperationID: opID, Code: rep.Code, Message: rep.Message, Attempts: attempt, Reply: rep}
+		case rep.Outcome == messages.OutcomeRejected:
+			return nil, &DefiniteError{Op: v.String(), OperationID: opID, Code: rep.Code, Message: rep.Message, Reply: rep}
+		default:
+			// Not a reply this client understands; the write may have
+			// committed, so the outcome is unknown, and retrying will not
+			// make the server speak differently.
+			return nil, &IndefiniteError{Op: v.String(), OperationID: opID, Code: "bad_reply", Message: fmt.Sprintf("reply with outcome %q", rep.Outcome), Attempts: attempt, Reply: rep}
+		}
+		if attempt >= c.cfg.maxAttempts {
+			return nil, last
+		}
+		t := time.NewTimer(c.backoff(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, c.giveUp(v, opID, attempt, last, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// giveUp is the error of a call whose context ended: the last indefinite
+// outcome if there was one (wrapping the context error), else a plain
+// indefinite transport failure.
+func (c *Client) giveUp(v verb, opID string, attempts int, last *IndefiniteError, cerr error) error {
+	if last == nil {
+		return &IndefiniteError{Op: v.String(), OperationID: opID, Code: transportCode(cerr), Message: cerr.Error(), Attempts: attempts, Err: cerr}
+	}
+	e := *last
+	e.Attempts = attempts
+	if e.Err == nil {
+		e.Err = cerr
+	} else {
+		e.Err = errors.Join(e.Err, cerr)
+	}
+	return &e
+}
+
+// attempt performs one request-reply exchange and decodes the reply.
+// A decode failure is returned as a non-retryable transport error.
+func (c *Client) attempt(ctx context.Context, msg *nats.Msg, timeout time.Duration) (*messages.Reply, []byte, error) {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := c.nc.RequestMsgWithContext(actx, msg)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep, err := decodeReply(resp, c.cfg.encoding)
+	if err != nil {
+		return nil, nil, &decodeFailure{err}
+	}
+	return rep, resp.Data, nil
+}
+
+func (c *Client) encode(m proto.Message) ([]byte, error) {
+	if c.cfg.encoding == Protobuf {
+		return messages.MarshalProto(m)
+	}
+	return messages.MarshalJSON(m)
+}
+
+// decodeReply decodes a reply in the encoding it says it has (its
+// Content-Type header, else the one requested). A rejected reply with an empty
+// body (a bare micro error) is rebuilt from its Nats-Service-Error header.
+func decodeReply(resp *nats.Msg, enc Encoding) (*messages.Reply, error) {
+	rep := &messages.Reply{}
+	if len(resp.Data) == 0 {
+		if code := resp.Header.Get("Nats-Service-Error"); code != "" {
+			rep.Outcome = messages.OutcomeRejected
+			rep.Code = code
+			rep.Category = messages.RejectionCategory(code)
+			if rep.Category == "" {
+				rep.Category = messages.CategoryDefinite
+			}
+			return rep, nil
+		}
+		return nil, errors.New("empty reply")
+	}
+	switch ct := resp.Header.Get(messages.HeaderContentType); {
+	case ct == messages.ContentTypeProtobuf, ct == "" && enc == Protobuf:
+		return rep, messages.UnmarshalProtoTolerant(resp.Data, rep)
+	default:
+		return rep, messages.UnmarshalJSONTolerant(resp.Data, rep)
+	}
+}
+
+// rejectionCategory is the reply's category, or the contract's category of
+// its code when a reply leaves it out.
+func rejectionCategory(rep *messages.Reply) string {
+	if rep.Category != "" {
+		return rep.Category
+	}
+	if cat := messages.RejectionCategory(rep.Code); cat != "" {
+		return cat
+	}
+	return messages.CategoryDefinite
+}
+
+type decodeFailure struct{ err error }
+
+func (d *decodeFailure) Error() string { return "undecodable reply: " + d.err.Error() }
+func (d *decodeFailure) Unwrap() error { return d.err }
+
+// retryableTransport reports whether a transport error may be retried with
+// the same request: a timeout of the attempt (not of the caller's context) or
+// no responders (the service is restarting or not yet subscribed).
+func retryableTransport(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders)
+}
+
+// transportCode names a transport failure in IndefiniteError.Code.
+func transportCode(err error) string {
+	var df *decodeFailure
+	switch {
+	case errors.As(err, &df):
+		return "bad_reply"
+	case errors.Is(err, nats.ErrNoResponders):
+		return "no_responders"
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return messages.CodeTimeout
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	default:
+		return "transport_error"
+	}
+}
+
+// backoff is the wait after the given attempt (1-based): exponential from the
+// base, capped, with "equal jitter" (half fixed, half random) so that it
+// always makes progress and concurrent clients spread out.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.cfg.backoffBase
+	for i := 1; i < attempt && d < c.cfg.backoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, c.cfg.backoffMax)
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(half)+1))
+}

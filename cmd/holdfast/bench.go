@@ -1,0 +1,671 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/messages"
+)
+
+func init() {
+	registerCLI("bench", "load test: concurrent reserve + release cycles over NATS", cmdBench)
+}
+
+const benchAbout = `C concurrent clients reserve a random one of R resources (created first,
+idempotently) and release it when granted, for D seconds, over a real NATS
+connection, with a progress line on stderr once a second. Then it prints
+attempts/s (reserve requests), grants/s (reserves answered ok), requests/s
+(reserve + release requests answered), p50/p99/p999/max latency per verb, and
+the count of each code. Request and transport failures count as codes too
+(transport:timeout, transport:no_responders, ...); nothing is retried.
+
+Scenarios set the defaults of --clients and --resources:
+  spread   C=64, R=10000 (little contention)
+  hotspot  C=64, R=1     (every client wants the same resource)
+
+--echo also runs a plain NATS echo responder in-process on a private subject
+and drives it with the same clients for the same duration, right after the
+holdfast phase, and prints the ratio of holdfast requests/s to echo
+requests/s: the share of a bare NATS round trip that Holdfast achieves.
+
+Exit codes: 0 done, 1 setup failed, 2 usage error, 5 cannot connect.`
+
+type benchConfig struct {
+	cf        connFlags
+	scenario  string
+	clients   int
+	resources int
+	duration  time.Duration
+	ttl       time.Duration
+	echo      bool
+	encoding  client.Encoding
+	conns     int
+	idPrefix  string
+	progress  bool
+}
+
+// parseBench parses the flags of bench; code ≥ 0 means return it at once.
+func parseBench(e *env, args []string) (*benchConfig, int) {
+	fs := newFlagSet(e, "bench", "bench [--scenario spread|hotspot] [flags]", benchAbout)
+	cfg := &benchConfig{progress: true}
+	cfg.cf.register(fs)
+	fs.StringVar(&cfg.scenario, "scenario", "spread", "spread (C=64, R=10000) or hotspot (C=64, R=1)")
+	fs.IntVar(&cfg.clients, "clients", 64, "concurrent clients `C` (default from --scenario)")
+	fs.IntVar(&cfg.resources, "resources", 10000, "resources `R` (default from --scenario)")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "length `D` of each phase")
+	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "ttl of each reservation (a cycle releases it at once)")
+	fs.BoolVar(&cfg.echo, "echo", false, "also measure a plain NATS echo responder at the same concurrency")
+	enc := fs.String("encoding", "protobuf", "wire encoding: protobuf or json")
+	fs.IntVar(&cfg.conns, "conns", 1, "NATS connections the clients share (client i uses connection i mod N)")
+	fs.StringVar(&cfg.idPrefix, "id-prefix", "bench", "prefix of the resource ids (<prefix>-r<i>)")
+	pos, code := parseArgs(e, fs, args)
+	if code >= 0 {
+		return nil, code
+	}
+	if len(pos) > 0 {
+		return nil, usageError(e, fs, "unexpected arguments: %v", pos)
+	}
+	if err := cfg.cf.validate(); err != nil {
+		return nil, usageError(e, fs, "%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch cfg.scenario {
+	case "spread":
+		if !set["resources"] {
+			cfg.resources = 10000
+		}
+	case "hotspot":
+		if !set["resources"] {
+			cfg.resources = 1
+		}
+	default:
+		return nil, usageError(e, fs, "unknown --scenario %q (want spread or hotspot)", cfg.scenario)
+	}
+	switch *enc {
+	case "protobuf":
+		cfg.encoding = client.Protobuf
+	case "json":
+		cfg.encoding = client.JSON
+	default:
+		return nil, usageError(e, fs, "unknown --encoding %q (want protobuf or json)", *enc)
+	}
+	switch {
+	case cfg.clients < 1 || cfg.clients > 10000:
+		return nil, usageError(e, fs, "--clients must be 1-10000")
+	case cfg.resources < 1 || cfg.resources > 10_000_000:
+		return nil, usageError(e, fs, "--resources must be 1-10000000")
+	case cfg.duration <= 0 || cfg.duration > 24*time.Hour:
+		return nil, usageError(e, fs, "--duration must be positive (at most 24h)")
+	case cfg.ttl <= 0:
+		return nil, usageError(e, fs, "--ttl must be positive")
+	case cfg.conns < 1 || cfg.conns > cfg.clients:
+		return nil, usageError(e, fs, "--conns must be 1-clients")
+	case !client.ValidID(cfg.idPrefix + "-r0"):
+		return nil, usageError(e, fs, "invalid --id-prefix %q", cfg.idPrefix)
+	}
+	return cfg, -1
+}
+
+func cmdBench(e *env, args []string) int {
+	cfg, code := parseBench(e, args)
+	if code >= 0 {
+		return code
+	}
+	conns := make([]*nats.Conn, cfg.conns)
+	for i := range conns {
+		nc, err := nats.Connect(cfg.cf.server, nats.Name("holdfast bench"), nats.Timeout(min(cfg.cf.timeout, 5*time.Second)))
+		if err != nil {
+			e.errorf("cannot connect to %s: %v", cfg.cf.server, err)
+			return exitConnect
+		}
+		defer nc.Close()
+		conns[i] = nc
+	}
+	rep, err := runBench(e, cfg, conns)
+	if err != nil {
+		e.errorf("bench: %v", err)
+		return exitDomain
+	}
+	if cfg.cf.json {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	} else {
+		rep.print(e.stdout)
+	}
+	return exitOK
+}
+
+// benchReport is the outcome of a bench run (printed, or as JSON with --json).
+type benchReport struct {
+	Scenario  string        `json:"scenario"`
+	Clients   int           `json:"clients"`
+	Resources int           `json:"resources"`
+	Duration  time.Duration `json:"duration_ns"`
+	Encoding  string        `json:"encoding"`
+	Conns     int           `json:"conns"`
+	Setup     setupReport   `json:"setup"`
+	Holdfast  phaseReport   `json:"holdfast"`
+	Echo      *phaseReport  `json:"echo,omitempty"`
+	// Ratio is holdfast requests/s divided by echo requests/s (0 without
+	// --echo).
+	Ratio float64 `json:"ratio_holdfast_to_echo_requests,omitempty"`
+}
+
+type setupReport struct {
+	Created int           `json:"created"`
+	Existed int           `json:"existed"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+type phaseReport struct {
+	Elapsed    time.Duration                `json:"elapsed_ns"`
+	AttemptsPS float64                      `json:"attempts_per_s,omitempty"`
+	GrantsPS   float64                      `json:"grants_per_s,omitempty"`
+	RequestsPS float64                      `json:"requests_per_s"`
+	Cycles     uint64                       `json:"cycles,omitempty"`
+	Verbs      []verbReport                 `json:"verbs"`
+	Codes      map[string]map[string]uint64 `json:"codes,omitempty"`
+}
+
+type verbReport struct {
+	Verb  string        `json:"verb"`
+	Count uint64        `json:"count"`
+	P50   time.Duration `json:"p50_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	P999  time.Duration `json:"p999_ns"`
+	Max   time.Duration `json:"max_ns"`
+	Mean  time.Duration `json:"mean_ns"`
+}
+
+func verbOf(name string, h *histogram) verbReport {
+	return verbReport{Verb: name, Count: h.count(), P50: h.quantile(0.50), P99: h.quantile(0.99), P999: h.quantile(0.999),
+		Max: time.Duration(h.max), Mean: h.mean()}
+}
+
+func (r *benchReport) print(w io.Writer) {
+	fmt.Fprintf(w, "holdfast bench: scenario=%s clients=%d resources=%d duration=%s encoding=%s conns=%d\n",
+		r.Scenario, r.Clients, r.Resources, r.Duration, r.Encoding, r.Conns)
+	fmt.Fprintf(w, "setup: %d resource(s) ready in %s (%d created, %d existed)\n",
+		r.Setup.Created+r.Setup.Existed, r.Setup.Elapsed.Round(time.Millisecond), r.Setup.Created, r.Setup.Existed)
+	h := r.Holdfast
+	fmt.Fprintf(w, "holdfast: %s, %d cycles\n", h.Elapsed.Round(time.Millisecond), h.Cycles)
+	fmt.Fprintf(w, "  attempts/s  %10.1f  (reserve requests)\n", h.AttemptsPS)
+	fmt.Fprintf(w, "  grants/s    %10.1f  (reserves answered ok)\n", h.GrantsPS)
+	fmt.Fprintf(w, "  requests/s  %10.1f  (reserve + release requests)\n", h.RequestsPS)
+	printVerbs(w, h.Verbs)
+	for _, verb := range []string{"reserve", "release"} {
+		if codes := h.Codes[verb]; len(codes) > 0 {
+			fmt.Fprintf(w, "  codes %-8s %s\n", verb+":", formatCodes(codes))
+		}
+	}
+	if r.Echo != nil {
+		fmt.Fprintf(w, "echo: %s\n", r.Echo.Elapsed.Round(time.Millisecond))
+		fmt.Fprintf(w, "  requests/s  %10.1f  (echo requests)\n", r.Echo.RequestsPS)
+		printVerbs(w, r.Echo.Verbs)
+		if codes := r.Echo.Codes["echo"]; len(codes) > 0 && !(len(codes) == 1 && codes["ok"] > 0) {
+			fmt.Fprintf(w, "  codes echo:    %s\n", formatCodes(codes))
+		}
+		fmt.Fprintf(w, "ratio: holdfast requests/s / echo requests/s = %.3f\n", r.Ratio)
+	}
+}
+
+func printVerbs(w io.Writer, verbs []verbReport) {
+	fmt.Fprintf(w, "  %-8s %10s %9s %9s %9s %9s\n", "verb", "count", "p50", "p99", "p999", "max")
+	for _, v := range verbs {
+		fmt.Fprintf(w, "  %-8s %10d %9s %9s %9s %9s\n", v.Verb, v.Count, fmtDur(v.P50), fmtDur(v.P99), fmtDur(v.P999), fmtDur(v.Max))
+	}
+}
+
+// formatCodes renders code counts as "ok=120 resource_busy=3", ok first,
+// then by count.
+func formatCodes(codes map[string]uint64) string {
+	keys := make([]string, 0, len(codes))
+	for k := range codes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if (keys[i] == "ok") != (keys[j] == "ok") {
+			return keys[i] == "ok"
+		}
+		if codes[keys[i]] != codes[keys[j]] {
+			return codes[keys[i]] > codes[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + strconv.FormatUint(codes[k], 10)
+	}
+	return strings.Join(parts, " ")
+}
+
+// fmtDur renders a latency with three significant digits: 812µs, 2.31ms, 1.20s.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0"
+	case d < time.Microsecond:
+		return strconv.FormatInt(int64(d), 10) + "ns"
+	case d < time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e3, 'f', precision(float64(d)/1e3), 64) + "µs"
+	case d < time.Second:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', precision(float64(d)/1e6), 64) + "ms"
+	default:
+		return strconv.FormatFloat(float64(d)/1e9, 'f', precision(float64(d)/1e9), 64) + "s"
+	}
+}
+
+func precision(v float64) int {
+	switch {
+	case v >= 100:
+		return 0
+	case v >= 10:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// liveCounters feed the progress line.
+type liveCounters struct {
+	reserves, grants, releases, failures atomic.Uint64
+}
+
+// benchWorker is one client of the load phase. It reuses its request
+// messages, encode buffer and reply message across cycles.
+type benchWorker struct {
+	id       int
+	nc       *nats.Conn
+	enc      client.Encoding
+	header   nats.Header
+	timeout  time.Duration
+	rng      *rand.Rand
+	holder   string
+	opPrefix []byte
+	seq      uint64
+
+	member     messages.Member
+	reserveReq messages.ReserveRequest
+	releaseReq messages.ReleaseRequest
+	reply      messages.Reply
+	msg        nats.Msg
+	buf        []byte
+	opBuf      []byte
+
+	reserveLat, releaseLat histogram
+	reserveCodes           map[string]uint64
+	releaseCodes           map[string]uint64
+	cycles                 uint64
+}
+
+func (w *benchWorker) nextOp() string {
+	w.seq++
+	w.opBuf = strconv.AppendUint(append(w.opBuf[:0], w.opPrefix...), w.seq, 10)
+	return string(w.opBuf)
+}
+
+var protoMarshal = proto.MarshalOptions{}
+var protoUnmarshal = proto.UnmarshalOptions{DiscardUnknown: true}
+
+// request sends one request and returns its code: the reply's code, or
+// transport:<kind> when no reply could be had.
+func (w *benchWorker) request(subject string, req proto.Message) (string, time.Duration) {
+	var err error
+	if w.enc == client.Protobuf {
+		w.buf, err = protoMarshal.MarshalAppend(w.buf[:0], req)
+	} else {
+		w.buf, err = messages.MarshalJSON(req)
+	}
+	if err != nil {
+		return "client:encode_error", 0
+	}
+	w.msg.Subject = subject
+	w.msg.Data = w.buf
+	w.msg.Header = w.header
+	start := time.Now()
+	resp, err := w.nc.RequestMsg(&w.msg, w.timeout)
+	d := time.Since(start)
+	if err != nil {
+		return transportCodeOf(err), d
+	}
+	if w.enc == client.Protobuf && resp.Header.Get(messages.HeaderContentType) == messages.ContentTypeProtobuf {
+		err = protoUnmarshal.Unmarshal(resp.Data, &w.reply)
+	} else {
+		err = messages.UnmarshalJSONTolerant(resp.Data, &w.reply)
+	}
+	if err != nil {
+		if code := resp.Header.Get("Nats-Service-Error"); code != "" && len(resp.Data) == 0 {
+			return code, d
+		}
+		return "client:bad_reply", d
+	}
+	return w.reply.Code, d
+}
+
+func transportCodeOf(err error) string {
+	switch {
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "transport:timeout"
+	case errors.Is(err, nats.ErrNoResponders):
+		return "transport:no_responders"
+	default:
+		return "transport:error"
+	}
+}
+
+// cycle reserves a random resource and, when granted, releases it.
+func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string, live *liveCounters) {
+	w.member.ResourceId = resources[w.rng.IntN(len(resources))]
+	w.reserveReq.OperationId = w.nextOp()
+	code, d := w.request(subjReserve, &w.reserveReq)
+	w.reserveLat.record(d)
+	w.reserveCodes[code]++
+	live.reserves.Add(1)
+	w.cycles++
+	if code != messages.CodeOK {
+		if code != messages.CodeResourceBusy {
+			live.failures.Add(1)
+		}
+		return
+	}
+	live.grants.Add(1)
+	w.releaseReq.LeaseId = w.reply.GetLease().GetLeaseId()
+	w.releaseReq.LeaseEpoch = w.reply.GetLease().GetLeaseEpoch()
+	w.releaseReq.OperationId = w.nextOp()
+	code, d = w.request(subjRelease, &w.releaseReq)
+	w.releaseLat.record(d)
+	w.releaseCodes[code]++
+	live.releases.Add(1)
+	if code != messages.CodeOK {
+		live.failures.Add(1)
+	}
+}
+
+func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error) {
+	ctx := e.ctx
+	rep := &benchReport{Scenario: cfg.scenario, Clients: cfg.clients, Resources: cfg.resources, Duration: cfg.duration,
+		Encoding: cfg.encoding.String(), Conns: cfg.conns}
+	runID := client.NewOperationID()[:10]
+	resources := make([]string, cfg.resources)
+	for i := range resources {
+		resources[i] = cfg.idPrefix + "-r" + strconv.Itoa(i)
+	}
+
+	// Setup: create the resources, idempotently (already_exists is fine).
+	fmt.Fprintf(e.stderr, "bench: creating %d resources with %d clients...\n", len(resources), cfg.clients)
+	setup, err := benchSetup(ctx, cfg, conns, resources)
+	if err != nil {
+		return nil, err
+	}
+	rep.Setup = setup
+
+	// Holdfast phase.
+	subjReserve := client.Subject(cfg.cf.prefix, cfg.cf.tenant, "lease", "reserve")
+	subjRelease := client.Subject(cfg.cf.prefix, cfg.cf.tenant, "lease", "release")
+	var header nats.Header
+	if cfg.encoding == client.Protobuf {
+		header = nats.Header{messages.HeaderContentType: []string{messages.ContentTypeProtobuf}}
+	}
+	workers := make([]*benchWorker, cfg.clients)
+	for i := range workers {
+		w := &benchWorker{
+			id: i, nc: conns[i%len(conns)], enc: cfg.encoding, header: header, timeout: cfg.cf.timeout,
+			rng:          rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))),
+			holder:       "bench-" + runID + "-" + strconv.Itoa(i),
+			opPrefix:     []byte("b" + runID + "-" + strconv.Itoa(i) + "-"),
+			reserveCodes: map[string]uint64{},
+			releaseCodes: map[string]uint64{},
+		}
+		w.reserveReq = messages.ReserveRequest{HolderId: w.holder, Members: []*messages.Member{&w.member}, TtlMs: uint64(cfg.ttl.Milliseconds())}
+		w.releaseReq.HolderId = w.holder
+		workers[i] = w
+	}
+	var live liveCounters
+	stop := startProgress(e, cfg, "holdfast", &live)
+	elapsed := runPhase(ctx, cfg.duration, len(workers), func(i int, deadline time.Time) {
+		w := workers[i]
+		for ctx.Err() == nil && time.Now().Before(deadline) {
+			w.cycle(subjReserve, subjRelease, resources, &live)
+		}
+	})
+	stop()
+
+	var resLat, relLat histogram
+	codes := map[string]map[string]uint64{"reserve": {}, "release": {}}
+	var cycles uint64
+	for _, w := range workers {
+		resLat.merge(&w.reserveLat)
+		relLat.merge(&w.releaseLat)
+		for k, v := range w.reserveCodes {
+			codes["reserve"][k] += v
+		}
+		for k, v := range w.releaseCodes {
+			codes["release"][k] += v
+		}
+		cycles += w.cycles
+	}
+	secs := elapsed.Seconds()
+	rep.Holdfast = phaseReport{
+		Elapsed:    elapsed,
+		AttemptsPS: float64(resLat.count()) / secs,
+		GrantsPS:   float64(codes["reserve"]["ok"]) / secs,
+		RequestsPS: float64(resLat.count()+relLat.count()) / secs,
+		Cycles:     cycles,
+		Verbs:      []verbReport{verbOf("reserve", &resLat), verbOf("release", &relLat)},
+		Codes:      codes,
+	}
+
+	if cfg.echo && ctx.Err() == nil {
+		sample := workers[0].buf
+		echo, err := benchEcho(ctx, e, cfg, conns, runID, sample)
+		if err != nil {
+			return nil, err
+		}
+		rep.Echo = echo
+		if echo.RequestsPS > 0 {
+			rep.Ratio = rep.Holdfast.RequestsPS / echo.RequestsPS
+		}
+	}
+	return rep, nil
+}
+
+// runPhase runs n load loops until deadline (or ctx ends) and returns the
+// time from start until the last loop returned.
+func runPhase(ctx context.Context, d time.Duration, n int, loop func(i int, deadline time.Time)) time.Duration {
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { loop(i, deadline) })
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// benchSetup creates the resources with cfg.clients concurrent SDK calls.
+func benchSetup(ctx context.Context, cfg *benchConfig, conns []*nats.Conn, resources []string) (setupReport, error) {
+	start := time.Now()
+	clients := make([]*client.Client, len(conns))
+	for i, nc := range conns {
+		cl, err := client.New(nc, client.WithPrefix(cfg.cf.prefix), client.WithTenant(cfg.cf.tenant),
+			client.WithEncoding(cfg.encoding), client.WithTimeout(cfg.cf.timeout))
+		if err != nil {
+			return setupReport{}, err
+		}
+		clients[i] = cl
+	}
+	var (
+		next             atomic.Int64
+		created, existed atomic.Int64
+		mu               sync.Mutex
+		firstErr         error
+	)
+	var wg sync.WaitGroup
+	for i := range min(cfg.clients, len(resources)) {
+		cl := clients[i%len(clients)]
+		wg.Go(func() {
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(resources) || ctx.Err() != nil {
+					return
+				}
+				res, err := cl.CreateResource(ctx, resources[k])
+				if err == nil && res.Code != messages.CodeOK && res.Code != messages.CodeAlreadyExists {
+					err = res.Err()
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("create %s: %w", resources[k], err)
+					}
+					mu.Unlock()
+					next.Store(int64(len(resources)))
+					return
+				}
+				if res.Code == messages.CodeOK {
+					created.Add(1)
+				} else {
+					existed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	return setupReport{Created: int(created.Load()), Existed: int(existed.Load()), Elapsed: time.Since(start)}, firstErr
+}
+
+// benchEcho measures a plain NATS echo responder, started in-process on a
+// private subject over its own connection, at the same concurrency, with
+// payloads of the size of a reserve request.
+func benchEcho(ctx context.Context, e *env, cfg *benchConfig, conns []*nats.Conn, runID string, sample []byte) (*phaseReport, error) {
+	rc, err := nats.Connect(cfg.cf.server, nats.Name("holdfast bench echo responder"))
+	if err != nil {
+		return nil, fmt.Errorf("echo responder: %w", err)
+	}
+	defer rc.Close()
+	subject := "_HOLDFAST_BENCH." + runID + ".echo"
+	sub, err := rc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		return nil, fmt.Errorf("echo responder: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	_ = sub.SetPendingLimits(-1, -1)
+	if err := rc.Flush(); err != nil {
+		return nil, fmt.Errorf("echo responder: %w", err)
+	}
+	payload := append([]byte(nil), sample...)
+	if len(payload) == 0 {
+		payload = make([]byte, 96)
+	}
+	lats := make([]histogram, cfg.clients)
+	codes := make([]map[string]uint64, cfg.clients)
+	var live liveCounters
+	stop := startProgress(e, cfg, "echo", &live)
+	elapsed := runPhase(ctx, cfg.duration, cfg.clients, func(i int, deadline time.Time) {
+		nc := conns[i%len(conns)]
+		msg := nats.Msg{Subject: subject, Data: payload}
+		codes[i] = map[string]uint64{}
+		for ctx.Err() == nil && time.Now().Before(deadline) {
+			start := time.Now()
+			_, err := nc.RequestMsg(&msg, cfg.cf.timeout)
+			lats[i].record(time.Since(start))
+			live.reserves.Add(1)
+			if err != nil {
+				codes[i][transportCodeOf(err)]++
+				live.failures.Add(1)
+				continue
+			}
+			codes[i]["ok"]++
+		}
+	})
+	stop()
+	var all histogram
+	merged := map[string]uint64{}
+	for i := range lats {
+		all.merge(&lats[i])
+		for k, v := range codes[i] {
+			merged[k] += v
+		}
+	}
+	return &phaseReport{
+		Elapsed:    elapsed,
+		RequestsPS: float64(all.count()) / elapsed.Seconds(),
+		Verbs:      []verbReport{verbOf("echo", &all)},
+		Codes:      map[string]map[string]uint64{"echo": merged},
+	}, nil
+}
+
+// startProgress prints a progress line on stderr once a second until the
+// returned stop is called: rewritten in place on a terminal, one line per
+// second otherwise.
+func startProgress(e *env, cfg *benchConfig, phase string, live *liveCounters) (stop func()) {
+	if !cfg.progress {
+		return func() {}
+	}
+	tty := false
+	if f, ok := e.stderr.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	start := time.Now()
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		var lastRes, lastGr, lastRel, lastT = uint64(0), uint64(0), uint64(0), start
+		printed := false
+		for {
+			select {
+			case <-done:
+				if tty && printed {
+					fmt.Fprintln(e.stderr)
+				}
+				return
+			case now := <-t.C:
+				res, gr, rel := live.reserves.Load(), live.grants.Load(), live.releases.Load()
+				dt := now.Sub(lastT).Seconds()
+				var line string
+				if phase == "echo" {
+					line = fmt.Sprintf("bench [echo %3.0fs] %8.0f req/s  errors %d",
+						now.Sub(start).Seconds(), float64(res-lastRes)/dt, live.failures.Load())
+				} else {
+					line = fmt.Sprintf("bench [holdfast %3.0fs] reserve %7.0f/s  grants %7.0f/s  release %7.0f/s  errors %d",
+						now.Sub(start).Seconds(), float64(res-lastRes)/dt, float64(gr-lastGr)/dt, float64(rel-lastRel)/dt, live.failures.Load())
+				}
+				if tty {
+					fmt.Fprintf(e.stderr, "\r%-100s", line)
+				} else {
+					fmt.Fprintln(e.stderr, line)
+				}
+				printed = true
+				lastRes, lastGr, lastRel, lastT = res, gr, rel, now
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// fakeHoldfast answers resource.create, lease.reserve and lease.release in
+// the request's encoding: creates alternate ok and already_exists, every
+// third reserve is resource_busy, releases are ok.
+func fakeHoldfast(t *testing.T, nc *nats.Conn) (reserves *atomic.Int64) {
+	t.Helper()
+	reserves = &atomic.Int64{}
+	var creates, lsn atomic.Int64
+	_, err := nc.Subscribe("holdfast.v1.default.>", func(m *nats.Msg) {
+		pb := m.Header.Get(messages.HeaderContentType) == messages.ContentTypeProtobuf
+		decode := func(req proto.Message) error {
+			if pb {
+				return messages.UnmarshalProto(m.Data, req)
+			}
+			return messages.UnmarshalJSON(m.Data, req)
+		}
+		rep := &messages.Reply{Outcome: "committed", Code: "ok", Lsn: uint64(lsn.Add(1))}
+		switch {
+		case strings.HasSuffix(m.Subject, ".resource.create"):
+			var req messages.CreateResourceRequest
+			if decode(&req) != nil {
+				rep = &messages.Reply{Outcome: "rejected", Code: "invalid_request", Category: "definite"}
+			} else if creates.Add(1)%2 == 0 {
+				rep.Code = "already_exists"
+			}
+		case strings.HasSuffix(m.Subject, ".lease.reserve"):
+			var req messages.ReserveRequest
+			if decode(&req) != nil || len(req.Members) != 1 || req.OperationId == "" || req.TtlMs != 10000 {
+				rep = &messages.Reply{Outcome: "rejected", Code: "invalid_request", Category: "definite"}
+			} else if reserves.Add(1)%3 == 0 {
+				rep.Code = "resource_busy"
+			} else {
+				rep.Lease = &messages.Lease{LeaseId: "0-" + req.OperationId[len(req.OperationId)-1:], HolderId: req.HolderId, LeaseEpoch: 1, Members: req.Members}
+			}
+		case strings.HasSuffix(m.Subject, ".lease.release"):
+			var req messages.ReleaseRequest
+			if decode(&req) != nil || req.LeaseEpoch != 1 || req.HolderId == "" {
+				rep = &messages.Reply{Outcome: "rejected", Code: "invalid_request", Category: "definite"}
+			}
+		default:
+			rep = &messages.Reply{Outcome: "rejected", Code: "invalid_request", Category: "definite"}
+		}
+		var data []byte
+		hdr := nats.Header{}
+		if pb {
+			data, _ = messages.MarshalProto(rep)
+			hdr.Set(messages.HeaderContentType, messages.ContentTypeProtobuf)
+		} else {
+			data, _ = messages.MarshalJSON(rep)
+		}
+		_ = m.RespondMsg(&nats.Msg{Data: data, Header: hdr})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return reserves
+}
+
+func TestBenchRunsAndStopsByItself(t *testing.T) {
+	for _, enc := range []string{"protobuf", "json"} {
+		t.Run(enc, func(t *testing.T) {
+			url, nc := startNATS(t)
+			reserves := fakeHoldfast(t, nc)
+			start := time.Now()
+			code, out, errOut := run(t, cmdBench, "--server", url, "--clients", "4", "--resources", "5", "--duration", "1200ms",
+				"--echo", "--encoding", enc, "--conns", "2", "--timeout", "2s")
+			if code != exitOK {
+				t.Fatalf("exit %d, stderr %s", code, errOut)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("bench took %v", took)
+			}
+			if reserves.Load() == 0 {
+				t.Fatal("no reserve reached the service")
+			}
+			for _, want := range []string{
+				"holdfast bench: scenario=spread clients=4 resources=5 duration=1.2s encoding=" + enc + " conns=2\n",
+				"setup: 5 resource(s) ready in ", "(3 created, 2 existed)",
+				"  attempts/s ", "  grants/s ", "  requests/s ", "(reserve + release requests)",
+				"  verb          count       p50       p99      p999       max\n",
+				"  reserve  ", "  release  ", "  codes reserve: ok=", " resource_busy=", "  codes release: ok=",
+				"echo: ", "(echo requests)", "  echo     ", "ratio: holdfast requests/s / echo requests/s = ",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if !strings.Contains(errOut, "bench [holdfast   1s] reserve") || !strings.Contains(errOut, "bench [echo   1s]") {
+				t.Errorf("no progress lines on stderr:\n%s", errOut)
+			}
+		})
+	}
+}
+
+func TestBenchReportNumbers(t *testing.T) {
+	url, nc := startNATS(t)
+	fakeHoldfast(t, nc)
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, ctx: context.Background()}
+	cfg, code := parseBench(e, []string{"--server", url, "--clients", "3", "--resources", "2", "--duration", "300ms", "--echo"})
+	if code >= 0 {
+		t.Fatalf("parse: %d %s", code, errb.String())
+	}
+	cfg.progress = false
+	rep, err := runBench(e, cfg, []*nats.Conn{nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rep.Holdfast
+	okRes, busy, okRel := h.Codes["reserve"]["ok"], h.Codes["reserve"]["resource_busy"], h.Codes["release"]["ok"]
+	if okRes == 0 || busy == 0 || okRel != okRes || h.Verbs[0].Count != okRes+busy || h.Verbs[1].Count != okRel {
+		t.Fatalf("codes %v verbs %+v", h.Codes, h.Verbs)
+	}
+	if h.Cycles != h.Verbs[0].Count || h.Elapsed < 300*time.Millisecond {
+		t.Fatalf("cycles %d elapsed %v", h.Cycles, h.Elapsed)
+	}
+	secs := h.Elapsed.Seconds()
+	if diff := h.RequestsPS - float64(okRes+busy+okRel)/secs; diff > 1e-6 || diff < -1e-6 {
+		t.Fatalf("requests/s %v", h.RequestsPS)
+	}
+	if h.GrantsPS > h.AttemptsPS || h.Verbs[0].P50 <= 0 || h.Verbs[0].P50 > h.Verbs[0].P99 || h.Verbs[0].P99 > h.Verbs[0].P999 || h.Verbs[0].P999 > h.Verbs[0].Max {
+		t.Fatalf("rates or latencies out of order: %+v", h)
+	}
+	if rep.Echo == nil || rep.Echo.RequestsPS <= 0 || rep.Ratio != h.RequestsPS/rep.Echo.RequestsPS {
+		t.Fatalf("echo %+v ratio %v", rep.Echo, rep.Ratio)
+	}
+	if b, err := json.Marshal(rep); err != nil || !strings.Contains(string(b), `"ratio_holdfast_to_echo_requests"`) {
+		t.Fatalf("json: %s %v", b, err)
+	}
+}
+
+func TestBenchScenarioDefaults(t *testing.T) {
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, ctx: context.Background()}
+	for _, c := range []struct {
+		args               []string
+		clients, resources int
+	}{
+		{nil, 64, 10000},
+		{[]string{"--scenario", "hotspot"}, 64, 1},
+		{[]string{"--scenario", "hotspot", "--resources", "3", "--clients", "8"}, 8, 3},
+		{[]string{"--scenario", "spread", "--clients", "2"}, 2, 10000},
+	} {
+		cfg, code := parseBench(e, c.args)
+		if code >= 0 || cfg.clients != c.clients || cfg.resources != c.resources || cfg.encoding != client.Protobuf {
+			t.Fatalf("%v: code %d cfg %+v (%s)", c.args, code, cfg, out.String())
+		}
+	}
+}
+
+func TestBenchCannotConnect(t *testing.T) {
+	code, _, errOut := run(t, cmdBench, "--server", "nats://127.0.0.1:1", "--duration", "1s")
+	if code != exitConnect || !strings.Contains(errOut, "cannot connect") {
+		t.Fatalf("exit %d %s", code, errOut)
+	}
+}
