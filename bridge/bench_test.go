@@ -2,13 +2,17 @@ package bridge
 
 import (
 	"fmt"
+	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -61,4 +65,90 @@ func BenchmarkCreate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkReserveRelease64 is the load tool's "spread" cycle in-process: 64 concurrent
+// clients, each reserving and releasing its own resource, over TCP to the embedded
+// server, with every write fsynced and its event published. One op is one cycle.
+func BenchmarkReserveRelease64(b *testing.B) {
+	for _, shards := range []uint32{1, 8} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			ns := startNATS(b)
+			s := startStack(b, ns, stackOptions{shards: shards, cfg: func(c *Config) { c.Workers = 0; c.Events.Disabled = os.Getenv("NOEV") != "" },
+				kernel: func(k *kernel.Config) {
+					*k = kernel.DefaultConfig()
+					k.DedupeWindowSlots, k.HistoryWindowSlots = 100, 100 // 1 s: steady-state tables
+				}})
+			const clients = 64
+			conns := make([]*nats.Conn, 4)
+			for i := range conns {
+				conns[i] = connect(b, ns)
+			}
+			for c := 0; c < clients; c++ {
+				s.req("t", "resource.create", fmt.Sprintf(`{"operation_id":"c%d","resource_id":"r%d"}`, c, c)).want(b, "ok")
+			}
+			var n, ops atomic.Int64
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for c := 0; c < clients; c++ {
+				wg.Add(1)
+				go func(c int) {
+					defer wg.Done()
+					nc := conns[c%len(conns)]
+					for n.Add(1) <= int64(b.N) {
+						i := ops.Add(1)
+						m, err := nc.Request(subject("t", "lease.reserve"), []byte(fmt.Sprintf(
+							`{"operation_id":"r%d","holder_id":"h","members":[{"resource_id":"r%d"}],"ttl_ms":60000}`, i, c)), 10*time.Second)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						var rep messages.Reply
+						if err := messages.UnmarshalJSON(m.Data, &rep); err != nil || rep.Code != "ok" {
+							b.Errorf("reserve: %v %s", err, m.Data)
+							return
+						}
+						_, err = nc.Request(subject("t", "lease.release"), []byte(fmt.Sprintf(
+							`{"operation_id":"x%d","holder_id":"h","lease_id":%q,"lease_epoch":1}`, i, rep.Lease.LeaseId)), 10*time.Second)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}(c)
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
+			reportHistogramMeans(b, s.br.Registry())
+		})
+	}
+}
+
+// reportHistogramMeans reports the mean of the shards' batch size and append latency.
+func reportHistogramMeans(b *testing.B, reg *prometheus.Registry) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		var sum float64
+		var n uint64
+		for _, m := range mf.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				sum += h.GetSampleSum()
+				n += h.GetSampleCount()
+			}
+		}
+		switch mf.GetName() {
+		case "holdfast_shard_batch_entries":
+			if n > 0 {
+				b.ReportMetric(sum/float64(n), "entries/batch")
+			}
+		case "holdfast_shard_append_seconds":
+			if n > 0 {
+				b.ReportMetric(sum/float64(n)*1e6, "append-µs")
+			}
+		}
+	}
 }

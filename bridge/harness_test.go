@@ -65,6 +65,7 @@ type stackOptions struct {
 	shards uint32
 	dir    string // data directory; a temp dir when empty
 	cfg    func(*Config)
+	kernel func(*kernel.Config)
 }
 
 func testKernelConfig() kernel.Config {
@@ -103,8 +104,12 @@ func startStack(t testing.TB, ns *server.Server, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kcfg := testKernelConfig()
+	if o.kernel != nil {
+		o.kernel(&kcfg)
+	}
 	sys, err := actors.Start(actors.Options{Dir: filepath.Join(o.dir, "shards"), Shards: o.shards, Slot: 10 * time.Millisecond,
-		Kernel: testKernelConfig(), SnapshotEvery: -1, Events: br.Events, Observer: br.Observer()})
+		Kernel: kcfg, SnapshotEvery: -1, Events: br.Events, Observer: br.Observer()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,6 +96,12 @@ func protoFieldNames(s string) string {
 // strings, zero/empty/false fields omitted, on one line without insignificant
 // whitespace. The output is stable (protojson alone randomizes whitespace).
 func MarshalJSON(m proto.Message) ([]byte, error) {
+	switch x := m.(type) {
+	case *Reply:
+		return AppendReplyJSON(nil, x), nil // the hot path: see fastjson.go
+	case *Event:
+		return AppendEventJSON(nil, x), nil
+	}
 	b, err := jsonMarshal.Marshal(m)
 	if err != nil {
 		return nil, err
