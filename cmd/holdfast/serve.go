@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -386,7 +387,10 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		}
 		cleanups = append(cleanups, func() { ns.Shutdown(); ns.WaitForShutdown() })
 		url = u
-		conn = append(conn, nats.InProcessServer(ns))
+		// The service connects over loopback TCP rather than nats.InProcessServer: the
+		// in-process transport is a synchronous net.Pipe, and under load it measured
+		// about a third slower than TCP here (docs/benchmarks.md).
+		_ = ns
 	} else {
 		url = c.natsURL
 		if c.listenExplicit {
@@ -469,7 +473,13 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		if err != nil {
 			return fmt.Errorf("--metrics-listen %s: %w", c.metricsListen, err)
 		}
-		srv := &http.Server{Handler: br.MetricsHandler(), ReadHeaderTimeout: 5 * time.Second}
+		mux := http.NewServeMux()
+		mux.Handle("/", br.MetricsHandler())
+		// Go's profiler on the same loopback listener: how a slow server is diagnosed.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics listener", "err", err)
