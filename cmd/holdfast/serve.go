@@ -386,11 +386,10 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 			return err
 		}
 		cleanups = append(cleanups, func() { ns.Shutdown(); ns.WaitForShutdown() })
-		url = u
 		// The service connects over loopback TCP rather than nats.InProcessServer: the
 		// in-process transport is a synchronous net.Pipe, and under load it measured
 		// about a third slower than TCP here (docs/benchmarks.md).
-		_ = ns
+		url = u
 	} else {
 		url = c.natsURL
 		if c.listenExplicit {
