@@ -55,7 +55,7 @@ func TestMarshalJSONReply(t *testing.T) {
 		`"created_lsn":"1042","deadline_slot":"1152921504606846976",` +
 		`"members":[{"resource_id":"node14/gpu0"},{"pool_id":"node14/mem","quantity":"4"},{"range_id":"vxlan","value":"0"}]},` +
 		`"applied_lsn":"7","leases":[{"lease_id":"a"},{"lease_id":"b"}],"truncated":true,` +
-		`"applied_lsns":[{"lsn":"17"},{"shard":3,"lsn":"18446744073709551615"}]}`
+		`"applied_lsns":[{"shard":0,"lsn":"17"},{"shard":3,"lsn":"18446744073709551615"}]}`
 	if string(b) != want {
 		t.Fatalf("MarshalJSON:\n got %s\nwant %s", b, want)
 	}
