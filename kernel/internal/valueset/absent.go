@@ -9,19 +9,32 @@ import "math/bits"
 // below returns the number of set values strictly less than x. It is exact
 // whenever the set is not full (a non-full set holds fewer than 2^64 values).
 func (s *Set) below(x uint64) uint64 {
+	if x == 0 {
+		return 0
+	}
 	var r uint64
-	for i := s.root; i != 0; {
-		n := &s.nodes[i]
-		if x <= n.start {
-			i = n.left
-			continue
+	id := s.root
+	for range int(s.height) {
+		n := &s.inners[id]
+		// Children before the last one starting below x lie wholly below x.
+		c := lastLE(n.key[:n.n], x-1)
+		if c < 0 {
+			return r // only at the root: every interval starts at or above x
 		}
-		r += s.nodes[n.left].count
-		if x <= n.end {
-			return r + (x - n.start)
+		for _, w := range n.count[:c] {
+			r += w
 		}
-		r += n.width()
-		i = n.right
+		id = n.child[c]
+	}
+	st, en, np := s.leafData(id)
+	for j := range int(*np) {
+		if st[j] >= x {
+			break
+		}
+		if en[j] >= x {
+			return r + (x - st[j])
+		}
+		r += en[j] - st[j] + 1
 	}
 	return r
 }
@@ -33,12 +46,12 @@ func (s *Set) FirstAbsent(lo, hi uint64) (uint64, bool) {
 	if lo > hi {
 		return 0, false
 	}
-	i := s.containing(lo)
-	if i == 0 {
+	_, en, pos := s.locate(lo)
+	if pos < 0 || en[pos] < lo {
 		return lo, true
 	}
 	// Intervals are maximal, so end+1 is absent; end < hi rules out wrap.
-	if end := s.nodes[i].end; end < hi {
+	if end := en[pos]; end < hi {
 		return end + 1, true
 	}
 	return 0, false
@@ -78,20 +91,41 @@ func (s *Set) NthAbsent(lo, hi, n uint64) (uint64, bool) {
 	// With P_j the values in intervals before interval j = [s_j, e_j],
 	// s_j - P_j absent values lie below s_j; that is increasing in j. The
 	// answer is t + P_{j+1} for the last j with s_j - P_j <= t (t if none),
-	// and exists iff that sum does not pass 2^64.
-	var p uint64     // values in intervals left of the current subtree
+	// and exists iff that sum does not pass 2^64. An inner node's key and
+	// count give s_j - P_j for the first interval of each child, so each
+	// level picks the last child whose first interval qualifies.
+	var p uint64     // values in intervals left of the current node
 	var after uint64 // P_{j+1} for the best j so far
-	for i := s.root; i != 0; {
-		nd := &s.nodes[i]
-		pj := p + s.nodes[nd.left].count
-		if nd.start-pj <= t {
-			p = pj + nd.width()
-			after = p
-			i = nd.right
-		} else {
-			i = nd.left
+	id := s.root
+	for range int(s.height) {
+		x := &s.inners[id]
+		if x.key[0]-p > t {
+			// Not even the first interval qualifies. Below the root the
+			// parent chose this node for its first interval, so this only
+			// happens at the root: the answer is t itself.
+			return nthResult(t, 0, hi)
 		}
+		i, last := 0, int(x.n)-1
+		for i < last && x.key[i+1]-(p+x.count[i]) <= t {
+			p += x.count[i]
+			i++
+		}
+		id = x.child[i]
 	}
+	st, en, np := s.leafData(id)
+	for j := range int(*np) {
+		if st[j]-p > t {
+			break
+		}
+		p += en[j] - st[j] + 1
+		after = p
+	}
+	return nthResult(t, after, hi)
+}
+
+// nthResult finishes NthAbsent: the absent value of rank t is t+after, if
+// that neither passes 2^64 nor hi.
+func nthResult(t, after, hi uint64) (uint64, bool) {
 	v, carry := bits.Add64(t, after, 0)
 	if carry != 0 || v > hi {
 		return 0, false

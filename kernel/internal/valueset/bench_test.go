@@ -106,3 +106,27 @@ func BenchmarkFreedQueueCycle(b *testing.B) {
 	b.ReportMetric(float64(ms.HeapAlloc-min(before, ms.HeapAlloc))/float64(q.Len()), "heap-bytes/value")
 	runtime.KeepAlive(&q)
 }
+
+// BenchmarkRandomAllocateRelease is the set side of the kernel's random
+// strategy at 1M intervals: a million values drawn at random from
+// [0, 2^32) (so leaves fill in random order, unlike scattered's ascending
+// build), then per op draw a free value with NthAbsent, Add it and Remove
+// it again.
+func BenchmarkRandomAllocateRelease(b *testing.B) {
+	const last = 1<<32 - 1
+	before := heapNow()
+	var s Set
+	r := NewRand(4)
+	for s.Len() < benchIntervals {
+		s.Add(r.Below(last + 1))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		v, ok := s.NthAbsent(0, last, r.Below(last+1-s.Len()))
+		if !ok || !s.Add(v) || !s.Remove(v) {
+			b.Fatal("allocate/release failed")
+		}
+	}
+	b.StopTimer()
+	reportMemory(b, &s, before)
+}

@@ -2,69 +2,139 @@ package valueset
 
 import "fmt"
 
-// checkSet verifies every structural invariant of s: AVL heights and balance,
-// key order, maximal disjoint non-adjacent intervals, subtree counts, the
-// interval tally, and that live plus free nodes account for the whole pool.
+// checkSet verifies every structural invariant of s: intervals sorted,
+// maximal, disjoint and non-adjacent; all leaves at the same depth (a node's
+// pool, leaf or inner, follows from its depth, so the walk checks that by
+// construction); node fill
+// bounds (root inner node >= 2 children, every other node at least half full
+// unless it is the last of its level, which may hold as little as one entry);
+// inner keys equal to the first start beneath each child and counts equal to
+// the values beneath it; the value and interval tallies; no node reachable
+// twice; and free lists that are loop-free, disjoint from the tree and
+// together with it account for each whole pool.
 func checkSet(s *Set) error {
-	if len(s.nodes) > 0 && s.nodes[0] != (node{}) {
-		return fmt.Errorf("sentinel modified: %+v", s.nodes[0])
+	if len(s.leaves) > 0 && s.leaves[0] != (leaf{}) {
+		return fmt.Errorf("unused leaf 0 modified")
 	}
-	seen := make(map[int32]bool)
-	var prevEnd uint64
-	havePrev := false
-	var walk func(i int32) (height int32, count uint64, err error)
-	walk = func(i int32) (int32, uint64, error) {
-		if i == 0 {
-			return 0, 0, nil
-		}
-		if i < 0 || int(i) >= len(s.nodes) || seen[i] {
-			return 0, 0, fmt.Errorf("bad or repeated node index %d", i)
-		}
-		seen[i] = true
-		n := s.nodes[i]
-		lh, lc, err := walk(n.left)
-		if err != nil {
-			return 0, 0, err
-		}
-		if n.start > n.end {
-			return 0, 0, fmt.Errorf("node %d: start %d > end %d", i, n.start, n.end)
-		}
-		if havePrev && (prevEnd >= n.start || n.start-prevEnd < 2) {
-			return 0, 0, fmt.Errorf("node %d [%d,%d] overlaps or touches previous end %d", i, n.start, n.end, prevEnd)
-		}
-		prevEnd, havePrev = n.end, true
-		rh, rc, err := walk(n.right)
-		if err != nil {
-			return 0, 0, err
-		}
-		if d := lh - rh; d < -1 || d > 1 {
-			return 0, 0, fmt.Errorf("node %d unbalanced: %d vs %d", i, lh, rh)
-		}
-		h := 1 + max(lh, rh)
-		if n.height != h {
-			return 0, 0, fmt.Errorf("node %d height %d, want %d", i, n.height, h)
-		}
-		c := lc + rc + (n.end - n.start + 1)
-		if n.count != c {
-			return 0, 0, fmt.Errorf("node %d count %d, want %d", i, n.count, c)
-		}
-		return h, c, nil
+	if len(s.inners) > 0 && s.inners[0] != (inner{}) {
+		return fmt.Errorf("unused inner node 0 modified")
 	}
-	if _, _, err := walk(s.root); err != nil {
-		return err
+	if s.height < 0 || s.height > maxHeight {
+		return fmt.Errorf("height %d", s.height)
 	}
-	if len(seen) != s.intervals {
-		return fmt.Errorf("tree has %d nodes, intervals = %d", len(seen), s.intervals)
-	}
-	free := 0
-	for i := s.free; i != 0; i = s.nodes[i].left {
-		if seen[i] || free > len(s.nodes) {
-			return fmt.Errorf("free list reaches live node %d or loops", i)
+	var prevEnd, total uint64
+	intervals := 0
+	// visit checks one interval against the previous one.
+	visit := func(start, end uint64) error {
+		if start > end {
+			return fmt.Errorf("interval [%d,%d] reversed", start, end)
 		}
-		free++
+		if intervals > 0 && (prevEnd >= start || start-prevEnd < 2) {
+			return fmt.Errorf("interval [%d,%d] overlaps or touches previous end %d", start, end, prevEnd)
+		}
+		prevEnd = end
+		total += end - start + 1
+		intervals++
+		return nil
 	}
-	if len(s.nodes) > 0 && free+s.intervals != len(s.nodes)-1 {
-		return fmt.Errorf("pool of %d: %d live + %d free", len(s.nodes)-1, s.intervals, free)
+	seenLeaf := make(map[int32]bool)
+	seenInner := make(map[int32]bool)
+	if s.height == 0 {
+		if s.root != 0 {
+			return fmt.Errorf("height 0 with root %d", s.root)
+		}
+		c := len(s.small) / 2
+		if len(s.small)%2 != 0 || c > leafCap || s.smallN < 0 || int(s.smallN) > c {
+			return fmt.Errorf("small leaf of %d words holds %d intervals", len(s.small), s.smallN)
+		}
+		for j := range int(s.smallN) {
+			if err := visit(s.small[j], s.small[c+j]); err != nil {
+				return err
+			}
+		}
+	} else {
+		if s.smallN != 0 {
+			return fmt.Errorf("tree with %d intervals left in the small leaf", s.smallN)
+		}
+		// walk checks the subtree of node i at depth d and returns its first
+		// start and value count. spine: i is the last node of its level.
+		var walk func(i int32, d int, spine bool) (uint64, uint64, error)
+		walk = func(i int32, d int, spine bool) (uint64, uint64, error) {
+			if d == int(s.height) {
+				if i <= 0 || int(i) >= len(s.leaves) || seenLeaf[i] {
+					return 0, 0, fmt.Errorf("bad or repeated leaf index %d", i)
+				}
+				seenLeaf[i] = true
+				l := &s.leaves[i]
+				if l.n < 1 || l.n > leafCap || (!spine && l.n < leafCap/2) {
+					return 0, 0, fmt.Errorf("leaf %d holds %d intervals (spine %v)", i, l.n, spine)
+				}
+				before := total
+				for j := range int(l.n) {
+					if err := visit(l.start[j], l.end[j]); err != nil {
+						return 0, 0, fmt.Errorf("leaf %d: %w", i, err)
+					}
+				}
+				return l.start[0], total - before, nil
+			}
+			if i <= 0 || int(i) >= len(s.inners) || seenInner[i] {
+				return 0, 0, fmt.Errorf("bad or repeated inner index %d", i)
+			}
+			seenInner[i] = true
+			x := &s.inners[i]
+			lowest := int32(1)
+			switch {
+			case d == 0:
+				lowest = 2
+			case !spine:
+				lowest = innerCap / 2
+			}
+			if x.n < lowest || x.n > innerCap {
+				return 0, 0, fmt.Errorf("inner node %d at depth %d has %d children", i, d, x.n)
+			}
+			var sum uint64
+			for j := range int(x.n) {
+				first, count, err := walk(x.child[j], d+1, spine && j == int(x.n)-1)
+				if err != nil {
+					return 0, 0, err
+				}
+				if x.key[j] != first {
+					return 0, 0, fmt.Errorf("inner node %d key %d = %d, first start below is %d", i, j, x.key[j], first)
+				}
+				if x.count[j] != count {
+					return 0, 0, fmt.Errorf("inner node %d count %d = %d, values below are %d", i, j, x.count[j], count)
+				}
+				sum += count
+			}
+			return x.key[0], sum, nil
+		}
+		if _, _, err := walk(s.root, 0, true); err != nil {
+			return err
+		}
+	}
+	if intervals != s.intervals {
+		return fmt.Errorf("%d intervals stored, intervals = %d", intervals, s.intervals)
+	}
+	if total != s.total {
+		return fmt.Errorf("%d values stored, total = %d", total, s.total)
+	}
+	for i := s.freeLeaf; i != 0; i = s.leaves[i].next {
+		if i < 0 || int(i) >= len(s.leaves) || seenLeaf[i] || s.leaves[i].n != 0 {
+			return fmt.Errorf("free leaf list reaches live, bad or repeated leaf %d", i)
+		}
+		seenLeaf[i] = true
+	}
+	if len(s.leaves) > 0 && len(seenLeaf) != len(s.leaves)-1 {
+		return fmt.Errorf("leaf pool of %d: %d live or free", len(s.leaves)-1, len(seenLeaf))
+	}
+	for i := s.freeInner; i != 0; i = s.inners[i].next {
+		if i < 0 || int(i) >= len(s.inners) || seenInner[i] || s.inners[i].n != 0 {
+			return fmt.Errorf("free inner list reaches live, bad or repeated node %d", i)
+		}
+		seenInner[i] = true
+	}
+	if len(s.inners) > 0 && len(seenInner) != len(s.inners)-1 {
+		return fmt.Errorf("inner pool of %d: %d live or free", len(s.inners)-1, len(seenInner))
 	}
 	return nil
 }

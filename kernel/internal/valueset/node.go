@@ -2,53 +2,98 @@ package valueset
 
 import "math"
 
-// node is one stored interval [start, end] and its AVL bookkeeping.
+// leaf holds up to leafCap intervals [start[j], end[j]], j < n, in ascending
+// order. Starts and ends sit in separate arrays so a search over the starts
+// touches as few cache lines as possible.
 //
-// Nodes live in Set.nodes and refer to each other by int32 index rather than
-// by pointer: the pool is a single pointer-free allocation, so the garbage
-// collector never scans it, and a released node is recycled through the free
-// list instead of being handed back to the allocator. Index 0 is a sentinel
-// "nil" node whose zero height and count let the tree code read children
-// without checking for absence.
-type node struct {
-	start, end uint64
-	// count is the number of values covered by the subtree rooted here,
-	// modulo 2^64. It only wraps for the single interval [0, MaxUint64];
-	// Set detects that case explicitly (see Set.full).
-	count       uint64
-	left, right int32
-	height      int32
+// Leaves and inner nodes live in Set.leaves and Set.inners and refer to each
+// other by int32 index rather than by pointer: each pool is a single
+// pointer-free allocation that the garbage collector never scans, and a
+// released node is recycled through a free list instead of being handed back
+// to the allocator. Index 0 of each pool is never used, so 0 can mean "none"
+// (and, for leaves, the root leaf held in Set.small).
+type leaf struct {
+	n     int32 // intervals held
+	next  int32 // free-list link while the leaf is free
+	start [leafCap]uint64
+	end   [leafCap]uint64
 }
 
-// nodeBytes is unsafe.Sizeof(node{}), kept as a constant so the package does
-// not import unsafe; a test pins the two together.
-const nodeBytes = 40
+// inner holds up to innerCap children, in key order, with what the queries
+// need to pick a child without visiting it.
+type inner struct {
+	n    int32 // children held
+	next int32 // free-list link while the node is free
+	// key[i] is the start of the first interval under child[i], exactly:
+	// NthAbsent needs it to know how many absent values lie before the child.
+	key [innerCap]uint64
+	// count[i] is the number of values covered under child[i], modulo 2^64.
+	// It only wraps when the set is [0, MaxUint64], a single interval that
+	// never needs an inner node.
+	count [innerCap]uint64
+	child [innerCap]int32
+}
 
-// width returns the number of values in [start, end], modulo 2^64.
-func (n *node) width() uint64 { return n.end - n.start + 1 }
+// The rebalancing relies on capacities of at least 4: a node off the
+// rightmost spine that drops below half full still has an entry, and an inner
+// node off the spine has at least two children. (A negative constant does
+// not convert to uint: smaller capacities fail to compile.)
+const _ = uint(leafCap-4) + uint(innerCap-4)
 
-// alloc returns the index of a node holding [start, end] with no children.
-// It takes a node from the free list when one is available, so a steady
-// state of adds and removes does not allocate.
-func (s *Set) alloc(start, end uint64) int32 {
-	x := node{start: start, end: end, count: end - start + 1, height: 1}
-	if i := s.free; i != 0 {
-		s.free = s.nodes[i].left
-		s.nodes[i] = x
+// leafBytes, innerBytes and setHeaderBytes are unsafe.Sizeof of leaf, inner
+// and Set, kept as constants so the package does not import unsafe; a test
+// pins them together.
+const (
+	leafBytes      = 8 + 16*leafCap
+	innerBytes     = 8 + 20*innerCap + 4*(innerCap%2)
+	setHeaderBytes = 112
+)
+
+// allocLeaf returns the index of an empty leaf, taken from the free list when
+// one is available, so a steady state of adds and removes does not allocate.
+func (s *Set) allocLeaf() int32 {
+	if i := s.freeLeaf; i != 0 {
+		l := &s.leaves[i]
+		s.freeLeaf, l.next, l.n = l.next, 0, 0
 		return i
 	}
-	if len(s.nodes) == 0 {
-		s.nodes = append(s.nodes, node{}) // the nil sentinel
+	if len(s.leaves) == 0 {
+		s.leaves = append(s.leaves, leaf{}) // index 0: never used
 	}
-	if len(s.nodes) > math.MaxInt32 {
-		panic("valueset: more than 2^31-1 intervals")
+	if len(s.leaves) > math.MaxInt32 {
+		panic("valueset: more than 2^31-1 leaves")
 	}
-	s.nodes = append(s.nodes, x)
-	return int32(len(s.nodes) - 1)
+	s.leaves = append(s.leaves, leaf{})
+	return int32(len(s.leaves) - 1)
 }
 
-// release puts node i on the free list, chained through its left field.
-func (s *Set) release(i int32) {
-	s.nodes[i] = node{left: s.free}
-	s.free = i
+// releaseLeaf puts leaf i on the free list.
+func (s *Set) releaseLeaf(i int32) {
+	l := &s.leaves[i]
+	l.n, l.next = 0, s.freeLeaf
+	s.freeLeaf = i
+}
+
+// allocInner returns the index of an empty inner node, reusing a free one.
+func (s *Set) allocInner() int32 {
+	if i := s.freeInner; i != 0 {
+		x := &s.inners[i]
+		s.freeInner, x.next, x.n = x.next, 0, 0
+		return i
+	}
+	if len(s.inners) == 0 {
+		s.inners = append(s.inners, inner{}) // index 0: never used
+	}
+	if len(s.inners) > math.MaxInt32 {
+		panic("valueset: more than 2^31-1 inner nodes")
+	}
+	s.inners = append(s.inners, inner{})
+	return int32(len(s.inners) - 1)
+}
+
+// releaseInner puts inner node i on the free list.
+func (s *Set) releaseInner(i int32) {
+	x := &s.inners[i]
+	x.n, x.next = 0, s.freeInner
+	s.freeInner = i
 }

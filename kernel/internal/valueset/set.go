@@ -7,107 +7,126 @@ import "math"
 // representation of a given set is unique. Memory is proportional to the
 // number of intervals, whatever the span of the values.
 //
-// The intervals sit in an AVL tree keyed by start, each node augmented with
-// the number of values its subtree covers, so membership, insertion,
-// removal and rank queries over the complement (see FirstAbsent,
-// AbsentCount, NthAbsent) are all O(log n) in the number of intervals.
-// Nodes live in a slice-backed pool indexed by int32 with a free list: no
-// per-node pointers for the garbage collector to trace, and no heap
-// allocation once the pool has grown to its working size.
+// The intervals sit in a B+tree keyed by start (see btree.go). Leaves hold
+// up to leafCap intervals in sorted arrays; inner nodes hold, per child, the
+// start of its first interval and the number of values beneath it, so
+// membership, insertion, removal and rank queries over the complement (see
+// FirstAbsent, AbsentCount, NthAbsent) are all O(log n) in the number of
+// intervals while touching a few contiguous blocks of memory rather than one
+// cache line per level of a binary tree. Nodes live in slice-backed pools
+// indexed by int32 with free lists: no per-node pointers for the garbage
+// collector to trace, and no heap allocation once the pools have grown to
+// their working size. A set of at most leafCap intervals is a single leaf
+// sized to its contents, with no pools at all.
 //
 // The zero value is an empty set ready to use. A Set is not safe for
 // concurrent use.
 type Set struct {
-	nodes     []node // nodes[0] is the nil sentinel once the pool exists
-	root      int32
-	free      int32 // head of the free-node list, 0 when empty
+	// small is the root leaf while height is 0: capacity c = len(small)/2,
+	// starts in small[:c], ends in small[c:]. It is kept, unused, while the
+	// set is a tree, for when the tree shrinks back to a single leaf.
+	small  []uint64
+	leaves []leaf  // leaf pool; index 0 unused
+	inners []inner // inner node pool; index 0 unused
+	// total is the number of values held, modulo 2^64: it wraps to 0 only
+	// for [0, MaxUint64].
+	total     uint64
 	intervals int
+	root      int32 // root inner node; 0 while height is 0
+	height    int32 // inner levels above the leaves
+	smallN    int32 // intervals in small
+	freeLeaf  int32 // head of the free-leaf list, 0 when empty
+	freeInner int32 // head of the free-inner-node list, 0 when empty
 }
-
-// setHeaderBytes is unsafe.Sizeof(Set{}); a test pins the two together.
-const setHeaderBytes = 40
 
 // Len returns the number of values in the set. The full set [0, MaxUint64]
 // holds 2^64 values, which does not fit; Len saturates at MaxUint64 then.
 func (s *Set) Len() uint64 {
-	switch {
-	case s.intervals == 0:
-		return 0 // the pool may not exist yet
-	case s.full():
+	if s.full() {
 		return math.MaxUint64
 	}
-	return s.nodes[s.root].count
+	return s.total
 }
 
 // Intervals returns the number of stored (maximal) intervals.
 func (s *Set) Intervals() int { return s.intervals }
 
 // full reports whether the set is [0, MaxUint64], the one case in which the
-// 2^64 values covered do not fit a uint64 count (the root count wraps to 0).
-func (s *Set) full() bool {
-	if s.intervals != 1 {
-		return false
-	}
-	n := &s.nodes[s.root]
-	return n.start == 0 && n.end == math.MaxUint64
-}
-
-// floor returns the node with the greatest start <= v, or 0 if none.
-func (s *Set) floor(v uint64) int32 {
-	var found int32
-	for i := s.root; i != 0; {
-		if n := &s.nodes[i]; n.start <= v {
-			found, i = i, n.right
-		} else {
-			i = n.left
-		}
-	}
-	return found
-}
-
-// containing returns the node whose interval holds v, or 0 if none.
-func (s *Set) containing(v uint64) int32 {
-	if i := s.floor(v); i != 0 && s.nodes[i].end >= v {
-		return i
-	}
-	return 0
-}
+// 2^64 values covered do not fit a uint64 count: a single interval whose
+// width is 0 modulo 2^64.
+func (s *Set) full() bool { return s.intervals == 1 && s.total == 0 }
 
 // Contains reports whether v is in the set.
-func (s *Set) Contains(v uint64) bool { return s.containing(v) != 0 }
+func (s *Set) Contains(v uint64) bool {
+	_, en, pos := s.locate(v)
+	return pos >= 0 && en[pos] >= v
+}
 
 // Add inserts v and reports whether it was absent. An interval ending at
 // v-1 and one starting at v+1 are merged with v so intervals stay maximal.
 func (s *Set) Add(v uint64) bool {
-	var pred, succ int32
-	for i := s.root; i != 0; {
-		if n := &s.nodes[i]; n.start <= v {
-			pred, i = i, n.right
-		} else {
-			succ, i = i, n.left
-		}
-	}
-	if pred != 0 && s.nodes[pred].end >= v {
+	var p path
+	id, pos := s.descend(v, &p)
+	st, en, np := s.leafData(id)
+	if pos >= 0 && en[pos] >= v {
 		return false
 	}
-	// pred.end < v, so v > 0 when pred exists; succ.start > v, so v < MaxUint64
-	// when succ exists: neither v-1 nor v+1 below can wrap.
-	joinLeft := pred != 0 && s.nodes[pred].end == v-1
-	joinRight := succ != 0 && s.nodes[succ].start == v+1
+	// The predecessor, if any, is at pos in this leaf: a leaf's parent key is
+	// its first start, so the descent only ends left of a leaf's first
+	// interval in the very first leaf. pred.end < v, so v > 0 when it exists;
+	// succ.start > v, so v < MaxUint64 when succ exists: neither v-1 nor v+1
+	// below can wrap.
+	joinLeft := pos >= 0 && en[pos] == v-1
+	s.total++
+	if next := pos + 1; next < int(*np) {
+		s.addCount(&p, 1)
+		joinRight := st[next] == v+1
+		switch {
+		case joinLeft && joinRight:
+			en[pos] = en[next]
+			s.intervals--
+			s.deleteEntry(&p, id, next)
+		case joinLeft:
+			en[pos] = v
+		case joinRight:
+			st[next] = v
+			if next == 0 {
+				s.leafKeyChanged(&p, v)
+			}
+		default:
+			s.intervals++
+			s.insertEntry(&p, id, next, v, v)
+		}
+		return true
+	}
+	// The successor, if any, opens the next leaf.
+	var q path
+	nid := s.nextLeaf(&p, &q)
+	var nl *leaf
+	if nid != 0 {
+		nl = &s.leaves[nid]
+	}
+	joinRight := nl != nil && nl.start[0] == v+1
 	switch {
 	case joinLeft && joinRight:
-		end := s.nodes[succ].end
-		s.root = s.delete(s.root, s.nodes[succ].start)
+		// The successor's values move to this leaf, then it is deleted.
+		w := nl.end[0] - nl.start[0] + 1
+		en[pos] = nl.end[0]
+		s.addCount(&p, w+1)
+		s.addCount(&q, -w)
 		s.intervals--
-		s.resize(pred, s.nodes[pred].start, end)
+		s.deleteEntry(&q, nid, 0)
 	case joinLeft:
-		s.resize(pred, s.nodes[pred].start, v)
+		s.addCount(&p, 1)
+		en[pos] = v
 	case joinRight:
-		s.resize(succ, v, s.nodes[succ].end)
+		s.addCount(&q, 1)
+		nl.start[0] = v
+		s.leafKeyChanged(&q, v)
 	default:
-		x := s.alloc(v, v)
-		s.root = s.insert(s.root, x)
+		s.addCount(&p, 1)
 		s.intervals++
+		s.insertEntry(&p, id, pos+1, v, v)
 	}
 	return true
 }
@@ -115,77 +134,91 @@ func (s *Set) Add(v uint64) bool {
 // Remove deletes v and reports whether it was present. Removing an interior
 // value splits its interval in two.
 func (s *Set) Remove(v uint64) bool {
-	i := s.containing(v)
-	if i == 0 {
+	var p path
+	id, pos := s.descend(v, &p)
+	if pos < 0 {
 		return false
 	}
-	start, end := s.nodes[i].start, s.nodes[i].end
+	st, en, _ := s.leafData(id)
+	start, end := st[pos], en[pos]
+	if end < v {
+		return false
+	}
+	s.total--
+	s.addCount(&p, ^uint64(0))
 	// start <= v <= end, so v+1 and v-1 below never wrap.
 	switch {
 	case start == end:
-		s.root = s.delete(s.root, start)
 		s.intervals--
+		s.deleteEntry(&p, id, pos)
 	case v == start:
-		s.resize(i, v+1, end)
+		st[pos] = v + 1
+		if pos == 0 {
+			s.leafKeyChanged(&p, v+1)
+		}
 	case v == end:
-		s.resize(i, start, v-1)
+		en[pos] = v - 1
 	default:
-		s.resize(i, start, v-1)
-		x := s.alloc(v+1, end)
-		s.root = s.insert(s.root, x)
+		en[pos] = v - 1
 		s.intervals++
+		s.insertEntry(&p, id, pos+1, v+1, end)
 	}
 	return true
-}
-
-// resize changes node i's interval to [start, end] and corrects the counts
-// on the path from the root to it. The new interval must keep i in the same
-// in-order position, so the shape of the tree is untouched.
-func (s *Set) resize(i int32, start, end uint64) {
-	n := &s.nodes[i]
-	delta := (end - start + 1) - n.width() // modular: may "be negative"
-	key := n.start
-	for j := s.root; ; {
-		m := &s.nodes[j]
-		m.count += delta
-		if j == i {
-			break
-		}
-		if key < m.start {
-			j = m.left
-		} else {
-			j = m.right
-		}
-	}
-	n.start, n.end = start, end
 }
 
 // Ascend calls fn for each interval in ascending order until fn returns
 // false.
 func (s *Set) Ascend(fn func(start, end uint64) bool) {
-	s.ascend(s.root, fn)
-}
-
-func (s *Set) ascend(i int32, fn func(start, end uint64) bool) bool {
-	if i == 0 {
-		return true
+	if s.height == 0 {
+		c := len(s.small) / 2
+		for j := range int(s.smallN) {
+			if !fn(s.small[j], s.small[c+j]) {
+				return
+			}
+		}
+		return
 	}
-	n := &s.nodes[i]
-	return s.ascend(n.left, fn) && fn(n.start, n.end) && s.ascend(n.right, fn)
+	s.ascend(s.root, int(s.height), fn)
 }
 
-// MemoryBytes approximates the bytes held by the set: the node pool,
-// including spare capacity and free nodes, plus the Set header.
+// ascend visits the subtree of inner node i, h levels above the leaves.
+func (s *Set) ascend(i int32, h int, fn func(start, end uint64) bool) bool {
+	x := &s.inners[i]
+	for _, c := range x.child[:x.n] {
+		if h > 1 {
+			if !s.ascend(c, h-1, fn) {
+				return false
+			}
+			continue
+		}
+		l := &s.leaves[c]
+		for j := range int(l.n) {
+			if !fn(l.start[j], l.end[j]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// MemoryBytes approximates the bytes held by the set: the small leaf and the
+// node pools, including spare capacity and free nodes, plus the Set header.
 func (s *Set) MemoryBytes() int {
-	return setHeaderBytes + cap(s.nodes)*nodeBytes
+	return setHeaderBytes + 8*cap(s.small) + cap(s.leaves)*leafBytes + cap(s.inners)*innerBytes
 }
 
 // Clone returns a deep copy of s, sharing no memory with it, so snapshots
 // can be taken while the original keeps changing.
 func (s *Set) Clone() *Set {
 	c := *s
-	if s.nodes != nil {
-		c.nodes = append([]node(nil), s.nodes...)
+	if s.small != nil {
+		c.small = append([]uint64(nil), s.small...)
+	}
+	if s.leaves != nil {
+		c.leaves = append([]leaf(nil), s.leaves...)
+	}
+	if s.inners != nil {
+		c.inners = append([]inner(nil), s.inners...)
 	}
 	return &c
 }

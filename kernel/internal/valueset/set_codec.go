@@ -51,14 +51,27 @@ func (s *Set) DecodeBinary(b []byte) (rest []byte, err error) {
 	if count > uint64(len(b))/2 || count >= math.MaxInt32 {
 		return nil, malformed("interval count exceeds input")
 	}
-	nodes := make([]node, count+1)
+	// Intervals go straight to their final place: a small root leaf sized
+	// to them, or leaves filled as evenly as possible (so each holds at
+	// least leafCap/2) under inner nodes built bottom-up.
+	n := int(count)
+	var d Set
+	var per, extra int // intervals per leaf; the first extra leaves take one more
+	if n > leafCap {
+		nl := (n + leafCap - 1) / leafCap
+		d.leaves = make([]leaf, nl+1)
+		per, extra = n/nl, n%nl
+	} else if n > 0 {
+		d.small = make([]uint64, 2*n)
+	}
+	li, pos := 1, 0 // next leaf and position in it
 	var prevEnd uint64
-	for j := 1; j <= int(count); j++ {
+	for j := 0; j < n; j++ {
 		var start, length uint64
 		if start, b, err = readUvarint(b); err != nil {
 			return nil, err
 		}
-		if j > 1 {
+		if j > 0 {
 			// The next start is prevEnd + 2 + gap; both additions must fit.
 			base, c1 := bits.Add64(prevEnd, 2, 0)
 			sum, c2 := bits.Add64(base, start, 0)
@@ -74,10 +87,75 @@ func (s *Set) DecodeBinary(b []byte) (rest []byte, err error) {
 		if carry != 0 {
 			return nil, malformed("interval beyond MaxUint64")
 		}
-		nodes[j] = node{start: start, end: end}
+		d.total += length + 1 // wraps to 0 only for [0, MaxUint64]
 		prevEnd = end
+		if d.leaves == nil {
+			d.small[j], d.small[n+j] = start, end
+			continue
+		}
+		l := &d.leaves[li]
+		l.start[pos], l.end[pos] = start, end
+		pos++
+		if size := per + btoi(li <= extra); pos == size {
+			l.n = int32(size)
+			li, pos = li+1, 0
+		}
 	}
-	*s = Set{nodes: nodes, intervals: int(count)}
-	s.root = s.build(1, int32(count))
+	d.intervals = n
+	if d.leaves == nil {
+		d.smallN = int32(n)
+	} else {
+		d.build(len(d.leaves) - 1)
+	}
+	*s = d
 	return b, nil
+}
+
+// build links leaves 1..nl, already filled in order, under inner nodes
+// filled as evenly as possible level by level, so every node but the root
+// holds at least half its capacity and the root at least two children.
+func (s *Set) build(nl int) {
+	total := 0
+	for k := nl; k > 1; {
+		k = (k + innerCap - 1) / innerCap
+		total += k
+	}
+	s.inners = make([]inner, total+1)
+	first, next := int32(1), int32(1) // first node of the level below; next free
+	for k := nl; k > 1; {
+		m := (k + innerCap - 1) / innerCap
+		per, extra := k/m, k%m
+		c := first
+		for i := range m {
+			x := &s.inners[next+int32(i)]
+			x.n = int32(per + btoi(i < extra))
+			for j := range int(x.n) {
+				x.child[j] = c
+				if s.height == 0 {
+					l := &s.leaves[c]
+					x.key[j] = l.start[0]
+					for e := range int(l.n) {
+						x.count[j] += l.end[e] - l.start[e] + 1
+					}
+				} else {
+					y := &s.inners[c]
+					x.key[j] = y.key[0]
+					for _, w := range y.count[:y.n] {
+						x.count[j] += w
+					}
+				}
+				c++
+			}
+		}
+		first, next, k = next, next+int32(m), m
+		s.height++
+	}
+	s.root = first
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -18,8 +18,11 @@ func mustCheck(t *testing.T, s *Set) {
 }
 
 func TestNodeSizes(t *testing.T) {
-	if got := unsafe.Sizeof(node{}); got != nodeBytes {
-		t.Errorf("sizeof(node) = %d, nodeBytes = %d", got, nodeBytes)
+	if got := unsafe.Sizeof(leaf{}); got != leafBytes {
+		t.Errorf("sizeof(leaf) = %d, leafBytes = %d", got, leafBytes)
+	}
+	if got := unsafe.Sizeof(inner{}); got != innerBytes {
+		t.Errorf("sizeof(inner) = %d, innerBytes = %d", got, innerBytes)
 	}
 	if got := unsafe.Sizeof(Set{}); got != setHeaderBytes {
 		t.Errorf("sizeof(Set) = %d, setHeaderBytes = %d", got, setHeaderBytes)
@@ -184,14 +187,14 @@ func TestNodeReuse(t *testing.T) {
 	for v := uint64(0); v < 1000; v += 2 {
 		s.Add(v)
 	}
-	size := len(s.nodes)
+	leaves, inners := len(s.leaves), len(s.inners)
 	for v := uint64(1); v < 999; v += 2 {
-		s.Add(v) // merge: frees a node
+		s.Add(v) // merge: drops an interval, may merge leaves
 		s.Remove(v)
 	}
 	mustCheck(t, &s)
-	if len(s.nodes) != size {
-		t.Fatalf("pool grew from %d to %d", size, len(s.nodes))
+	if len(s.leaves) != leaves || len(s.inners) != inners {
+		t.Fatalf("pools grew from %d+%d to %d+%d nodes", leaves, inners, len(s.leaves), len(s.inners))
 	}
 	allocs := testing.AllocsPerRun(100, func() {
 		s.Add(501)
@@ -209,7 +212,8 @@ func TestMemoryGrowsWithValues(t *testing.T) {
 	s.Add(0)
 	s.Add(maxU)
 	s.Add(1 << 40)
-	if got := s.MemoryBytes(); got > empty+8*nodeBytes {
+	// The same bound as with the former 40-byte AVL nodes: 8 of them.
+	if got := s.MemoryBytes(); got > empty+8*40 {
 		t.Fatalf("3 values take %d bytes", got)
 	}
 }
