@@ -70,6 +70,11 @@ const (
 type Config struct {
 	Conn      *nats.Conn
 	JetStream jetstream.JetStream
+	// ReplyConns, when set, carry the replies: shard i answers on ReplyConns[i%len]. The
+	// NATS server reads each connection on one goroutine, so spreading the replies (and
+	// keeping JetStream on a connection of its own) keeps one connection's read loop from
+	// becoming the service's bottleneck. Empty: replies go out on Conn.
+	ReplyConns []*nats.Conn
 	Prefix    string // subject prefix; DefaultPrefix when empty
 	Shards    uint32 // must equal the shard count of the actors.System given to Start
 	Logger    *slog.Logger
@@ -614,7 +619,11 @@ func (b *Bridge) respond(c *call) {
 		msg.Header.Set(micro.ErrorHeader, code.String())
 		msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(code.HTTPStatus()))
 	}
-	if err := b.nc.PublishMsg(msg); err != nil {
+	nc := b.nc
+	if n := len(b.cfg.ReplyConns); n > 0 {
+		nc = b.cfg.ReplyConns[int(c.op.shard)%n]
+	}
+	if err := nc.PublishMsg(msg); err != nil {
 		b.log.Debug("publishing a reply", "verb", c.spec.verb.String(), "err", err)
 	}
 }

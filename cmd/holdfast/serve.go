@@ -412,9 +412,35 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		_ = nc.FlushTimeout(2 * time.Second)
 		nc.Close()
 	})
+	// Replies and JetStream publishing each get connections of their own: the NATS
+	// server reads a connection on one goroutine, and one connection carrying requests,
+	// replies and events measured as the service's bottleneck (docs/benchmarks.md).
+	extra := func(name string) (*nats.Conn, error) {
+		x, err := nats.Connect(url, append(conn[:len(conn):len(conn)], nats.Name(name))...)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
+		}
+		cleanups = append(cleanups, func() {
+			_ = x.FlushTimeout(2 * time.Second)
+			x.Close()
+		})
+		return x, nil
+	}
+	var replyConns []*nats.Conn
+	for i := 0; i < 2; i++ {
+		rc, err := extra(fmt.Sprintf("holdfast-serve-replies-%d", i))
+		if err != nil {
+			return err
+		}
+		replyConns = append(replyConns, rc)
+	}
+	jsConn, err := extra("holdfast-serve-events")
+	if err != nil {
+		return err
+	}
 	// Room for every shard's publish window, so the shards never stall one another.
 	pending := max(8192, 2*int(c.shards)*bridge.DefaultPublishWindow)
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(pending),
+	js, err := jetstream.New(jsConn, jetstream.WithPublishAsyncMaxPending(pending),
 		jetstream.WithPublishAsyncTimeout(bridge.DefaultAckWait))
 	if err != nil {
 		return err
@@ -430,7 +456,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	}
 
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	br, err := bridge.New(bctx, bridge.Config{Conn: nc, JetStream: js, Prefix: c.prefix, Shards: c.shards,
+	br, err := bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: js, Prefix: c.prefix, Shards: c.shards,
 		Logger: log.With("component", "bridge"), Events: c.events})
 	cancel()
 	if err != nil {
