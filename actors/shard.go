@@ -171,6 +171,12 @@ func (s *shard) halt(err error) {
 		s.halted = err
 	}
 	s.h.halted.Store(true)
+	// Reads parked for a min_lsn fail closed too: a halted shard applies nothing more.
+	for _, r := range s.readers {
+		r.reply(rejection(kernel.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
+	}
+	clear(s.readers)
+	s.readers = s.readers[:0]
 }
 
 func (s *shard) applied() uint64 {

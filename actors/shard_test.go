@@ -307,3 +307,31 @@ func TestSnapshotRecoveryEqualsReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestHaltAnswersParkedReads: a read waiting for a min_lsn when the shard halts is
+// answered engine_halted at once, not left to time out.
+func TestHaltAnswersParkedReads(t *testing.T) {
+	var fail atomic.Bool
+	o := testOptions(t.TempDir())
+	o.Faults = &persistence.Faults{FailSync: func() error {
+		if fail.Load() {
+			return errors.New("injected fsync failure")
+		}
+		return nil
+	}}
+	sys := startSystem(t, o)
+	defer sys.Stop()
+	c := do(t, sys, 0, createResource("c", "seat"))
+	ch := make(chan *Reply, 1)
+	sys.Read(0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN + 100, Wait: time.Minute},
+		func(r *Reply) { ch <- r })
+	time.Sleep(20 * time.Millisecond)
+	fail.Store(true)
+	wantCode(t, do(t, sys, 0, createResource("c2", "other")), kernel.CodeStorageFailure)
+	select {
+	case r := <-ch:
+		wantCode(t, r, kernel.CodeEngineHalted)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parked read was not answered when the shard halted")
+	}
+}

@@ -164,7 +164,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		return
 	}
 	k.ops.push(operation{
-		key: key, hash: hash, verb: c.Verb, code: out.Code, lsn: e.LSN, ref: ref,
+		key: key, hash: hash, verb: c.Verb, code: out.Code, member: int16(out.MemberIndex), lsn: e.LSN, ref: ref,
 		retireAfter: satAdd(e.Slot, k.cfg.DedupeWindowSlots),
 	})
 }

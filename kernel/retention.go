@@ -15,6 +15,7 @@ type operation struct {
 	hash        uint64 // of the command's contents: a different command is a conflict
 	verb        Verb
 	code        Code
+	member      int16 // failing member of a reserve, -1 otherwise: a retry names it too
 	lsn         uint64
 	ref         uint64 // lease lsn (lease verbs) or object index (creates), or noRef
 	retireAfter uint64
@@ -133,6 +134,7 @@ func (k *Kernel) replay(tenant string, key opKey, hash uint64, slot uint64, out 
 	}
 	out.Code = op.code
 	out.LSN = op.lsn
+	out.MemberIndex = int(op.member)
 	out.FromRetryCache = true
 	k.viewRef(tenant, op.verb, op.ref, slot, out)
 	return true

@@ -8,7 +8,7 @@ import (
 )
 
 // snapshotFormat is the version byte of a snapshot payload.
-const snapshotFormat = 1
+const snapshotFormat = 2 // 2: operations remember the failing member of a reserve
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables in creation
 // order, leases by lsn, retention queues in retirement order, so the same state always
@@ -85,6 +85,7 @@ func (k *Kernel) Snapshot(b []byte) []byte {
 		b = binary.LittleEndian.AppendUint64(b, op.key.lo)
 		b = binary.LittleEndian.AppendUint64(b, op.hash)
 		b = append(b, byte(op.verb), byte(op.code))
+		b = appendUvarint(b, uint64(op.member+1))
 		b = appendUvarint(b, op.lsn)
 		b = appendUvarint(b, op.ref)
 		b = appendUvarint(b, op.retireAfter)
@@ -199,6 +200,12 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		op.hash = binary.LittleEndian.Uint64(d.b[16:])
 		d.b = d.b[24:]
 		op.verb, op.code = Verb(d.byte()), Code(d.byte())
+		member := d.uvarint()
+		if member > uint64(cfg.MaxBundle) {
+			d.fail()
+			break
+		}
+		op.member = int16(member) - 1
 		op.lsn, op.ref, op.retireAfter = d.uvarint(), d.uvarint(), d.uvarint()
 		k.ops.push(op)
 	}
