@@ -565,7 +565,7 @@ func (c *call) expire() {
 }
 
 func (b *Bridge) enqueue(c *call) {
-	if c.parts == nil {
+	if c.spec.verb != kernel.VerbListLeases {
 		// One shard's answer: encode and publish right here, on the shard's goroutine.
 		// The encoders are append-based and take well under a microsecond, and a publish
 		// only copies into the connection's buffer, so the shard replies itself and
