@@ -75,10 +75,10 @@ type Config struct {
 	// keeping JetStream on a connection of its own) keeps one connection's read loop from
 	// becoming the service's bottleneck. Empty: replies go out on Conn.
 	ReplyConns []*nats.Conn
-	Prefix    string // subject prefix; DefaultPrefix when empty
-	Shards    uint32 // must equal the shard count of the actors.System given to Start
-	Logger    *slog.Logger
-	Version   string // micro service version; Version when empty
+	Prefix     string // subject prefix; DefaultPrefix when empty
+	Shards     uint32 // must equal the shard count of the actors.System given to Start
+	Logger     *slog.Logger
+	Version    string // micro service version; Version when empty
 
 	// Workers serve decoding, validation, routing and reply encoding (default
 	// GOMAXPROCS×2). QueueLen bounds the requests waiting for a worker; past it a request
