@@ -72,8 +72,7 @@ func (s *shard) answer(q *ReadRequest) *Reply {
 	return r
 }
 
-// readSlot is the slot a read judges retention by: the clock's, never before the
-// shard's last entry.
-func (s *shard) readSlot() uint64 {
-	return max(s.k.LastSlot(), s.h.sys.opts.slotAt(s.h.sys.opts.Clock.Now()))
-}
+// readSlot is the slot a read judges retention by: the shard's monotonic slot (the
+// clock's, never before any slot the shard has stamped or read at), so a lease that
+// has read lease_retired never reads as present again when the clock steps back.
+func (s *shard) readSlot() uint64 { return s.stampSlot() }

@@ -464,6 +464,9 @@ func (m *refModel) slotsOK(c *Command, slot uint64) bool {
 func mStripCmd(c *Command) *Command {
 	d := mCloneCmd(c)
 	d.TTLSlots = 0
+	if d.Verb == VerbReserve && d.Activate {
+		d.TTLMillis = 0 // ignored by an activating reserve (API.md §4): not part of the command
+	}
 	return d
 }
 

@@ -154,8 +154,10 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 		}
 	}
 	if c.Activate {
-		// An activated reserve has no deadline: ttl_ms is ignored (API.md §4).
-		c.TTLSlots = 0
+		// An activated reserve has no deadline: ttl_ms is ignored (API.md §4), so it is
+		// cleared here, before the command is hashed — a retry differing only in the
+		// ignored field is the same command, not an operation_conflict.
+		c.TTLMillis, c.TTLSlots = 0, 0
 		return nil
 	}
 	return validateTTL(cfg, c)
