@@ -1,0 +1,389 @@
+package check
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// partitions splits the history into per-object and per-(holder, shard) histories.
+func partitions(w *World, rep *Report) map[partKey][]*linOp {
+	h := w.H
+	parts := map[partKey][]*linOp{}
+	add := func(k partKey, o *linOp) { parts[k] = append(parts[k], o) }
+	objKey := func(tenant string, m *messages.Member) partKey {
+		switch {
+		case m.ResourceId != "":
+			return partKey{kind: pkResource, tenant: tenant, id: m.ResourceId}
+		case m.PoolId != "":
+			return partKey{kind: pkPool, tenant: tenant, id: m.PoolId}
+		}
+		return partKey{kind: pkRange, tenant: tenant, id: m.RangeId}
+	}
+	leaseParts := func(l *LeaseInfo) []partKey {
+		seen := map[partKey]bool{}
+		var out []partKey
+		for _, m := range l.Members {
+			k := objKey(l.Tenant, m)
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+		return append(out, partKey{kind: pkHolder, tenant: l.Tenant, id: l.Holder, shard: l.Shard})
+	}
+	unresolved := 0
+	for _, op := range h.Ops {
+		if op.Intent != "" {
+			continue
+		}
+		if op.Status != Committed {
+			if op.Status == Unresolved {
+				unresolved++
+			}
+			continue
+		}
+		base := linOp{op: op, call: op.Invoke, ret: op.Return}
+		switch op.Verb {
+		case VResourceCreate, VResourceGet:
+			o := base
+			add(partKey{kind: pkResource, tenant: op.Tenant, id: op.Req.ResourceID}, &o)
+		case VPoolCreate, VPoolGet:
+			o := base
+			add(partKey{kind: pkPool, tenant: op.Tenant, id: op.Req.PoolID}, &o)
+		case VRangeCreate, VRangeGet:
+			o := base
+			add(partKey{kind: pkRange, tenant: op.Tenant, id: op.Req.RangeID}, &o)
+		case VReserve:
+			var li *LeaseInfo
+			if op.OK() {
+				li = w.Leases[kernel.FormatLeaseID(op.Shard, op.Result.Lsn)]
+				if li == nil || !li.Values {
+					rep.Notes = append(rep.Notes, "reserve ok without a view of its values: left out of the linearizability check: "+op.String())
+					continue
+				}
+			}
+			byPart := map[partKey][]int{}
+			var order []partKey
+			for i, m := range op.Req.Members {
+				k := objKey(op.Tenant, m)
+				if _, ok := byPart[k]; !ok {
+					order = append(order, k)
+				}
+				byPart[k] = append(byPart[k], i)
+			}
+			for _, k := range order {
+				o := base
+				o.lease, o.members = li, byPart[k]
+				add(k, &o)
+			}
+			if li != nil {
+				o := base
+				o.lease = li
+				add(partKey{kind: pkHolder, tenant: op.Tenant, id: li.Holder, shard: li.Shard}, &o)
+			}
+		case VActivate, VRenew, VRelease, VRevoke, VReclaim, VLeaseGet:
+			li := w.Leases[op.Req.LeaseID]
+			if li == nil || li.Tenant != op.Tenant || !li.Values {
+				continue
+			}
+			for _, k := range leaseParts(li) {
+				o := base
+				o.lease = li
+				add(k, &o)
+			}
+		case VList:
+			r := op.Result
+			byShard := map[uint32][]*messages.Lease{}
+			lastShard := uint32(0)
+			for _, l := range r.Leases {
+				sh, _, _ := kernel.ParseLeaseID(l.LeaseId)
+				byShard[sh] = append(byShard[sh], l)
+				lastShard = sh
+			}
+			for _, p := range r.AppliedLsns {
+				complete := !r.Truncated || p.Shard < lastShard
+				if r.Truncated && p.Shard > lastShard {
+					continue // cut off by limit: no information
+				}
+				o := base
+				o.part, o.complete = byShard[p.Shard], complete
+				add(partKey{kind: pkHolder, tenant: op.Tenant, id: op.Req.HolderID, shard: p.Shard}, &o)
+			}
+		}
+	}
+	if unresolved > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d unresolved writes are left out of the linearizability check", unresolved))
+	}
+	// Expiries, in the window the log allows.
+	win := expiryWindows(h)
+	for _, e := range h.Events {
+		if e.Ev.Event != "lease.expired" || e.Ev.Lease == nil || e.N < 0 {
+			continue
+		}
+		li := w.Leases[e.Ev.Lease.LeaseId]
+		if li == nil || li.Tenant != e.Ev.Tenant || !li.Values {
+			continue
+		}
+		call, ret := win(e.Shard, e.LSN)
+		for _, k := range leaseParts(li) {
+			add(k, &linOp{ev: e, lease: li, call: call, ret: ret})
+		}
+	}
+	return parts
+}
+
+// expiryWindows returns the real-time window in which the expire entry at (shard, lsn)
+// was applied: after the invocation of every operation that made or saw a lower
+// position (it was applied before the expiry), before the response of every operation
+// that made a higher lsn or saw the expiry's.
+func expiryWindows(h *History) func(uint32, uint64) (int64, int64) {
+	type idx struct {
+		pos    []uint64
+		maxInv []int64 // prefix max of inv, by pos
+		byPos  []position
+	}
+	all := positions(h)
+	ix := map[uint32]*idx{}
+	for s, ps := range all {
+		sorted := append([]position(nil), ps...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].pos < sorted[j].pos })
+		x := &idx{byPos: sorted}
+		var m int64
+		for _, p := range sorted {
+			x.pos = append(x.pos, p.pos)
+			m = max(m, p.inv)
+			x.maxInv = append(x.maxInv, m)
+		}
+		ix[s] = x
+	}
+	return func(shard uint32, lsn uint64) (int64, int64) {
+		x := ix[shard]
+		if x == nil {
+			return 0, farFuture
+		}
+		call, ret := int64(0), farFuture
+		i := sort.Search(len(x.pos), func(i int) bool { return x.pos[i] >= lsn })
+		if i > 0 {
+			call = x.maxInv[i-1]
+		}
+		for _, p := range x.byPos[i:] {
+			if p.pos > lsn || !p.write {
+				ret = min(ret, p.ret)
+			}
+		}
+		if call > ret {
+			call = ret // inconsistent with real time: the realtime checker reports it
+		}
+		return call, ret
+	}
+}
+
+// LinOptions bounds the linearizability check.
+type LinOptions struct {
+	Timeout time.Duration // per partition; 0: 60s
+}
+
+func porcupineModel(k partKey) porcupine.Model {
+	return porcupine.Model{
+		Init: func() interface{} { return &mState{leases: map[string]lrec{}} },
+		Step: func(st, in, _ interface{}) (bool, interface{}) {
+			ok, n, _ := step(k, st.(*mState), in.(*linOp))
+			return ok, n
+		},
+		Equal:             func(a, b interface{}) bool { return a.(*mState).equal(b.(*mState)) },
+		Hash:              func(st interface{}) uint64 { return st.(*mState).hash() },
+		DescribeOperation: func(in, _ interface{}) string { return in.(*linOp).String() },
+		DescribeState:     func(st interface{}) string { return st.(*mState).describe(k.kind) },
+	}
+}
+
+func toOps(ops []*linOp) []porcupine.Operation {
+	out := make([]porcupine.Operation, len(ops))
+	for i, o := range ops {
+		c := 0
+		if o.op != nil {
+			c = o.op.Client
+		}
+		out[i] = porcupine.Operation{ClientId: c, Input: o, Call: o.call, Return: o.ret}
+	}
+	return out
+}
+
+// checkLinear runs porcupine on every partition.
+func checkLinear(w *World, rep *Report, opt LinOptions) {
+	if opt.Timeout <= 0 {
+		opt.Timeout = 60 * time.Second
+	}
+	parts := partitions(w, rep)
+	keys := make([]partKey, 0, len(parts))
+	for k := range parts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	rep.Stats.Partitions = len(keys)
+	type result struct {
+		res     porcupine.CheckResult
+		excerpt []string
+	}
+	results := make([]result, len(keys))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	for i, k := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, ex := checkPartition(k, parts[k], opt.Timeout)
+			results[i] = result{res, ex}
+		}()
+	}
+	wg.Wait()
+	inconclusive := 0
+	for i, k := range keys {
+		rep.count(CLinear, 1)
+		switch results[i].res {
+		case porcupine.Illegal:
+			rep.add(CLinear, fmt.Sprintf("%s (%d operations) is not linearizable", k, len(parts[k])), results[i].excerpt...)
+		case porcupine.Unknown:
+			inconclusive++
+			rep.Notes = append(rep.Notes, fmt.Sprintf("linearizability of %s (%d operations) inconclusive after %v", k, len(parts[k]), opt.Timeout))
+		}
+	}
+	if inconclusive > 0 {
+		rep.Checked[CLinear+":inconclusive"] = inconclusive
+	}
+}
+
+// checkPartition checks one partition; on failure it shrinks the history soundly (reads
+// change nothing, so a history that stays illegal without some reads proves the
+// original illegal) and renders the longest linearizable prefix, the state it leads to,
+// and the operations none of which can come next.
+func checkPartition(k partKey, ops []*linOp, timeout time.Duration) (porcupine.CheckResult, []string) {
+	model := porcupineModel(k)
+	res := porcupine.CheckOperationsTimeout(model, toOps(ops), timeout)
+	if res != porcupine.Illegal {
+		return res, nil
+	}
+	ops = shrinkReads(model, ops, 20*time.Second)
+	return res, explain(k, model, ops, timeout)
+}
+
+func isRead(o *linOp) bool {
+	if o.op == nil {
+		return false
+	}
+	switch o.op.Verb {
+	case VResourceGet, VPoolGet, VRangeGet, VLeaseGet, VList:
+		return true
+	}
+	return false
+}
+
+// shrinkReads drops reads while the history stays illegal (a small ddmin over reads).
+func shrinkReads(model porcupine.Model, ops []*linOp, budget time.Duration) []*linOp {
+	deadline := time.Now().Add(budget)
+	illegal := func(c []*linOp) bool {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		return porcupine.CheckOperationsTimeout(model, toOps(c), left) == porcupine.Illegal
+	}
+	without := func(cur []*linOp, drop map[*linOp]bool) []*linOp {
+		var out []*linOp
+		for _, o := range cur {
+			if !drop[o] {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	var reads []*linOp
+	for _, o := range ops {
+		if isRead(o) {
+			reads = append(reads, o)
+		}
+	}
+	cur := ops
+	chunk := len(reads)
+	for chunk >= 1 && time.Now().Before(deadline) {
+		var kept []*linOp
+		for i := 0; i < len(reads); i += chunk {
+			end := min(i+chunk, len(reads))
+			drop := map[*linOp]bool{}
+			for _, o := range reads[i:end] {
+				drop[o] = true
+			}
+			if c := without(cur, drop); illegal(c) {
+				cur = c
+			} else {
+				kept = append(kept, reads[i:end]...)
+			}
+		}
+		reads = kept
+		chunk /= 2
+	}
+	return cur
+}
+
+// explain renders an illegal partition: the longest linearizable prefix found, the state
+// after it, and why each operation that could come next cannot.
+func explain(k partKey, model porcupine.Model, ops []*linOp, timeout time.Duration) []string {
+	_, info := porcupine.CheckOperationsVerbose(model, toOps(ops), timeout)
+	out := []string{fmt.Sprintf("partition %s, %d operations after dropping reads that do not matter", k, len(ops))}
+	partials := info.PartialLinearizationsOperations()
+	var best []porcupine.Operation
+	if len(partials) > 0 {
+		for _, p := range partials[0] {
+			if len(p) > len(best) {
+				best = p
+			}
+		}
+	}
+	st := model.Init().(*mState)
+	done := map[*linOp]bool{}
+	for _, p := range best {
+		o := p.Input.(*linOp)
+		_, n, _ := step(k, st, o)
+		st = n
+		done[o] = true
+	}
+	from := max(0, len(best)-6)
+	if from > 0 {
+		out = append(out, fmt.Sprintf("… %d operations linearized before these:", from))
+	}
+	for _, p := range best[from:] {
+		out = append(out, "ok   "+p.Input.(*linOp).String())
+	}
+	out = append(out, "state: "+st.describe(k.kind))
+	minRet := farFuture
+	for _, o := range ops {
+		if !done[o] {
+			minRet = min(minRet, o.ret)
+		}
+	}
+	shown := 0
+	for _, o := range ops {
+		if done[o] || o.call > minRet {
+			continue
+		}
+		_, _, why := step(k, st, o)
+		if shown < 8 {
+			out = append(out, "FAIL "+o.String()+": "+why)
+		}
+		shown++
+	}
+	if shown > 8 {
+		out = append(out, fmt.Sprintf("… and %d more operations that could come next", shown-8))
+	}
+	return out
+}

@@ -1,0 +1,210 @@
+//go:build unix
+
+package harness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/holdfast/holdfast/integration/internal/history"
+)
+
+// Fault kinds.
+const (
+	FaultKill    = "kill"    // kill -9, restart on the same data directory
+	FaultPause   = "pause"   // SIGSTOP for longer than the TTLs, then SIGCONT
+	FaultClock   = "clock"   // the server's clock jumps backwards or forwards, then back
+	FaultJournal = "journal" // journal writes or fsyncs fail; the operator removes the fault and restarts
+	FaultConns   = "conns"   // client connections closed with requests in flight
+	FaultTerm    = "term"    // SIGTERM under load (a clean stop must drain), restart
+)
+
+// AllFaults lists every fault kind of the brief; MixedFaults adds the rest.
+var (
+	AllFaults   = []string{FaultKill, FaultPause, FaultClock, FaultJournal, FaultConns}
+	MixedFaults = append(append([]string(nil), AllFaults...), FaultTerm)
+)
+
+// Nemesis injects faults, one at a time, at random moments.
+type Nemesis struct {
+	Srv    *Server
+	Rec    *history.Recorder
+	Round  int
+	Kinds  []string
+	Every  time.Duration // mean pause between faults
+	Rng    *rand.Rand
+	Conns  func() []*Conn
+	Logf   func(string, ...any)
+	Counts map[string]int
+	// StopWait bounds the operator's wait for SIGTERM before SIGKILL.
+	StopWait time.Duration
+
+	mu       sync.Mutex
+	problems []string
+}
+
+// Problems are failures of the harness's own actions (e.g. a restart that did not come
+// up), which a test must report.
+func (n *Nemesis) Problems() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.problems...)
+}
+
+func (n *Nemesis) problem(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.problems = append(n.problems, fmt.Sprintf(format, args...))
+}
+
+// Run injects faults until ctx ends, then heals.
+func (n *Nemesis) Run(ctx context.Context) {
+	if n.Counts == nil {
+		n.Counts = map[string]int{}
+	}
+	defer n.Heal()
+	if len(n.Kinds) == 0 {
+		<-ctx.Done()
+		return
+	}
+	var deck []string
+	for {
+		d := n.Every/2 + time.Duration(n.Rng.Int64N(int64(n.Every)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		// Kinds come from a shuffled deck, so every kind comes up once per len(Kinds) faults.
+		if len(deck) == 0 {
+			deck = append(deck, n.Kinds...)
+			n.Rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
+		}
+		kind := deck[0]
+		deck = deck[1:]
+		start := n.Rec.Now()
+		detail := n.inject(ctx, kind)
+		n.Counts[kind]++
+		n.Rec.Add(history.Record{Kind: history.KindFault, Round: n.Round, Fault: kind, Detail: detail, Invoke: start, Return: n.Rec.Now()})
+		if n.Logf != nil {
+			n.Logf("nemesis: %s: %s", kind, detail)
+		}
+	}
+}
+
+func (n *Nemesis) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (n *Nemesis) restart(why string) {
+	for i := 0; i < 3; i++ {
+		if err := n.Srv.Start(); err == nil {
+			return
+		} else if i == 2 {
+			n.problem("%s: the server did not come back: %v", why, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (n *Nemesis) inject(ctx context.Context, kind string) string {
+	switch kind {
+	case FaultKill:
+		pid := n.Srv.PID()
+		n.Srv.Kill()
+		d := time.Duration(n.Rng.IntN(300)) * time.Millisecond
+		time.Sleep(d)
+		n.restart("kill")
+		return fmt.Sprintf("kill -9 pid %d, restarted after %v", pid, d)
+	case FaultPause:
+		d := 200*time.Millisecond + time.Duration(n.Rng.IntN(1300))*time.Millisecond
+		n.Srv.Pause()
+		time.Sleep(d)
+		n.Srv.Resume()
+		return fmt.Sprintf("SIGSTOP for %v", d)
+	case FaultClock:
+		offsets := []time.Duration{-3 * time.Second, -time.Second, -300 * time.Millisecond, 300 * time.Millisecond, time.Second, 2 * time.Second}
+		off := offsets[n.Rng.IntN(len(offsets))]
+		hold := 300*time.Millisecond + time.Duration(n.Rng.IntN(1500))*time.Millisecond
+		if err := n.Srv.SetClockOffset(off); err != nil {
+			n.problem("clock: %v", err)
+		}
+		n.sleep(ctx, hold)
+		if err := n.Srv.SetClockOffset(0); err != nil {
+			n.problem("clock: %v", err)
+		}
+		return fmt.Sprintf("clock offset %v for %v", off, hold)
+	case FaultJournal:
+		mode := []string{"write", "fsync"}[n.Rng.IntN(2)]
+		if err := n.Srv.SetFail(mode); err != nil {
+			n.problem("journal: %v", err)
+			return "could not set the fault"
+		}
+		halted := false
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			hctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			code, body, err := n.Srv.Healthz(hctx)
+			cancel()
+			if err == nil && code != 200 && strings.Contains(body, "halted") {
+				halted = true
+				break
+			}
+			time.Sleep(30 * time.Millisecond)
+		}
+		if err := n.Srv.ClearFail(); err != nil {
+			n.problem("journal: %v", err)
+		}
+		t0 := time.Now()
+		// An operator's restart: SIGTERM, and SIGKILL if it has not stopped in time.
+		clean := n.Srv.Stop(n.StopWait)
+		stopTook := time.Since(t0)
+		n.restart("journal")
+		return fmt.Sprintf("fail=%s, shard halted=%t, operator restart (clean stop %t in %v, up again after %v)", mode, halted, clean,
+			stopTook.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	case FaultTerm:
+		t0 := time.Now()
+		clean := n.Srv.Stop(n.StopWait)
+		if !clean {
+			n.problem("term: SIGTERM under load did not stop the server cleanly within %v", n.StopWait)
+		}
+		took := time.Since(t0)
+		n.restart("term")
+		return fmt.Sprintf("SIGTERM under load: clean %t in %v, up again after %v", clean, took.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	case FaultConns:
+		conns := n.Conns()
+		k := 1 + n.Rng.IntN(3)
+		dropped := 0
+		for i := 0; i < k && len(conns) > 0; i++ {
+			if conns[n.Rng.IntN(len(conns))].Drop() {
+				dropped++
+			}
+		}
+		return fmt.Sprintf("closed %d client connections", dropped)
+	}
+	return "unknown fault"
+}
+
+// Heal undoes every fault: the process runs (resumed or restarted), its clock is right,
+// its journal works.
+func (n *Nemesis) Heal() {
+	_ = n.Srv.SetClockOffset(0)
+	_ = n.Srv.ClearFail()
+	n.Srv.Resume()
+	if !n.Srv.Running() {
+		n.restart("heal")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if code, body, err := n.Srv.Healthz(ctx); err == nil && code != 200 && strings.Contains(body, "halted") {
+		n.Srv.Stop(40 * time.Second)
+		n.restart("heal: halted shard")
+	}
+}
