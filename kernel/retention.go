@@ -113,7 +113,10 @@ func (k *Kernel) opRoom(slot uint64) bool {
 // operation_table_full is a definite rejection.
 func (k *Kernel) OperationRoom(slot uint64) int {
 	room := k.cfg.MaxOperations - k.ops.len()
-	for i := 0; i < k.ops.len() && room < 1<<16; i++ {
+	// Count retirable records at the front, but only as far as any batch could need:
+	// the answer is "enough", and the walk stays bounded.
+	const enough = 1 << 16
+	for i := 0; i < k.ops.len() && room < enough; i++ {
 		if k.ops.q.at(i).retireAfter >= slot {
 			break
 		}
