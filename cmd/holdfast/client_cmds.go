@@ -58,6 +58,16 @@ type call struct {
 	pos []string
 }
 
+// show prints a result with the one-line view of its object when the reply carried
+// one (view is called only then).
+func (c *call) show(r *client.Result, has bool, view func() string) int {
+	return printResult(c.e, r, c.cf.json, func(w io.Writer) {
+		if has {
+			fmt.Fprintln(w, view())
+		}
+	})
+}
+
 // prepare parses the flags and checks the number of positional arguments
 // (npos, or -1 for any). It returns -1 to go on, else an exit code.
 func (c *call) prepare(args []string, npos int, posName string) int {
@@ -141,11 +151,7 @@ func resourceCreate(e *env, args []string) int {
 		if err != nil {
 			return errorExit(e, err, c.cf.json)
 		}
-		return printResult(e, &res.Result, c.cf.json, func(w io.Writer) {
-			if res.Resource != nil {
-				fmt.Fprintln(w, resourceLine(res.Resource))
-			}
-		})
+		return c.show(&res.Result, res.Resource != nil, func() string { return resourceLine(res.Resource) })
 	})
 }
 
@@ -161,11 +167,7 @@ func resourceGet(e *env, args []string) int {
 		if err != nil {
 			return errorExit(e, err, c.cf.json)
 		}
-		return printResult(e, &res.Result, c.cf.json, func(w io.Writer) {
-			if res.Resource != nil {
-				fmt.Fprintln(w, resourceLine(res.Resource))
-			}
-		})
+		return c.show(&res.Result, res.Resource != nil, func() string { return resourceLine(res.Resource) })
 	})
 }
 
@@ -193,11 +195,7 @@ func poolCreate(e *env, args []string) int {
 		if err != nil {
 			return errorExit(e, err, c.cf.json)
 		}
-		return printResult(e, &res.Result, c.cf.json, func(w io.Writer) {
-			if res.Pool != nil {
-				fmt.Fprintln(w, poolLine(res.Pool))
-			}
-		})
+		return c.show(&res.Result, res.Pool != nil, func() string { return poolLine(res.Pool) })
 	})
 }
 
@@ -213,11 +211,7 @@ func poolGet(e *env, args []string) int {
 		if err != nil {
 			return errorExit(e, err, c.cf.json)
 		}
-		return printResult(e, &res.Result, c.cf.json, func(w io.Writer) {
-			if res.Pool != nil {
-				fmt.Fprintln(w, poolLine(res.Pool))
-			}
-		})
+		return c.show(&res.Result, res.Pool != nil, func() string { return poolLine(res.Pool) })
 	})
 }
 
@@ -253,11 +247,7 @@ func rangeCreate(e *env, args []string) int {
 		if err != nil {
 			return errorExit(e, err, c.cf.json)
 		}
-		return printResult(e, &res.Result, c.cf.json, func(w io.Writer) {
-			if res.Range != nil {
-				fmt.Fprintln(w, rangeLine(res.Range))
-			}
-		})
+		return c.show(&res.Result, res.Range != nil, func() string { return rangeLine(res.Range) })
 	})
 }
 
@@ -273,11 +263,7 @@ func rangeGet(e *env, args []string) int {
 		if err != nil {
 			return errorExit(e, err, c.cf.json)
 		}
-		return printResult(e, &res.Result, c.cf.json, func(w io.Writer) {
-			if res.Range != nil {
-				fmt.Fprintln(w, rangeLine(res.Range))
-			}
-		})
+		return c.show(&res.Result, res.Range != nil, func() string { return rangeLine(res.Range) })
 	})
 }
 
