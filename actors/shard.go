@@ -291,7 +291,11 @@ func (s *shard) applyInflight(err error) {
 		s.ops = make(map[string]*entry)
 		return
 	}
-	s.events = s.events[:0]
+	if s.events == nil {
+		s.events = make([]Event, 0, len(batch)) // the sink keeps each batch's slice
+	} else {
+		s.events = s.events[:0]
+	}
 	for _, en := range batch {
 		s.k.Apply(en.e, &s.out)
 		if en.opKey != "" {

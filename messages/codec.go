@@ -91,6 +91,10 @@ func protoFieldNames(s string) string {
 	})
 }
 
+// jsonBufSize covers a reply or an event with a lease of a few members in one
+// allocation, instead of growing the buffer field by field.
+const jsonBufSize = 512
+
 // MarshalJSON encodes m in the JSON form of the wire: the protobuf JSON
 // mapping with original (snake_case) field names, 64-bit integers as decimal
 // strings, zero/empty/false fields omitted, on one line without insignificant
@@ -98,9 +102,9 @@ func protoFieldNames(s string) string {
 func MarshalJSON(m proto.Message) ([]byte, error) {
 	switch x := m.(type) {
 	case *Reply:
-		return AppendReplyJSON(nil, x), nil // the hot path: see fastjson.go
+		return AppendReplyJSON(make([]byte, 0, jsonBufSize), x), nil // the hot path: see fastjson.go
 	case *Event:
-		return AppendEventJSON(nil, x), nil
+		return AppendEventJSON(make([]byte, 0, jsonBufSize), x), nil
 	}
 	b, err := jsonMarshal.Marshal(m)
 	if err != nil {
