@@ -471,7 +471,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	}
 	cleanups = append(cleanups, closeBridge)
 
-	log.Info("recovering shards", "data", c.data, "shards", c.shards)
+	log.Info("recovering shards", "data", c.data, "shards", c.shards, "gomaxprocs", serveProcs(c.shards))
 	aopts := actors.Options{Dir: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel,
 		Events: br.Events, Observer: br.Observer(), Logger: log.With("component", "actors")}
 	if c.testHooksDir != "" {
