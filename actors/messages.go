@@ -72,6 +72,10 @@ type batchDone struct {
 // tick advances the slot clock: expiry and read deadlines.
 type tick struct{}
 
+// flushNow is a shard's note to itself: hand the filling batch to the writer. Sent to
+// the back of its own mailbox, it lets the writes already queued there join the batch.
+type flushNow struct{ gen uint64 }
+
 // published tells the shard how far its events are durably published.
 type published struct{ lsn uint64 }
 

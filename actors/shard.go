@@ -35,6 +35,8 @@ type shard struct {
 	gen     uint64 // writer generation, so a stale report from before a restart is ignored
 	w       *writer
 	writing bool
+	// flushQueued is set while a flushNow is in the mailbox.
+	flushQueued bool
 	// inflightJob carries the writer's result for the batch in flight, for a
 	// synchronous wait at stop (the same result also arrives as a batchDone message).
 	inflightJob chan error
@@ -78,12 +80,18 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *writeMsg:
 		s.h.queued.Add(-1)
 		s.write(m)
+		s.flushSoon(ctx)
 	case *readMsg:
 		s.h.queued.Add(-1)
 		s.read(m)
 	case *batchDone:
 		if m.gen == s.gen && s.writing {
 			s.applyInflight(m.err)
+			s.flushSoon(ctx)
+		}
+	case *flushNow:
+		s.flushQueued = false
+		if m.gen == s.gen {
 			s.flush()
 		}
 	case *tick:
@@ -243,7 +251,17 @@ func (s *shard) write(m *writeMsg) {
 	s.nextLSN++
 	s.ops[key] = en
 	s.pending = append(s.pending, en)
-	s.flush()
+}
+
+// flushSoon arranges a flush after the messages already in the mailbox: under load
+// they are mostly writes, and one fsync then covers them all instead of the first
+// write going alone. An idle shard pays one extra mailbox hop.
+func (s *shard) flushSoon(ctx actor.Context) {
+	if s.flushQueued || s.writing || len(s.pending) == 0 || s.halted != nil {
+		return
+	}
+	s.flushQueued = true
+	ctx.Send(s.self, &flushNow{gen: s.gen})
 }
 
 // flush hands the filling batch to the writer when it is idle.
