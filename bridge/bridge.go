@@ -217,7 +217,9 @@ func New(ctx context.Context, cfg Config) (*Bridge, error) {
 		return nil, err
 	}
 	b.pub = newPublisher(c.JetStream, c.Prefix, c.Shards, c.Events, c.Logger, b.metrics)
-	b.pub.start()
+	if err := b.pub.start(); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 

@@ -1,12 +1,15 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,10 +139,15 @@ type positionTarget interface {
 
 type targetBox struct{ t positionTarget }
 
-// publisher publishes each shard's events in order with JetStream async publish, and
-// reports to the shard how far its events are acknowledged.
+// publisher publishes each shard's events in order into the stream, and reports to the
+// shard how far its events are acknowledged. A publish carries the reply subject
+// <inbox>.<shard>.<seq>; one subscription takes every PubAck and marks its entry in
+// the shard's window, so no per-event future, channel or JSON decoding is needed.
 type publisher struct {
 	js      jetstream.JetStream
+	nc      *nats.Conn
+	inbox   string             // acknowledgements come to <inbox>.<shard>.<seq>
+	sub     *nats.Subscription // on <inbox>.*.*
 	prefix  string
 	cfg     EventsConfig
 	log     *slog.Logger
@@ -160,12 +168,17 @@ type batch struct {
 	events  []actors.Event
 }
 
-// inflight is an event published and not yet acknowledged, or (fut nil) a batch end
-// with no event left to wait for.
+// inflight is an event published and not yet acknowledged, or (msg nil) a batch end
+// with no event left to wait for. seq numbers a shard's entries consecutively; the
+// event's acknowledgement comes to <inbox>.<shard>.<seq>, for every send of it.
 type inflight struct {
-	fut     jetstream.PubAckFuture
+	seq     uint64
 	msg     *nats.Msg
 	through uint64 // the batch ends with this entry: its lsn once acknowledged
+	acked   bool
+	failed  bool // the stream refused it, or nothing listened: send again
+	sentAt  time.Time
+	tries   int
 }
 
 type shardPub struct {
@@ -180,10 +193,15 @@ type shardPub struct {
 	closed     bool
 	wake       chan struct{}
 
-	// Owned by the shard's publishing goroutine.
-	window []inflight
-	head   int
-	timer  *time.Timer
+	// window holds the entries sent and not yet acknowledged in order, from head on.
+	// The publishing goroutine appends and sends; the acknowledgement handler marks
+	// entries and advances head; both under mu.
+	window  []inflight
+	head    int
+	nextSeq uint64
+	failed  int           // entries marked failed and not yet sent again
+	ackWake chan struct{} // an acknowledgement or a failure arrived
+	timer   *time.Timer   // owned by the publishing goroutine
 
 	acked    atomic.Uint64 // every event through this lsn is acknowledged
 	repMu    sync.Mutex
@@ -191,23 +209,35 @@ type shardPub struct {
 }
 
 func newPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg EventsConfig, log *slog.Logger, m *Metrics) *publisher {
-	p := &publisher{js: js, prefix: prefix, cfg: cfg, log: log, metrics: m,
+	p := &publisher{js: js, nc: js.Conn(), inbox: nats.NewInbox(), prefix: prefix, cfg: cfg, log: log, metrics: m,
 		closing: make(chan struct{}), abort: make(chan struct{})}
 	for i := uint32(0); i < shards; i++ {
 		s := &shardPub{p: p, shard: i, label: strconv.FormatUint(uint64(i), 10), wake: make(chan struct{}, 1),
-			timer: time.NewTimer(time.Hour)}
+			ackWake: make(chan struct{}, 1), nextSeq: 1, timer: time.NewTimer(time.Hour)}
 		s.timer.Stop()
 		p.shards = append(p.shards, s)
 	}
 	return p
 }
 
-// start runs one publishing goroutine per shard.
-func (p *publisher) start() {
+// start subscribes to acknowledgements and runs one publishing goroutine per shard.
+func (p *publisher) start() error {
+	sub, err := p.nc.Subscribe(p.inbox+".*.*", p.onAck)
+	if err != nil {
+		return fmt.Errorf("bridge: subscribing to event acknowledgements: %w", err)
+	}
+	// Each shard has at most Window acknowledgements outstanding (plus late duplicates
+	// of resent ones): room for all of them, so none is dropped as a slow consumer.
+	if err := sub.SetPendingLimits(4*len(p.shards)*p.cfg.Window+1024, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("bridge: sizing the acknowledgement subscription: %w", err)
+	}
+	p.sub = sub
 	for _, s := range p.shards {
 		p.wg.Add(1)
 		go s.run()
 	}
+	return nil
 }
 
 // sink queues one batch; it runs on the shard's goroutine and never blocks.
@@ -273,7 +303,13 @@ func (p *publisher) close(ctx context.Context) error {
 		close(p.closing)
 	})
 	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
+	go func() {
+		p.wg.Wait()
+		if p.sub != nil {
+			_ = p.sub.Unsubscribe()
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil
@@ -324,7 +360,7 @@ func (s *shardPub) run() {
 	for {
 		batches := s.take()
 		if batches == nil {
-			s.settle(len(s.window) - s.head)
+			s.drain(0, false)
 			return
 		}
 		for _, b := range batches {
@@ -338,17 +374,17 @@ func (s *shardPub) run() {
 				}
 			}
 			if len(b.events) == 0 {
-				s.window = append(s.window, inflight{through: b.through})
+				s.mu.Lock()
+				s.window = append(s.window, inflight{seq: s.nextSeq, through: b.through, acked: true})
+				s.nextSeq++
+				s.advanceLocked()
+				s.mu.Unlock()
 			}
 		}
-		// Nothing more queued: wait for every acknowledgement, then report.
-		s.mu.Lock()
-		more := len(s.waiting) > 0
-		s.mu.Unlock()
-		if !more {
-			if !s.settle(len(s.window) - s.head) {
-				return
-			}
+		// Nothing more queued: wait for the acknowledgements (sending again what needs
+		// it) until every one is in or more events come.
+		if !s.drain(0, true) {
+			return
 		}
 	}
 }
@@ -377,55 +413,72 @@ func MsgID(shard uint32, lsn uint64, n int) string {
 	return string(b)
 }
 
-// publish sends one event and keeps its future in the window; through is the lsn its
-// batch ends at when it is the batch's last event. False when publishing was aborted.
+// publish sends one event and keeps it in the window; through is the lsn its batch
+// ends at when it is the batch's last event. False when publishing was aborted.
 func (s *shardPub) publish(e *actors.Event, through uint64) bool {
 	msg, err := s.p.message(e)
+	s.mu.Lock()
+	seq := s.nextSeq
+	s.nextSeq++
 	if err != nil {
 		// Views hold validated ASCII ids, so this cannot happen; if it does, the event
 		// cannot be published at all and holding the position would stop the shard's
 		// snapshots forever.
+		s.window = append(s.window, inflight{seq: seq, through: through, acked: true})
+		s.advanceLocked()
+		s.mu.Unlock()
 		s.p.metrics.publishError(s.label)
 		s.p.log.Error("event cannot be encoded; skipped", "shard", s.shard, "lsn", e.LSN, "err", err)
-		s.window = append(s.window, inflight{through: through})
 		return true
 	}
-	fut, ok := s.send(msg)
-	if !ok {
-		return false
+	msg.Reply = s.p.inbox + "." + s.label + "." + strconv.FormatUint(seq, 10)
+	s.window = append(s.window, inflight{seq: seq, msg: msg, through: through, sentAt: time.Now()})
+	s.mu.Unlock()
+	if err := s.p.nc.PublishMsg(msg); err != nil {
+		s.markFailed(seq, err)
 	}
-	s.window = append(s.window, inflight{fut: fut, msg: msg, through: through})
-	if len(s.window)-s.head >= s.p.cfg.Window {
-		return s.settle(1)
-	}
-	return true
+	return s.drain(s.p.cfg.Window-1, false)
 }
 
-// send hands a message to the async publisher, retrying while it refuses.
-func (s *shardPub) send(msg *nats.Msg) (jetstream.PubAckFuture, bool) {
-	for attempt := 0; ; attempt++ {
-		fut, err := s.p.js.PublishMsgAsync(msg)
-		if err == nil {
-			return fut, true
-		}
-		s.failed(msg, attempt, err)
-		if !s.backoff(attempt) {
-			return nil, false
-		}
+// markFailed records that the send of entry seq failed; the publishing goroutine sends
+// it again.
+func (s *shardPub) markFailed(seq uint64, err error) {
+	s.mu.Lock()
+	e := s.entryLocked(seq)
+	if e == nil || e.acked || e.failed {
+		s.mu.Unlock()
+		return
+	}
+	e.failed = true
+	s.failed++
+	msg, tries := e.msg, e.tries
+	s.mu.Unlock()
+	s.failedLog(msg, tries, err)
+	select {
+	case s.ackWake <- struct{}{}:
+	default:
 	}
 }
 
-// settle waits for the n oldest entries of the window to be acknowledged, sending an
-// event again when its publish failed or its acknowledgement did not come in time.
-// False when publishing was aborted.
-func (s *shardPub) settle(n int) bool {
+// entryLocked finds the window entry of seq, nil when it has left the window.
+func (s *shardPub) entryLocked(seq uint64) *inflight {
+	if s.head >= len(s.window) {
+		return nil
+	}
+	first := s.window[s.head].seq
+	if seq < first || seq-first >= uint64(len(s.window)-s.head) {
+		return nil
+	}
+	return &s.window[s.head+int(seq-first)]
+}
+
+// advanceLocked drops acknowledged entries from the head of the window and reports the
+// position they reach.
+func (s *shardPub) advanceLocked() {
 	advanced := false
-	for ; n > 0; n-- {
+	for s.head < len(s.window) && s.window[s.head].acked {
 		e := &s.window[s.head]
-		if e.fut != nil && !s.await(e) {
-			return false
-		}
-		s.p.metrics.eventPublished(s.label, e.fut != nil)
+		s.p.metrics.eventPublished(s.label, e.msg != nil)
 		if e.through > 0 {
 			s.acked.Store(e.through)
 			s.p.metrics.publishedLSN(s.label, e.through)
@@ -444,42 +497,150 @@ func (s *shardPub) settle(n int) bool {
 		s.window, s.head = s.window[:n], 0
 	}
 	if advanced {
+		// report takes repMu, never mu: the order mu → repMu is the only one.
 		s.report()
 	}
-	return true
 }
 
-func (s *shardPub) await(e *inflight) bool {
-	for attempt := 0; ; attempt++ {
-		s.timer.Reset(s.p.cfg.AckWait)
-		var err error
-		select {
-		case <-e.fut.Ok():
-			s.timer.Stop()
+// onAck handles the stream's answer to one send: a PubAck (also for a duplicate), an
+// error, or a no-responders status when no stream takes the subject.
+func (p *publisher) onAck(m *nats.Msg) {
+	subj := m.Subject[len(p.inbox)+1:]
+	dot := strings.IndexByte(subj, '.')
+	if dot < 0 {
+		return
+	}
+	shard, err1 := strconv.ParseUint(subj[:dot], 10, 32)
+	seq, err2 := strconv.ParseUint(subj[dot+1:], 10, 64)
+	if err1 != nil || err2 != nil || shard >= uint64(len(p.shards)) {
+		return
+	}
+	s := p.shards[shard]
+	if err := ackError(m); err != nil {
+		s.markFailed(seq, err)
+		return
+	}
+	s.mu.Lock()
+	if e := s.entryLocked(seq); e != nil && !e.acked {
+		e.acked = true
+		if e.failed {
+			e.failed = false // a resend is due, but the first send made it after all
+			s.failed--
+		}
+		if s.window[s.head].seq == seq {
+			s.advanceLocked()
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.ackWake <- struct{}{}:
+	default:
+	}
+}
+
+// ackError is nil for a PubAck, else why the stream did not store the event.
+func ackError(m *nats.Msg) error {
+	if len(m.Data) == 0 {
+		// A status message (nats.go keeps its header names unexported).
+		if st := m.Header.Get("Status"); st != "" {
+			if st == "503" {
+				return errors.New("no responders: no stream takes the event subject")
+			}
+			return fmt.Errorf("status %s %s", st, m.Header.Get("Description"))
+		}
+		return errors.New("empty acknowledgement")
+	}
+	// The common case, {"stream":"HOLDFAST_EVENTS","seq":N[,"duplicate":true]}, is
+	// told by a glance; anything mentioning an error is decoded properly.
+	if !bytes.Contains(m.Data, []byte(`"error"`)) {
+		return nil
+	}
+	var r struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return fmt.Errorf("unreadable acknowledgement: %w", err)
+	}
+	if r.Error != nil {
+		return fmt.Errorf("stream refused the event: %s (code %d, err_code %d)", r.Error.Description, r.Error.Code, r.Error.ErrCode)
+	}
+	return nil
+}
+
+// drain waits until at most limit entries are unacknowledged (or, with orWork, until
+// more events are queued), sending again each entry whose send failed or whose
+// acknowledgement is later than AckWait (with the same message id: the stream stores
+// it once). False when publishing was aborted.
+func (s *shardPub) drain(limit int, orWork bool) bool {
+	var work chan struct{}
+	if orWork {
+		work = s.wake
+	}
+	for {
+		s.mu.Lock()
+		if len(s.window)-s.head <= limit || (orWork && len(s.waiting) > 0) {
+			s.mu.Unlock()
 			return true
-		case err = <-e.fut.Err():
+		}
+		var redo *nats.Msg
+		var redoSeq uint64
+		tries := 0
+		wait := s.p.cfg.AckWait
+		if s.failed > 0 {
+			for i := s.head; i < len(s.window); i++ {
+				if e := &s.window[i]; e.failed {
+					e.failed = false
+					s.failed--
+					e.tries++
+					redo, redoSeq, tries = e.msg, e.seq, e.tries
+					break
+				}
+			}
+		} else if e := &s.window[s.head]; !e.acked {
+			if late := time.Since(e.sentAt); late >= s.p.cfg.AckWait {
+				e.tries++
+				redo, redoSeq, tries = e.msg, e.seq, e.tries
+				s.mu.Unlock()
+				s.failedLog(redo, tries-1, errors.New("no acknowledgement within "+s.p.cfg.AckWait.String()))
+				s.mu.Lock()
+			} else {
+				wait = s.p.cfg.AckWait - late
+			}
+		}
+		if redo != nil {
+			if e := s.entryLocked(redoSeq); e != nil {
+				e.sentAt = time.Now()
+			}
+		}
+		s.mu.Unlock()
+		if redo != nil {
+			if !s.backoff(tries - 1) {
+				return false
+			}
+			if err := s.p.nc.PublishMsg(redo); err != nil {
+				s.markFailed(redoSeq, err)
+			}
+			continue
+		}
+		s.timer.Reset(wait)
+		select {
+		case <-s.ackWake:
 			s.timer.Stop()
 		case <-s.timer.C:
-			err = errors.New("no acknowledgement within " + s.p.cfg.AckWait.String())
+		case <-work:
+			s.timer.Stop() // take finds the queued batches without the wake-up
 		case <-s.p.abort:
 			s.timer.Stop()
 			return false
 		}
-		s.failed(e.msg, attempt, err)
-		if !s.backoff(attempt) {
-			return false
-		}
-		// Same message id: if the first attempt was stored after all, the stream
-		// drops this one as a duplicate.
-		fut, ok := s.send(e.msg)
-		if !ok {
-			return false
-		}
-		e.fut = fut
 	}
 }
 
-func (s *shardPub) failed(msg *nats.Msg, attempt int, err error) {
+func (s *shardPub) failedLog(msg *nats.Msg, attempt int, err error) {
 	s.p.metrics.publishError(s.label)
 	if attempt == 0 || attempt%50 == 0 {
 		s.p.log.Warn("event publish failed; retrying", "shard", s.shard, "subject", msg.Subject,

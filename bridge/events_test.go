@@ -325,7 +325,9 @@ func TestPublisherOverflowStopsThePosition(t *testing.T) {
 	p.sink(0, 6, testEvents(6, 1)) // dropped: the shard stays overflowed
 	p.sink(0, 7, nil)              // dropped too: the position must not pass the gap
 	p.attach(target)
-	p.start()
+	if err := p.start(); err != nil {
+		t.Fatal(err)
+	}
 	got := <-target.pos
 	if got != [2]uint64{0, 3} {
 		t.Fatalf("published %v, want shard 0 through 3", got)

@@ -438,10 +438,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	if err != nil {
 		return err
 	}
-	// Room for every shard's publish window, so the shards never stall one another.
-	pending := max(8192, 2*int(c.shards)*bridge.DefaultPublishWindow)
-	js, err := jetstream.New(jsConn, jetstream.WithPublishAsyncMaxPending(pending),
-		jetstream.WithPublishAsyncTimeout(bridge.DefaultAckWait))
+	js, err := jetstream.New(jsConn)
 	if err != nil {
 		return err
 	}
