@@ -80,8 +80,8 @@ type Config struct {
 	Logger     *slog.Logger
 	Version    string // micro service version; Version when empty
 
-	// Workers serve decoding, validation, routing and reply encoding (default
-	// GOMAXPROCS×2). QueueLen bounds the requests waiting for a worker; past it a request
+	// Workers serve decoding, validation, routing and reply encoding (default: two per
+	// CPU; more only add hand-offs, and a server may run with more Ps than CPUs). QueueLen bounds the requests waiting for a worker; past it a request
 	// is answered overloaded at once.
 	Workers  int
 	QueueLen int
@@ -121,7 +121,7 @@ func (c *Config) withDefaults() (Config, error) {
 		o.Version = Version
 	}
 	if o.Workers <= 0 {
-		o.Workers = runtime.GOMAXPROCS(0) * 2
+		o.Workers = runtime.NumCPU() * 2
 	}
 	if o.QueueLen <= 0 {
 		o.QueueLen = DefaultQueueLen

@@ -376,6 +376,8 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		log.Info("using the data directory's shard count", "shards", shards, "data", c.data)
 		c.shards = shards
 	}
+	// Before anything sizes itself by GOMAXPROCS (the bridge's worker pool does).
+	procs := serveProcs(c.shards)
 
 	var url string
 	var conn []nats.Option
@@ -468,7 +470,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	}
 	cleanups = append(cleanups, closeBridge)
 
-	log.Info("recovering shards", "data", c.data, "shards", c.shards, "gomaxprocs", serveProcs(c.shards))
+	log.Info("recovering shards", "data", c.data, "shards", c.shards, "gomaxprocs", procs)
 	aopts := actors.Options{Dir: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel,
 		Events: br.Events, Observer: br.Observer(), Logger: log.With("component", "actors")}
 	if c.testHooksDir != "" {
