@@ -56,6 +56,7 @@ type shard struct {
 	snapLSN       uint64
 	snapSlot      uint64
 	snapBytes     []byte // a snapshot taken, waiting for publishing to catch up
+	snapSize      int    // bytes of the last snapshot taken
 	pubWriting    bool
 	pubWritten    uint64
 	pubWrittenAt  time.Time

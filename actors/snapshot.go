@@ -18,7 +18,10 @@ func (s *shard) maybeSnapshot() {
 	if every <= 0 || s.sinceSnapshot < every || s.snapshotting || s.snapBytes != nil {
 		return
 	}
-	s.snapBytes = s.k.Snapshot(nil)
+	// Sized from the last snapshot: growing a buffer of tens of MB by doubling took
+	// longer than encoding into it, and the shard's writes wait for this call.
+	s.snapBytes = s.k.Snapshot(make([]byte, 0, s.snapSize+s.snapSize/8))
+	s.snapSize = len(s.snapBytes)
 	s.snapLSN = s.k.LastLSN()
 	s.snapSlot = s.k.LastSlot()
 	s.sinceSnapshot = 0
