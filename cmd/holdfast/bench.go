@@ -210,10 +210,19 @@ func (r *benchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  grants/s    %10.1f  (reserves answered ok)\n", h.GrantsPS)
 	fmt.Fprintf(w, "  requests/s  %10.1f  (reserve + release requests)\n", h.RequestsPS)
 	printVerbs(w, h.Verbs)
+	full := false
 	for _, verb := range []string{"reserve", "release"} {
 		if codes := h.Codes[verb]; len(codes) > 0 {
 			fmt.Fprintf(w, "  codes %-8s %s\n", verb+":", formatCodes(codes))
+			full = full || codes["operation_table_full"] > 0
 		}
+	}
+	if full {
+		// Not a fault of the run: every committed write is remembered for the dedupe
+		// window, so a shard's table fills at (capacity / write rate).
+		fmt.Fprintf(w, "  note: a shard's operation table filled (every committed write, resource_busy\n"+
+			"  included, is remembered for --dedupe-window); size --max-operations and\n"+
+			"  --dedupe-window for the sustained write rate (docs/benchmarks.md)\n")
 	}
 	if r.Echo != nil {
 		fmt.Fprintf(w, "echo: %s\n", r.Echo.Elapsed.Round(time.Millisecond))

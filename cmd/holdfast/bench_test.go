@@ -174,3 +174,21 @@ func TestBenchCannotConnect(t *testing.T) {
 		t.Fatalf("exit %d %s", code, errOut)
 	}
 }
+
+func TestBenchReportExplainsAFullOperationTable(t *testing.T) {
+	note := "operation table filled"
+	for _, c := range []struct {
+		codes map[string]uint64
+		want  bool
+	}{
+		{codes: map[string]uint64{"ok": 10, "resource_busy": 5}},
+		{codes: map[string]uint64{"ok": 10, "operation_table_full": 5}, want: true},
+	} {
+		rep := &benchReport{Holdfast: phaseReport{Codes: map[string]map[string]uint64{"reserve": c.codes}}}
+		var out bytes.Buffer
+		rep.print(&out)
+		if got := strings.Contains(out.String(), note); got != c.want {
+			t.Errorf("codes %v: note printed %v, want %v:\n%s", c.codes, got, c.want, out.String())
+		}
+	}
+}
