@@ -209,7 +209,7 @@ type shardPub struct {
 }
 
 func newPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg EventsConfig, log *slog.Logger, m *Metrics) *publisher {
-	p := &publisher{js: js, nc: js.Conn(), inbox: nats.NewInbox(), prefix: prefix, cfg: cfg, log: log, metrics: m,
+	p := &publisher{js: js, nc: js.Conn(), inbox: js.Conn().NewInbox(), prefix: prefix, cfg: cfg, log: log, metrics: m,
 		closing: make(chan struct{}), abort: make(chan struct{})}
 	for i := uint32(0); i < shards; i++ {
 		s := &shardPub{p: p, shard: i, label: strconv.FormatUint(uint64(i), 10), wake: make(chan struct{}, 1),
