@@ -9,7 +9,8 @@ import (
 // state a busy shard reaches within minutes: every committed write is remembered for
 // the dedupe window) plus 10,000 resources and 1,000,000 ended leases in their history
 // window. The shard runtime takes snapshots on the shard's goroutine, so this is how
-// long its writes wait. "presized" starts from a buffer the size of the last snapshot.
+// long its writes wait. "presized" starts from a buffer the size of the last snapshot;
+// "restore" is the start-up side.
 func BenchmarkSnapshot(b *testing.B) {
 	cfg := DefaultConfig()
 	s := newBenchShard(b, cfg)
@@ -42,6 +43,14 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.Run("presized", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			_ = s.k.Snapshot(make([]byte, 0, size+size/8))
+		}
+	})
+	b.Run("restore", func(b *testing.B) {
+		snap := s.k.Snapshot(nil)
+		for i := 0; i < b.N; i++ {
+			if _, err := Restore(cfg, snap); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
