@@ -72,14 +72,7 @@ func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPosition(t, target, 3, 15*time.Second)
-	if err := p.close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	evs := streamEvents(t, js)
-	if len(evs) != 3 {
-		t.Fatalf("stream holds %d events, want 3", len(evs))
-	}
-	checkOrder(t, evs)
+	closeAndCheckStream(t, p, js, 3)
 }
 
 // An acknowledgement that never comes (here: nobody listens for it) makes the event go
@@ -110,12 +103,19 @@ func TestPublisherResendsWhenTheAcknowledgementIsLost(t *testing.T) {
 	}
 	p.sub = sub
 	waitPosition(t, target, 2, 15*time.Second)
+	closeAndCheckStream(t, p, js, 2)
+}
+
+// closeAndCheckStream closes the publisher and checks that the stream holds want events,
+// one per message id, in order.
+func closeAndCheckStream(t *testing.T, p *publisher, js jetstream.JetStream, want int) {
+	t.Helper()
 	if err := p.close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	evs := streamEvents(t, js)
-	if len(evs) != 2 {
-		t.Fatalf("stream holds %d events, want 2 (one per message id)", len(evs))
+	if len(evs) != want {
+		t.Fatalf("stream holds %d events, want %d (one per message id)", len(evs), want)
 	}
 	checkOrder(t, evs)
 }
