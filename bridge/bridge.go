@@ -81,7 +81,8 @@ type Config struct {
 	Version    string // micro service version; Version when empty
 
 	// Workers serve decoding, validation, routing and reply encoding (default: two per
-	// CPU; more only add hand-offs, and a server may run with more Ps than CPUs). QueueLen bounds the requests waiting for a worker; past it a request
+	// CPU; more only add hand-offs, and a server may run with more Ps than CPUs).
+	// QueueLen bounds the requests waiting for a worker; past it a request
 	// is answered overloaded at once.
 	Workers  int
 	QueueLen int

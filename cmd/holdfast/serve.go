@@ -376,7 +376,8 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		log.Info("using the data directory's shard count", "shards", shards, "data", c.data)
 		c.shards = shards
 	}
-	// Before anything sizes itself by GOMAXPROCS (the bridge's worker pool does).
+	// Before the embedded NATS server, the bridge and the shards start: all of them run
+	// under it.
 	procs := serveProcs(c.shards)
 
 	var url string
