@@ -200,6 +200,8 @@ type shardPub struct {
 	head    int
 	nextSeq uint64
 	failed  int           // entries marked failed and not yet sent again
+	redo    []uint64      // entries to send again, reused
+	probe   uint64        // the failed entry sent alone until the stream takes it; 0: none
 	ackWake chan struct{} // an acknowledgement or a failure arrived
 	timer   *time.Timer   // owned by the publishing goroutine
 
@@ -572,9 +574,15 @@ func ackError(m *nats.Msg) error {
 }
 
 // drain waits until at most limit entries are unacknowledged (or, with orWork, until
-// more events are queued), sending again each entry whose send failed or whose
-// acknowledgement is later than AckWait (with the same message id: the stream stores
-// it once). False when publishing was aborted.
+// more events are queued), sending again what needs it, with the same message id (the
+// stream stores it once). False when publishing was aborted.
+//
+// After a failed send the shard probes: the first failed entry goes out alone, after a
+// backoff, until the stream takes it; then every unacknowledged entry behind it goes
+// out again in window order. So when the stream was missing or refusing everything, it
+// stores the events in lsn order once it is back, instead of in whatever order the
+// retries happened to meet it. An entry whose acknowledgement is overdue (AckWait) goes
+// out again on its own.
 func (s *shardPub) drain(limit int, orWork bool) bool {
 	var work chan struct{}
 	if orWork {
@@ -586,44 +594,13 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 			s.mu.Unlock()
 			return true
 		}
-		var redo *nats.Msg
-		var redoSeq uint64
-		tries := 0
-		wait := s.p.cfg.AckWait
-		if s.failed > 0 {
-			for i := s.head; i < len(s.window); i++ {
-				if e := &s.window[i]; e.failed {
-					e.failed = false
-					s.failed--
-					e.tries++
-					redo, redoSeq, tries = e.msg, e.seq, e.tries
-					break
-				}
-			}
-		} else if e := &s.window[s.head]; !e.acked {
-			if late := time.Since(e.sentAt); late >= s.p.cfg.AckWait {
-				e.tries++
-				redo, redoSeq, tries = e.msg, e.seq, e.tries
-				s.mu.Unlock()
-				s.failedLog(redo, tries-1, errors.New("no acknowledgement within "+s.p.cfg.AckWait.String()))
-				s.mu.Lock()
-			} else {
-				wait = s.p.cfg.AckWait - late
-			}
-		}
-		if redo != nil {
-			if e := s.entryLocked(redoSeq); e != nil {
-				e.sentAt = time.Now()
-			}
-		}
+		redo, tries, wait := s.planLocked()
 		s.mu.Unlock()
-		if redo != nil {
-			if !s.backoff(tries - 1) {
+		if len(redo) > 0 {
+			if tries > 0 && !s.backoff(tries-1) {
 				return false
 			}
-			if err := s.p.nc.PublishMsg(redo); err != nil {
-				s.markFailed(redoSeq, err)
-			}
+			s.resend(redo)
 			continue
 		}
 		s.timer.Reset(wait)
@@ -636,6 +613,84 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 		case <-s.p.abort:
 			s.timer.Stop()
 			return false
+		}
+	}
+}
+
+// planLocked picks what to send again now: the entries' seqs, the attempt count to back
+// off for (0: none), or else how long to wait for news.
+func (s *shardPub) planLocked() (redo []uint64, tries int, wait time.Duration) {
+	redo = s.redo[:0]
+	defer func() { s.redo = redo }()
+	if s.probe != 0 {
+		e := s.entryLocked(s.probe)
+		switch {
+		case e == nil || e.acked:
+			// The stream is taking events again: everything behind the probe, in order.
+			for i := s.head; i < len(s.window); i++ {
+				if e := &s.window[i]; !e.acked && e.seq > s.probe {
+					if e.failed {
+						e.failed = false
+						s.failed--
+					}
+					redo = append(redo, e.seq)
+				}
+			}
+			s.probe = 0
+			return redo, 0, 0
+		case e.failed:
+			e.failed = false
+			s.failed--
+			e.tries++
+			return append(redo, e.seq), e.tries, 0
+		}
+		if late := time.Since(e.sentAt); late < s.p.cfg.AckWait {
+			return redo, 0, s.p.cfg.AckWait - late
+		}
+		e.tries++
+		return append(redo, e.seq), e.tries, 0
+	}
+	if s.failed > 0 {
+		for i := s.head; i < len(s.window); i++ {
+			if e := &s.window[i]; e.failed {
+				e.failed = false
+				s.failed--
+				e.tries++
+				s.probe = e.seq
+				return append(redo, e.seq), e.tries, 0
+			}
+		}
+	}
+	e := &s.window[s.head]
+	if e.acked {
+		return redo, 0, s.p.cfg.AckWait
+	}
+	if late := time.Since(e.sentAt); late < s.p.cfg.AckWait {
+		return redo, 0, s.p.cfg.AckWait - late
+	}
+	e.tries++
+	s.p.metrics.publishError(s.label)
+	if e.tries == 1 || e.tries%50 == 0 {
+		s.p.log.Warn("event not acknowledged in time; sending it again", "shard", s.shard,
+			"msg_id", e.msg.Header.Get(jetstream.MsgIDHeader), "attempt", e.tries+1, "ack_wait", s.p.cfg.AckWait)
+	}
+	return append(redo, e.seq), e.tries, 0
+}
+
+// resend publishes the entries again, in order, skipping any acknowledged meanwhile.
+func (s *shardPub) resend(seqs []uint64) {
+	for _, seq := range seqs {
+		s.mu.Lock()
+		e := s.entryLocked(seq)
+		if e == nil || e.acked {
+			s.mu.Unlock() // an earlier send made it after all
+			continue
+		}
+		e.sentAt = time.Now()
+		msg := e.msg
+		s.mu.Unlock()
+		if err := s.p.nc.PublishMsg(msg); err != nil {
+			s.markFailed(seq, err)
 		}
 	}
 }

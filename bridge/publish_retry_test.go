@@ -50,7 +50,8 @@ func waitPosition(t *testing.T, target *fakeTarget, lsn uint64, within time.Dura
 }
 
 // With no stream for the subjects the server answers "no responders": the events are
-// sent again until a stream takes them, and the position waits for that.
+// sent again until a stream takes them, and the position waits for that. Failed sends
+// go out again together, in order, so a whole window recovers within a backoff or two.
 func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
 	p, js, m := newTestPublisher(t, EventsConfig{}, false)
 	target := &fakeTarget{pos: make(chan [2]uint64, 100)}
@@ -58,7 +59,7 @@ func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
-	p.sink(0, 3, testEvents(1, 3))
+	p.sink(0, 50, testEvents(1, 50))
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case g := <-target.pos:
@@ -71,8 +72,8 @@ func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
 	if err := ensureStream(context.Background(), js, "holdfast", p.cfg); err != nil {
 		t.Fatal(err)
 	}
-	waitPosition(t, target, 3, 15*time.Second)
-	closeAndCheckStream(t, p, js, 3)
+	waitPosition(t, target, 50, 3*time.Second)
+	closeAndCheckStream(t, p, js, 50)
 }
 
 // An acknowledgement that never comes (here: nobody listens for it) makes the event go
