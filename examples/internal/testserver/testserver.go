@@ -8,20 +8,18 @@ package testserver
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/holdfast/holdfast/internal/buildbin"
 )
 
 // Server is a running `holdfast serve`.
@@ -143,48 +141,11 @@ func (s *Server) Kill() {
 // the test and returns the binary's path.
 func Build(t testing.TB) string {
 	t.Helper()
-	root, err := moduleRoot()
+	bin, err := buildbin.Build(t.TempDir())
 	if err != nil {
 		t.Fatalf("testserver: %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "holdfast")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	cmd := exec.Command(goTool(), "build", "-o", bin, "./cmd/holdfast")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("testserver: go build ./cmd/holdfast: %v\n%s", err, out)
-	}
 	return bin
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
-// moduleRoot finds the directory of this module's go.mod, from the working
-// directory (a test runs in its package's directory) upwards.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(b, []byte("module github.com/holdfast/holdfast\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod of github.com/holdfast/holdfast not found above the working directory")
-		}
-		dir = parent
-	}
 }
 
 func freePort(t testing.TB) int {

@@ -9,7 +9,6 @@ package harness
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,56 +18,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/holdfast/holdfast/internal/buildbin"
 )
 
 // Build compiles ./cmd/holdfast of this module into dir and returns the binary's path.
-func Build(dir string) (string, error) {
-	root, err := ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "holdfast")
-	cmd := exec.Command(goTool(), "build", "-o", bin, "./cmd/holdfast")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build ./cmd/holdfast: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
-}
-
-// ModuleRoot is the directory of this module's go.mod, found from the working directory
-// upwards.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(b, []byte("module github.com/holdfast/holdfast\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod of github.com/holdfast/holdfast not found above the working directory")
-		}
-		dir = parent
-	}
-}
+func Build(dir string) (string, error) { return buildbin.Build(dir) }
 
 // ServerConfig describes how to run the server.
 type ServerConfig struct {

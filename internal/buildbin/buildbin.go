@@ -1,0 +1,60 @@
+// Package buildbin builds the holdfast binary for tests that run it as a real process
+// (the examples' tests and the integration harness), so both find the module and
+// invoke the go tool the same way.
+package buildbin
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+)
+
+// Build compiles ./cmd/holdfast of this module into dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "holdfast")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	cmd := exec.Command(goTool(), "build", "-o", bin, "./cmd/holdfast")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/holdfast: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// goTool is the go command: from PATH, else from the running toolchain's GOROOT.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+// ModuleRoot is the directory of this module's go.mod, found from the working directory
+// (a test runs in its package's directory) upwards.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(b, []byte("module github.com/holdfast/holdfast\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod of github.com/holdfast/holdfast not found above the working directory")
+		}
+		dir = parent
+	}
+}
