@@ -8,6 +8,7 @@ package testserver
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -174,4 +175,30 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Program is an example's entry point: its flags, and where it prints.
+type Program func(ctx context.Context, args []string, out io.Writer) error
+
+// Run runs the example against s, with --server and then args, within a minute, and
+// returns what it printed; an error ends the test.
+func (s *Server) Run(t testing.TB, run Program, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, append([]string{"--server", s.URL}, args...), &out); err != nil {
+		t.Fatalf("run %q: %v\noutput:\n%s", args, err, out.String())
+	}
+	return out.String()
+}
+
+// WantAll reports each of wants that out does not contain.
+func WantAll(t testing.TB, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 }
