@@ -204,6 +204,9 @@ func ValidTenant(s string) bool {
 	return true
 }
 
+// The id rules below mirror the kernel's (this layer may not import it);
+// TestIDRulesAgreeWithKernel keeps the two in step.
+
 // ValidID reports whether s is a valid resource, pool, range or holder id:
 // 1–128 chars of A-Z a-z 0-9 _ - : / @ +, the first alphanumeric. Operation
 // ids have the same form with at most 64 chars.
