@@ -48,12 +48,6 @@ func wordHash(b []byte) uint64 {
 	return h
 }
 
-// opKey identifies an operation within a shard: the 128-bit FNV-1a of "tenant\x00op_id".
-// A fixed-size key keeps the operation table free of a string per entry (memory, and no
-// allocation on the hot path); at 128 bits a collision among the at most millions of live
-// operations of a shard has probability far below that of undetected disk corruption.
-type opKey struct{ hi, lo uint64 }
-
 func fnv128Byte(hi, lo uint64, c byte) (uint64, uint64) {
 	lo ^= uint64(c)
 	// (hi·2^64 + lo) · (2^88 + 0x13B) mod 2^128
@@ -71,7 +65,7 @@ func makeOpKey(tenant, op string) opKey {
 	for i := 0; i < len(op); i++ {
 		hi, lo = fnv128Byte(hi, lo, op[i])
 	}
-	return opKey{hi, lo}
+	return opKey{hi: hi, lo: uint32(lo)}
 }
 
 // commandHash fingerprints a command's contents for operation_conflict detection: a retry

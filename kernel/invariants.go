@@ -10,7 +10,7 @@ func (k *Kernel) CheckInvariants() error {
 	switch {
 	case len(k.res) > cfg.MaxResources, len(k.pools) > cfg.MaxPools, len(k.ranges) > cfg.MaxRanges:
 		return fmt.Errorf("object table over its bound")
-	case len(k.leaseIdx) > cfg.MaxLeases, k.members > cfg.MaxMembers, k.ops.len() > cfg.MaxOperations:
+	case k.leaseCount() > cfg.MaxLeases, k.members > cfg.MaxMembers, k.ops.len() > cfg.MaxOperations:
 		return fmt.Errorf("lease, member or operation table over its bound")
 	case k.expiry.len() > cfg.MaxExpirations:
 		return fmt.Errorf("expiry index over its bound")
@@ -25,7 +25,7 @@ func (k *Kernel) CheckInvariants() error {
 	resOwner := make([]uint64, len(k.res))
 	holderRefs := make([]int32, len(k.holders))
 	holderLive := make([]int32, len(k.holders))
-	members, inTable, reserved, terminal := 0, 0, 0, 0
+	members, inTable, reserved := 0, 0, 0
 	for i := range k.leases {
 		l := &k.leases[i]
 		if l.lsn == 0 {
@@ -45,7 +45,7 @@ func (k *Kernel) CheckInvariants() error {
 		}
 		// The epoch starts at 1 and moves exactly once, on the way out of holder authority.
 		wantEpoch := uint64(1)
-		if l.state == LeaseRevoking || l.state.Terminal() {
+		if l.state == LeaseRevoking {
 			wantEpoch = 2
 		}
 		if l.epoch != wantEpoch {
@@ -59,13 +59,6 @@ func (k *Kernel) CheckInvariants() error {
 			}
 		case l.heapPos >= 0:
 			return fmt.Errorf("lease %d: %s but in the expiry index", l.lsn, l.state)
-		}
-		if l.state.Terminal() {
-			terminal++
-			if l.releasedLSN == 0 || l.releasedLSN > k.lastLSN || l.retireAfter == 0 {
-				return fmt.Errorf("lease %d: terminal without released_lsn or retirement", l.lsn)
-			}
-			continue
 		}
 		if !l.state.Live() {
 			return fmt.Errorf("lease %d: unknown state %d", l.lsn, l.state)
@@ -103,8 +96,14 @@ func (k *Kernel) CheckInvariants() error {
 			}
 		}
 	}
-	if inTable != len(k.leaseIdx) || members != k.members {
-		return fmt.Errorf("lease table: %d records for %d ids, %d members counted as %d", inTable, len(k.leaseIdx), members, k.members)
+	if inTable != len(k.leaseIdx) {
+		return fmt.Errorf("lease table: %d records for %d ids", inTable, len(k.leaseIdx))
+	}
+	if err := k.checkEnded(holderRefs, &members); err != nil {
+		return err
+	}
+	if members != k.members {
+		return fmt.Errorf("lease tables hold %d members, counted %d", members, k.members)
 	}
 	if reserved != k.expiry.len() {
 		return fmt.Errorf("expiry index holds %d leases, %d are reserved", k.expiry.len(), reserved)
@@ -113,18 +112,6 @@ func (k *Kernel) CheckInvariants() error {
 		if k.expiryLess(k.expiry.h[i], k.expiry.h[(i-1)/2]) {
 			return fmt.Errorf("expiry index: heap order broken at %d", i)
 		}
-	}
-	if terminal != k.ended.len() {
-		return fmt.Errorf("%d terminal leases, %d queued for retirement", terminal, k.ended.len())
-	}
-	queued := make(map[uint64]bool, k.ended.len())
-	for i := 0; i < k.ended.len(); i++ {
-		lsn := *k.ended.at(i)
-		idx, ok := k.leaseIdx[lsn]
-		if !ok || !k.leases[idx].state.Terminal() || queued[lsn] {
-			return fmt.Errorf("retirement queue names lease %d which is not terminal or is queued twice", lsn)
-		}
-		queued[lsn] = true
 	}
 	for i := range k.res {
 		r := &k.res[i]
@@ -220,35 +207,78 @@ func (k *Kernel) CheckInvariants() error {
 			return fmt.Errorf("holder %q: live list has %d, counted %d", h.key, n, h.live)
 		}
 	}
-	for i := 0; i < k.ops.len(); i++ {
-		op := k.ops.q.at(i)
-		seq, ok := k.ops.index[op.key]
-		if !ok || seq < k.ops.base || seq >= k.ops.base+uint64(k.ops.len()) {
-			if ok {
-				return fmt.Errorf("operation index points outside the table")
+	return k.checkRetryCache()
+}
+
+// checkEnded verifies the ended table: terminal records in retirement order, each indexed
+// once and not live, counting their holder references and members.
+func (k *Kernel) checkEnded(holderRefs []int32, members *int) error {
+	t := &k.ended
+	var prevRetire uint64
+	extra := t.extra.base
+	for i := 0; i < t.len(); i++ {
+		e := t.q.nth(i)
+		if !e.state.Terminal() || e.epoch < 1 || e.epoch > 2 || e.members == 0 || int(e.members) > k.cfg.MaxBundle {
+			return fmt.Errorf("ended lease %d: %s, epoch %d, %d members", e.lsn, e.state, e.epoch, e.members)
+		}
+		if e.releasedLSN < e.lsn || e.releasedLSN > k.lastLSN || e.retireAfter < prevRetire {
+			return fmt.Errorf("ended lease %d: released at %d, retires after %d (previous %d)", e.lsn, e.releasedLSN, e.retireAfter, prevRetire)
+		}
+		prevRetire = e.retireAfter
+		if _, live := k.leaseIdx[e.lsn]; live {
+			return fmt.Errorf("lease %d: both live and ended", e.lsn)
+		}
+		if _, found := t.find(e.lsn); found != e {
+			return fmt.Errorf("ended lease %d: not indexed", e.lsn)
+		}
+		if e.holder < 0 || int(e.holder) >= len(holderRefs) {
+			return fmt.Errorf("ended lease %d: holder %d", e.lsn, e.holder)
+		}
+		holderRefs[e.holder]++
+		if e.members > 1 && e.extra != extra {
+			return fmt.Errorf("ended lease %d: side members at %d, expected %d", e.lsn, e.extra, extra)
+		}
+		extra += uint64(e.members) - 1
+		for j := 0; j < int(e.members); j++ {
+			if m := t.member(e, j); !k.validMemberRef(m.kind, uint64(m.obj)) {
+				return fmt.Errorf("ended lease %d: member %d names no object", e.lsn, j)
 			}
-			continue // superseded by a newer record after its window ended
 		}
-		if i > 0 && k.ops.q.at(i-1).lsn >= op.lsn {
-			return fmt.Errorf("operation table out of lsn order")
-		}
-		if op.lsn > k.lastLSN || !op.verb.IsWrite() || op.code.IsRejection() || op.code >= codeCount {
-			return fmt.Errorf("operation at lsn %d: verb %d code %d", op.lsn, op.verb, op.code)
-		}
-		if op.ref != noRef {
-			limit := -1
-			switch op.verb {
-			case VerbCreateResource:
-				limit = len(k.res)
-			case VerbCreatePool:
-				limit = len(k.pools)
-			case VerbCreateRange:
-				limit = len(k.ranges)
+		*members += int(e.members)
+	}
+	if extra != t.extra.next() || t.index.len() != t.len() {
+		return fmt.Errorf("ended table: %d side members used of %d, %d indexed of %d", extra-t.extra.base, t.extra.len(), t.index.len(), t.len())
+	}
+	return nil
+}
+
+// checkRetryCache verifies both queues of the retry cache: commit order, the right queue
+// for each code, and an index naming the newest record of every key.
+func (k *Kernel) checkRetryCache() error {
+	t := &k.ops
+	keys := 0
+	for qi := range t.q {
+		q := &t.q[qi]
+		for i := 0; i < q.len(); i++ {
+			op := q.nth(i)
+			if i > 0 && q.nth(i-1).lsn >= op.lsn {
+				return fmt.Errorf("retry cache queue %d out of lsn order", qi)
 			}
-			if limit >= 0 && op.ref >= uint64(limit) {
-				return fmt.Errorf("operation at lsn %d names object %d of %d", op.lsn, op.ref, limit)
+			if op.lsn > k.lastLSN || op.code.IsRejection() || op.code >= codeCount || (qi == forgettableQueue) != forgettable(op.code) {
+				return fmt.Errorf("outcome at lsn %d: code %d in queue %d", op.lsn, op.code, qi)
+			}
+			// The index names the newest record of each key; an older one was past its
+			// window when the newer one was remembered, and waits only to retire.
+			_, cur := t.find(op.key())
+			if cur == op {
+				keys++
+			} else if (cur != nil && cur.lsn <= op.lsn) || op.retireAfter >= k.lastSlot {
+				return fmt.Errorf("outcome at lsn %d: its key is not indexed to its newest record", op.lsn)
 			}
 		}
+	}
+	if keys != t.index.len() {
+		return fmt.Errorf("retry cache index holds %d keys, %d records are newest for theirs", t.index.len(), keys)
 	}
 	return nil
 }

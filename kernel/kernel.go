@@ -43,8 +43,8 @@ type Kernel struct {
 	holderFree []int32
 
 	expiry expiryHeap
-	ended  ring[uint64] // lsns of terminal leases in the order they ended
-	ops    opTable
+	ended  endedTable // terminal leases within their history window
+	ops    retryCache // remembered outcomes within the dedupe window
 
 	// Scratch buffers reused across entries.
 	keyBuf  []byte
@@ -91,7 +91,6 @@ func New(cfg Config) (*Kernel, error) {
 		leaseIdx:  make(map[uint64]int32),
 		holderIdx: make(map[string]int32),
 	}
-	k.ops.init()
 	return k, nil
 }
 
@@ -133,40 +132,34 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 	key := makeOpKey(c.Tenant, c.OperationID)
 	var hash uint64
 	hash, k.hashBuf = commandHash(c, k.hashBuf)
-	if k.replay(c.Tenant, key, hash, e.Slot, out) {
+	if k.answerRetry(c, key, hash, e.Slot, out) {
 		return
 	}
 	if !k.opRoom(e.Slot) {
 		out.Code = CodeOperationTableFull
 		return
 	}
-	var ref uint64
 	switch c.Verb {
 	case VerbCreateResource:
-		ref = k.createResource(c, out)
+		k.createResource(c, out)
 	case VerbCreatePool:
-		ref = k.createPool(c, out)
+		k.createPool(c, out)
 	case VerbCreateRange:
-		ref = k.createRange(c, out)
-	case VerbReserve, VerbActivate, VerbRenew, VerbRelease, VerbRevoke, VerbReclaim:
-		if c.Verb == VerbReserve {
-			k.reserve(e, out)
-		} else {
-			k.leaseVerb(e, out)
-		}
-		// A retry shows the lease only if the original reply did: the caller's own lease.
-		ref = noRef
-		if out.Object == ObjectLease {
-			ref = out.Lease.LSN
-		}
+		k.createRange(c, out)
+	case VerbReserve:
+		k.reserve(e, out)
+	case VerbActivate, VerbRenew, VerbRelease, VerbRevoke, VerbReclaim:
+		k.leaseVerb(e, out)
 	default:
 		out.Code = CodeInvalidRequest
 		return
 	}
-	k.ops.push(operation{
-		key: key, hash: hash, verb: c.Verb, code: out.Code, member: int16(out.MemberIndex), lsn: e.LSN, ref: ref,
-		retireAfter: satAdd(e.Slot, k.cfg.DedupeWindowSlots),
-	})
+	var epoch uint32
+	if out.Object == ObjectLease {
+		epoch = uint32(out.Lease.Epoch) // the fencing token a retry must carry again
+	}
+	k.ops.push(outcome{keyHi: key.hi, keyLo: key.lo, hash: hash, code: out.Code, member: int16(out.MemberIndex),
+		lsn: e.LSN, epoch: epoch, retireAfter: satAdd(e.Slot, k.cfg.DedupeWindowSlots)})
 }
 
 // tenantKey builds "tenant\x00id" in the scratch buffer; index a map with

@@ -1,19 +1,18 @@
 package kernel
 
 // lease is the one authority object of a claim: one holder, one lifecycle, one fencing
-// epoch, over one or more members granted all-or-nothing.
+// epoch, over one or more members granted all-or-nothing. This is a live lease; when it
+// ends it moves to the compact endedTable for its history window (ended.go).
 type lease struct {
-	lsn         uint64 // with the shard, the lease id; also created_lsn
-	holder      int32  // index in holders (tenant and holder id)
-	state       LeaseState
-	epoch       uint64
-	deadline    uint64 // reserved leases only
-	releasedLSN uint64
-	retireAfter uint64 // terminal leases only
-	members     []leaseMember
-	heapPos     int32 // position in the expiry heap, -1 when not in it
-	prevLive    int32 // the holder's live leases, in lsn order
-	nextLive    int32
+	lsn      uint64 // with the shard, the lease id; also created_lsn
+	holder   int32  // index in holders (tenant and holder id)
+	state    LeaseState
+	epoch    uint64
+	deadline uint64 // reserved leases only
+	members  []leaseMember
+	heapPos  int32 // position in the expiry heap, -1 when not in it
+	prevLive int32 // the holder's live leases, in lsn order
+	nextLive int32
 }
 
 type leaseMember struct {
@@ -33,10 +32,6 @@ type holder struct {
 	live int32
 }
 
-// retiredAt reports whether a terminal lease's history window has passed at slot: it then
-// reads lease_retired even before retire drops the record.
-func (l *lease) retiredAt(slot uint64) bool { return l.state.Terminal() && l.retireAfter < slot }
-
 // newLease takes a lease record from the free list (reusing its members' capacity).
 func (k *Kernel) newLease(lsn uint64, holderKey []byte) int32 {
 	var idx int32
@@ -54,16 +49,18 @@ func (k *Kernel) newLease(lsn uint64, holderKey []byte) int32 {
 	return idx
 }
 
-// freeLease drops a terminal lease record at retirement.
-func (k *Kernel) freeLease(idx int32) {
+// freeLiveSlot returns an ended lease's live record to the free list; its holder reference
+// and member count have moved to its endedLease.
+func (k *Kernel) freeLiveSlot(idx int32) {
 	l := &k.leases[idx]
 	delete(k.leaseIdx, l.lsn)
-	k.members -= len(l.members)
-	k.releaseHolder(l.holder)
 	members := l.members[:0]
 	*l = lease{members: members, heapPos: -1}
 	k.leaseFree = append(k.leaseFree, idx)
 }
+
+// leaseCount is the lease table's fill: live leases and ended ones still retained.
+func (k *Kernel) leaseCount() int { return len(k.leaseIdx) + k.ended.len() }
 
 func (k *Kernel) internHolder(key []byte) int32 {
 	if idx, ok := k.holderIdx[string(key)]; ok {
@@ -127,23 +124,55 @@ func (k *Kernel) unlinkLive(idx int32) {
 	h.live--
 }
 
+// leaseRef is a lease found by id: live (idx ≥ 0) or ended (a record of the ended table).
+type leaseRef struct {
+	idx   int32
+	ended *endedLease
+}
+
 // findLease resolves a lease id for tenant at slot. Another tenant's lease behaves exactly
-// as if it did not exist; an id at or below the retired watermark that is not in the
-// table reads lease_retired, any other unknown id lease_not_found.
-func (k *Kernel) findLease(tenant string, lsn, slot uint64) (int32, Code) {
+// as if it did not exist; an ended lease past its history window, or an id at or below
+// the retired watermark that is not held, reads lease_retired; any other unknown id
+// lease_not_found.
+func (k *Kernel) findLease(tenant string, lsn, slot uint64) (leaseRef, Code) {
 	if idx, ok := k.leaseIdx[lsn]; ok {
-		l := &k.leases[idx]
-		if t, _ := splitKey(k.holders[l.holder].key); t == tenant {
-			if l.retiredAt(slot) {
-				return -1, CodeLeaseRetired
+		if t, _ := splitKey(k.holders[k.leases[idx].holder].key); t == tenant {
+			return leaseRef{idx: idx}, CodeOK
+		}
+	} else if _, e := k.ended.find(lsn); e != nil {
+		if t, _ := splitKey(k.holders[e.holder].key); t == tenant {
+			if e.retireAfter < slot {
+				return leaseRef{idx: -1}, CodeLeaseRetired // retire has not dropped it yet
 			}
-			return idx, CodeOK
+			return leaseRef{idx: -1, ended: e}, CodeOK
 		}
 	}
 	if lsn <= k.retired {
-		return -1, CodeLeaseRetired
+		return leaseRef{idx: -1}, CodeLeaseRetired
 	}
-	return -1, CodeLeaseNotFound
+	return leaseRef{idx: -1}, CodeLeaseNotFound
+}
+
+// view fills the current view of a found lease.
+func (k *Kernel) view(r leaseRef, out *Output) {
+	if r.ended != nil {
+		k.viewEnded(r.ended, out)
+	} else {
+		k.viewLease(r.idx, out)
+	}
+}
+
+func (k *Kernel) memberView(m leaseMember) MemberView {
+	mv := MemberView{Kind: m.kind, Quantity: m.quantity, Value: m.value}
+	switch m.kind {
+	case MemberResource:
+		_, mv.ID = splitKey(k.res[m.obj].key)
+	case MemberPool:
+		_, mv.ID = splitKey(k.pools[m.obj].key)
+	case MemberRange:
+		_, mv.ID = splitKey(k.ranges[m.obj].key)
+	}
+	return mv
 }
 
 func (k *Kernel) viewLease(idx int32, out *Output) {
@@ -152,31 +181,33 @@ func (k *Kernel) viewLease(idx int32, out *Output) {
 	out.Object = ObjectLease
 	members := out.Lease.Members[:0]
 	for _, m := range l.members {
-		mv := MemberView{Kind: m.kind, Quantity: m.quantity, Value: m.value}
-		switch m.kind {
-		case MemberResource:
-			_, mv.ID = splitKey(k.res[m.obj].key)
-		case MemberPool:
-			_, mv.ID = splitKey(k.pools[m.obj].key)
-		case MemberRange:
-			_, mv.ID = splitKey(k.ranges[m.obj].key)
-		}
-		members = append(members, mv)
+		members = append(members, k.memberView(m))
 	}
 	out.Lease = LeaseView{Shard: k.cfg.Shard, LSN: l.lsn, Tenant: t, HolderID: h, State: l.state,
-		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, ReleasedLSN: l.releasedLSN,
-		RetireAfterSlot: l.retireAfter, Members: members}
+		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, Members: members}
+}
+
+func (k *Kernel) viewEnded(e *endedLease, out *Output) {
+	t, h := splitKey(k.holders[e.holder].key)
+	out.Object = ObjectLease
+	members := out.Lease.Members[:0]
+	for i := 0; i < int(e.members); i++ {
+		members = append(members, k.memberView(k.ended.member(e, i)))
+	}
+	out.Lease = LeaseView{Shard: k.cfg.Shard, LSN: e.lsn, Tenant: t, HolderID: h, State: e.state,
+		Epoch: uint64(e.epoch), CreatedLSN: e.lsn, DeadlineSlot: e.deadline, ReleasedLSN: e.releasedLSN,
+		RetireAfterSlot: e.retireAfter, Members: members}
 }
 
 // GetLease reads a lease of tenant at slot: ok, lease_not_found or lease_retired.
 func (k *Kernel) GetLease(tenant string, lsn, slot uint64, out *Output) {
 	out.reset(k.lastLSN)
-	idx, code := k.findLease(tenant, lsn, slot)
+	r, code := k.findLease(tenant, lsn, slot)
 	if code != CodeOK {
 		out.Code = code
 		return
 	}
-	k.viewLease(idx, out)
+	k.view(r, out)
 }
 
 // ListLeases appends the live leases (reserved, active, revoking) of tenant's holder, in
@@ -204,22 +235,28 @@ func (k *Kernel) ListLeases(tenant, holderID string, limit int, dst []LeaseView)
 // order: existence (tenant-scoped), holder, epoch, state, deadline.
 func (k *Kernel) leaseVerb(e Entry, out *Output) {
 	c := e.Cmd
-	idx, code := k.findLease(c.Tenant, c.LeaseLSN, e.Slot)
+	r, code := k.findLease(c.Tenant, c.LeaseLSN, e.Slot)
 	if code != CodeOK {
 		out.Code = code
 		return
 	}
-	l := &k.leases[idx]
 	if c.Verb == VerbActivate || c.Verb == VerbRenew || c.Verb == VerbRelease {
-		if _, h := splitKey(k.holders[l.holder].key); h != c.HolderID {
+		holder, epoch := k.leaseHolderEpoch(r)
+		if _, h := splitKey(k.holders[holder].key); h != c.HolderID {
 			out.Code = CodeHolderMismatch
 			return
 		}
-		if c.Epoch != l.epoch {
+		if c.Epoch != epoch {
 			out.Code = CodeStaleEpoch
 			return
 		}
 	}
+	if r.ended != nil {
+		out.Code = CodeInvalidState // every verb needs a live lease
+		return
+	}
+	idx := r.idx
+	l := &k.leases[idx]
 	switch c.Verb {
 	case VerbActivate, VerbRenew:
 		if l.state != LeaseReserved {
@@ -245,8 +282,9 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 			out.Code = CodeInvalidState
 			return
 		}
-		k.end(idx, e, LeaseReleased, true)
+		k.viewEnded(k.end(idx, e, LeaseReleased, true), out)
 		out.Event = EventLeaseReleased
+		return
 	case VerbRevoke:
 		if l.state != LeaseActive {
 			out.Code = CodeInvalidState
@@ -260,10 +298,19 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 			out.Code = CodeInvalidState
 			return
 		}
-		k.end(idx, e, LeaseRevoked, false)
+		k.viewEnded(k.end(idx, e, LeaseRevoked, false), out)
 		out.Event = EventLeaseRevoked
+		return
 	}
 	k.viewLease(idx, out)
+}
+
+func (k *Kernel) leaseHolderEpoch(r leaseRef) (int32, uint64) {
+	if r.ended != nil {
+		return r.ended.holder, uint64(r.ended.epoch)
+	}
+	l := &k.leases[r.idx]
+	return l.holder, l.epoch
 }
 
 // expire ends a reserved lease whose deadline has come. Anything else — renewed, activated,
@@ -280,14 +327,14 @@ func (k *Kernel) expire(e Entry, out *Output) {
 		out.Code = CodeNoop
 		return
 	}
-	k.end(idx, e, LeaseExpired, true)
+	k.viewEnded(k.end(idx, e, LeaseExpired, true), out)
 	out.Event = EventLeaseExpired
-	k.viewLease(idx, out)
 }
 
-// end moves a lease to a terminal state: its members return to use, it leaves its
-// holder's live list and the expiry index, and it starts its history window.
-func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) {
+// end moves a live lease to a terminal state: its members return to use, it leaves its
+// holder's live list and the expiry index, and it moves to the ended table for its
+// history window, taking its holder reference and member count along.
+func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) *endedLease {
 	l := &k.leases[idx]
 	if l.heapPos >= 0 {
 		k.expiry.remove(k, idx)
@@ -297,8 +344,9 @@ func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) {
 	if bumpEpoch {
 		l.epoch++
 	}
-	l.state = to
-	l.releasedLSN = e.LSN
-	l.retireAfter = satAdd(e.Slot, k.cfg.HistoryWindowSlots) // an expire is not bounded by CheckSlots
-	k.ended.push(l.lsn)
+	k.ended.push(endedLease{lsn: l.lsn, releasedLSN: e.LSN,
+		retireAfter: satAdd(e.Slot, k.cfg.HistoryWindowSlots), // an expire is not bounded by CheckSlots
+		deadline:    l.deadline, epoch: uint32(l.epoch), holder: l.holder, state: to}, l.members)
+	k.freeLiveSlot(idx)
+	return k.ended.q.at(k.ended.q.next() - 1)
 }

@@ -137,10 +137,11 @@ type mRange struct {
 }
 
 type mOp struct {
-	cmd  *Command // as sent, TTLSlots cleared
-	code Code
-	lsn  uint64
-	slot uint64
+	cmd   *Command // as sent, TTLSlots cleared
+	code  Code
+	lsn   uint64
+	slot  uint64
+	epoch uint64 // the lease_epoch of the reply, when it showed a lease
 }
 
 type mIssued struct {
@@ -495,6 +496,28 @@ func (m *refModel) opsInWindow(slot uint64) int {
 	return n
 }
 
+// keptInWindow counts the outcomes that changed state still inside the window: only they
+// can make the table full (API.md §4 "Room for remembering").
+func (m *refModel) keptInWindow(slot uint64) int {
+	n := 0
+	for i := range m.ops {
+		if m.ops[i].code == CodeOK && m.ops[i].slot+m.cfg.DedupeWindowSlots >= slot {
+			n++
+		}
+	}
+	return n
+}
+
+// forgetOldestFailure drops the oldest remembered outcome that changed nothing.
+func (m *refModel) forgetOldestFailure() {
+	for i := range m.ops {
+		if m.ops[i].code != CodeOK {
+			m.ops = append(m.ops[:i], m.ops[i+1:]...)
+			return
+		}
+	}
+}
+
 // forgetOps drops outcomes that left the window: they can neither answer nor count.
 func (m *refModel) forgetOps(slot uint64) {
 	i := 0
@@ -521,8 +544,16 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 		if op.cmd.Verb == VerbReserve {
 			lsn = op.lsn // the lease the reserve granted
 		}
-		if l, code := m.find(c.Tenant, lsn, slot); op.code == CodeOK && code == CodeOK {
-			want.Object, want.Lease = ObjectLease, m.leaseView(l)
+		// The reply's lease id and epoch, with the lease's current view while it is
+		// readable and nothing more once it has retired (API.md §4 "Idempotency").
+		if op.code == CodeOK {
+			want.Object = ObjectLease
+			if l, code := m.find(c.Tenant, lsn, slot); code == CodeOK {
+				want.Lease = m.leaseView(l)
+			} else {
+				want.Lease = LeaseView{Shard: m.cfg.Shard, LSN: lsn, Tenant: c.Tenant}
+			}
+			want.Lease.Epoch = op.epoch
 		}
 	}
 	return want
@@ -561,7 +592,7 @@ func (m *refModel) write(slot uint64, c *Command) (want Output, path string) {
 		want.Code = CodeSlotOverflow
 		return want, "slots"
 	}
-	if m.opsInWindow(slot) >= m.cfg.MaxOperations {
+	if m.keptInWindow(slot) >= m.cfg.MaxOperations {
 		want.Code = CodeOperationTableFull
 		return want, "room"
 	}
@@ -604,7 +635,14 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 		}
 	}
 	if c.Verb != VerbExpire {
-		m.ops = append(m.ops, mOp{cmd: mStripCmd(c), code: out.Code, lsn: lsn, slot: slot})
+		if m.opsInWindow(slot) >= m.cfg.MaxOperations {
+			m.forgetOldestFailure() // the write was admitted, so there is one
+		}
+		var epoch uint64
+		if out.Object == ObjectLease {
+			epoch = out.Lease.Epoch
+		}
+		m.ops = append(m.ops, mOp{cmd: mStripCmd(c), code: out.Code, lsn: lsn, slot: slot, epoch: epoch})
 	}
 	return out
 }
@@ -1741,6 +1779,13 @@ func (h *mHarness) observe(v Verb, out *Output) {
 		return
 	}
 	l := out.Lease
+	if out.FromRetryCache && l.State == 0 {
+		// A retry of a lease retired since: only the id and the reply's epoch remain.
+		if l.CreatedLSN != 0 || len(l.Members) != 0 || l.HolderID != "" || (l.Epoch != 1 && l.Epoch != 2) {
+			h.fail("retry after retirement shows %s", mFmtLease(&l))
+		}
+		return
+	}
 	prev, seen := h.lastView[l.LSN]
 	if v == VerbReserve && out.Code == CodeOK && !out.FromRetryCache {
 		if l.LSN != out.LSN || l.CreatedLSN != out.LSN || l.Epoch != 1 || seen {

@@ -2,16 +2,16 @@ package kernel
 
 import "math"
 
-// createResource inserts a resource in state available. It returns the index it names.
-func (k *Kernel) createResource(c *Command, out *Output) uint64 {
+// createResource inserts a resource in state available.
+func (k *Kernel) createResource(c *Command, out *Output) {
 	if idx, ok := k.resIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
 		out.Code = CodeAlreadyExists
 		k.viewResource(idx, out)
-		return uint64(idx)
+		return
 	}
 	if len(k.res) >= k.cfg.MaxResources {
 		out.Code = CodeResourceTableFull
-		return noRef
+		return
 	}
 	idx := int32(len(k.res))
 	key := string(k.keyBuf)
@@ -19,19 +19,18 @@ func (k *Kernel) createResource(c *Command, out *Output) uint64 {
 	k.resIdx[key] = idx
 	out.Event = EventResourceCreated
 	k.viewResource(idx, out)
-	return uint64(idx)
 }
 
 // createPool inserts a pool with all its capacity available.
-func (k *Kernel) createPool(c *Command, out *Output) uint64 {
+func (k *Kernel) createPool(c *Command, out *Output) {
 	if idx, ok := k.poolIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
 		out.Code = CodeAlreadyExists
 		k.viewPool(idx, out)
-		return uint64(idx)
+		return
 	}
 	if len(k.pools) >= k.cfg.MaxPools {
 		out.Code = CodePoolTableFull
-		return noRef
+		return
 	}
 	idx := int32(len(k.pools))
 	key := string(k.keyBuf)
@@ -39,19 +38,18 @@ func (k *Kernel) createPool(c *Command, out *Output) uint64 {
 	k.poolIdx[key] = idx
 	out.Event = EventPoolCreated
 	k.viewPool(idx, out)
-	return uint64(idx)
 }
 
 // createRange inserts a value range with nothing allocated.
-func (k *Kernel) createRange(c *Command, out *Output) uint64 {
+func (k *Kernel) createRange(c *Command, out *Output) {
 	if idx, ok := k.rangeIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
 		out.Code = CodeAlreadyExists
 		k.viewRange(idx, out)
-		return uint64(idx)
+		return
 	}
 	if len(k.ranges) >= k.cfg.MaxRanges {
 		out.Code = CodeRangeTableFull
-		return noRef
+		return
 	}
 	idx := int32(len(k.ranges))
 	key := string(k.keyBuf)
@@ -59,7 +57,6 @@ func (k *Kernel) createRange(c *Command, out *Output) uint64 {
 	k.rangeIdx[key] = idx
 	out.Event = EventRangeCreated
 	k.viewRange(idx, out)
-	return uint64(idx)
 }
 
 func (k *Kernel) viewResource(idx int32, out *Output) {

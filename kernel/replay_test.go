@@ -492,10 +492,11 @@ func FuzzDecodeCommand(f *testing.F) {
 	})
 }
 
-// Restore must refuse a snapshot whose operation record names an object that does not
-// exist: the retry of that operation would index past the object table. (snapshot.go,
-// Restore reads op.ref and op.verb unchecked; retention.go viewRef uses ref as an index.)
-func TestReplayBugRestoreAcceptsBadOperationRef(t *testing.T) {
+// Restore must refuse a snapshot whose remembered outcome sits in the wrong queue: a
+// failure among the kept outcomes would never be forgotten first, and a success among the
+// forgettable ones could be forgotten inside its window. (Format 2 kept one queue with a
+// verb and an object reference, and accepted a reference past the object table.)
+func TestReplayBugRestoreAcceptsOutcomeInWrongQueue(t *testing.T) {
 	cfg := DefaultConfig()
 	k, err := New(cfg)
 	if err != nil {
@@ -506,25 +507,18 @@ func TestReplayBugRestoreAcceptsBadOperationRef(t *testing.T) {
 	if mDriveWrite(k, 0, mCloneCmd(create), &out); out.Code != CodeOK {
 		t.Fatalf("create: %s", mFmtOut(&out))
 	}
-	// The snapshot ends with the one operation: ... lsn 1, ref 0 (resource index), retire
-	// slot. Point ref at resource index 7 of a table of one.
+	// The snapshot ends with the one kept outcome: ... code ok, member+1 0, epoch 0, lsn 1,
+	// retire slot; then an empty forgettable queue. Make the kept outcome already_exists.
 	snap := k.Snapshot(nil)
-	tail := binary.AppendUvarint([]byte{1, 0}, cfg.DedupeWindowSlots)
+	tail := append(binary.AppendUvarint([]byte{byte(CodeOK), 0, 0, 1}, cfg.DedupeWindowSlots), 0)
 	if !bytes.HasSuffix(snap, tail) {
-		t.Fatalf("snapshot does not end with the operation record %x: %x", tail, snap)
+		t.Fatalf("snapshot does not end with the outcome record %x: %x", tail, snap)
 	}
-	bad := slices.Concat(snap[:len(snap)-len(tail)], binary.AppendUvarint([]byte{1, 7}, cfg.DedupeWindowSlots))
-	k2, err := Restore(cfg, bad)
-	if err != nil {
-		return // refused: fixed
+	bad := slices.Clone(snap)
+	bad[len(snap)-len(tail)] = byte(CodeAlreadyExists)
+	if _, err := Restore(cfg, bad); err == nil {
+		t.Errorf("Restore accepted an already_exists outcome among the kept ones")
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			t.Errorf("Restore accepted an operation naming resource 7 of 1; its retry panics: %v", r)
-		}
-	}()
-	k2.LookupOperation(mCloneCmd(create), 0, &out)
-	t.Errorf("Restore accepted an operation naming resource 7 of 1 (retry answered %s)", mFmtOut(&out))
 }
 
 // Restore must refuse a snapshot whose retirement queue names a terminal lease twice (and
@@ -550,15 +544,15 @@ func TestReplayBugRestoreAcceptsDuplicateRetirement(t *testing.T) {
 			t.Fatalf("%s: %s", mFmtCmd(c), mFmtOut(&out))
 		}
 	}
-	// A no-op entry later on drops the operations, so the snapshot ends with the
-	// retirement queue [2, 4] and no operations.
-	k.Apply(Entry{LSN: 6, Slot: 10, Cmd: &Command{Verb: VerbExpire, Tenant: "t1", LeaseLSN: 99, Deadline: 1}}, &out)
+	// Lease 4's ended record starts with its lsn and holder: make it a second lease 2.
 	snap := k.Snapshot(nil)
-	tail := []byte{2, 2, 4, 0}
-	if !bytes.HasSuffix(snap, tail) {
-		t.Fatalf("snapshot does not end with the retirement queue %x: %x", tail, snap)
+	rec := append([]byte{4}, appendString(nil, "t1\x00h2")...)
+	at := bytes.Index(snap, rec)
+	if at < 0 || bytes.Count(snap, rec) != 1 {
+		t.Fatalf("lease 4's ended record not found once in %x", snap)
 	}
-	bad := slices.Concat(snap[:len(snap)-len(tail)], []byte{2, 2, 2, 0})
+	bad := slices.Clone(snap)
+	bad[at] = 2
 	k2, err := Restore(cfg, bad)
 	if err != nil {
 		return // refused: fixed
@@ -568,7 +562,7 @@ func TestReplayBugRestoreAcceptsDuplicateRetirement(t *testing.T) {
 			t.Errorf("Restore accepted the retirement queue [2, 2]; retiring panics: %v", r)
 		}
 	}()
-	k2.Apply(Entry{LSN: 7, Slot: 200, Cmd: &Command{Verb: VerbExpire, Tenant: "t1", LeaseLSN: 99, Deadline: 1}}, &out)
+	k2.Apply(Entry{LSN: 6, Slot: 200, Cmd: &Command{Verb: VerbExpire, Tenant: "t1", LeaseLSN: 99, Deadline: 1}}, &out)
 	t.Errorf("Restore accepted the retirement queue [2, 2] for leases 2 and 4; after retiring: invariants %v",
 		k2.CheckInvariants())
 }
@@ -596,9 +590,9 @@ func TestReplayBugRestoreAcceptsSharedRangeValue(t *testing.T) {
 	w(&Command{Verb: VerbCreateRange, Tenant: "t1", OperationID: "o1", ObjectID: "vx", First: 0, Last: 7})
 	w(&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "o2", HolderID: "hA", Members: anyVX, Activate: true}) // value 0
 	w(&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "o3", HolderID: "hB", Members: anyVX, Activate: true}) // value 1
-	// Lease 3 (holder hB, active, epoch 1, no deadline/release/retirement, one member:
-	// range 0, quantity 0, value 1): make it hold value 0 as well.
-	rec := slices.Concat(appendString(nil, "t1\x00hB"), []byte{byte(LeaseActive), 1, 0, 0, 0, 1, byte(MemberRange), 0, 0})
+	// Lease 3 (holder hB, active, epoch 1, no deadline, one member: range 0, quantity 0,
+	// value 1): make it hold value 0 as well.
+	rec := slices.Concat(appendString(nil, "t1\x00hB"), []byte{byte(LeaseActive), 1, 0, 1, byte(MemberRange), 0, 0})
 	snap := k.Snapshot(nil)
 	at := bytes.Index(snap, append(slices.Clone(rec), 1))
 	if at < 0 || bytes.Count(snap, rec) != 1 {

@@ -120,9 +120,9 @@ func (k *Kernel) check(tenant string, m *Member, picks []pick, lsn uint64, i int
 // leases past their window are dropped first so a full table is never reported while
 // retirable history fills it.
 func (k *Kernel) checkBounds(members int, activate bool, slot uint64) Code {
-	for len(k.leaseIdx) >= k.cfg.MaxLeases && k.retireLease(slot) {
+	for k.leaseCount() >= k.cfg.MaxLeases && k.retireLease(slot) {
 	}
-	if len(k.leaseIdx) >= k.cfg.MaxLeases {
+	if k.leaseCount() >= k.cfg.MaxLeases {
 		return CodeLeaseTableFull
 	}
 	for k.members+members > k.cfg.MaxMembers && k.retireLease(slot) {

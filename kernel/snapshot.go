@@ -9,7 +9,10 @@ import (
 )
 
 // snapshotFormat is the version byte of a snapshot payload.
-const snapshotFormat = 2 // 2: operations remember the failing member of a reserve
+// 2: operations remember the failing member of a reserve; 3: ended leases in their own
+// table, outcomes in two queues with the reply's epoch and without verb or object. Restore
+// still reads 2.
+const snapshotFormat = 3
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables in creation
 // order, leases by lsn, retention queues in retirement order, so the same state always
@@ -70,31 +73,47 @@ func (k *Kernel) Snapshot(b []byte) []byte {
 		b = append(b, byte(l.state))
 		b = appendUvarint(b, l.epoch)
 		b = appendUvarint(b, l.deadline)
-		b = appendUvarint(b, l.releasedLSN)
-		b = appendUvarint(b, l.retireAfter)
-		b = appendUvarint(b, uint64(len(l.members)))
-		for _, m := range l.members {
-			b = append(b, byte(m.kind))
-			b = appendUvarint(b, uint64(m.obj))
-			b = appendUvarint(b, m.quantity)
-			b = appendUvarint(b, m.value)
-		}
+		b = appendMembers(b, len(l.members), func(i int) leaseMember { return l.members[i] })
 	}
+	// Ended leases in the order they ended: the order they retire in.
 	b = appendUvarint(b, uint64(k.ended.len()))
 	for i := 0; i < k.ended.len(); i++ {
-		b = appendUvarint(b, *k.ended.at(i))
+		e := k.ended.q.nth(i)
+		b = appendUvarint(b, e.lsn)
+		b = appendString(b, k.holders[e.holder].key)
+		b = append(b, byte(e.state))
+		b = appendUvarint(b, uint64(e.epoch))
+		b = appendUvarint(b, e.deadline)
+		b = appendUvarint(b, e.releasedLSN)
+		b = appendUvarint(b, e.retireAfter)
+		b = appendMembers(b, int(e.members), func(j int) leaseMember { return k.ended.member(e, j) })
 	}
-	b = appendUvarint(b, uint64(k.ops.len()))
-	for i := 0; i < k.ops.len(); i++ {
-		op := k.ops.q.at(i)
-		b = binary.LittleEndian.AppendUint64(b, op.key.hi)
-		b = binary.LittleEndian.AppendUint64(b, op.key.lo)
-		b = binary.LittleEndian.AppendUint64(b, op.hash)
-		b = append(b, byte(op.verb), byte(op.code))
-		b = appendUvarint(b, uint64(op.member+1))
-		b = appendUvarint(b, op.lsn)
-		b = appendUvarint(b, op.ref)
-		b = appendUvarint(b, op.retireAfter)
+	for qi := range k.ops.q {
+		q := &k.ops.q[qi]
+		b = appendUvarint(b, uint64(q.len()))
+		for i := 0; i < q.len(); i++ {
+			op := q.nth(i)
+			b = binary.LittleEndian.AppendUint64(b, op.keyHi)
+			b = binary.LittleEndian.AppendUint32(b, op.keyLo)
+			b = binary.LittleEndian.AppendUint64(b, op.hash)
+			b = append(b, byte(op.code))
+			b = appendUvarint(b, uint64(op.member+1))
+			b = appendUvarint(b, uint64(op.epoch))
+			b = appendUvarint(b, op.lsn)
+			b = appendUvarint(b, op.retireAfter)
+		}
+	}
+	return b
+}
+
+func appendMembers(b []byte, n int, member func(int) leaseMember) []byte {
+	b = appendUvarint(b, uint64(n))
+	for i := 0; i < n; i++ {
+		m := member(i)
+		b = append(b, byte(m.kind))
+		b = appendUvarint(b, uint64(m.obj))
+		b = appendUvarint(b, m.quantity)
+		b = appendUvarint(b, m.value)
 	}
 	return b
 }
@@ -120,7 +139,8 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		return nil, err
 	}
 	d := decoder{b: b}
-	if d.byte() != snapshotFormat {
+	format := d.byte()
+	if format != snapshotFormat && format != 2 {
 		return nil, badSnapshot("unknown format")
 	}
 	if shard := d.uvarint(); shard != uint64(cfg.Shard) {
@@ -165,6 +185,27 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		k.rangeValues += r.freed.Len()
 	}
+	members := func(max int) []leaseMember {
+		var ms []leaseMember
+		for j, m := 0, count(max, "members"); j < m && d.err == nil; j++ {
+			lm := leaseMember{kind: MemberKind(d.byte())}
+			obj := d.uvarint()
+			lm.quantity, lm.value = d.uvarint(), d.uvarint()
+			if !k.validMemberRef(lm.kind, obj) {
+				d.fail()
+				break
+			}
+			lm.obj = int32(obj)
+			ms = append(ms, lm)
+		}
+		if len(ms) == 0 {
+			d.fail()
+		}
+		return ms
+	}
+	// Format 2 kept ended leases among the live ones, then their order of ending.
+	var v2ended map[uint64]endedLease
+	var v2members map[uint64][]leaseMember
 	var prev uint64
 	for i, n := 0, count(cfg.MaxLeases, "leases"); i < n && d.err == nil; i++ {
 		lsn := d.uvarint()
@@ -174,51 +215,104 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		prev = lsn
 		hkey := d.string(2*maxEncodedString + 1)
+		state := LeaseState(d.byte())
+		epoch, deadline := d.uvarint(), d.uvarint()
+		var released, retireAfter uint64
+		if format == 2 {
+			released, retireAfter = d.uvarint(), d.uvarint()
+		}
+		ms := members(cfg.MaxBundle)
+		if d.err != nil {
+			break
+		}
+		if state.Terminal() && format == 2 {
+			if v2ended == nil {
+				v2ended, v2members = map[uint64]endedLease{}, map[uint64][]leaseMember{}
+			}
+			v2ended[lsn] = endedLease{lsn: lsn, holder: k.internHolder([]byte(hkey)), state: state,
+				epoch: uint32(epoch), deadline: deadline, releasedLSN: released, retireAfter: retireAfter}
+			v2members[lsn] = ms
+			continue
+		}
+		if !state.Live() {
+			d.fail()
+			break
+		}
 		idx := k.newLease(lsn, []byte(hkey))
 		l := &k.leases[idx]
-		l.state = LeaseState(d.byte())
-		l.epoch, l.deadline, l.releasedLSN, l.retireAfter = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
-		for j, m := 0, count(cfg.MaxBundle, "members"); j < m && d.err == nil; j++ {
-			lm := leaseMember{kind: MemberKind(d.byte())}
-			obj := d.uvarint()
-			lm.quantity, lm.value = d.uvarint(), d.uvarint()
-			if !k.validMemberRef(lm.kind, obj) {
-				d.fail()
-				break
-			}
-			lm.obj = int32(obj)
-			l.members = append(l.members, lm)
-		}
+		l.state, l.epoch, l.deadline = state, epoch, deadline
+		l.members = append(l.members, ms...)
 		k.members += len(l.members)
-		if l.state.Live() {
-			k.linkLive(idx)
-		}
+		k.linkLive(idx)
 		if l.state == LeaseReserved {
 			k.expiry.push(k, idx)
 		}
 	}
 	for i, n := 0, count(cfg.MaxLeases, "ended leases"); i < n && d.err == nil; i++ {
-		k.ended.push(d.uvarint())
+		var e endedLease
+		var ms []leaseMember
+		if format == 2 {
+			lsn := d.uvarint()
+			var ok bool
+			if e, ok = v2ended[lsn]; !ok {
+				d.fail()
+				break
+			}
+			ms = v2members[lsn]
+			delete(v2ended, lsn)
+		} else {
+			e.lsn = d.uvarint()
+			e.holder = k.internHolder([]byte(d.string(2*maxEncodedString + 1)))
+			e.state = LeaseState(d.byte())
+			epoch := d.uvarint()
+			e.epoch = uint32(epoch)
+			e.deadline, e.releasedLSN, e.retireAfter = d.uvarint(), d.uvarint(), d.uvarint()
+			ms = members(cfg.MaxBundle)
+			if epoch != uint64(e.epoch) || !e.state.Terminal() {
+				d.fail()
+			}
+			if _, dup := k.ended.find(e.lsn); dup != nil {
+				d.fail()
+			}
+			if _, live := k.leaseIdx[e.lsn]; live {
+				d.fail()
+			}
+		}
+		if d.err != nil {
+			break
+		}
+		k.ended.push(e, ms)
+		k.members += len(ms)
 	}
-	for i, n := 0, count(cfg.MaxOperations, "operations"); i < n && d.err == nil; i++ {
-		var op operation
-		if len(d.b) < 24 {
-			d.fail()
-			break
+	if len(v2ended) != 0 {
+		d.fail() // a terminal lease format 2 did not queue for retirement
+	}
+	if format == 2 {
+		restoreOutcomesV2(k, &d, count(cfg.MaxOperations, "operations"), cfg.MaxBundle)
+	} else {
+		for qi := range k.ops.q {
+			for i, n := 0, count(cfg.MaxOperations, "operations"); i < n && d.err == nil; i++ {
+				if len(d.b) < 20 {
+					d.fail()
+					break
+				}
+				op := outcome{keyHi: binary.LittleEndian.Uint64(d.b), keyLo: binary.LittleEndian.Uint32(d.b[8:]),
+					hash: binary.LittleEndian.Uint64(d.b[12:])}
+				d.b = d.b[20:]
+				op.code = Code(d.byte())
+				member, epoch := d.uvarint(), d.uvarint()
+				if member > uint64(cfg.MaxBundle) || epoch > 2 || (qi == forgettableQueue) != forgettable(op.code) {
+					d.fail()
+					break
+				}
+				op.member, op.epoch = int16(member)-1, uint32(epoch)
+				op.lsn, op.retireAfter = d.uvarint(), d.uvarint()
+				k.ops.push(op)
+			}
 		}
-		op.key.hi = binary.LittleEndian.Uint64(d.b)
-		op.key.lo = binary.LittleEndian.Uint64(d.b[8:])
-		op.hash = binary.LittleEndian.Uint64(d.b[16:])
-		d.b = d.b[24:]
-		op.verb, op.code = Verb(d.byte()), Code(d.byte())
-		member := d.uvarint()
-		if member > uint64(cfg.MaxBundle) {
-			d.fail()
-			break
-		}
-		op.member = int16(member) - 1
-		op.lsn, op.ref, op.retireAfter = d.uvarint(), d.uvarint(), d.uvarint()
-		k.ops.push(op)
+	}
+	if k.ops.len() > cfg.MaxOperations && d.err == nil {
+		err = badSnapshot("%d operations exceed the bound %d", k.ops.len(), cfg.MaxOperations)
 	}
 	if err != nil {
 		return nil, err
@@ -230,6 +324,39 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	return k, nil
+}
+
+// restoreOutcomesV2 reads format 2's operation records (commit order, with verb and
+// object reference) into the two queues. The epoch a lease verb's reply carried follows
+// from its verb: 1 for reserve, activate and renew, 2 for release, revoke and reclaim.
+func restoreOutcomesV2(k *Kernel, d *decoder, n, maxBundle int) {
+	for i := 0; i < n && d.err == nil; i++ {
+		if len(d.b) < 24 {
+			d.fail()
+			return
+		}
+		op := outcome{keyHi: binary.LittleEndian.Uint64(d.b), keyLo: uint32(binary.LittleEndian.Uint64(d.b[8:])),
+			hash: binary.LittleEndian.Uint64(d.b[16:])}
+		d.b = d.b[24:]
+		verb := Verb(d.byte())
+		op.code = Code(d.byte())
+		member := d.uvarint()
+		if member > uint64(maxBundle) {
+			d.fail()
+			return
+		}
+		op.member = int16(member) - 1
+		op.lsn, _, op.retireAfter = d.uvarint(), d.uvarint(), d.uvarint()
+		if op.code == CodeOK {
+			switch verb {
+			case VerbReserve, VerbActivate, VerbRenew:
+				op.epoch = 1
+			case VerbRelease, VerbRevoke, VerbReclaim:
+				op.epoch = 2
+			}
+		}
+		k.ops.push(op)
+	}
 }
 
 func (k *Kernel) validMemberRef(kind MemberKind, obj uint64) bool {

@@ -14,6 +14,6 @@ type Stats struct {
 
 // Stats reports table fill. O(1).
 func (k *Kernel) Stats() Stats {
-	return Stats{Resources: len(k.res), Pools: len(k.pools), Ranges: len(k.ranges), Leases: len(k.leaseIdx),
+	return Stats{Resources: len(k.res), Pools: len(k.pools), Ranges: len(k.ranges), Leases: k.leaseCount(),
 		Members: k.members, Operations: k.ops.len(), Expirations: k.expiry.len(), RangeValues: k.rangeValues}
 }

@@ -1,0 +1,99 @@
+package kernel
+
+// endedLease is a terminal lease kept readable for the history window: 64 bytes, no
+// pointers, its first member inline (most leases have one) and any others in a side
+// queue. A live lease carries far more (list links, expiry position, a member slice);
+// none of that is needed once it has ended, so end moves it here and frees its slot.
+type endedLease struct {
+	lsn         uint64 // the lease id's lsn, also created_lsn
+	releasedLSN uint64
+	retireAfter uint64
+	deadline    uint64 // the deadline it had, shown by views
+	value       uint64 // first member's quantity (pool) or value (range)
+	extra       uint64 // sequence number in endedTable.extra of the second member, if any
+	epoch       uint32
+	holder      int32 // index in holders: the holder's name and tenant
+	obj         int32 // first member's object index
+	members     uint16
+	state       LeaseState
+	kind        MemberKind
+}
+
+// endedMember is a second or later member of an ended lease.
+type endedMember struct {
+	value uint64
+	obj   int32
+	kind  MemberKind
+}
+
+// endedTable holds terminal leases in the order they ended, which is also the order they
+// retire in (the history window is the same for all), indexed by lease lsn.
+type endedTable struct {
+	q     fifo[endedLease]
+	extra fifo[endedMember]
+	index seqIndex
+}
+
+func (t *endedTable) len() int { return t.q.len() }
+
+func (t *endedTable) refHash(ref uint32) uint64 { return t.q.at(seqOf(&t.q, ref)).lsn }
+
+// find returns the index slot and record of lease lsn, or -1.
+func (t *endedTable) find(lsn uint64) (int, *endedLease) {
+	if t.index.n == 0 {
+		return -1, nil
+	}
+	m := int(t.index.mask())
+	for i := t.index.probe(lsn); ; i = (i + 1) & m {
+		ref := t.index.slots[i]
+		if ref == 0 {
+			return -1, nil
+		}
+		if e := t.q.at(seqOf(&t.q, ref)); e.lsn == lsn {
+			return i, e
+		}
+	}
+}
+
+func (t *endedTable) push(e endedLease, members []leaseMember) {
+	e.members = uint16(len(members))
+	e.kind, e.obj, e.value = members[0].kind, members[0].obj, members[0].quantity+members[0].value
+	e.extra = t.extra.next()
+	for _, m := range members[1:] {
+		t.extra.push(endedMember{value: m.quantity + m.value, obj: m.obj, kind: m.kind})
+	}
+	seq := t.q.push(e)
+	insertRef(&t.index, t, e.lsn, refOf(0, seq))
+}
+
+// popFront drops the lease that ended first, with its side members.
+func (t *endedTable) popFront() {
+	e := t.q.front()
+	if i, _ := t.find(e.lsn); i >= 0 {
+		deleteAt(&t.index, t, i)
+	}
+	for n := 1; n < int(e.members); n++ {
+		t.extra.pop()
+	}
+	t.q.pop()
+}
+
+// member returns the i-th member of e.
+func (t *endedTable) member(e *endedLease, i int) leaseMember {
+	var kind MemberKind
+	var obj int32
+	var v uint64
+	if i == 0 {
+		kind, obj, v = e.kind, e.obj, e.value
+	} else {
+		m := t.extra.at(e.extra + uint64(i-1))
+		kind, obj, v = m.kind, m.obj, m.value
+	}
+	lm := leaseMember{kind: kind, obj: obj}
+	if kind == MemberPool {
+		lm.quantity = v
+	} else if kind == MemberRange {
+		lm.value = v
+	}
+	return lm
+}

@@ -1,0 +1,154 @@
+package kernel
+
+// opKey identifies an operation within a shard: 96 bits of the 128-bit FNV-1a of
+// "tenant\x00operation_id". A fixed-size key keeps the cache free of a string per entry;
+// at 96 bits a collision among the at most 2³⁰ outcomes a shard remembers has a
+// probability below 10⁻¹¹, far below that of undetected disk corruption.
+type opKey struct {
+	hi uint64
+	lo uint32
+}
+
+// outcome is the remembered result of one client write, for retries within the dedupe
+// window: the same command again gets the same code, lsn and lease id. 48 bytes, no
+// pointers: the object a reply showed is found again from the retried command itself
+// (it is the same command, by hash), so only what the command cannot say is kept.
+type outcome struct {
+	keyHi       uint64
+	hash        uint64 // of the command's contents: a different command is a conflict
+	lsn         uint64
+	retireAfter uint64
+	keyLo       uint32
+	epoch       uint32 // the lease_epoch the reply carried (lease verbs with ok)
+	member      int16  // failing member of a reserve, -1 otherwise: a retry names it too
+	code        Code
+}
+
+func (o *outcome) key() opKey { return opKey{o.keyHi, o.keyLo} }
+
+// Outcomes that changed state are kept for the whole window; a committed failure that
+// changed nothing is forgettable: when room runs short the oldest of those go first (API
+// "Room for remembering"), so a storm of failing attempts never denies a write that would
+// change something.
+const (
+	keptQueue        = 0
+	forgettableQueue = 1
+)
+
+func forgettable(c Code) bool { return c != CodeOK }
+
+// retryCache remembers outcomes in two queues, each in commit order. The dedupe window is
+// the same for all of them, so commit order is also the order they leave the window in:
+// retirement pops fronts, and forgetting pops the forgettable front.
+type retryCache struct {
+	q     [2]fifo[outcome]
+	index seqIndex // key → newest record for it
+}
+
+func (t *retryCache) len() int { return t.q[0].len() + t.q[1].len() }
+
+func (t *retryCache) refHash(ref uint32) uint64 {
+	q := &t.q[refQueue(ref)]
+	return q.at(seqOf(q, ref)).keyHi
+}
+
+func (t *retryCache) record(ref uint32) *outcome {
+	q := &t.q[refQueue(ref)]
+	return q.at(seqOf(q, ref))
+}
+
+// find returns the index slot and record for key, or -1.
+func (t *retryCache) find(key opKey) (int, *outcome) {
+	if t.index.n == 0 {
+		return -1, nil
+	}
+	m := int(t.index.mask())
+	for i := t.index.probe(key.hi); ; i = (i + 1) & m {
+		ref := t.index.slots[i]
+		if ref == 0 {
+			return -1, nil
+		}
+		if o := t.record(ref); o.keyHi == key.hi && o.keyLo == key.lo {
+			return i, o
+		}
+	}
+}
+
+// push remembers an outcome. An older record of the same key (one whose window ended: a
+// live one would have answered the retry) stays queued until it retires, but the index
+// names the newest. Restore pushes queue by queue, so the newest may come first.
+func (t *retryCache) push(o outcome) {
+	qi := keptQueue
+	if forgettable(o.code) {
+		qi = forgettableQueue
+	}
+	seq := t.q[qi].push(o)
+	ref := refOf(qi, seq)
+	if i, cur := t.find(o.key()); i >= 0 {
+		if cur.lsn < o.lsn {
+			t.index.slots[i] = ref
+		}
+		return
+	}
+	insertRef(&t.index, t, o.keyHi, ref)
+}
+
+// get returns the live record for key at slot, if any. A record past its window is
+// treated as gone even before retire drops it.
+func (t *retryCache) get(key opKey, slot uint64) *outcome {
+	_, o := t.find(key)
+	if o == nil || o.retireAfter < slot {
+		return nil
+	}
+	return o
+}
+
+// popFront drops the front of queue qi, and its index entry if the index still names it.
+func (t *retryCache) popFront(qi int) {
+	q := &t.q[qi]
+	o := q.front()
+	if i, cur := t.find(o.key()); i >= 0 && cur == o {
+		deleteAt(&t.index, t, i)
+	}
+	q.pop()
+}
+
+// retireFront drops the oldest record of either queue whose window has passed.
+func (t *retryCache) retireFront(slot uint64) bool {
+	for qi := range t.q {
+		if t.q[qi].len() > 0 && t.q[qi].front().retireAfter < slot {
+			t.popFront(qi)
+			return true
+		}
+	}
+	return false
+}
+
+// makeRoom frees one record's room at slot: a retired one if any, else the oldest
+// forgettable one. It reports false when every record is a kept one inside its window.
+func (t *retryCache) makeRoom(slot uint64) bool {
+	if t.retireFront(slot) {
+		return true
+	}
+	if t.q[forgettableQueue].len() > 0 {
+		t.popFront(forgettableQueue)
+		return true
+	}
+	return false
+}
+
+// keptRoom is how many more outcomes that change state the cache can take at slot, given
+// max records: forgettable records never count against it, and kept records whose window
+// has ended count only as far as a bounded walk sees them ("enough" is all any batch needs).
+func (t *retryCache) keptRoom(slot uint64, max int) int {
+	q := &t.q[keptQueue]
+	room := max - q.len()
+	const enough = 1 << 16
+	for i := 0; i < q.len() && room < enough; i++ {
+		if q.nth(i).retireAfter >= slot {
+			break
+		}
+		room++
+	}
+	return room
+}
