@@ -26,7 +26,14 @@ const StreamName = "HOLDFAST_EVENTS"
 
 // Defaults of EventsConfig.
 const (
-	DefaultDuplicateWindow = 10 * time.Minute
+	// DefaultDuplicateWindow covers a restart: a shard records its published position
+	// every second, so what a restart republishes twice was published moments before the
+	// stop. JetStream holds ~95 bytes per message id in memory for the window (24,000
+	// events/s: ~270 MB at 2 min, ~1.4 GB at 10 min), which is why it is not longer.
+	DefaultDuplicateWindow = 2 * time.Minute
+	MinDuplicateWindow     = time.Minute
+	DefaultMaxAge          = 24 * time.Hour
+	DefaultMaxBytes        = 16 << 30
 	DefaultMaxQueuedEvents = 1 << 16
 	DefaultPublishWindow   = 256
 	DefaultAckWait         = 10 * time.Second
@@ -37,7 +44,7 @@ type EventsConfig struct {
 	// Disabled publishes nothing and creates no stream (the sink drops every event).
 	Disabled bool
 	// DuplicateWindow of the stream: a republished event within it is stored once.
-	// At least DefaultDuplicateWindow.
+	// At least MinDuplicateWindow; 0 means DefaultDuplicateWindow.
 	DuplicateWindow time.Duration
 	// MaxAge and MaxBytes of the stream when the bridge creates it (0: unlimited). An
 	// existing stream keeps its limits.
@@ -56,8 +63,11 @@ type EventsConfig struct {
 }
 
 func (c EventsConfig) withDefaults() EventsConfig {
-	if c.DuplicateWindow < DefaultDuplicateWindow {
+	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if c.DuplicateWindow < MinDuplicateWindow {
+		c.DuplicateWindow = MinDuplicateWindow
 	}
 	if c.MaxQueuedEvents <= 0 {
 		c.MaxQueuedEvents = DefaultMaxQueuedEvents

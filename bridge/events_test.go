@@ -272,7 +272,7 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 	ctx := context.Background()
 	// An operator's stream with a short duplicate window and another subject.
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: StreamName, Subjects: []string{"ops.>"},
-		Duplicates: time.Minute, Storage: jetstream.MemoryStorage}); err != nil {
+		Duplicates: 30 * time.Second, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ensureStream(ctx, js, "hf.eu", EventsConfig{}.withDefaults()); err != nil {
@@ -283,7 +283,7 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := st.CachedInfo().Config
-	if cfg.Duplicates < 10*time.Minute || len(cfg.Subjects) != 2 || cfg.Subjects[1] != "hf.eu.v1.*.events.>" ||
+	if cfg.Duplicates != DefaultDuplicateWindow || len(cfg.Subjects) != 2 || cfg.Subjects[1] != "hf.eu.v1.*.events.>" ||
 		cfg.Storage != jetstream.MemoryStorage {
 		t.Fatalf("updated stream: %+v", cfg)
 	}

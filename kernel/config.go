@@ -27,23 +27,51 @@ type Config struct {
 // MaxTTLMillisLimit is the product-level ceiling on ttl_ms: one hour.
 const MaxTTLMillisLimit = 3_600_000
 
-// DefaultConfig is sized for about a million resources per shard with a 100 ms slot.
+// DefaultConfig is sized for about a million resources per shard with a 100 ms slot,
+// 10-minute retention windows, and the rate-driven tables sized for DefaultShardMemory.
 func DefaultConfig() Config {
-	return Config{
+	c := Config{
 		SlotMillis:         100,
 		MaxTTLMillis:       MaxTTLMillisLimit,
-		DedupeWindowSlots:  2 * 3600 * 10,
-		HistoryWindowSlots: 3600 * 10,
+		DedupeWindowSlots:  10 * 60 * 10,
+		HistoryWindowSlots: 10 * 60 * 10,
 		MaxResources:       1 << 20,
 		MaxPools:           1 << 16,
 		MaxRanges:          1 << 12,
-		MaxLeases:          1 << 20,
-		MaxMembers:         1 << 22,
-		MaxOperations:      1 << 21,
-		MaxExpirations:     1 << 20,
 		MaxBundle:          64,
-		MaxRangeValues:     1 << 21,
 	}
+	c.SizeForMemory(DefaultShardMemory)
+	return c
+}
+
+// What one entry of the tables that grow with the write rate costs in memory, rounded up
+// from BenchmarkRetentionMemory (56–59 B per remembered operation, 69–72 B per ended
+// lease) and, for a live lease, its record, one member, its index entries and its holder
+// link. A retained ended lease costs half of LeaseBytes; sizing by the live cost keeps
+// the bound honest for a table full of live leases.
+const (
+	OperationBytes = 64
+	LeaseBytes     = 160
+)
+
+// DefaultShardMemory is the retention memory of one shard under the defaults (the server's
+// --max-memory, 8 GiB, over its default 8 shards): 8,388,608 remembered operations and
+// 3,355,443 leases. Over the 10-minute windows that holds ~14,000 writes/s and ~5,600
+// ended leases/s on one shard, sustained — more than a whole server's peak (docs/benchmarks.md).
+const DefaultShardMemory = 1 << 30
+
+// SizeForMemory sets the bounds of the tables that fill with the write rate — remembered
+// operations, leases (with their members, expiry index and remembered range values) —
+// from the bytes one shard may use for them: half for operations, half for leases.
+// Memory in use follows what the windows hold, never the bounds: see OperationBytes.
+func (c *Config) SizeForMemory(bytes uint64) {
+	clamp := func(n uint64) int { return int(min(max(n, 1), 1<<30)) }
+	c.MaxOperations = clamp(bytes / 2 / OperationBytes)
+	leases := bytes / 2 / LeaseBytes
+	c.MaxLeases = clamp(leases)
+	c.MaxExpirations = clamp(leases)
+	c.MaxMembers = clamp(4 * leases)
+	c.MaxRangeValues = clamp(2 * leases)
 }
 
 // Validate rejects configurations the kernel cannot honour.

@@ -55,6 +55,10 @@ type serveConfig struct {
 	shardsExplicit bool
 	slot           time.Duration
 	kernel         kernel.Config
+	// maxMemory is the retention memory of the whole process, split evenly over the shards
+	// once their count is known (the data directory may fix it); explicit table bounds win.
+	maxMemory      uint64
+	explicitBounds map[string]bool
 	metricsListen  string
 	logLevel       slog.Level
 	logJSON        bool
@@ -83,21 +87,24 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	shards := fs.Uint("shards", 8, "shard `count`, fixed when the data directory is created")
 	slot := fs.Duration("slot", 100*time.Millisecond, "slot length: the unit of logical time (whole milliseconds)")
 	maxTTL := fs.Duration("max-ttl", time.Hour, "largest ttl_ms accepted, at most 1h")
-	dedupe := fs.Duration("dedupe-window", 2*time.Hour, "how long an operation_id's outcome is remembered")
-	history := fs.Duration("history-window", time.Hour, "how long an ended lease stays readable")
+	dedupe := fs.Duration("dedupe-window", 10*time.Minute, "how long an operation_id's outcome is remembered")
+	history := fs.Duration("history-window", 10*time.Minute, "how long an ended lease stays readable")
+	maxMemory := byteSize(defaultMaxMemory)
+	fs.Var(&maxMemory, "max-memory", "`bytes` the shards' operation and lease tables may hold, over all shards (e.g. 8GiB); sizes --max-operations and --max-leases unless they are given")
 	maxResources := fs.Int("max-resources", def.MaxResources, "resources per shard")
-	maxLeases := fs.Int("max-leases", def.MaxLeases, "leases per shard, live and ended within the history window (also sizes the member table, the expiry index and the range value table)")
+	maxLeases := fs.Int("max-leases", def.MaxLeases, "leases per shard, live and ended within the history window (also sizes the member table, the expiry index and the range value table); default from --max-memory")
 	maxBundle := fs.Int("max-bundle", def.MaxBundle, "members per lease")
-	maxOperations := fs.Int("max-operations", def.MaxOperations, "remembered operation outcomes per shard")
+	maxOperations := fs.Int("max-operations", def.MaxOperations, "remembered operation outcomes per shard; default from --max-memory")
 	maxPools := fs.Int("max-pools", def.MaxPools, "pools per shard")
 	maxRanges := fs.Int("max-ranges", def.MaxRanges, "value ranges per shard")
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9464", "Prometheus /metrics and /healthz `host:port` (empty: no metrics listener)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
-	eventsMaxAge := fs.Duration("events-max-age", 0, "max age of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
-	eventsMaxBytes := fs.Int64("events-max-bytes", 0, "max bytes of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
+	eventsMaxAge := fs.Duration("events-max-age", bridge.DefaultMaxAge, "max age of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
+	eventsMaxBytes := byteSize(bridge.DefaultMaxBytes)
+	fs.Var(&eventsMaxBytes, "events-max-bytes", "max `bytes` of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
 	testHooksDir := fs.String("test-hooks-dir", "", "TESTS ONLY: a `directory` whose files move the clock and fail journal writes (see testhooks.go)")
-	eventsDup := fs.Duration("events-duplicate-window", bridge.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 10m)")
+	eventsDup := fs.Duration("events-duplicate-window", bridge.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 1m): a restart republishes what may not have been stored, and the stream drops the copies within it")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -109,8 +116,8 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 
 	c := &serveConfig{data: *data, listen: *listen, natsURL: *natsURL, prefix: *prefix,
 		shardsExplicit: explicit["shards"], listenExplicit: explicit["listen"], metricsListen: *metricsListen,
-		events:       bridge.EventsConfig{MaxAge: *eventsMaxAge, MaxBytes: *eventsMaxBytes, DuplicateWindow: *eventsDup},
-		testHooksDir: *testHooksDir}
+		events:       bridge.EventsConfig{MaxAge: *eventsMaxAge, MaxBytes: int64(min(uint64(eventsMaxBytes), 1<<62)), DuplicateWindow: *eventsDup},
+		testHooksDir: *testHooksDir, maxMemory: uint64(maxMemory), explicitBounds: explicit}
 	if c.data == "" {
 		return nil, errors.New("--data: must not be empty")
 	}
@@ -139,8 +146,8 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 			return nil, fmt.Errorf("--%s: must be at least one slot (%v), got %v", w.name, c.slot, w.d)
 		}
 	}
-	if *eventsDup < bridge.DefaultDuplicateWindow {
-		return nil, fmt.Errorf("--events-duplicate-window: at least %v, got %v", bridge.DefaultDuplicateWindow, *eventsDup)
+	if *eventsDup < bridge.MinDuplicateWindow {
+		return nil, fmt.Errorf("--events-duplicate-window: at least %v, got %v", bridge.MinDuplicateWindow, *eventsDup)
 	}
 	if *eventsMaxAge != 0 && *eventsMaxAge < *eventsDup {
 		return nil, fmt.Errorf("--events-max-age: must not be shorter than the duplicate window (%v), got %v", *eventsDup, *eventsMaxAge)
@@ -152,17 +159,16 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	k.HistoryWindowSlots = slotsCeil(*history, c.slot)
 	k.MaxResources, k.MaxBundle, k.MaxOperations = *maxResources, *maxBundle, *maxOperations
 	k.MaxPools, k.MaxRanges = *maxPools, *maxRanges
-	if explicit["max-leases"] {
-		// The tables that grow with leases keep their default proportions to it.
-		k.MaxLeases = *maxLeases
-		k.MaxExpirations = *maxLeases
-		k.MaxMembers = min(4*max(*maxLeases, 0), 1<<30)
-		k.MaxRangeValues = min(2*max(*maxLeases, 0), 1<<30)
+	if *maxLeases < 1 || *maxOperations < 1 {
+		return nil, fmt.Errorf("table bounds: --max-leases and --max-operations must be at least 1")
 	}
-	if err := k.Validate(); err != nil {
-		return nil, fmt.Errorf("table bounds: %w", err)
+	if c.maxMemory < 1<<20 {
+		return nil, fmt.Errorf("--max-memory: at least 1MiB, got %v", &maxMemory)
 	}
 	c.kernel = k
+	if err := c.sizeTables(c.shards, *maxLeases, *maxOperations); err != nil {
+		return nil, err
+	}
 	switch strings.ToLower(*logLevel) {
 	case "debug":
 		c.logLevel = slog.LevelDebug
@@ -183,6 +189,31 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("--log-format: text or json, got %q", *logFormat)
 	}
 	return c, nil
+}
+
+// defaultMaxMemory is --max-memory's default: kernel.DefaultShardMemory for each of the
+// default 8 shards.
+const defaultMaxMemory = 8 * kernel.DefaultShardMemory
+
+// sizeTables sets the rate-driven table bounds for shards shards: from --max-memory split
+// evenly, except the bounds given explicitly. The tables that grow with leases keep their
+// default proportions to --max-leases.
+func (c *serveConfig) sizeTables(shards uint32, maxLeases, maxOperations int) error {
+	k := &c.kernel
+	k.SizeForMemory(c.maxMemory / uint64(shards))
+	if c.explicitBounds["max-leases"] {
+		k.MaxLeases = maxLeases
+		k.MaxExpirations = maxLeases
+		k.MaxMembers = min(4*maxLeases, 1<<30)
+		k.MaxRangeValues = min(2*maxLeases, 1<<30)
+	}
+	if c.explicitBounds["max-operations"] {
+		k.MaxOperations = maxOperations
+	}
+	if err := k.Validate(); err != nil {
+		return fmt.Errorf("table bounds: %w", err)
+	}
+	return nil
 }
 
 func slotsCeil(d, slot time.Duration) uint64 {
@@ -375,6 +406,9 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	if shards != c.shards {
 		log.Info("using the data directory's shard count", "shards", shards, "data", c.data)
 		c.shards = shards
+		if err := c.sizeTables(shards, c.kernel.MaxLeases, c.kernel.MaxOperations); err != nil {
+			return err
+		}
 	}
 	// Before the embedded NATS server, the bridge and the shards start: all of them run
 	// under it.

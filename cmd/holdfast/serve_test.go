@@ -233,7 +233,10 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--max-resources", "0"}, "resources"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--log-format", "xml"}, "--log-format"},
-		{[]string{"--events-duplicate-window", "1m"}, "--events-duplicate-window"},
+		{[]string{"--events-duplicate-window", "30s"}, "--events-duplicate-window"},
+		{[]string{"--max-memory", "12KiB"}, "--max-memory"},
+		{[]string{"--max-memory", "lots"}, "max-memory"},
+		{[]string{"--events-max-bytes", "-1"}, "events-max-bytes"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"extra"}, "extra"},
 	} {
@@ -247,8 +250,18 @@ func TestServeFlagErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.kernel.MaxLeases != 1000 || c.kernel.MaxExpirations != 1000 || c.kernel.MaxMembers != 4000 ||
-		c.kernel.SlotMillis != 250 || c.kernel.DedupeWindowSlots != 4 || c.kernel.HistoryWindowSlots != 14400 ||
-		c.kernel.MaxTTLMillis != 60000 || c.shards != 8 || c.shardsExplicit {
+		c.kernel.SlotMillis != 250 || c.kernel.DedupeWindowSlots != 4 || c.kernel.HistoryWindowSlots != 2400 ||
+		c.kernel.MaxTTLMillis != 60000 || c.shards != 8 || c.shardsExplicit || c.kernel.MaxOperations != 1<<23 {
+		t.Fatalf("parsed: %+v", c)
+	}
+	// --max-memory is split over the shards: 1 GiB over 4 is 128 MiB for operations and
+	// 128 MiB for leases per shard; an explicit bound wins.
+	c, err = parseServeFlags([]string{"--max-memory", "1GiB", "--shards", "4", "--max-operations", "77"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := c.kernel; k.MaxOperations != 77 || k.MaxLeases != (128<<20)/kernel.LeaseBytes || k.MaxMembers != 4*k.MaxLeases ||
+		c.events.MaxAge != 24*time.Hour || c.events.MaxBytes != 16<<30 {
 		t.Fatalf("parsed: %+v", c)
 	}
 }
