@@ -3,6 +3,7 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -125,7 +126,11 @@ func MarshalJSON(m proto.Message) ([]byte, error) {
 // trailing data is a *DecodeError naming the field. m is reset first.
 func UnmarshalJSON(b []byte, m proto.Message) error {
 	if err := jsonStrict.Unmarshal(b, m); err != nil {
-		return &DecodeError{Format: "JSON", Message: string(m.ProtoReflect().Descriptor().FullName()), Err: err}
+		md := m.ProtoReflect().Descriptor()
+		if text := jsonFieldError(b, md, err.Error()); text != "" {
+			err = errors.New(text)
+		}
+		return &DecodeError{Format: "JSON", Message: string(md.FullName()), Err: err}
 	}
 	return nil
 }

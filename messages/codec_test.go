@@ -181,12 +181,12 @@ func TestUnmarshalJSONErrorsNameTheField(t *testing.T) {
 			t.Fatalf("%s: error %v does not name %s", c.in, err, c.field)
 		}
 	}
-	// Type errors name the field by its snake_case name, not protojson's
-	// lowerCamelCase one, also in nested messages.
+	// Type errors name the field by its snake_case path, not protojson's
+	// lowerCamelCase name, also in nested messages.
 	for _, c := range []struct{ in, field string }{
 		{`{"operation_id":"o","lease_id":"x","lease_epoch":"abc"}`, "lease_epoch"},
-		{`{"operation_id":"o","members":[{"pool_id":"p","quantity":-4}]}`, "quantity"},
-		{`{"operation_id":"o","members":[{"range_id":"r","value":1.5}]}`, "value"},
+		{`{"operation_id":"o","members":[{"pool_id":"p","quantity":-4}]}`, "members[0].quantity"},
+		{`{"operation_id":"o","members":[{"range_id":"r","value":1.5}]}`, "members[0].value"},
 		{`{"operation_id":"o","ttl_ms":true}`, "ttl_ms"},
 	} {
 		var msg proto.Message = &ReserveRequest{}
@@ -194,7 +194,7 @@ func TestUnmarshalJSONErrorsNameTheField(t *testing.T) {
 			msg = &ActivateRequest{}
 		}
 		err := UnmarshalJSON([]byte(c.in), msg)
-		if err == nil || !strings.Contains(err.Error(), "field "+c.field+":") {
+		if err == nil || !strings.Contains(err.Error(), ": "+c.field+": must be") {
 			t.Fatalf("%s: error %v does not name field %s", c.in, err, c.field)
 		}
 	}
