@@ -58,6 +58,14 @@ type benchConfig struct {
 	conns     int
 	idPrefix  string
 	progress  bool
+
+	// A long run: --sample prints the server's memory, tables and disk every interval.
+	sample     time.Duration
+	metricsURL string
+	dataDir    string
+	// bystander is a second tenant writing on the hot shard beside the load: none of its
+	// writes may be refused (a storm of failing attempts denies nobody).
+	bystander string
 }
 
 // parseBench parses the flags of bench; code ≥ 0 means return it at once.
@@ -74,6 +82,10 @@ func parseBench(e *env, args []string) (*benchConfig, int) {
 	enc := fs.String("encoding", "protobuf", "wire encoding: protobuf or json")
 	fs.IntVar(&cfg.conns, "conns", 1, "NATS connections the clients share (client i uses connection i mod N)")
 	fs.StringVar(&cfg.idPrefix, "id-prefix", "bench", "prefix of the resource ids (<prefix>-r<i>)")
+	fs.DurationVar(&cfg.sample, "sample", 0, "every `D`, print the server's RSS, heap, table fill and stream and disk size (0: off)")
+	fs.StringVar(&cfg.metricsURL, "metrics-url", "http://127.0.0.1:9464/metrics", "the server's Prometheus `URL`, read by --sample")
+	fs.StringVar(&cfg.dataDir, "data", "", "the server's data `directory`, whose size --sample prints (empty: not measured)")
+	fs.StringVar(&cfg.bystander, "bystander-tenant", "", "a second `tenant` that reserves and releases its own resource on the same shard as the first resource, counting every refusal")
 	pos, code := parseArgs(e, fs, args)
 	if code >= 0 {
 		return nil, code
@@ -119,6 +131,10 @@ func parseBench(e *env, args []string) (*benchConfig, int) {
 		return nil, usageError(e, fs, "--conns must be 1-clients")
 	case !client.ValidID(cfg.idPrefix + "-r0"):
 		return nil, usageError(e, fs, "invalid --id-prefix %q", cfg.idPrefix)
+	case cfg.sample < 0:
+		return nil, usageError(e, fs, "--sample must not be negative")
+	case cfg.bystander != "" && (!client.ValidTenant(cfg.bystander) || cfg.bystander == cfg.cf.tenant):
+		return nil, usageError(e, fs, "--bystander-tenant must be a valid tenant other than --tenant")
 	}
 	return cfg, -1
 }
@@ -166,6 +182,9 @@ type benchReport struct {
 	// Ratio is holdfast requests/s divided by echo requests/s (0 without
 	// --echo).
 	Ratio float64 `json:"ratio_holdfast_to_echo_requests,omitempty"`
+	// Samples are the --sample lines; Bystander what the second tenant's writes got.
+	Samples   []benchSample     `json:"samples,omitempty"`
+	Bystander map[string]uint64 `json:"bystander_codes,omitempty"`
 }
 
 type setupReport struct {
@@ -223,6 +242,9 @@ func (r *benchReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  note: a shard's operation table filled (every committed write, resource_busy\n"+
 			"  included, is remembered for --dedupe-window); size --max-operations and\n"+
 			"  --dedupe-window for the sustained write rate (docs/benchmarks.md)\n")
+	}
+	if r.Bystander != nil {
+		fmt.Fprintf(w, "  bystander tenant: %s\n", formatCodes(r.Bystander))
 	}
 	if r.Echo != nil {
 		fmt.Fprintf(w, "echo: %s\n", r.Echo.Elapsed.Round(time.Millisecond))
@@ -295,6 +317,7 @@ func precision(v float64) int {
 // liveCounters feed the progress line.
 type liveCounters struct {
 	reserves, grants, releases, failures atomic.Uint64
+	tableFull, bystanderRefused         atomic.Uint64
 }
 
 // benchWorker is one client of the load phase. It reuses its request
@@ -392,6 +415,9 @@ func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string,
 		if code != messages.CodeResourceBusy {
 			live.failures.Add(1)
 		}
+		if strings.HasSuffix(code, "_table_full") {
+			live.tableFull.Add(1)
+		}
 		return
 	}
 	live.grants.Add(1)
@@ -404,6 +430,9 @@ func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string,
 	live.releases.Add(1)
 	if code != messages.CodeOK {
 		live.failures.Add(1)
+		if strings.HasSuffix(code, "_table_full") {
+			live.tableFull.Add(1)
+		}
 	}
 }
 
@@ -447,14 +476,47 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 		workers[i] = w
 	}
 	var live liveCounters
+	var by *bystander
+	if cfg.bystander != "" {
+		if by, err = newBystander(ctx, cfg, conns[0], resources[0], runID, header); err != nil {
+			return nil, err
+		}
+	}
 	stop := startProgress(e, cfg, "holdfast", &live)
-	elapsed := runPhase(ctx, cfg.duration, len(workers), func(i int, deadline time.Time) {
+	sctx, stopSampling := context.WithCancel(ctx)
+	var smp *sampler
+	var sampling sync.WaitGroup
+	if cfg.sample > 0 {
+		out := e.stdout
+		if cfg.cf.json {
+			out = e.stderr // stdout carries the one JSON report
+		}
+		smp = newSampler(cfg, conns[0], &live, out)
+		sampling.Go(func() { smp.run(sctx) })
+	}
+	loops := len(workers)
+	if by != nil {
+		loops++
+	}
+	elapsed := runPhase(ctx, cfg.duration, loops, func(i int, deadline time.Time) {
+		if i == len(workers) {
+			by.run(ctx, deadline, &live)
+			return
+		}
 		w := workers[i]
 		for ctx.Err() == nil && time.Now().Before(deadline) {
 			w.cycle(subjReserve, subjRelease, resources, &live)
 		}
 	})
+	stopSampling()
+	sampling.Wait()
 	stop()
+	if smp != nil {
+		rep.Samples = smp.result()
+	}
+	if by != nil {
+		rep.Bystander = by.codes
+	}
 
 	var resLat, relLat histogram
 	codes := map[string]map[string]uint64{"reserve": {}, "release": {}}

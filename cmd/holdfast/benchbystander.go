@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// bystander is a client of another tenant whose resource lives on the same shard as the
+// load's first resource (the hot one in --scenario hotspot). It reserves and releases in a
+// loop; every answer but ok is a refusal the load caused it, which must never happen: a
+// storm of failing attempts, from any tenant, denies nobody (API.md §4).
+type bystander struct {
+	w     *benchWorker
+	res   []string
+	subjR string
+	subjX string
+	codes map[string]uint64
+}
+
+func newBystander(ctx context.Context, cfg *benchConfig, nc *nats.Conn, hot, runID string, header nats.Header) (*bystander, error) {
+	shards, err := serviceShards(nc, cfg.cf.timeout)
+	if err != nil {
+		return nil, err
+	}
+	target := kernel.ShardOf(cfg.cf.tenant, kernel.PlacementKey(hot), shards)
+	var id string
+	for i := 0; ; i++ {
+		id = "bystander-" + strconv.Itoa(i)
+		if kernel.ShardOf(cfg.bystander, kernel.PlacementKey(id), shards) == target {
+			break
+		}
+	}
+	cl, err := client.New(nc, client.WithPrefix(cfg.cf.prefix), client.WithTenant(cfg.bystander), client.WithTimeout(cfg.cf.timeout))
+	if err != nil {
+		return nil, err
+	}
+	res, err := cl.CreateResource(ctx, id)
+	if err == nil && res.Code != messages.CodeOK && res.Code != messages.CodeAlreadyExists {
+		err = fmt.Errorf("%s", res.Code)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bystander resource: %w", err)
+	}
+	w := &benchWorker{nc: nc, enc: cfg.encoding, header: header, timeout: cfg.cf.timeout, rng: rand.New(rand.NewPCG(1, 2)),
+		holder: "bystander-" + runID, opPrefix: []byte("y" + runID + "-"),
+		reserveCodes: map[string]uint64{}, releaseCodes: map[string]uint64{}}
+	w.reserveReq = messages.ReserveRequest{HolderId: w.holder, Members: []*messages.Member{&w.member}, TtlMs: uint64(cfg.ttl.Milliseconds())}
+	w.releaseReq.HolderId = w.holder
+	return &bystander{w: w, res: []string{id}, codes: map[string]uint64{},
+		subjR: client.Subject(cfg.cf.prefix, cfg.bystander, "lease", "reserve"),
+		subjX: client.Subject(cfg.cf.prefix, cfg.bystander, "lease", "release")}, nil
+}
+
+// run cycles until deadline, one write at a time, and counts what it got.
+func (b *bystander) run(ctx context.Context, deadline time.Time, live *liveCounters) {
+	var mine liveCounters
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		b.w.cycle(b.subjR, b.subjX, b.res, &mine)
+	}
+	for _, m := range []map[string]uint64{b.w.reserveCodes, b.w.releaseCodes} {
+		for code, n := range m {
+			b.codes[code] += n
+		}
+	}
+	live.bystanderRefused.Add(mine.failures.Load())
+}
+
+// serviceShards asks a Holdfast instance for its shard count (micro metadata "shards").
+func serviceShards(nc *nats.Conn, timeout time.Duration) (uint32, error) {
+	msg, err := nc.Request("$SRV.INFO.holdfast", nil, timeout)
+	if err != nil {
+		return 0, fmt.Errorf("asking the service for its shard count: %w", err)
+	}
+	var info struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		return 0, fmt.Errorf("service info: %w", err)
+	}
+	n, err := strconv.ParseUint(info.Metadata["shards"], 10, 32)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("service info: no shard count in %v", info.Metadata)
+	}
+	return uint32(n), nil
+}
