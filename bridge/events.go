@@ -31,7 +31,7 @@ const (
 	// stop. JetStream holds ~95 bytes per message id in memory for the window (24,000
 	// events/s: ~270 MB at 2 min, ~1.4 GB at 10 min), which is why it is not longer.
 	DefaultDuplicateWindow = 2 * time.Minute
-	MinDuplicateWindow     = time.Minute
+	MinDuplicateWindow     = 10 * time.Second
 	DefaultMaxAge          = 24 * time.Hour
 	DefaultMaxBytes        = 16 << 30
 	DefaultMaxQueuedEvents = 1 << 16

@@ -72,7 +72,10 @@ func (s *sampler) run(ctx context.Context) {
 			}
 			req := s.live.reserves.Load() + s.live.releases.Load()
 			full, by := s.live.tableFull.Load(), s.live.bystanderRefused.Load()
-			smp := s.take(ctx)
+			smp := s.take()
+			if ctx.Err() != nil {
+				return // the phase ended while sampling: not a sample of the load
+			}
 			smp.Elapsed = now.Sub(start)
 			smp.RequestsPS = float64(req-lastReq) / now.Sub(last).Seconds()
 			smp.TableFull, smp.Bystander = full-lastFull, by-lastBy
@@ -103,7 +106,8 @@ func (s *sampler) result() []benchSample {
 }
 
 // take reads the server's metrics, the events stream and the data directory.
-func (s *sampler) take(ctx context.Context) benchSample {
+func (s *sampler) take() benchSample {
+	ctx := context.Background()
 	m := benchSample{Tables: map[string]float64{}}
 	var errs []string
 	if err := s.scrape(ctx, &m); err != nil {

@@ -104,7 +104,7 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	eventsMaxBytes := byteSize(bridge.DefaultMaxBytes)
 	fs.Var(&eventsMaxBytes, "events-max-bytes", "max `bytes` of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
 	testHooksDir := fs.String("test-hooks-dir", "", "TESTS ONLY: a `directory` whose files move the clock and fail journal writes (see testhooks.go)")
-	eventsDup := fs.Duration("events-duplicate-window", bridge.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 1m): a restart republishes what may not have been stored, and the stream drops the copies within it")
+	eventsDup := fs.Duration("events-duplicate-window", bridge.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 10s): a restart republishes what may not have been stored, and the stream drops the copies within it, so it should cover a restart")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

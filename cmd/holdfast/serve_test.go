@@ -233,7 +233,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--max-resources", "0"}, "resources"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--log-format", "xml"}, "--log-format"},
-		{[]string{"--events-duplicate-window", "30s"}, "--events-duplicate-window"},
+		{[]string{"--events-duplicate-window", "5s"}, "--events-duplicate-window"},
 		{[]string{"--max-memory", "12KiB"}, "--max-memory"},
 		{[]string{"--max-memory", "lots"}, "max-memory"},
 		{[]string{"--events-max-bytes", "-1"}, "events-max-bytes"},
