@@ -317,7 +317,7 @@ func precision(v float64) int {
 // liveCounters feed the progress line.
 type liveCounters struct {
 	reserves, grants, releases, failures atomic.Uint64
-	tableFull, bystanderRefused         atomic.Uint64
+	tableFull, bystanderRefused          atomic.Uint64
 }
 
 // benchWorker is one client of the load phase. It reuses its request

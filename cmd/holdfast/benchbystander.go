@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"math/rand/v2"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
