@@ -55,8 +55,7 @@ type shard struct {
 	snapshotting  bool
 	snapLSN       uint64
 	snapSlot      uint64
-	snapBytes     []byte // a snapshot taken, waiting for publishing to catch up
-	snapSize      int    // bytes of the last snapshot taken
+	snapCapture   *kernel.SnapshotCapture // a snapshot taken, waiting for publishing to catch up
 	pubWriting    bool
 	pubWritten    uint64
 	pubWrittenAt  time.Time

@@ -11,17 +11,15 @@ import (
 	"github.com/holdfast/holdfast/persistence"
 )
 
-// maybeSnapshot copies the kernel state every SnapshotEvery entries. The copy is the
-// only time writes wait; the file is written beside the actor.
+// maybeSnapshot captures the kernel state every SnapshotEvery entries. The capture is
+// the only time writes wait: it encodes the tables that change in place and freezes the
+// append-only retention queues, which are encoded with the file written, beside the actor.
 func (s *shard) maybeSnapshot() {
 	every := s.h.sys.opts.SnapshotEvery
-	if every <= 0 || s.sinceSnapshot < every || s.snapshotting || s.snapBytes != nil {
+	if every <= 0 || s.sinceSnapshot < every || s.snapshotting || s.snapCapture != nil {
 		return
 	}
-	// Sized from the last snapshot: growing a buffer of tens of MB by doubling took
-	// longer than encoding into it, and the shard's writes wait for this call.
-	s.snapBytes = s.k.Snapshot(make([]byte, 0, s.snapSize+s.snapSize/8))
-	s.snapSize = len(s.snapBytes)
+	s.snapCapture = s.k.Capture(nil)
 	s.snapLSN = s.k.LastLSN()
 	s.snapSlot = s.k.LastSlot()
 	s.sinceSnapshot = 0
@@ -33,15 +31,15 @@ func (s *shard) maybeSnapshot() {
 // snapshot must never pass the durable published position. The published position is
 // made durable first, then the snapshot, then the journal below it is compacted.
 func (s *shard) maybeWriteSnapshot() {
-	if s.snapBytes == nil || s.snapshotting {
+	if s.snapCapture == nil || s.snapshotting {
 		return
 	}
 	events := s.h.sys.opts.Events != nil
 	if events && s.published < s.snapLSN {
 		return
 	}
-	bytes, lsn, slot, pub, gen := s.snapBytes, s.snapLSN, s.snapSlot, s.published, s.gen
-	s.snapBytes = nil
+	capture, lsn, slot, pub, gen := s.snapCapture, s.snapLSN, s.snapSlot, s.published, s.gen
+	s.snapCapture = nil
 	s.snapshotting = true
 	h, dir, root, pid := s.h, s.h.dir, s.h.sys.root, s.self
 	go func() {
@@ -50,7 +48,7 @@ func (s *shard) maybeWriteSnapshot() {
 			err = h.persistPublished(pub)
 		}
 		if err == nil {
-			err = persistence.WriteSnapshot(dir, lsn, slot, bytes)
+			err = persistence.WriteSnapshot(dir, lsn, slot, capture.AppendTo(make([]byte, 0, capture.Size())))
 		}
 		root.Send(pid, &snapshotDone{gen: gen, lsn: lsn, err: err})
 	}()

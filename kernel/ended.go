@@ -80,13 +80,18 @@ func (t *endedTable) popFront() {
 
 // member returns the i-th member of e.
 func (t *endedTable) member(e *endedLease, i int) leaseMember {
+	return e.member(i, &t.extra.fifoView)
+}
+
+// member returns the i-th member of e, whose side members are in extra.
+func (e *endedLease) member(i int, extra *fifoView[endedMember]) leaseMember {
 	var kind MemberKind
 	var obj int32
 	var v uint64
 	if i == 0 {
 		kind, obj, v = e.kind, e.obj, e.value
 	} else {
-		m := t.extra.at(e.extra + uint64(i-1))
+		m := extra.at(e.extra + uint64(i-1))
 		kind, obj, v = m.kind, m.obj, m.value
 	}
 	lm := leaseMember{kind: kind, obj: obj}

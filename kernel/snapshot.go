@@ -21,6 +21,33 @@ const snapshotFormat = 3
 // imports only the standard library and a canonical byte order matters more here than
 // schema tooling; docs/design.md records the choice.
 func (k *Kernel) Snapshot(b []byte) []byte {
+	return k.Capture(nil).AppendTo(b)
+}
+
+// SnapshotCapture is a snapshot taken at one lsn whose bulk is encoded later, possibly on
+// another goroutine while the shard goes on (Kernel's single-owner rule otherwise holds).
+// The tables that change in place — objects, live leases, the holder names — are encoded
+// or copied by Capture; the retention queues, which are append-only with records never
+// written after their push (fifo.go), are held as frozen views. At a shard's full default
+// bounds this turns a ~140 ms stall of its writes into one of a few ms.
+type SnapshotCapture struct {
+	head    []byte
+	holders []string // holder names by index, as they were at the capture
+	ended   fifoView[endedLease]
+	extra   fifoView[endedMember]
+	ops     [2]fifoView[outcome]
+}
+
+// Capture takes a snapshot of the shard at its last applied entry; head, if not nil, is a
+// buffer for the part encoded now.
+func (k *Kernel) Capture(head []byte) *SnapshotCapture {
+	c := &SnapshotCapture{ended: k.ended.q.freeze(), extra: k.ended.extra.freeze(),
+		ops: [2]fifoView[outcome]{k.ops.q[0].freeze(), k.ops.q[1].freeze()}}
+	c.holders = make([]string, len(k.holders))
+	for i := range k.holders {
+		c.holders[i] = k.holders[i].key
+	}
+	b := head[:0]
 	b = append(b, snapshotFormat)
 	b = appendUvarint(b, uint64(k.cfg.Shard))
 	b = appendUvarint(b, k.lastLSN)
@@ -75,21 +102,34 @@ func (k *Kernel) Snapshot(b []byte) []byte {
 		b = appendUvarint(b, l.deadline)
 		b = appendMembers(b, len(l.members), func(i int) leaseMember { return l.members[i] })
 	}
+	c.head = b
+	return c
+}
+
+// Size is about how many bytes AppendTo adds: a buffer of it grows at most once.
+func (c *SnapshotCapture) Size() int {
+	return len(c.head) + 48*c.ended.len() + 44*(c.ops[0].len()+c.ops[1].len()) + 32
+}
+
+// AppendTo appends the whole snapshot to b.
+func (c *SnapshotCapture) AppendTo(b []byte) []byte {
+	b = append(b, c.head...)
+
 	// Ended leases in the order they ended: the order they retire in.
-	b = appendUvarint(b, uint64(k.ended.len()))
-	for i := 0; i < k.ended.len(); i++ {
-		e := k.ended.q.nth(i)
+	b = appendUvarint(b, uint64(c.ended.len()))
+	for i := 0; i < c.ended.len(); i++ {
+		e := c.ended.nth(i)
 		b = appendUvarint(b, e.lsn)
-		b = appendString(b, k.holders[e.holder].key)
+		b = appendString(b, c.holders[e.holder])
 		b = append(b, byte(e.state))
 		b = appendUvarint(b, uint64(e.epoch))
 		b = appendUvarint(b, e.deadline)
 		b = appendUvarint(b, e.releasedLSN)
 		b = appendUvarint(b, e.retireAfter)
-		b = appendMembers(b, int(e.members), func(j int) leaseMember { return k.ended.member(e, j) })
+		b = appendMembers(b, int(e.members), func(j int) leaseMember { return e.member(j, &c.extra) })
 	}
-	for qi := range k.ops.q {
-		q := &k.ops.q[qi]
+	for qi := range c.ops {
+		q := &c.ops[qi]
 		b = appendUvarint(b, uint64(q.len()))
 		for i := 0; i < q.len(); i++ {
 			op := q.nth(i)
