@@ -508,9 +508,9 @@ func TestReplayBugRestoreAcceptsOutcomeInWrongQueue(t *testing.T) {
 		t.Fatalf("create: %s", mFmtOut(&out))
 	}
 	// The snapshot ends with the one kept outcome: ... code ok, member+1 0, epoch 0, lsn 1,
-	// retire slot; then an empty forgettable queue. Make the kept outcome already_exists.
+	// retire slot. Make it already_exists.
 	snap := k.Snapshot(nil)
-	tail := append(binary.AppendUvarint([]byte{byte(CodeOK), 0, 0, 1}, cfg.DedupeWindowSlots), 0)
+	tail := binary.AppendUvarint([]byte{byte(CodeOK), 0, 0, 1}, cfg.DedupeWindowSlots)
 	if !bytes.HasSuffix(snap, tail) {
 		t.Fatalf("snapshot does not end with the outcome record %x: %x", tail, snap)
 	}

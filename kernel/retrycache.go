@@ -59,14 +59,24 @@ func (t *retryCache) record(ref uint32) *outcome {
 
 // find returns the index slot and record for key, or -1.
 func (t *retryCache) find(key opKey) (int, *outcome) {
-	if t.index.n == 0 {
+	i, o := t.probe(key)
+	if o == nil {
+		return -1, nil
+	}
+	return i, o
+}
+
+// probe returns the slot holding key and its record, or the empty slot where key would
+// go and nil (-1 when the index has no slots yet).
+func (t *retryCache) probe(key opKey) (int, *outcome) {
+	if len(t.index.slots) == 0 {
 		return -1, nil
 	}
 	m := int(t.index.mask())
 	for i := t.index.probe(key.hi); ; i = (i + 1) & m {
 		ref := t.index.slots[i]
 		if ref == 0 {
-			return -1, nil
+			return i, nil
 		}
 		if o := t.record(ref); o.keyHi == key.hi && o.keyLo == key.lo {
 			return i, o
@@ -84,13 +94,17 @@ func (t *retryCache) push(o outcome) {
 	}
 	seq := t.q[qi].push(o)
 	ref := refOf(qi, seq)
-	if i, cur := t.find(o.key()); i >= 0 {
-		if cur.lsn < o.lsn {
-			t.index.slots[i] = ref
-		}
-		return
+	if (t.index.n+1)*4 > len(t.index.slots)*3 {
+		growIndex(&t.index, t)
 	}
-	insertRef(&t.index, t, o.keyHi, ref)
+	i, cur := t.probe(o.key())
+	switch {
+	case cur == nil:
+		t.index.slots[i] = ref
+		t.index.n++
+	case cur.lsn < o.lsn:
+		t.index.slots[i] = ref
+	}
 }
 
 // get returns the live record for key at slot, if any. A record past its window is

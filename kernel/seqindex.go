@@ -16,7 +16,18 @@ type seqIndex struct {
 const refModulus = 1<<31 - 1
 
 func refOf(queue int, seq uint64) uint32 {
-	return uint32(queue)<<31 | uint32(seq%refModulus+1)
+	return uint32(queue)<<31 | uint32(modRef(seq)+1)
+}
+
+// modRef is x mod 2³¹−1 without a division (a Mersenne modulus: fold the high bits onto
+// the low ones), on every probe of a lookup.
+func modRef(x uint64) uint64 {
+	x = (x & refModulus) + (x >> 31)
+	x = (x & refModulus) + (x >> 31)
+	if x >= refModulus {
+		x -= refModulus
+	}
+	return x
 }
 
 func refQueue(ref uint32) int { return int(ref >> 31) }
@@ -25,7 +36,7 @@ func refQueue(ref uint32) int { return int(ref >> 31) }
 // if the ref was made from one of q's records still queued.
 func seqOf[T any](q *fifo[T], ref uint32) uint64 {
 	r := uint64(ref&(1<<31-1)) - 1
-	return q.base + (r+refModulus-q.base%refModulus)%refModulus
+	return q.base + modRef(r+refModulus-modRef(q.base))
 }
 
 // refOwner is what an index needs of the table it indexes: the hash of the key a ref's
@@ -40,6 +51,18 @@ func (x *seqIndex) mask() uint64 { return uint64(len(x.slots) - 1) }
 
 // probe returns the slot to start a search for hash h at.
 func (x *seqIndex) probe(h uint64) int { return int(mix64(h) & x.mask()) }
+
+// reserve sizes the index for n entries at once (a restore knows its count), so it
+// never grows, and rehashes, on the way.
+func (x *seqIndex) reserve(n int) {
+	size := 16
+	for size*3 < n*4 {
+		size *= 2
+	}
+	if size > len(x.slots) && x.n == 0 {
+		x.slots = make([]uint32, size)
+	}
+}
 
 // insert adds ref (whose key hashes to h); the caller has checked the key is absent.
 func insertRef[O refOwner](x *seqIndex, o O, h uint64, ref uint32) {

@@ -128,9 +128,11 @@ func (c *SnapshotCapture) AppendTo(b []byte) []byte {
 		b = appendUvarint(b, e.retireAfter)
 		b = appendMembers(b, int(e.members), func(j int) leaseMember { return e.member(j, &c.extra) })
 	}
+	// Both counts first, so a restore sizes the index once.
+	b = appendUvarint(b, uint64(c.ops[0].len()))
+	b = appendUvarint(b, uint64(c.ops[1].len()))
 	for qi := range c.ops {
 		q := &c.ops[qi]
-		b = appendUvarint(b, uint64(q.len()))
 		for i := 0; i < q.len(); i++ {
 			op := q.nth(i)
 			b = binary.LittleEndian.AppendUint64(b, op.keyHi)
@@ -288,7 +290,9 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			k.expiry.push(k, idx)
 		}
 	}
-	for i, n := 0, count(cfg.MaxLeases, "ended leases"); i < n && d.err == nil; i++ {
+	ended := count(cfg.MaxLeases, "ended leases")
+	k.ended.index.reserve(ended)
+	for i, n := 0, ended; i < n && d.err == nil; i++ {
 		var e endedLease
 		var ms []leaseMember
 		if format == 2 {
@@ -330,8 +334,10 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 	if format == 2 {
 		restoreOutcomesV2(k, &d, count(cfg.MaxOperations, "operations"), cfg.MaxBundle)
 	} else {
+		counts := [2]int{count(cfg.MaxOperations, "operations"), count(cfg.MaxOperations, "operations")}
+		k.ops.index.reserve(counts[0] + counts[1])
 		for qi := range k.ops.q {
-			for i, n := 0, count(cfg.MaxOperations, "operations"); i < n && d.err == nil; i++ {
+			for i, n := 0, counts[qi]; i < n && d.err == nil; i++ {
 				if len(d.b) < 20 {
 					d.fail()
 					break
@@ -360,7 +366,9 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 	if d.err != nil || len(d.b) != 0 {
 		return nil, badSnapshot("truncated or trailing bytes")
 	}
-	if err := k.CheckInvariants(); err != nil {
+	// Restore built the indexes itself (refusing duplicate lease ids on the way), so it
+	// checks every record and table against the others but not each index entry again.
+	if err := k.checkInvariants(false); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	return k, nil
