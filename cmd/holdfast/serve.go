@@ -52,13 +52,14 @@ type serveConfig struct {
 	natsURL        string
 	prefix         string
 	shards         uint32
-	shardsExplicit bool
 	slot           time.Duration
 	kernel         kernel.Config
 	// maxMemory is the retention memory of the whole process, split evenly over the shards
 	// once their count is known (the data directory may fix it); explicit table bounds win.
 	maxMemory      uint64
-	explicitBounds map[string]bool
+	explicitBounds map[string]bool // also says whether --shards and --slot were given
+	dedupeWindow   time.Duration
+	historyWindow  time.Duration
 	metricsListen  string
 	logLevel       slog.Level
 	logJSON        bool
@@ -115,7 +116,7 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 
 	c := &serveConfig{data: *data, listen: *listen, natsURL: *natsURL, prefix: *prefix,
-		shardsExplicit: explicit["shards"], listenExplicit: explicit["listen"], metricsListen: *metricsListen,
+		listenExplicit: explicit["listen"], metricsListen: *metricsListen,
 		events:       bridge.EventsConfig{MaxAge: *eventsMaxAge, MaxBytes: int64(min(uint64(eventsMaxBytes), 1<<62)), DuplicateWindow: *eventsDup},
 		testHooksDir: *testHooksDir, maxMemory: uint64(maxMemory), explicitBounds: explicit}
 	if c.data == "" {
@@ -153,10 +154,8 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("--events-max-age: must not be shorter than the duplicate window (%v), got %v", *eventsDup, *eventsMaxAge)
 	}
 	k := def
-	k.SlotMillis = uint64(c.slot / time.Millisecond)
 	k.MaxTTLMillis = uint64(*maxTTL / time.Millisecond)
-	k.DedupeWindowSlots = slotsCeil(*dedupe, c.slot)
-	k.HistoryWindowSlots = slotsCeil(*history, c.slot)
+	c.dedupeWindow, c.historyWindow = *dedupe, *history
 	k.MaxResources, k.MaxBundle, k.MaxOperations = *maxResources, *maxBundle, *maxOperations
 	k.MaxPools, k.MaxRanges = *maxPools, *maxRanges
 	if *maxLeases < 1 || *maxOperations < 1 {
@@ -166,6 +165,7 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 		return nil, fmt.Errorf("--max-memory: at least 1MiB, got %v", &maxMemory)
 	}
 	c.kernel = k
+	c.setSlot(c.slot)
 	if err := c.sizeTables(c.shards, *maxLeases, *maxOperations); err != nil {
 		return nil, err
 	}
@@ -216,43 +216,65 @@ func (c *serveConfig) sizeTables(shards uint32, maxLeases, maxOperations int) er
 	return nil
 }
 
+// setSlot sets the slot length and what is counted in slots.
+func (c *serveConfig) setSlot(slot time.Duration) {
+	c.slot = slot
+	c.kernel.SlotMillis = uint64(slot / time.Millisecond)
+	c.kernel.DedupeWindowSlots = slotsCeil(c.dedupeWindow, slot)
+	c.kernel.HistoryWindowSlots = slotsCeil(c.historyWindow, slot)
+}
+
 func slotsCeil(d, slot time.Duration) uint64 {
 	return uint64((d + slot - 1) / slot)
 }
 
-// serveLayout is what the data directory remembers about how it was created.
+// serveLayout is what the data directory remembers about how it was created: the
+// settings that decide what its journals mean (API.md §6).
 type serveLayout struct {
 	Format int    `json:"format"`
 	Shards uint32 `json:"shards"`
+	// SlotMillis is absent in directories from before it was recorded: their first start
+	// since records the --slot it runs with.
+	SlotMillis uint64 `json:"slot_ms,omitempty"`
 }
 
 var serveShardDir = regexp.MustCompile(`^shard-[0-9]{3,}$`)
 
-// ensureLayout fixes the shard count of a data directory: the first start records it,
-// later starts adopt it, and an explicit different --shards is refused.
-func ensureLayout(dir string, shards uint32, explicit bool) (uint32, error) {
+// ensureLayout fixes the settings a data directory's journals depend on: the first start
+// records them, later starts adopt them, and an explicit different --shards or --slot is
+// refused before anything is served. (A replay under another slot length would give
+// every journaled ttl another deadline, and journaled expiries would miss.)
+func ensureLayout(dir string, want serveLayout, explicit map[string]bool) (serveLayout, error) {
 	path := filepath.Join(dir, serveLayoutFile)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		var l serveLayout
 		if err := json.Unmarshal(b, &l); err != nil || l.Format != serveLayoutV1 || l.Shards == 0 {
-			return 0, fmt.Errorf("%s: not a Holdfast layout file (%v)", path, err)
+			return serveLayout{}, fmt.Errorf("%s: not a Holdfast layout file (%v)", path, err)
 		}
-		if explicit && l.Shards != shards {
-			return 0, fmt.Errorf("data directory %s was created with --shards %d; the shard count of a data directory cannot change (got --shards %d)", dir, l.Shards, shards)
+		if explicit["shards"] && l.Shards != want.Shards {
+			return serveLayout{}, fmt.Errorf("data directory %s was created with --shards %d; the shard count of a data directory cannot change (got --shards %d)", dir, l.Shards, want.Shards)
 		}
-		return l.Shards, nil
+		if l.SlotMillis == 0 { // recorded before --slot was: the journal was written with this one
+			l.SlotMillis = want.SlotMillis
+			return l, writeLayout(dir, l)
+		}
+		if explicit["slot"] && l.SlotMillis != want.SlotMillis {
+			return serveLayout{}, fmt.Errorf("data directory %s was created with --slot %v; the slot length of a data directory cannot change (got --slot %v)",
+				dir, time.Duration(l.SlotMillis)*time.Millisecond, time.Duration(want.SlotMillis)*time.Millisecond)
+		}
+		return l, nil
 	case !errors.Is(err, os.ErrNotExist):
-		return 0, err
+		return serveLayout{}, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, err
+		return serveLayout{}, err
 	}
 	// A directory from before the layout file: its shard directories tell the count.
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, err
+		return serveLayout{}, err
 	}
 	found := uint32(0)
 	for _, e := range entries {
@@ -260,17 +282,24 @@ func ensureLayout(dir string, shards uint32, explicit bool) (uint32, error) {
 			found++
 		}
 	}
-	if found > 0 && found != shards {
-		if explicit {
-			return 0, fmt.Errorf("data directory %s holds %d shards; the shard count of a data directory cannot change (got --shards %d)", dir, found, shards)
+	l := serveLayout{Format: serveLayoutV1, Shards: want.Shards, SlotMillis: want.SlotMillis}
+	if found > 0 && found != want.Shards {
+		if explicit["shards"] {
+			return serveLayout{}, fmt.Errorf("data directory %s holds %d shards; the shard count of a data directory cannot change (got --shards %d)", dir, found, want.Shards)
 		}
-		shards = found
+		l.Shards = found
 	}
-	data, _ := json.Marshal(serveLayout{Format: serveLayoutV1, Shards: shards})
+	return l, writeLayout(dir, l)
+}
+
+// writeLayout records l durably: a temporary file, fsync, rename, fsync of the directory.
+func writeLayout(dir string, l serveLayout) error {
+	path := filepath.Join(dir, serveLayoutFile)
+	data, _ := json.Marshal(l)
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	_, err = f.Write(append(data, '\n'))
 	if err == nil {
@@ -286,9 +315,9 @@ func ensureLayout(dir string, shards uint32, explicit bool) (uint32, error) {
 		err = syncServeDir(dir)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("recording the layout in %s: %w", path, err)
+		return fmt.Errorf("recording the layout in %s: %w", path, err)
 	}
-	return shards, nil
+	return nil
 }
 
 func syncServeDir(dir string) error {
@@ -394,7 +423,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 			cleanups[i]()
 		}
 	}()
-	shards, err := ensureLayout(c.data, c.shards, c.shardsExplicit)
+	layout, err := ensureLayout(c.data, serveLayout{Shards: c.shards, SlotMillis: c.kernel.SlotMillis}, c.explicitBounds)
 	if err != nil {
 		return err
 	}
@@ -403,11 +432,18 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		return err
 	}
 	cleanups = append(cleanups, unlock)
-	if shards != c.shards {
-		log.Info("using the data directory's shard count", "shards", shards, "data", c.data)
-		c.shards = shards
-		if err := c.sizeTables(shards, c.kernel.MaxLeases, c.kernel.MaxOperations); err != nil {
+	if layout.Shards != c.shards {
+		log.Info("using the data directory's shard count", "shards", layout.Shards, "data", c.data)
+		c.shards = layout.Shards
+		if err := c.sizeTables(layout.Shards, c.kernel.MaxLeases, c.kernel.MaxOperations); err != nil {
 			return err
+		}
+	}
+	if slot := time.Duration(layout.SlotMillis) * time.Millisecond; slot != c.slot {
+		log.Info("using the data directory's slot length", "slot", slot, "data", c.data)
+		c.setSlot(slot)
+		if err := c.kernel.Validate(); err != nil {
+			return fmt.Errorf("with the data directory's slot length %v: %w", slot, err)
 		}
 	}
 	// Before the embedded NATS server, the bridge and the shards start: all of them run

@@ -251,7 +251,7 @@ func TestServeFlagErrors(t *testing.T) {
 	}
 	if c.kernel.MaxLeases != 1000 || c.kernel.MaxExpirations != 1000 || c.kernel.MaxMembers != 4000 ||
 		c.kernel.SlotMillis != 250 || c.kernel.DedupeWindowSlots != 4 || c.kernel.HistoryWindowSlots != 2400 ||
-		c.kernel.MaxTTLMillis != 60000 || c.shards != 8 || c.shardsExplicit || c.kernel.MaxOperations != 1<<23 {
+		c.kernel.MaxTTLMillis != 60000 || c.shards != 8 || c.explicitBounds["shards"] || c.kernel.MaxOperations != 1<<23 {
 		t.Fatalf("parsed: %+v", c)
 	}
 	// --max-memory is split over the shards: 1 GiB over 4 is 128 MiB for operations and
@@ -268,14 +268,30 @@ func TestServeFlagErrors(t *testing.T) {
 
 func TestServeLayout(t *testing.T) {
 	dir := t.TempDir()
-	if n, err := ensureLayout(dir, 4, false); err != nil || n != 4 {
-		t.Fatalf("create: %d %v", n, err)
+	l := func(shards uint32, slotMS uint64) serveLayout { return serveLayout{Shards: shards, SlotMillis: slotMS} }
+	none, shards, slot := map[string]bool{}, map[string]bool{"shards": true}, map[string]bool{"slot": true}
+	if got, err := ensureLayout(dir, l(4, 100), none); err != nil || got.Shards != 4 || got.SlotMillis != 100 {
+		t.Fatalf("create: %+v %v", got, err)
 	}
-	if n, err := ensureLayout(dir, 8, false); err != nil || n != 4 {
-		t.Fatalf("default flag adopts the directory's count: %d %v", n, err)
+	if got, err := ensureLayout(dir, l(8, 10), none); err != nil || got.Shards != 4 || got.SlotMillis != 100 {
+		t.Fatalf("default flags adopt the directory's settings: %+v %v", got, err)
 	}
-	if _, err := ensureLayout(dir, 8, true); err == nil || !strings.Contains(err.Error(), "--shards 4") {
+	if _, err := ensureLayout(dir, l(8, 100), shards); err == nil || !strings.Contains(err.Error(), "--shards 4") {
 		t.Fatalf("explicit different count: %v", err)
+	}
+	if _, err := ensureLayout(dir, l(4, 10), slot); err == nil || !strings.Contains(err.Error(), "created with --slot 100ms") ||
+		!strings.Contains(err.Error(), "got --slot 10ms") {
+		t.Fatalf("explicit different slot: %v", err)
+	}
+	// A layout file from before the slot was recorded: the first start records its --slot.
+	if err := os.WriteFile(filepath.Join(dir, serveLayoutFile), []byte(`{"format":1,"shards":4}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ensureLayout(dir, l(4, 250), slot); err != nil || got.SlotMillis != 250 {
+		t.Fatalf("recording the slot: %+v %v", got, err)
+	}
+	if _, err := ensureLayout(dir, l(4, 100), slot); err == nil || !strings.Contains(err.Error(), "--slot 250ms") {
+		t.Fatalf("after recording: %v", err)
 	}
 	// A directory from before the layout file: its shard directories decide.
 	old := t.TempDir()
@@ -284,11 +300,32 @@ func TestServeLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ensureLayout(old, 8, true); err == nil {
+	if _, err := ensureLayout(old, l(8, 100), shards); err == nil {
 		t.Fatal("explicit count differing from the shard directories accepted")
 	}
-	if n, err := ensureLayout(old, 8, false); err != nil || n != 3 {
-		t.Fatalf("legacy directory: %d %v", n, err)
+	if got, err := ensureLayout(old, l(8, 100), none); err != nil || got.Shards != 3 {
+		t.Fatalf("legacy directory: %+v %v", got, err)
+	}
+}
+
+// A restart with another --slot exits non-zero naming the setting, before serving; one
+// without --slot runs with the recorded length.
+func TestServeRefusesAnotherSlot(t *testing.T) {
+	data := t.TempDir()
+	run := startServe(t, "--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--slot", "10ms", "--shards", "1")
+	run.ready(t)
+	if code := run.stop(t); code != 0 {
+		t.Fatalf("first run exited %d", code)
+	}
+	var out bytes.Buffer
+	if code := serveMain(context.Background(), []string{"--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--slot", "20ms"}, &out); code == 0 ||
+		!strings.Contains(out.String(), "--slot 10ms") || strings.Contains(out.String(), "msg=ready") {
+		t.Fatalf("restart with --slot 20ms: exit %d\n%s", code, out.String())
+	}
+	run = startServe(t, "--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", "")
+	run.ready(t)
+	if !strings.Contains(run.log.String(), "using the data directory's slot length") {
+		t.Fatalf("restart without --slot:\n%s", run.log)
 	}
 }
 
