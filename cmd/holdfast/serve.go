@@ -47,13 +47,13 @@ const (
 
 // serveConfig is the parsed command line of `holdfast serve`.
 type serveConfig struct {
-	data           string
-	listen         string
-	natsURL        string
-	prefix         string
-	shards         uint32
-	slot           time.Duration
-	kernel         kernel.Config
+	data    string
+	listen  string
+	natsURL string
+	prefix  string
+	shards  uint32
+	slot    time.Duration
+	kernel  kernel.Config
 	// maxMemory is the retention memory of the whole process, split evenly over the shards
 	// once their count is known (the data directory may fix it); explicit table bounds win.
 	maxMemory      uint64
