@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -48,7 +49,7 @@ func runDurable(b *testing.B, shards uint32, maxBatch int) {
 	res := make([]string, workers)
 	for w := range res {
 		res[w] = fmt.Sprintf("n%d/gpu", w)
-		shard := kernel.ShardOf("t", kernel.PlacementKey(res[w]), shards)
+		shard := contract.ShardOf("t", contract.PlacementKey(res[w]), shards)
 		if r := do(b, sys, shard, createResource("c"+res[w], res[w])); r.Code != kernel.CodeOK {
 			b.Fatal(r.Code)
 		}
@@ -66,7 +67,7 @@ func runDurable(b *testing.B, shards uint32, maxBatch int) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			shard := kernel.ShardOf("t", kernel.PlacementKey(res[w]), shards)
+			shard := contract.ShardOf("t", contract.PlacementKey(res[w]), shards)
 			ch := make(chan *Reply, 1)
 			reply := func(r *Reply) { ch <- r }
 			for next.Add(1) <= int64(b.N) {

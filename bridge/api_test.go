@@ -3,6 +3,7 @@ package bridge
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,14 +13,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
 func TestEveryVerbJSON(t *testing.T) {
 	s := startStack(t, startNATS(t), stackOptions{shards: 2})
 	const tenant = "acme"
-	shard := kernel.ShardOf(tenant, "node14", 2)
+	shard := contract.ShardOf(tenant, "node14", 2)
 
 	r := s.req(tenant, "resource.create", `{"operation_id":"c1","resource_id":"node14/gpu0"}`).want(t, "ok")
 	wantKeys(t, "resource.create", r.obj, "outcome", "code", "lsn", "resource")
@@ -60,7 +60,7 @@ func TestEveryVerbJSON(t *testing.T) {
 	wantKeys(t, "lease.reserve", r.obj, "outcome", "code", "lsn", "lease")
 	wantKeys(t, "lease view", r.field(t, "lease"), "lease_id", "holder_id", "state", "lease_epoch", "created_lsn", "deadline_slot", "members")
 	leaseID := r.str(t, "lease", "lease_id")
-	if leaseID != kernel.FormatLeaseID(shard, 4) || r.str(t, "lsn") != "4" || r.str(t, "lease", "created_lsn") != "4" ||
+	if leaseID != contract.FormatLeaseID(shard, 4) || r.str(t, "lsn") != "4" || r.str(t, "lease", "created_lsn") != "4" ||
 		r.str(t, "lease", "state") != "reserved" || r.str(t, "lease", "lease_epoch") != "1" || r.str(t, "lease", "holder_id") != "alice" {
 		t.Fatalf("lease.reserve: %s", r.raw)
 	}
@@ -164,7 +164,7 @@ func TestEveryVerbJSON(t *testing.T) {
 func TestEveryVerbProtobuf(t *testing.T) {
 	s := startStack(t, startNATS(t), stackOptions{shards: 2})
 	const tenant = "acme"
-	shard := kernel.ShardOf(tenant, "rack1", 2)
+	shard := contract.ShardOf(tenant, "rack1", 2)
 
 	out, msg := s.preq(tenant, "resource.create", &messages.CreateResourceRequest{OperationId: "c1", ResourceId: "rack1/a"})
 	if out.Code != "ok" || out.Outcome != "committed" || out.Lsn != 1 || out.Resource.GetResourceId() != "rack1/a" {
@@ -184,7 +184,7 @@ func TestEveryVerbProtobuf(t *testing.T) {
 	v := uint64(1<<40 + 3)
 	out, _ = s.preq(tenant, "lease.reserve", &messages.ReserveRequest{OperationId: "l1", HolderId: "h", TtlMs: 5000,
 		Members: []*messages.Member{{ResourceId: "rack1/a"}, {PoolId: "rack1/mem", Quantity: 3}, {RangeId: "rack1/ports", Value: &v}}})
-	if out.Code != "ok" || out.Lease.GetLeaseId() != kernel.FormatLeaseID(shard, 4) || out.Lease.Members[2].GetValue() != v {
+	if out.Code != "ok" || out.Lease.GetLeaseId() != contract.FormatLeaseID(shard, 4) || out.Lease.Members[2].GetValue() != v {
 		t.Fatalf("lease.reserve: %v", out)
 	}
 	id := out.Lease.LeaseId
@@ -419,7 +419,7 @@ func TestLeaseListSpansShards(t *testing.T) {
 	}
 	prevShard, prevLSN := uint32(0), uint64(0)
 	for i, l := range full.typ.Leases {
-		sh, lsn, ok := kernel.ParseLeaseID(l.LeaseId)
+		sh, lsn, ok := contract.ParseLeaseID(l.LeaseId)
 		if !ok || sh < prevShard || (sh == prevShard && lsn <= prevLSN) {
 			t.Fatalf("lease %d (%s) out of order: %s", i, l.LeaseId, full.raw)
 		}

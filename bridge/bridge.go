@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -59,7 +60,6 @@ const QueueGroup = "holdfast"
 
 // Defaults of Config.
 const (
-	DefaultPrefix          = "holdfast"
 	DefaultMaxRequestBytes = 128 << 10
 	DefaultMaxInFlight     = 65536
 	DefaultQueueLen        = 4096
@@ -75,7 +75,7 @@ type Config struct {
 	// keeping JetStream on a connection of its own) keeps one connection's read loop from
 	// becoming the service's bottleneck. Empty: replies go out on Conn.
 	ReplyConns []*nats.Conn
-	Prefix     string // subject prefix; DefaultPrefix when empty
+	Prefix     string // subject prefix; contract.DefaultPrefix when empty
 	Shards     uint32 // must equal the shard count of the actors.System given to Start
 	Logger     *slog.Logger
 	Version    string // micro service version; Version when empty
@@ -110,9 +110,9 @@ func (c *Config) withDefaults() (Config, error) {
 		return o, errors.New("bridge: shard count must be at least 1")
 	}
 	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
+		o.Prefix = contract.DefaultPrefix
 	}
-	if err := ValidPrefix(o.Prefix); err != nil {
+	if err := contract.ValidPrefix(o.Prefix); err != nil {
 		return o, err
 	}
 	if o.Logger == nil {
@@ -138,25 +138,6 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	o.Events = o.Events.withDefaults()
 	return o, nil
-}
-
-// ValidPrefix reports whether p can be the subject prefix: one or more dot-separated
-// tokens of printable characters without wildcards.
-func ValidPrefix(p string) error {
-	if p == "" {
-		return errors.New("prefix: must not be empty")
-	}
-	for _, tok := range strings.Split(p, ".") {
-		if tok == "" {
-			return fmt.Errorf("prefix %q: empty subject token", p)
-		}
-		for _, r := range tok {
-			if r <= ' ' || r == '*' || r == '>' || r == 0x7f {
-				return fmt.Errorf("prefix %q: subject tokens may not contain wildcards, spaces or control characters", p)
-			}
-		}
-	}
-	return nil
 }
 
 // shardSystem is what the bridge needs of the shards; *actors.System provides it.

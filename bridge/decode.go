@@ -3,6 +3,7 @@ package bridge
 import (
 	"errors"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"sync/atomic"
 	"time"
 
@@ -96,7 +97,7 @@ func (b *Bridge) prepare(c *call, j *job) *kernel.Rejection {
 		return invalid("tenant: missing from the subject")
 	}
 	c.tenant = j.subject[s.tenantStart : len(j.subject)-s.suffixLen]
-	if !kernel.ValidTenant(c.tenant) {
+	if !contract.ValidTenant(c.tenant) {
 		return invalid("tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
 	if len(j.data) > b.cfg.MaxRequestBytes {
@@ -141,7 +142,7 @@ func objectID(field, id string) *kernel.Rejection {
 	if id == "" {
 		return invalid("%s: required", field)
 	}
-	if !kernel.ValidObjectID(id) {
+	if !contract.ValidObjectID(id) {
 		return invalid("%s: must be 1-128 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric", field)
 	}
 	return nil
@@ -152,7 +153,7 @@ func (b *Bridge) leaseID(s string) (uint32, uint64, *kernel.Rejection) {
 	if s == "" {
 		return 0, 0, invalid("lease_id: required")
 	}
-	shard, lsn, ok := kernel.ParseLeaseID(s)
+	shard, lsn, ok := contract.ParseLeaseID(s)
 	if !ok {
 		return 0, 0, invalid("lease_id: not a lease id")
 	}
@@ -177,7 +178,7 @@ func fence(o *op, minLSN uint64, waitMs *uint32) *kernel.Rejection {
 }
 
 func (b *Bridge) objectShard(tenant, id string) uint32 {
-	return kernel.ShardOf(tenant, kernel.PlacementKey(id), b.cfg.Shards)
+	return contract.ShardOf(tenant, contract.PlacementKey(id), b.cfg.Shards)
 }
 
 func prepCreateResource(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 
 	"google.golang.org/protobuf/proto"
 
@@ -117,7 +118,7 @@ func mergeList(parts []*actors.Reply, limit int) *actors.Reply {
 func resourceView(shard uint32, v *kernel.ResourceView) *messages.Resource {
 	r := &messages.Resource{ResourceId: v.ID, State: v.State.String(), Version: v.Version}
 	if v.LeaseLSN != 0 {
-		r.CurrentLeaseId = kernel.FormatLeaseID(shard, v.LeaseLSN)
+		r.CurrentLeaseId = contract.FormatLeaseID(shard, v.LeaseLSN)
 	}
 	return r
 }
@@ -133,7 +134,7 @@ func rangeView(v *kernel.RangeView) *messages.Range {
 
 func leaseView(v *kernel.LeaseView) *messages.Lease {
 	l := &messages.Lease{
-		LeaseId:         kernel.FormatLeaseID(v.Shard, v.LSN),
+		LeaseId:         contract.FormatLeaseID(v.Shard, v.LSN),
 		HolderId:        v.HolderID,
 		State:           v.State.String(),
 		LeaseEpoch:      v.Epoch,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -20,9 +21,6 @@ import (
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/messages"
 )
-
-// StreamName is the JetStream stream of Holdfast's events.
-const StreamName = "HOLDFAST_EVENTS"
 
 // Defaults of EventsConfig.
 const (
@@ -90,10 +88,10 @@ func EventSubjects(prefix string) string { return prefix + ".v1.*.events.>" }
 func ensureStream(ctx context.Context, js jetstream.JetStream, prefix string, cfg EventsConfig) error {
 	subject := EventSubjects(prefix)
 	for attempt := 0; attempt < 2; attempt++ {
-		s, err := js.Stream(ctx, StreamName)
+		s, err := js.Stream(ctx, contract.StreamName)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			_, err = js.CreateStream(ctx, jetstream.StreamConfig{
-				Name:        StreamName,
+				Name:        contract.StreamName,
 				Description: "Holdfast events: <prefix>.v1.<tenant>.events.<object>.<verb>, message id <shard>-<lsn>-<n>",
 				Subjects:    []string{subject},
 				Storage:     jetstream.FileStorage,
@@ -107,12 +105,12 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, prefix string, cf
 				continue // created meanwhile by another process: update it
 			}
 			if err != nil {
-				return fmt.Errorf("bridge: creating stream %s for %s: %w", StreamName, subject, err)
+				return fmt.Errorf("bridge: creating stream %s for %s: %w", contract.StreamName, subject, err)
 			}
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("bridge: looking up stream %s: %w", StreamName, err)
+			return fmt.Errorf("bridge: looking up stream %s: %w", contract.StreamName, err)
 		}
 		sc := s.CachedInfo().Config
 		changed := false
@@ -128,11 +126,11 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, prefix string, cf
 			return nil
 		}
 		if _, err := js.UpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("bridge: updating stream %s (subjects %v, duplicate window %v): %w", StreamName, sc.Subjects, sc.Duplicates, err)
+			return fmt.Errorf("bridge: updating stream %s (subjects %v, duplicate window %v): %w", contract.StreamName, sc.Subjects, sc.Duplicates, err)
 		}
 		return nil
 	}
-	return fmt.Errorf("bridge: stream %s could be neither created nor found", StreamName)
+	return fmt.Errorf("bridge: stream %s could be neither created nor found", contract.StreamName)
 }
 
 func orUnlimited(v int64) int64 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func streamEvents(t testing.TB, js jetstream.JetStream) []storedEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, StreamName)
+	st, err := js.Stream(ctx, contract.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestEventsArriveInOrderWithMessageIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	const tenant = "acme"
-	sh := kernel.ShardOf(tenant, "n1", 2)
+	sh := contract.ShardOf(tenant, "n1", 2)
 	s.req(tenant, "resource.create", `{"operation_id":"c1","resource_id":"n1/gpu"}`).want(t, "ok")
 	s.req(tenant, "pool.create", `{"operation_id":"c2","pool_id":"n1/mem","capacity":8}`).want(t, "ok")
 	s.req(tenant, "range.create", `{"operation_id":"c3","range_id":"n1/vx","first":1,"last":9}`).want(t, "ok")
@@ -271,14 +272,14 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 	}
 	ctx := context.Background()
 	// An operator's stream with a short duplicate window and another subject.
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: StreamName, Subjects: []string{"ops.>"},
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: contract.StreamName, Subjects: []string{"ops.>"},
 		Duplicates: 30 * time.Second, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ensureStream(ctx, js, "hf.eu", EventsConfig{}.withDefaults()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, StreamName)
+	st, err := js.Stream(ctx, contract.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,13 +289,13 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 		t.Fatalf("updated stream: %+v", cfg)
 	}
 	// A fresh deployment gets a file stream.
-	if err := js.DeleteStream(ctx, StreamName); err != nil {
+	if err := js.DeleteStream(ctx, contract.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	if err := ensureStream(ctx, js, "holdfast", EventsConfig{}.withDefaults()); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = js.Stream(ctx, StreamName)
+	st, _ = js.Stream(ctx, contract.StreamName)
 	cfg = st.CachedInfo().Config
 	if cfg.Storage != jetstream.FileStorage || cfg.Duplicates != DefaultDuplicateWindow || cfg.Subjects[0] != "holdfast.v1.*.events.>" {
 		t.Fatalf("created stream: %+v", cfg)

@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"regexp"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ const (
 )
 
 func fuzzBridge() *Bridge {
-	b := &Bridge{cfg: Config{Prefix: DefaultPrefix, Shards: fuzzShards, MaxRequestBytes: fuzzMaxBytes}, kcfg: kernel.DefaultConfig()}
+	b := &Bridge{cfg: Config{Prefix: contract.DefaultPrefix, Shards: fuzzShards, MaxRequestBytes: fuzzMaxBytes}, kcfg: kernel.DefaultConfig()}
 	b.kcfg.MaxBundle = 8
 	b.specs = verbSpecs()
 	for _, s := range b.specs {
@@ -137,11 +138,11 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 		var want uint32
 		switch spec.verb {
 		case kernel.VerbCreateResource, kernel.VerbCreatePool, kernel.VerbCreateRange:
-			want = kernel.ShardOf(tenant, kernel.PlacementKey(cmd.ObjectID), fuzzShards)
+			want = contract.ShardOf(tenant, contract.PlacementKey(cmd.ObjectID), fuzzShards)
 		case kernel.VerbReserve:
-			want = kernel.ShardOf(tenant, kernel.PlacementKey(cmd.Members[0].ID), fuzzShards)
+			want = contract.ShardOf(tenant, contract.PlacementKey(cmd.Members[0].ID), fuzzShards)
 			for i := range cmd.Members {
-				if kernel.PlacementKey(cmd.Members[i].ID) != kernel.PlacementKey(cmd.Members[0].ID) {
+				if contract.PlacementKey(cmd.Members[i].ID) != contract.PlacementKey(cmd.Members[0].ID) {
 					t.Fatalf("accepted a bundle of several placement keys")
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -312,7 +313,7 @@ func wantKeys(t testing.TB, what string, v any, want ...string) {
 func keyOnShard(tenant string, shard, shards uint32, prefix string) string {
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("%s%d", prefix, i)
-		if kernel.ShardOf(tenant, k, shards) == shard {
+		if contract.ShardOf(tenant, k, shards) == shard {
 			return k
 		}
 	}

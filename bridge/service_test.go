@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"github.com/holdfast/holdfast/contract"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -289,7 +290,7 @@ func TestMetricsAndHealth(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	sh := kernel.ShardOf("t", "x", 2)
+	sh := contract.ShardOf("t", "x", 2)
 	if !strings.Contains(body, `holdfast_shard_table_entries{shard="`+string(rune('0'+sh))+`",table="resources"} 1`) {
 		t.Errorf("/metrics: resource table fill of shard %d missing", sh)
 	}

@@ -35,8 +35,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,7 +65,7 @@ func (e Encoding) String() string {
 
 // Defaults of the options.
 const (
-	DefaultPrefix      = "holdfast"
+	DefaultPrefix      = contract.DefaultPrefix
 	DefaultTenant      = "default"
 	DefaultTimeout     = 5 * time.Second
 	DefaultMaxAttempts = 8
@@ -144,8 +144,8 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if !validPrefix(cfg.prefix) {
-		return nil, fmt.Errorf("holdfast client: invalid subject prefix %q", cfg.prefix)
+	if err := contract.ValidPrefix(cfg.prefix); err != nil {
+		return nil, fmt.Errorf("holdfast client: invalid subject %w", err)
 	}
 	if !ValidTenant(cfg.tenant) {
 		return nil, fmt.Errorf("holdfast client: invalid tenant %q (1-64 chars of A-Z a-z 0-9 _ -)", cfg.tenant)
@@ -186,62 +186,17 @@ func (c *Client) Encoding() Encoding { return c.cfg.encoding }
 
 // Subject returns the subject of an operation: <prefix>.v1.<tenant>.<object>.<verb>.
 func Subject(prefix, tenant, object, verb string) string {
-	return prefix + ".v1." + tenant + "." + object + "." + verb
+	return contract.Subject(prefix, tenant, object, verb)
 }
 
-// ValidTenant reports whether s is a valid tenant: 1–64 chars of
-// A-Z a-z 0-9 _ -.
-func ValidTenant(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !isAlnum(c) && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-// The id rules below mirror the kernel's (this layer may not import it);
-// TestIDRulesAgreeWithKernel keeps the two in step.
+// ValidTenant reports whether s is a valid tenant: 1–64 chars of A-Z a-z 0-9 _ -
+// (contract.ValidTenant).
+func ValidTenant(s string) bool { return contract.ValidTenant(s) }
 
 // ValidID reports whether s is a valid resource, pool, range or holder id:
-// 1–128 chars of A-Z a-z 0-9 _ - : / @ +, the first alphanumeric. Operation
-// ids have the same form with at most 64 chars.
-func ValidID(s string) bool { return validID(s, 128) }
-
-func validID(s string, max int) bool {
-	if len(s) == 0 || len(s) > max || !isAlnum(s[0]) {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if !isAlnum(c) && !strings.ContainsRune("_-:/@+", rune(c)) {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-}
-
-// validPrefix accepts one or more dot-separated subject tokens without
-// wildcards or whitespace.
-func validPrefix(p string) bool {
-	if p == "" {
-		return false
-	}
-	for _, tok := range strings.Split(p, ".") {
-		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
-			return false
-		}
-	}
-	return true
-}
+// 1–128 chars of A-Z a-z 0-9 _ - : / @ +, the first alphanumeric
+// (contract.ValidObjectID). Operation ids have the same form with at most 64 chars.
+func ValidID(s string) bool { return contract.ValidObjectID(s) }
 
 // NewOperationID returns a fresh operation id: 128 random bits in hex.
 func NewOperationID() string {

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"github.com/holdfast/holdfast/contract"
 	"strings"
 	"testing"
 	"time"
@@ -477,7 +478,7 @@ func TestOperationIDsAreUnique(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
 		id := NewOperationID()
-		if seen[id] || !validID(id, 64) {
+		if seen[id] || !contract.ValidOperationID(id) {
 			t.Fatalf("operation id %q repeated or invalid", id)
 		}
 		seen[id] = true

@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,7 +48,7 @@ func ParseFence(s string) (Fence, error) {
 		return Fence{}, fmt.Errorf("invalid fence %q: epoch must be a positive integer", s)
 	}
 	f := Fence{LeaseID: s[:at], Epoch: epoch}
-	if _, _, ok := parseLeaseID(f.LeaseID); !ok {
+	if _, _, ok := contract.ParseLeaseID(f.LeaseID); !ok {
 		return Fence{}, fmt.Errorf("invalid fence %q: %q is not a lease id", s, f.LeaseID)
 	}
 	return f, nil
@@ -62,8 +63,8 @@ var ErrIncomparableFences = errors.New("holdfast: fences of different shards can
 // shard order by the leases' issue. Fences of different shards, or invalid
 // ones, give ErrIncomparableFences.
 func (f Fence) Compare(g Fence) (int, error) {
-	fs, fl, ok1 := parseLeaseID(f.LeaseID)
-	gs, gl, ok2 := parseLeaseID(g.LeaseID)
+	fs, fl, ok1 := contract.ParseLeaseID(f.LeaseID)
+	gs, gl, ok2 := contract.ParseLeaseID(g.LeaseID)
 	if !ok1 || !ok2 || fs != gs || f.Epoch == 0 || g.Epoch == 0 {
 		return 0, ErrIncomparableFences
 	}
@@ -116,7 +117,7 @@ func (g *FenceGuard) Admit(key string, f Fence) error {
 		if c < 0 {
 			return fmt.Errorf("%w: %s is older than %s", ErrStaleFence, f, cur)
 		}
-	} else if _, _, ok := parseLeaseID(f.LeaseID); !ok || f.Epoch == 0 {
+	} else if _, _, ok := contract.ParseLeaseID(f.LeaseID); !ok || f.Epoch == 0 {
 		return ErrIncomparableFences
 	}
 	if g.latest == nil {
@@ -139,32 +140,4 @@ func (g *FenceGuard) Latest(key string) (Fence, bool) {
 	defer g.mu.Unlock()
 	f, ok := g.latest[key]
 	return f, ok
-}
-
-// parseLeaseID parses "<shard>-<lsn>", both decimal without leading zeros,
-// lsn ≥ 1 (the form of kernel.FormatLeaseID).
-func parseLeaseID(s string) (shard uint32, lsn uint64, ok bool) {
-	dash := strings.IndexByte(s, '-')
-	if dash <= 0 || dash == len(s)-1 {
-		return 0, 0, false
-	}
-	sh, ok1 := parseDecimal(s[:dash])
-	l, ok2 := parseDecimal(s[dash+1:])
-	if !ok1 || !ok2 || sh > 0xFFFFFFFF || l == 0 {
-		return 0, 0, false
-	}
-	return uint32(sh), l, true
-}
-
-func parseDecimal(s string) (uint64, bool) {
-	if len(s) == 0 || len(s) > 20 || (len(s) > 1 && s[0] == '0') {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	return v, err == nil
 }

@@ -5,23 +5,13 @@ import (
 	"math/bits"
 )
 
-// FNV-1a constants. Hashes here must be the same in every process and on every replay,
-// so they are plain arithmetic, never the runtime's seeded hash.
+// 128-bit FNV-1a: prime = 2^88 + 0x13B, offset basis below. Hashes here must be the same
+// in every process and on every replay, so they are plain arithmetic, never the runtime's
+// seeded hash.
 const (
-	fnvOffset64 = 14695981039346656037
-	fnvPrime64  = 1099511628211
-	// 128-bit FNV: prime = 2^88 + 0x13B, offset basis below.
 	fnv128OffHi = 0x6c62272e07bb0142
 	fnv128OffLo = 0x62b821756295c58d
 )
-
-func fnvString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnvPrime64
-	}
-	return h
-}
 
 // wordHash hashes b eight bytes at a time (multiply and rotate per word, a final
 // avalanche), several times faster than byte-wise FNV on command encodings. It is fixed

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"strconv"
 	"strings"
 	"testing"
@@ -350,7 +351,7 @@ func formatOutput(o *Output) string {
 func formatLease(l *LeaseView) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lease %s holder=%s %s epoch=%d created=%d deadline=%d released=%d retire=%d members=(",
-		FormatLeaseID(l.Shard, l.LSN), l.HolderID, l.State, l.Epoch, l.CreatedLSN, l.DeadlineSlot, l.ReleasedLSN, l.RetireAfterSlot)
+		contract.FormatLeaseID(l.Shard, l.LSN), l.HolderID, l.State, l.Epoch, l.CreatedLSN, l.DeadlineSlot, l.ReleasedLSN, l.RetireAfterSlot)
 	for i, m := range l.Members {
 		if i > 0 {
 			b.WriteString(" ")

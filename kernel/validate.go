@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"math"
 )
 
@@ -24,13 +25,13 @@ func reject(code Code, format string, args ...any) *Rejection {
 // smuggle in a command the rules forbid. The internal expire is not a client write and is
 // refused here.
 func Validate(cfg *Config, c *Command) *Rejection {
-	if !ValidTenant(c.Tenant) {
+	if !contract.ValidTenant(c.Tenant) {
 		return reject(CodeInvalidRequest, "tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
 	if !c.Verb.IsWrite() {
 		return reject(CodeInvalidRequest, "verb: not a client write")
 	}
-	if !ValidOperationID(c.OperationID) {
+	if !contract.ValidOperationID(c.OperationID) {
 		return reject(CodeInvalidRequest, "operation_id: must be 1-64 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric")
 	}
 	switch c.Verb {
@@ -74,7 +75,7 @@ func validObject(field, id string) *Rejection {
 	if id == "" {
 		return reject(CodeInvalidRequest, "%s: required", field)
 	}
-	if !ValidObjectID(id) {
+	if !contract.ValidObjectID(id) {
 		return reject(CodeInvalidRequest, "%s: must be 1-128 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric", field)
 	}
 	return nil
@@ -137,10 +138,10 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 		default:
 			return reject(CodeInvalidRequest, "members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
 		}
-		if !ValidObjectID(m.ID) {
+		if !contract.ValidObjectID(m.ID) {
 			return validObject(fmt.Sprintf("members[%d].%s", i, field), m.ID)
 		}
-		pk := PlacementKey(m.ID)
+		pk := contract.PlacementKey(m.ID)
 		if i == 0 {
 			key = pk
 		} else if pk != key {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/client"
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -32,11 +32,11 @@ func newBystander(ctx context.Context, cfg *benchConfig, nc *nats.Conn, hot, run
 	if err != nil {
 		return nil, err
 	}
-	target := kernel.ShardOf(cfg.cf.tenant, kernel.PlacementKey(hot), shards)
+	target := contract.ShardOf(cfg.cf.tenant, contract.PlacementKey(hot), shards)
 	var id string
 	for i := 0; ; i++ {
 		id = "bystander-" + strconv.Itoa(i)
-		if kernel.ShardOf(cfg.bystander, kernel.PlacementKey(id), shards) == target {
+		if contract.ShardOf(cfg.bystander, contract.PlacementKey(id), shards) == target {
 			break
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"io"
 	"io/fs"
 	"net/http"
@@ -15,8 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/holdfast/holdfast/bridge"
 )
 
 // benchSample is one line of a long run's table: what the server holds at a moment, read
@@ -115,7 +114,7 @@ func (s *sampler) take() benchSample {
 	}
 	if s.js != nil {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		st, err := s.js.Stream(sctx, bridge.StreamName)
+		st, err := s.js.Stream(sctx, contract.StreamName)
 		cancel()
 		if err != nil {
 			errs = append(errs, "stream: "+err.Error())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"io"
 	"log/slog"
 	"net"
@@ -84,7 +85,7 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	data := fs.String("data", "./holdfast-data", "data `directory`: journals, snapshots, the embedded JetStream store")
 	listen := fs.String("listen", "127.0.0.1:4222", "embedded NATS client listener `host:port` (port 0: any free port)")
 	natsURL := fs.String("nats", "", "connect to this existing NATS deployment (`URL`s, comma-separated) instead of embedding one; it must have JetStream")
-	prefix := fs.String("prefix", bridge.DefaultPrefix, "subject `prefix`: requests on <prefix>.v1.<tenant>.<object>.<verb>")
+	prefix := fs.String("prefix", contract.DefaultPrefix, "subject `prefix`: requests on <prefix>.v1.<tenant>.<object>.<verb>")
 	shards := fs.Uint("shards", 8, "shard `count`, fixed when the data directory is created")
 	slot := fs.Duration("slot", 100*time.Millisecond, "slot length: the unit of logical time (whole milliseconds)")
 	maxTTL := fs.Duration("max-ttl", time.Hour, "largest ttl_ms accepted, at most 1h")
@@ -122,7 +123,7 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	if c.data == "" {
 		return nil, errors.New("--data: must not be empty")
 	}
-	if err := bridge.ValidPrefix(c.prefix); err != nil {
+	if err := contract.ValidPrefix(c.prefix); err != nil {
 		return nil, fmt.Errorf("--prefix: %w", err)
 	}
 	if *shards < 1 || *shards > serveMaxShards {
@@ -519,7 +520,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	_, err = js.AccountInfo(actx)
 	cancel()
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return fmt.Errorf("NATS at %s has no JetStream for this account; Holdfast needs it for the %s stream (enable JetStream, or run without --nats to embed a NATS server)", url, bridge.StreamName)
+		return fmt.Errorf("NATS at %s has no JetStream for this account; Holdfast needs it for the %s stream (enable JetStream, or run without --nats to embed a NATS server)", url, contract.StreamName)
 	}
 	if err != nil {
 		return fmt.Errorf("checking JetStream at %s: %w", url, err)

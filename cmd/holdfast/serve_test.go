@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/holdfast/holdfast/contract"
 	"io"
 	"net/http"
 	"os"
@@ -18,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -169,7 +169,7 @@ func TestServeEndToEnd(t *testing.T) {
 	defer nc2.Close()
 	r = serveRequest(t, nc2, "holdfast.v1.acme.resource.get", `{"resource_id":"gpu0"}`)
 	res, _ := r["resource"].(map[string]any)
-	if r["code"] != "ok" || res["state"] != "reserved" || res["current_lease_id"] != kernel.FormatLeaseID(kernel.ShardOf("acme", "gpu0", 2), 2) {
+	if r["code"] != "ok" || res["state"] != "reserved" || res["current_lease_id"] != contract.FormatLeaseID(contract.ShardOf("acme", "gpu0", 2), 2) {
 		t.Fatalf("after restart: %v", r)
 	}
 	js, err := jetstream.New(nc2)
@@ -178,7 +178,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, bridge.StreamName)
+	st, err := js.Stream(ctx, contract.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,12 @@ package check
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"regexp"
 	"sort"
 	"strconv"
 
 	"github.com/holdfast/holdfast/integration/internal/history"
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -157,7 +157,7 @@ func replyProblem(h *History, op *Op, r *messages.Reply) string {
 		if l == nil {
 			return "reserve ok without its lease"
 		}
-		if want := kernel.FormatLeaseID(op.Shard, r.Lsn); l.LeaseId != want || l.CreatedLsn != r.Lsn {
+		if want := contract.FormatLeaseID(op.Shard, r.Lsn); l.LeaseId != want || l.CreatedLsn != r.Lsn {
 			return fmt.Sprintf("lease id %s / created_lsn %d, want %s from the committing entry", l.LeaseId, l.CreatedLsn, want)
 		}
 		want := "reserved"
@@ -232,7 +232,7 @@ func readViewProblem(op *Op, r *messages.Reply) string {
 			if l.State != "reserved" && l.State != "active" && l.State != "revoking" {
 				return "lease.list shows a lease that is not live"
 			}
-			sh, lsn, ok := kernel.ParseLeaseID(l.LeaseId)
+			sh, lsn, ok := contract.ParseLeaseID(l.LeaseId)
 			if !ok || (i > 0 && (sh < prevShard || sh == prevShard && lsn <= prevLSN)) {
 				return "lease.list is not ordered by shard, then lsn"
 			}

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"runtime"
 	"sort"
 	"sync"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -64,7 +64,7 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 		case VReserve:
 			var li *LeaseInfo
 			if op.OK() {
-				li = w.Leases[kernel.FormatLeaseID(op.Shard, op.Result.Lsn)]
+				li = w.Leases[contract.FormatLeaseID(op.Shard, op.Result.Lsn)]
 				if li == nil || !li.Values {
 					rep.Notes = append(rep.Notes, "reserve ok without a view of its values: left out of the linearizability check: "+op.String())
 					continue
@@ -104,7 +104,7 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 			byShard := map[uint32][]*messages.Lease{}
 			lastShard := uint32(0)
 			for _, l := range r.Leases {
-				sh, _, _ := kernel.ParseLeaseID(l.LeaseId)
+				sh, _, _ := contract.ParseLeaseID(l.LeaseId)
 				byShard[sh] = append(byShard[sh], l)
 				lastShard = sh
 			}

@@ -1,10 +1,10 @@
 package check
 
 import (
+	"github.com/holdfast/holdfast/contract"
 	"sort"
 
 	"github.com/holdfast/holdfast/integration/internal/history"
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -128,7 +128,7 @@ func buildWorld(h *History) *World {
 }
 
 func (w *World) addLease(op *Op) {
-	id := kernel.FormatLeaseID(op.Shard, op.Result.Lsn)
+	id := contract.FormatLeaseID(op.Shard, op.Result.Lsn)
 	li := &LeaseInfo{ID: id, Tenant: op.Tenant, Holder: op.Req.HolderID, Shard: op.Shard, LSN: op.Result.Lsn,
 		Activate: op.Req.Activate, Reserve: op}
 	var view *messages.Lease

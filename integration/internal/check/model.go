@@ -2,12 +2,12 @@ package check
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"hash/fnv"
 	"math"
 	"sort"
 	"strings"
 
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -205,8 +205,8 @@ func eqU64(a, b []uint64) bool {
 
 func sortLeaseIDs(ids []string) {
 	sort.Slice(ids, func(i, j int) bool {
-		_, a, _ := kernel.ParseLeaseID(ids[i])
-		_, b, _ := kernel.ParseLeaseID(ids[j])
+		_, a, _ := contract.ParseLeaseID(ids[i])
+		_, b, _ := contract.ParseLeaseID(ids[j])
 		return a < b
 	})
 }

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"sort"
 	"strconv"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/integration/internal/history"
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -557,15 +557,15 @@ func (h *History) placeShard(op *Op) {
 	switch op.Verb {
 	case VResourceCreate, VResourceGet, VPoolCreate, VPoolGet, VRangeCreate, VRangeGet:
 		id := op.Req.ObjectID()
-		op.Shard, op.HasShard = kernel.ShardOf(op.Tenant, kernel.PlacementKey(id), shards), id != ""
+		op.Shard, op.HasShard = contract.ShardOf(op.Tenant, contract.PlacementKey(id), shards), id != ""
 	case VReserve:
 		if len(op.Req.Members) > 0 {
 			m := op.Req.Members[0]
 			id := m.ResourceId + m.PoolId + m.RangeId
-			op.Shard, op.HasShard = kernel.ShardOf(op.Tenant, kernel.PlacementKey(id), shards), true
+			op.Shard, op.HasShard = contract.ShardOf(op.Tenant, contract.PlacementKey(id), shards), true
 		}
 	case VActivate, VRenew, VRelease, VRevoke, VReclaim, VLeaseGet:
-		if sh, _, ok := kernel.ParseLeaseID(op.Req.LeaseID); ok {
+		if sh, _, ok := contract.ParseLeaseID(op.Req.LeaseID); ok {
 			op.Shard, op.HasShard = sh, true
 		}
 	}

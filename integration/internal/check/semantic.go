@@ -2,13 +2,13 @@ package check
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/integration/internal/history"
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -66,7 +66,7 @@ func eventObjectID(ev *messages.Event) string {
 func opObjectID(op *Op) string {
 	switch op.Verb {
 	case VReserve:
-		return kernel.FormatLeaseID(op.Shard, op.Result.Lsn)
+		return contract.FormatLeaseID(op.Shard, op.Result.Lsn)
 	case VActivate, VRenew, VRelease, VRevoke, VReclaim:
 		return op.Req.LeaseID
 	}
@@ -461,7 +461,7 @@ func leaseEventProblem(e *Event) string {
 		}
 		return ""
 	}
-	if sh, lsn, ok := kernel.ParseLeaseID(l.LeaseId); !ok || sh != e.Ev.Shard || lsn != l.CreatedLsn {
+	if sh, lsn, ok := contract.ParseLeaseID(l.LeaseId); !ok || sh != e.Ev.Shard || lsn != l.CreatedLsn {
 		return fmt.Sprintf("lease id %s does not match shard %d / created_lsn %d", l.LeaseId, e.Ev.Shard, l.CreatedLsn)
 	}
 	want := map[string]string{"lease.reserved": "reserved", "lease.activated": "active", "lease.renewed": "reserved",

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -17,7 +18,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/integration/internal/history"
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -292,7 +292,7 @@ func awaitPublished(ctx context.Context, srv *Server, shards uint32, tenant, pre
 	want := map[uint32]uint64{}
 	for i := 0; len(want) < int(shards) && i < 10000; i++ {
 		key := fmt.Sprintf("s%d", i)
-		sh := kernel.ShardOf(tenant, key, shards)
+		sh := contract.ShardOf(tenant, key, shards)
 		if _, ok := want[sh]; ok {
 			continue
 		}

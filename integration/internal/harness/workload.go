@@ -5,6 +5,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -15,7 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/integration/internal/history"
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -187,7 +187,7 @@ func (c *Client) opID() string {
 }
 
 func (c *Client) shardOf(id string) uint32 {
-	return kernel.ShardOf(c.Tenant, kernel.PlacementKey(id), c.r.Shards)
+	return contract.ShardOf(c.Tenant, contract.PlacementKey(id), c.r.Shards)
 }
 
 // write runs a write to its resolution and learns from the reply.
@@ -225,7 +225,7 @@ func (c *Client) learnWrite(verb string, m proto.Message, r *messages.Reply) {
 	case *messages.ReserveRequest:
 		shard = c.shardOf(q.Members[0].ResourceId + q.Members[0].PoolId + q.Members[0].RangeId)
 		if r.Code == messages.CodeOK {
-			id := kernel.FormatLeaseID(shard, r.Lsn)
+			id := contract.FormatLeaseID(shard, r.Lsn)
 			st := "reserved"
 			if q.Activate {
 				st = "active"
@@ -245,7 +245,7 @@ func (c *Client) learnWrite(verb string, m proto.Message, r *messages.Reply) {
 		}
 	default:
 		id := leaseIDOfReq(m)
-		sh, _, _ := kernel.ParseLeaseID(id)
+		sh, _, _ := contract.ParseLeaseID(id)
 		shard = sh
 		if r.Lease != nil && r.Code == messages.CodeOK {
 			c.noteLease(r.Lease)
@@ -262,7 +262,7 @@ func (c *Client) learnWrite(verb string, m proto.Message, r *messages.Reply) {
 func (c *Client) learnRead(verb string, m proto.Message, r *messages.Reply) {
 	switch q := m.(type) {
 	case *messages.GetLeaseRequest:
-		sh, _, _ := kernel.ParseLeaseID(q.LeaseId)
+		sh, _, _ := contract.ParseLeaseID(q.LeaseId)
 		c.last[sh] = max(c.last[sh], r.AppliedLsn)
 		if r.Lease != nil {
 			c.noteLease(r.Lease)
@@ -298,7 +298,7 @@ func (c *Client) noteLease(l *messages.Lease) {
 		delete(c.own, l.LeaseId)
 		return
 	}
-	sh, _, _ := kernel.ParseLeaseID(l.LeaseId)
+	sh, _, _ := contract.ParseLeaseID(l.LeaseId)
 	c.own[l.LeaseId] = &ownLease{id: l.LeaseId, shard: sh, epoch: l.LeaseEpoch, state: l.State}
 }
 
@@ -600,7 +600,7 @@ func (c *Client) leaseRead() {
 	} else {
 		return
 	}
-	sh, _, _ := kernel.ParseLeaseID(id)
+	sh, _, _ := contract.ParseLeaseID(id)
 	min, wait, d := c.fence(sh)
 	c.read("lease.get", &messages.GetLeaseRequest{LeaseId: id, MinLsn: min, WaitMs: wait}, "", c.Tenant, d)
 }
@@ -640,7 +640,7 @@ func (c *Client) probe() {
 	if k := c.r.pick(c.rng, c.Tenant, "", false); k != nil && c.rng.IntN(3) > 0 {
 		id, intent = k.id, history.IntentWrongTenant
 	} else {
-		id, intent = kernel.FormatLeaseID(uint32(c.rng.IntN(int(c.r.Shards))), 1<<40+c.rng.Uint64N(1000)), history.IntentUnknownID
+		id, intent = contract.FormatLeaseID(uint32(c.rng.IntN(int(c.r.Shards))), 1<<40+c.rng.Uint64N(1000)), history.IntentUnknownID
 	}
 	op := c.opID()
 	switch c.rng.IntN(5) {

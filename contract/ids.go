@@ -1,4 +1,8 @@
-package kernel
+// Package contract is the wire vocabulary every layer of Holdfast shares: the id, tenant
+// and prefix rules, the lease id format, placement, subjects and names. It is a leaf: the
+// standard library only, so the kernel, the service, the client and the tools import the
+// one definition of each rule instead of keeping copies in step.
+package contract
 
 import "strconv"
 
@@ -69,6 +73,21 @@ func ShardOf(tenant, key string, shards uint32) uint32 {
 	h = (h ^ 0) * fnvPrime64
 	h = fnvString(h, key)
 	return uint32(h % uint64(shards))
+}
+
+// FNV-1a: plain arithmetic, the same in every process and on every replay (never the
+// runtime's seeded hash).
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime64
+	}
+	return h
 }
 
 // FormatLeaseID renders the opaque lease id of the lease committed at (shard, lsn).
