@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,10 +90,4 @@ func wantCode(t testing.TB, r *Reply, code kernel.Code) {
 	}
 }
 
-func ids(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s-%d", prefix, i)
-	}
-	return out
-}
+

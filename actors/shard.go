@@ -61,7 +61,6 @@ type shard struct {
 	pubWrittenAt  time.Time
 
 	batchStart time.Time
-	records    []persistence.Record
 	dueBuf     []kernel.Due
 	events     []Event
 }

@@ -360,6 +360,9 @@ func TestMalformedRequestsAreDefiniteAndHarmless(t *testing.T) {
 		t.Fatalf("bad tenant: %s", r.raw)
 	}
 	r = decodeJSONReply(t, s.raw("holdfast.v1."+strings.Repeat("t", 65)+".resource.get", []byte(`{"resource_id":"x"}`), nil)).want(t, "invalid_request")
+	if !contains(r.typ.Message, "tenant") {
+		t.Fatalf("long tenant: %s", r.raw)
+	}
 	// The service still serves.
 	s.req("t", "resource.create", `{"operation_id":"a","resource_id":"x"}`).want(t, "ok")
 	s.req("t", "resource.get", `{"resource_id":"x"}`).want(t, "ok")

@@ -70,7 +70,7 @@ func ShardOf(tenant, key string, shards uint32) uint32 {
 	}
 	h := uint64(fnvOffset64)
 	h = fnvString(h, tenant)
-	h = (h ^ 0) * fnvPrime64
+	h *= fnvPrime64 // the "\x00" between them: FNV-1a of a zero byte
 	h = fnvString(h, key)
 	return uint32(h % uint64(shards))
 }

@@ -31,12 +31,16 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
-// goTool is the go command: from PATH, else from the running toolchain's GOROOT.
+// goTool is the go command: from PATH, else from the GOROOT the test binary was built
+// with (a test run by `go test` has the toolchain's bin directory on PATH anyway).
 func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
+	}
+	return "go"
 }
 
 // ModuleRoot is the directory of this module's go.mod, found from the working directory

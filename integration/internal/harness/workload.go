@@ -139,16 +139,6 @@ func (r *Round) pick(rng *rand.Rand, tenant, state string, sameTenant bool) *kno
 }
 
 // AllLeases lists the registry's leases seen so far (bounded).
-func (r *Round) allLeases() []known {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]known, len(r.registry))
-	for i, k := range r.registry {
-		out[i] = *k
-	}
-	return out
-}
-
 // Client is one simulated user: its own connection, its own holder id, its own leases.
 type Client struct {
 	ID     int
