@@ -50,7 +50,7 @@ func runDurable(b *testing.B, shards uint32, maxBatch int) {
 	for w := range res {
 		res[w] = fmt.Sprintf("n%d/gpu", w)
 		shard := contract.ShardOf("t", contract.PlacementKey(res[w]), shards)
-		if r := do(b, sys, shard, createResource("c"+res[w], res[w])); r.Code != kernel.CodeOK {
+		if r := do(b, sys, shard, createResource("c"+res[w], res[w])); r.Code != contract.CodeOK {
 			b.Fatal(r.Code)
 		}
 	}
@@ -76,12 +76,12 @@ func runDurable(b *testing.B, shards uint32, maxBatch int) {
 				sys.Write(shard, reserve(fmt.Sprintf("r%d", i), "h", res[w], 60_000), reply)
 				r := <-ch
 				t1 := time.Now()
-				if r.Code != kernel.CodeOK {
+				if r.Code != contract.CodeOK {
 					b.Errorf("reserve: %s", r.Code)
 					return
 				}
 				sys.Write(shard, release(fmt.Sprintf("x%d", i), "h", r.Lease.LSN, 1), reply)
-				if x := <-ch; x.Code != kernel.CodeOK {
+				if x := <-ch; x.Code != contract.CodeOK {
 					b.Errorf("release: %s", x.Code)
 					return
 				}

@@ -3,6 +3,7 @@ package actors
 import (
 	"bufio"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -77,7 +78,7 @@ func TestCrashChild(t *testing.T) {
 				say("SENT %s 0", op)
 				r := do(t, sys, 0, crashCommand(op, 0))
 				say("ACK %s %s %d %d", op, r.Code, r.LSN, r.Lease.LSN)
-				if r.Code != kernel.CodeOK {
+				if r.Code != contract.CodeOK {
 					continue
 				}
 				x := fmt.Sprintf("c%d-g%d-i%d-x", round, g, i)

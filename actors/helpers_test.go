@@ -89,5 +89,3 @@ func wantCode(t testing.TB, r *Reply, code kernel.Code) {
 		t.Fatalf("got %s (%s), want %s", r.Code, r.Message, code)
 	}
 }
-
-

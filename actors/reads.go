@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/holdfast/holdfast/contract"
 	"time"
 
 	"github.com/holdfast/holdfast/kernel"
@@ -14,16 +15,16 @@ const maxWaitingReads = 4096
 // waits, bounded by its deadline, then answers fence_not_applied.
 func (s *shard) read(m *readMsg) {
 	if s.halted != nil {
-		m.reply(rejection(kernel.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
+		m.reply(rejection(contract.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
 		return
 	}
 	if m.req.MinLSN > s.k.LastLSN() {
 		if m.req.Wait <= 0 {
-			m.reply(rejection(kernel.CodeFenceNotApplied, "min_lsn not applied yet", s.k.LastLSN()))
+			m.reply(rejection(contract.CodeFenceNotApplied, "min_lsn not applied yet", s.k.LastLSN()))
 			return
 		}
 		if len(s.readers) >= maxWaitingReads {
-			m.reply(rejection(kernel.CodeOverloaded, "too many reads waiting for min_lsn", s.k.LastLSN()))
+			m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for min_lsn", s.k.LastLSN()))
 			return
 		}
 		m.deadline = s.h.sys.opts.Clock.Now().Add(m.req.Wait)
@@ -42,7 +43,7 @@ func (s *shard) answerReaders(now time.Time) {
 		case r.req.MinLSN <= s.k.LastLSN():
 			r.reply(s.answer(&r.req))
 		case !now.IsZero() && !now.Before(r.deadline):
-			r.reply(rejection(kernel.CodeFenceNotApplied, "min_lsn not applied within wait_ms", s.k.LastLSN()))
+			r.reply(rejection(contract.CodeFenceNotApplied, "min_lsn not applied within wait_ms", s.k.LastLSN()))
 		default:
 			kept = append(kept, r)
 		}
@@ -63,9 +64,9 @@ func (s *shard) answer(q *ReadRequest) *Reply {
 		s.k.GetLease(q.Tenant, q.Lease, s.readSlot(), &s.out)
 	case kernel.VerbListLeases:
 		views, truncated := s.k.ListLeases(q.Tenant, q.ID, q.Limit, nil)
-		return &Reply{Code: kernel.CodeOK, AppliedLSN: s.k.LastLSN(), Leases: views, Truncated: truncated, MemberIndex: -1}
+		return &Reply{Code: contract.CodeOK, AppliedLSN: s.k.LastLSN(), Leases: views, Truncated: truncated, MemberIndex: -1}
 	default:
-		return rejection(kernel.CodeInvalidRequest, "not a read", s.k.LastLSN())
+		return rejection(contract.CodeInvalidRequest, "not a read", s.k.LastLSN())
 	}
 	r := replyFromOutput(&s.out, s.k.LastLSN())
 	r.LSN = 0

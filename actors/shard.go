@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"math"
 	"time"
 
@@ -168,7 +169,7 @@ func (s *shard) stop() {
 	}
 	s.w = nil
 	for _, r := range s.readers {
-		r.reply(rejection(kernel.CodeEngineHalted, "shard stopping", s.k.LastLSN()))
+		r.reply(rejection(contract.CodeEngineHalted, "shard stopping", s.k.LastLSN()))
 	}
 	s.readers = nil
 }
@@ -180,7 +181,7 @@ func (s *shard) halt(err error) {
 	s.h.halted.Store(true)
 	// Reads parked for a min_lsn fail closed too: a halted shard applies nothing more.
 	for _, r := range s.readers {
-		r.reply(rejection(kernel.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
+		r.reply(rejection(contract.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
 	}
 	clear(s.readers)
 	s.readers = s.readers[:0]
@@ -203,7 +204,7 @@ func (s *shard) stampSlot() uint64 {
 // flight, slot checks, table room, then into the filling batch.
 func (s *shard) write(m *writeMsg) {
 	if s.halted != nil {
-		m.reply(rejection(kernel.CodeEngineHalted, "shard halted; it answers again after a restart", s.applied()))
+		m.reply(rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", s.applied()))
 		return
 	}
 	c := m.cmd
@@ -213,13 +214,13 @@ func (s *shard) write(m *writeMsg) {
 	}
 	payload := c.AppendBinary(nil)
 	if len(payload) > s.h.sys.opts.MaxCommandBytes {
-		m.reply(rejection(kernel.CodeCommandTooLarge, fmt.Sprintf("command of %d bytes exceeds %d", len(payload), s.h.sys.opts.MaxCommandBytes), s.applied()))
+		m.reply(rejection(contract.CodeCommandTooLarge, fmt.Sprintf("command of %d bytes exceeds %d", len(payload), s.h.sys.opts.MaxCommandBytes), s.applied()))
 		return
 	}
 	slot := s.stampSlot()
 	if s.k.LookupOperation(c, slot, &s.out) {
-		if s.out.Code == kernel.CodeOperationConflict {
-			m.reply(rejection(kernel.CodeOperationConflict, "operation_id was used for a different command", s.applied()))
+		if s.out.Code == contract.CodeOperationConflict {
+			m.reply(rejection(contract.CodeOperationConflict, "operation_id was used for a different command", s.applied()))
 			return
 		}
 		m.reply(replyFromOutput(&s.out, s.applied()))
@@ -228,7 +229,7 @@ func (s *shard) write(m *writeMsg) {
 	key := c.Tenant + "\x00" + c.OperationID
 	if dup, ok := s.ops[key]; ok {
 		if string(dup.payload) != string(payload) {
-			m.reply(rejection(kernel.CodeOperationConflict, "operation_id was used for a different command", s.applied()))
+			m.reply(rejection(contract.CodeOperationConflict, "operation_id was used for a different command", s.applied()))
 			return
 		}
 		dup.waiters = append(dup.waiters, m.reply) // the same command in flight: share its result
@@ -239,11 +240,11 @@ func (s *shard) write(m *writeMsg) {
 		return
 	}
 	if s.k.OperationRoom(slot)-len(s.ops) < 1 {
-		m.reply(rejection(kernel.CodeOperationTableFull, "no room to remember a new operation until older ones leave the dedupe window", s.applied()))
+		m.reply(rejection(contract.CodeOperationTableFull, "no room to remember a new operation until older ones leave the dedupe window", s.applied()))
 		return
 	}
 	if s.nextLSN == math.MaxUint64 {
-		m.reply(rejection(kernel.CodeLSNExhausted, "the shard has used every log position", s.applied()))
+		m.reply(rejection(contract.CodeLSNExhausted, "the shard has used every log position", s.applied()))
 		return
 	}
 	en := &entry{e: kernel.Entry{LSN: s.nextLSN, Slot: slot, Cmd: c}, opKey: key, payload: payload, waiters: []replyFunc{m.reply}}
@@ -296,12 +297,12 @@ func (s *shard) applyInflight(err error) {
 		s.h.log.Error("journal failed; shard halted", "shard", s.h.shard, "err", err)
 		for _, en := range batch {
 			for _, w := range en.waiters {
-				w(rejection(kernel.CodeStorageFailure, "the journal failed; retry the same operation_id after the shard restarts", s.applied()))
+				w(rejection(contract.CodeStorageFailure, "the journal failed; retry the same operation_id after the shard restarts", s.applied()))
 			}
 		}
 		for _, en := range s.pending {
 			for _, w := range en.waiters {
-				w(rejection(kernel.CodeEngineHalted, "shard halted", s.applied()))
+				w(rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
 			}
 		}
 		s.pending = s.pending[:0]

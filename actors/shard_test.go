@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,22 +16,22 @@ import (
 func TestWritesSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	sys := startSystem(t, testOptions(dir))
-	wantCode(t, do(t, sys, 0, createResource("c1", "seat")), kernel.CodeOK)
+	wantCode(t, do(t, sys, 0, createResource("c1", "seat")), contract.CodeOK)
 	r := do(t, sys, 0, reserve("r1", "alice", "seat", 60_000))
-	wantCode(t, r, kernel.CodeOK)
+	wantCode(t, r, contract.CodeOK)
 	lease := r.Lease.LSN
 	sys.Stop()
 
 	sys = startSystem(t, testOptions(dir))
 	defer sys.Stop()
 	got := read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat"})
-	wantCode(t, got, kernel.CodeOK)
+	wantCode(t, got, contract.CodeOK)
 	if got.Resource.State != kernel.ResourceReserved || got.Resource.LeaseLSN != lease {
 		t.Fatalf("after restart: %+v", got.Resource)
 	}
 	// The retry of an acknowledged write answers from the rebuilt operation table.
 	again := do(t, sys, 0, reserve("r1", "alice", "seat", 60_000))
-	if !again.FromRetryCache || again.LSN != r.LSN || again.Code != kernel.CodeOK {
+	if !again.FromRetryCache || again.LSN != r.LSN || again.Code != contract.CodeOK {
 		t.Fatalf("retry after restart: %+v", again)
 	}
 }
@@ -40,7 +41,7 @@ func TestConcurrentWritesGroupCommit(t *testing.T) {
 	defer sys.Stop()
 	const workers, each = 32, 50
 	for w := 0; w < workers; w++ {
-		wantCode(t, do(t, sys, 0, createResource(fmt.Sprintf("c%d", w), fmt.Sprintf("r%d", w))), kernel.CodeOK)
+		wantCode(t, do(t, sys, 0, createResource(fmt.Sprintf("c%d", w), fmt.Sprintf("r%d", w))), contract.CodeOK)
 	}
 	var wg sync.WaitGroup
 	var lsns sync.Map
@@ -51,7 +52,7 @@ func TestConcurrentWritesGroupCommit(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
 				r := do(t, sys, 0, reserve(fmt.Sprintf("w%d-%d-r", w, i), "h", fmt.Sprintf("r%d", w), 60_000))
-				if r.Code != kernel.CodeOK {
+				if r.Code != contract.CodeOK {
 					failures.Add(1)
 					return
 				}
@@ -59,7 +60,7 @@ func TestConcurrentWritesGroupCommit(t *testing.T) {
 					failures.Add(1)
 				}
 				rel := do(t, sys, 0, release(fmt.Sprintf("w%d-%d-x", w, i), "h", r.Lease.LSN, r.Lease.Epoch))
-				if rel.Code != kernel.CodeOK {
+				if rel.Code != contract.CodeOK {
 					failures.Add(1)
 				}
 			}
@@ -74,7 +75,7 @@ func TestConcurrentWritesGroupCommit(t *testing.T) {
 func TestDuplicateInFlightExecutesOnce(t *testing.T) {
 	sys := startSystem(t, testOptions(t.TempDir()))
 	defer sys.Stop()
-	wantCode(t, do(t, sys, 0, createResource("c", "seat")), kernel.CodeOK)
+	wantCode(t, do(t, sys, 0, createResource("c", "seat")), contract.CodeOK)
 	// Many copies of one operation at once: one entry, one result for all.
 	const n = 64
 	replies := make(chan *Reply, n)
@@ -84,7 +85,7 @@ func TestDuplicateInFlightExecutesOnce(t *testing.T) {
 	var first *Reply
 	for i := 0; i < n; i++ {
 		r := <-replies
-		wantCode(t, r, kernel.CodeOK)
+		wantCode(t, r, contract.CodeOK)
 		if first == nil {
 			first = r
 		}
@@ -93,7 +94,7 @@ func TestDuplicateInFlightExecutesOnce(t *testing.T) {
 		}
 	}
 	// A different command under the same id, in flight or not, is a conflict.
-	wantCode(t, do(t, sys, 0, reserve("same", "bob", "seat", 60_000)), kernel.CodeOperationConflict)
+	wantCode(t, do(t, sys, 0, reserve("same", "bob", "seat", 60_000)), contract.CodeOperationConflict)
 }
 
 func TestOverloadedPastQueueBound(t *testing.T) {
@@ -106,7 +107,7 @@ func TestOverloadedPastQueueBound(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		wg.Add(1)
 		sys.Write(0, createResource(fmt.Sprintf("c%d", i), fmt.Sprintf("r%d", i)), func(r *Reply) {
-			if r.Code == kernel.CodeOverloaded {
+			if r.Code == contract.CodeOverloaded {
 				overloaded.Add(1)
 			}
 			wg.Done()
@@ -125,7 +126,7 @@ func TestCommandTooLarge(t *testing.T) {
 	defer sys.Stop()
 	c := createResource("c", "r")
 	c.ObjectID = "a123456789a123456789a123456789a123456789a123456789a123456789"
-	wantCode(t, do(t, sys, 0, c), kernel.CodeCommandTooLarge)
+	wantCode(t, do(t, sys, 0, c), contract.CodeCommandTooLarge)
 }
 
 // TestFsyncFailureHaltsAndRetryResolves: a failed fsync halts the shard (writes and
@@ -152,22 +153,22 @@ func TestFsyncFailureHaltsAndRetryResolves(t *testing.T) {
 				},
 			}
 			sys := startSystem(t, o)
-			wantCode(t, do(t, sys, 0, createResource("c", "seat")), kernel.CodeOK)
+			wantCode(t, do(t, sys, 0, createResource("c", "seat")), contract.CodeOK)
 			fail.Store(true)
 			r := do(t, sys, 0, reserve("amb", "alice", "seat", 60_000))
-			wantCode(t, r, kernel.CodeStorageFailure)
+			wantCode(t, r, contract.CodeStorageFailure)
 			if !r.Code.IsIndefinite() {
 				t.Fatal("storage_failure must be indefinite")
 			}
-			wantCode(t, do(t, sys, 0, createResource("c2", "other")), kernel.CodeEngineHalted)
-			wantCode(t, read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat"}), kernel.CodeEngineHalted)
+			wantCode(t, do(t, sys, 0, createResource("c2", "other")), contract.CodeEngineHalted)
+			wantCode(t, read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat"}), contract.CodeEngineHalted)
 			sys.Stop()
 
 			fail.Store(false)
 			sys = startSystem(t, o)
 			defer sys.Stop()
 			retry := do(t, sys, 0, reserve("amb", "alice", "seat", 60_000))
-			wantCode(t, retry, kernel.CodeOK)
+			wantCode(t, retry, contract.CodeOK)
 			// Written but not synced may or may not have survived; either way exactly one
 			// execution: a second retry replays the same lsn.
 			again := do(t, sys, 0, reserve("amb", "alice", "seat", 60_000))
@@ -190,9 +191,9 @@ func TestExpiryNeverEarly(t *testing.T) {
 	o.Clock = clock
 	sys := startSystem(t, o)
 	defer sys.Stop()
-	wantCode(t, do(t, sys, 0, createResource("c", "seat")), kernel.CodeOK)
+	wantCode(t, do(t, sys, 0, createResource("c", "seat")), contract.CodeOK)
 	r := do(t, sys, 0, reserve("r", "alice", "seat", 50)) // 5 slots of 10ms
-	wantCode(t, r, kernel.CodeOK)
+	wantCode(t, r, contract.CodeOK)
 	if r.Lease.DeadlineSlot != 1005 {
 		t.Fatalf("deadline %d, want 1005", r.Lease.DeadlineSlot)
 	}
@@ -211,10 +212,10 @@ func TestExpiryNeverEarly(t *testing.T) {
 		t.Fatalf("expired with the clock behind: %s", s)
 	}
 	c2 := do(t, sys, 0, createResource("c2", "other"))
-	wantCode(t, c2, kernel.CodeOK)
+	wantCode(t, c2, contract.CodeOK)
 	act := do(t, sys, 0, &kernel.Command{Verb: kernel.VerbActivate, Tenant: "t", OperationID: "probe",
 		HolderID: "bob", LeaseLSN: r.Lease.LSN, Epoch: 1})
-	wantCode(t, act, kernel.CodeHolderMismatch)
+	wantCode(t, act, contract.CodeHolderMismatch)
 	clock.setSlot(1005, o.Slot)
 	deadline := time.Now().Add(10 * time.Second)
 	for state() != kernel.LeaseExpired {
@@ -237,13 +238,13 @@ func TestSlotNeverGoesBackAcrossRestart(t *testing.T) {
 	clock := newFakeClock(5000, o.Slot)
 	o.Clock = clock
 	sys := startSystem(t, o)
-	wantCode(t, do(t, sys, 0, createResource("c", "seat")), kernel.CodeOK)
+	wantCode(t, do(t, sys, 0, createResource("c", "seat")), contract.CodeOK)
 	sys.Stop()
 	clock.setSlot(100, o.Slot)
 	sys = startSystem(t, o)
 	defer sys.Stop()
 	r := do(t, sys, 0, reserve("r", "alice", "seat", 50))
-	wantCode(t, r, kernel.CodeOK)
+	wantCode(t, r, contract.CodeOK)
 	if r.Lease.DeadlineSlot < 5005 {
 		t.Fatalf("deadline %d: the slot went back across the restart", r.Lease.DeadlineSlot)
 	}
@@ -253,15 +254,15 @@ func TestReadWaitsForMinLSN(t *testing.T) {
 	sys := startSystem(t, testOptions(t.TempDir()))
 	defer sys.Stop()
 	c := do(t, sys, 0, createResource("c", "seat"))
-	wantCode(t, read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN}), kernel.CodeOK)
-	wantCode(t, read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN + 5, Wait: 30 * time.Millisecond}), kernel.CodeFenceNotApplied)
+	wantCode(t, read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN}), contract.CodeOK)
+	wantCode(t, read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN + 5, Wait: 30 * time.Millisecond}), contract.CodeFenceNotApplied)
 	// A read waiting for lsn+1 is answered once that entry applies.
 	ch := make(chan *Reply, 1)
 	sys.Read(0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "other", MinLSN: c.LSN + 1, Wait: 10 * time.Second}, func(r *Reply) { ch <- r })
 	time.Sleep(20 * time.Millisecond)
-	wantCode(t, do(t, sys, 0, createResource("c2", "other")), kernel.CodeOK)
+	wantCode(t, do(t, sys, 0, createResource("c2", "other")), contract.CodeOK)
 	r := <-ch
-	wantCode(t, r, kernel.CodeOK)
+	wantCode(t, r, contract.CodeOK)
 	if r.AppliedLSN < c.LSN+1 {
 		t.Fatalf("answered at %d before %d", r.AppliedLSN, c.LSN+1)
 	}
@@ -278,7 +279,7 @@ func TestSnapshotRecoveryEqualsReplay(t *testing.T) {
 	a, b := startSystem(t, oA), startSystem(t, oB)
 	for i := 0; i < 20; i++ {
 		for _, s := range []*System{a, b} {
-			wantCode(t, do(t, s, 0, createResource(fmt.Sprintf("c%d", i), fmt.Sprintf("r%d", i))), kernel.CodeOK)
+			wantCode(t, do(t, s, 0, createResource(fmt.Sprintf("c%d", i), fmt.Sprintf("r%d", i))), contract.CodeOK)
 		}
 	}
 	for i := 0; i < 300; i++ {
@@ -287,7 +288,7 @@ func TestSnapshotRecoveryEqualsReplay(t *testing.T) {
 		if ra.Code != rb.Code || ra.LSN != rb.LSN {
 			t.Fatalf("op %d: %s@%d vs %s@%d", i, ra.Code, ra.LSN, rb.Code, rb.LSN)
 		}
-		if ra.Code == kernel.CodeOK && i%3 == 0 {
+		if ra.Code == contract.CodeOK && i%3 == 0 {
 			rel := release(fmt.Sprintf("x%d", i), "h", ra.Lease.LSN, 1)
 			do(t, a, 0, rel)
 			do(t, b, 0, rel)
@@ -327,10 +328,10 @@ func TestHaltAnswersParkedReads(t *testing.T) {
 		func(r *Reply) { ch <- r })
 	time.Sleep(20 * time.Millisecond)
 	fail.Store(true)
-	wantCode(t, do(t, sys, 0, createResource("c2", "other")), kernel.CodeStorageFailure)
+	wantCode(t, do(t, sys, 0, createResource("c2", "other")), contract.CodeStorageFailure)
 	select {
 	case r := <-ch:
-		wantCode(t, r, kernel.CodeEngineHalted)
+		wantCode(t, r, contract.CodeEngineHalted)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the parked read was not answered when the shard halted")
 	}

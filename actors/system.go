@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -189,7 +190,7 @@ func (s *System) Read(shard uint32, q ReadRequest, reply func(*Reply)) {
 func (s *System) admit(h *host, reply func(*Reply)) bool {
 	if h.queued.Add(1) > int64(s.opts.MaxQueue) {
 		h.queued.Add(-1)
-		reply(rejection(kernel.CodeOverloaded, "shard queue full; retry later", 0))
+		reply(rejection(contract.CodeOverloaded, "shard queue full; retry later", 0))
 		return false
 	}
 	return true

@@ -403,7 +403,7 @@ func (b *Bridge) handle(spec *verbSpec, req micro.Request) {
 	case b.intake <- j:
 	default:
 		c := &call{b: b, spec: spec, reply: j.reply, proto: j.proto, start: j.start,
-			res: rejectReply(kernel.CodeOverloaded, "the service's request queue is full; retry later")}
+			res: rejectReply(contract.CodeOverloaded, "the service's request queue is full; retry later")}
 		b.respond(c)
 	}
 }
@@ -487,7 +487,7 @@ func (b *Bridge) serve(j *job) {
 	}
 	if b.inflight.Add(1) > int64(b.cfg.MaxInFlight) {
 		b.inflight.Add(-1)
-		c.res = rejectReply(kernel.CodeOverloaded, "too many requests in flight; retry later")
+		c.res = rejectReply(contract.CodeOverloaded, "too many requests in flight; retry later")
 		b.respond(c)
 		return
 	}
@@ -544,7 +544,7 @@ func (c *call) expire() {
 		return
 	}
 	// Late parts of a lease.list may still land in c.parts; a rejection never reads them.
-	c.res = rejectReply(kernel.CodeTimeout, "no answer from the shard in time; retry the same operation_id to learn the outcome")
+	c.res = rejectReply(contract.CodeTimeout, "no answer from the shard in time; retry the same operation_id to learn the outcome")
 	c.b.enqueue(c)
 }
 
@@ -589,7 +589,7 @@ func (b *Bridge) respond(c *call) {
 	if err != nil {
 		// Views hold validated ASCII ids, so encoding cannot fail; say so if it does.
 		b.log.Error("encoding a reply", "verb", c.spec.verb.String(), "err", err)
-		c.res = rejectReply(kernel.CodeInvalidRequest, "the reply could not be encoded")
+		c.res = rejectReply(contract.CodeInvalidRequest, "the reply could not be encoded")
 		code = c.res.Code
 		body, _ = encodeReply(c)
 	}

@@ -86,7 +86,7 @@ func verbSpecs() []*verbSpec {
 }
 
 func invalid(format string, args ...any) *kernel.Rejection {
-	return &kernel.Rejection{Code: kernel.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+	return &kernel.Rejection{Code: contract.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
 }
 
 // prepare turns a request into a routed operation in c.op: tenant, size, decoding,
@@ -101,7 +101,7 @@ func (b *Bridge) prepare(c *call, j *job) *kernel.Rejection {
 		return invalid("tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
 	if len(j.data) > b.cfg.MaxRequestBytes {
-		return &kernel.Rejection{Code: kernel.CodeCommandTooLarge,
+		return &kernel.Rejection{Code: contract.CodeCommandTooLarge,
 			Message: fmt.Sprintf("request of %d bytes exceeds the limit of %d", len(j.data), b.cfg.MaxRequestBytes)}
 	}
 	m := s.newReq()

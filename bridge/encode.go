@@ -44,7 +44,7 @@ func replyMessage(c *call) *messages.Reply {
 	} else {
 		m.Lsn = r.LSN
 	}
-	if r.Code != kernel.CodeOK {
+	if r.Code != contract.CodeOK {
 		m.Message = domainMessage(c)
 	}
 	if c.spec.verb == kernel.VerbListLeases {
@@ -76,7 +76,7 @@ func replyMessage(c *call) *messages.Reply {
 			m.Range = rangeView(&r.Range)
 		}
 	case kernel.ObjectLease:
-		if r.Lease.Tenant == c.tenant && r.Code == kernel.CodeOK {
+		if r.Lease.Tenant == c.tenant && r.Code == contract.CodeOK {
 			m.Lease = leaseView(&r.Lease)
 		}
 	}
@@ -95,11 +95,11 @@ func appliedLSNs(parts []*actors.Reply) []*messages.ShardLsn {
 // to limit over all shards. A shard that rejected makes the whole list rejected.
 func mergeList(parts []*actors.Reply, limit int) *actors.Reply {
 	for i, p := range parts {
-		if p.Code != kernel.CodeOK {
+		if p.Code != contract.CodeOK {
 			return &actors.Reply{Code: p.Code, Message: fmt.Sprintf("shard %d: %s", i, p.Message), MemberIndex: -1}
 		}
 	}
-	out := &actors.Reply{Code: kernel.CodeOK, MemberIndex: -1}
+	out := &actors.Reply{Code: contract.CodeOK, MemberIndex: -1}
 	for _, p := range parts {
 		for _, l := range p.Leases {
 			if len(out.Leases) == limit {
@@ -185,56 +185,56 @@ func domainMessage(c *call) string {
 		mm := &c.op.cmd.Members[r.MemberIndex]
 		member = fmt.Sprintf("members[%d]: ", r.MemberIndex)
 		switch r.Code {
-		case kernel.CodeResourceNotFound:
+		case contract.CodeResourceNotFound:
 			return member + fmt.Sprintf("resource %q does not exist", mm.ID)
-		case kernel.CodePoolNotFound:
+		case contract.CodePoolNotFound:
 			return member + fmt.Sprintf("pool %q does not exist", mm.ID)
-		case kernel.CodeRangeNotFound:
+		case contract.CodeRangeNotFound:
 			return member + fmt.Sprintf("range %q does not exist", mm.ID)
-		case kernel.CodeResourceBusy:
+		case contract.CodeResourceBusy:
 			return member + fmt.Sprintf("resource %q is held by another lease", mm.ID)
-		case kernel.CodeInsufficientCapacity:
+		case contract.CodeInsufficientCapacity:
 			return member + fmt.Sprintf("pool %q has fewer than %d units available", mm.ID, mm.Quantity)
-		case kernel.CodeValueBusy:
+		case contract.CodeValueBusy:
 			return member + fmt.Sprintf("value %d of range %q is held by another lease", mm.Value, mm.ID)
-		case kernel.CodeValueOutOfRange:
+		case contract.CodeValueOutOfRange:
 			return member + fmt.Sprintf("value %d is outside range %q", mm.Value, mm.ID)
-		case kernel.CodeRangeExhausted:
+		case contract.CodeRangeExhausted:
 			return member + fmt.Sprintf("range %q has no free value left", mm.ID)
 		}
 	}
 	switch r.Code {
-	case kernel.CodeAlreadyExists:
+	case contract.CodeAlreadyExists:
 		return "an object with this id already exists in this tenant"
-	case kernel.CodeResourceTableFull:
+	case contract.CodeResourceTableFull:
 		return "the shard's resource table is full"
-	case kernel.CodePoolTableFull:
+	case contract.CodePoolTableFull:
 		return "the shard's pool table is full"
-	case kernel.CodeRangeTableFull:
+	case contract.CodeRangeTableFull:
 		return "the shard's range table is full"
-	case kernel.CodeResourceNotFound:
+	case contract.CodeResourceNotFound:
 		return "no such resource"
-	case kernel.CodePoolNotFound:
+	case contract.CodePoolNotFound:
 		return "no such pool"
-	case kernel.CodeRangeNotFound:
+	case contract.CodeRangeNotFound:
 		return "no such range"
-	case kernel.CodeLeaseTableFull:
+	case contract.CodeLeaseTableFull:
 		return "the shard's lease table is full"
-	case kernel.CodeLeaseMemberTableFull:
+	case contract.CodeLeaseMemberTableFull:
 		return "the shard's lease member table is full"
-	case kernel.CodeExpirationIndexFull:
+	case contract.CodeExpirationIndexFull:
 		return "the shard's expiration index is full"
-	case kernel.CodeLeaseNotFound:
+	case contract.CodeLeaseNotFound:
 		return "no such lease"
-	case kernel.CodeLeaseRetired:
+	case contract.CodeLeaseRetired:
 		return "the lease has ended and left its history window"
-	case kernel.CodeHolderMismatch:
+	case contract.CodeHolderMismatch:
 		return "holder_id does not hold this lease"
-	case kernel.CodeStaleEpoch:
+	case contract.CodeStaleEpoch:
 		return "lease_epoch is not the lease's current epoch"
-	case kernel.CodeInvalidState:
+	case contract.CodeInvalidState:
 		return "the lease's state does not allow " + c.spec.verb.String()
-	case kernel.CodeLeaseExpired:
+	case contract.CodeLeaseExpired:
 		return "the lease's deadline has passed"
 	}
 	return r.Code.String()

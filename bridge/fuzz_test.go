@@ -105,8 +105,8 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 		}
 		switch {
 		case fieldMessage.MatchString(rej.Message):
-		case decodeMessage.MatchString(rej.Message) && rej.Code == kernel.CodeInvalidRequest:
-		case sizeMessage.MatchString(rej.Message) && rej.Code == kernel.CodeCommandTooLarge:
+		case decodeMessage.MatchString(rej.Message) && rej.Code == contract.CodeInvalidRequest:
+		case sizeMessage.MatchString(rej.Message) && rej.Code == contract.CodeCommandTooLarge:
 		default:
 			t.Fatalf("%s: %s rejection names no field: %q", spec.verb, rej.Code, rej.Message)
 		}

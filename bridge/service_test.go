@@ -43,7 +43,7 @@ func (s *stubSystem) Shards() uint32                 { return s.shards }
 func (s *stubSystem) Options() actors.Options        { return actors.Options{Kernel: stubKernel()} }
 func stubKernel() kernel.Config                      { k := kernel.DefaultConfig(); return k }
 func okRead(_ uint32, _ actors.ReadRequest, r func(*actors.Reply)) {
-	r(&actors.Reply{Code: kernel.CodeResourceNotFound})
+	r(&actors.Reply{Code: contract.CodeResourceNotFound})
 }
 
 // startStub runs a bridge over a stub system.
@@ -110,7 +110,7 @@ func TestShardTimeoutIsIndefiniteAndLateAnswerDropped(t *testing.T) {
 		t.Fatalf("timed out after %v", took)
 	}
 	// The shard answers late: nothing more is sent.
-	(<-held)(&actors.Reply{Code: kernel.CodeOK, LSN: 1, MemberIndex: -1})
+	(<-held)(&actors.Reply{Code: contract.CodeOK, LSN: 1, MemberIndex: -1})
 	if m, err := sub.NextMsg(300 * time.Millisecond); err == nil {
 		t.Fatalf("late answer was sent: %s", m.Data)
 	}
@@ -121,17 +121,17 @@ func TestShardTimeoutIsIndefiniteAndLateAnswerDropped(t *testing.T) {
 			heldRead <- reply
 			return
 		}
-		reply(&actors.Reply{Code: kernel.CodeOK, AppliedLSN: 3, MemberIndex: -1})
+		reply(&actors.Reply{Code: contract.CodeOK, AppliedLSN: 3, MemberIndex: -1})
 	}
 	request(t, client, subject("t", "lease.list"), `{"holder_id":"h"}`).want(t, "timeout")
-	(<-heldRead)(&actors.Reply{Code: kernel.CodeOK, AppliedLSN: 4, MemberIndex: -1})
+	(<-heldRead)(&actors.Reply{Code: contract.CodeOK, AppliedLSN: 4, MemberIndex: -1})
 	// A shard that rejects makes the whole list rejected.
 	sys.onRead = func(shard uint32, _ actors.ReadRequest, reply func(*actors.Reply)) {
 		if shard == 1 {
-			reply(&actors.Reply{Code: kernel.CodeEngineHalted, Message: "shard halted", MemberIndex: -1})
+			reply(&actors.Reply{Code: contract.CodeEngineHalted, Message: "shard halted", MemberIndex: -1})
 			return
 		}
-		reply(&actors.Reply{Code: kernel.CodeOK, AppliedLSN: 3, MemberIndex: -1})
+		reply(&actors.Reply{Code: contract.CodeOK, AppliedLSN: 3, MemberIndex: -1})
 	}
 	r = request(t, client, subject("t", "lease.list"), `{"holder_id":"h"}`).want(t, "engine_halted")
 	if r.str(t, "category") != "indefinite" || !contains(r.typ.Message, "shard 1") {
@@ -199,7 +199,7 @@ func TestOverloadIsAnsweredAtOnce(t *testing.T) {
 	}
 	mu.Lock()
 	for _, h := range held {
-		h(&actors.Reply{Code: kernel.CodeOK, LSN: 7, MemberIndex: -1})
+		h(&actors.Reply{Code: contract.CodeOK, LSN: 7, MemberIndex: -1})
 	}
 	held = nil
 	mu.Unlock()
@@ -228,7 +228,7 @@ func TestOverloadIsAnsweredAtOnce(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
 	for _, h := range held {
-		h(&actors.Reply{Code: kernel.CodeOK, LSN: 8, MemberIndex: -1})
+		h(&actors.Reply{Code: contract.CodeOK, LSN: 8, MemberIndex: -1})
 	}
 	mu.Unlock()
 	for _, s := range []*nats.Subscription{b, q} {

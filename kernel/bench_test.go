@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"math"
 	"runtime"
 	"testing"
@@ -43,7 +44,7 @@ func (s *benchShard) apply(tb testing.TB, c *Command) *Output {
 		s.slot++
 	}
 	s.k.Apply(Entry{LSN: s.lsn, Slot: s.slot, Cmd: c}, &s.out)
-	if s.out.Code != CodeOK {
+	if s.out.Code != contract.CodeOK {
 		tb.Fatalf("lsn %d %s: %s", s.lsn, c.Verb, s.out.Code)
 	}
 	return &s.out

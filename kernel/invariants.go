@@ -270,7 +270,7 @@ func (k *Kernel) checkRetryCache(indexes bool) error {
 			if i > 0 && q.nth(i-1).lsn >= op.lsn {
 				return fmt.Errorf("retry cache queue %d out of lsn order", qi)
 			}
-			if op.lsn > k.lastLSN || op.code.IsRejection() || op.code >= codeCount || (qi == forgettableQueue) != forgettable(op.code) {
+			if op.lsn > k.lastLSN || op.code.IsRejection() || !op.code.Valid() || (qi == forgettableQueue) != forgettable(op.code) {
 				return fmt.Errorf("outcome at lsn %d: code %d in queue %d", op.lsn, op.code, qi)
 			}
 			if !indexes {

@@ -9,6 +9,7 @@ package kernel
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 
 	"github.com/holdfast/holdfast/kernel/internal/valueset"
 )
@@ -136,7 +137,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		return
 	}
 	if !k.opRoom(e.Slot) {
-		out.Code = CodeOperationTableFull
+		out.Code = contract.CodeOperationTableFull
 		return
 	}
 	switch c.Verb {
@@ -151,7 +152,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 	case VerbActivate, VerbRenew, VerbRelease, VerbRevoke, VerbReclaim:
 		k.leaseVerb(e, out)
 	default:
-		out.Code = CodeInvalidRequest
+		out.Code = contract.CodeInvalidRequest
 		return
 	}
 	var epoch uint32

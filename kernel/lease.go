@@ -1,5 +1,7 @@
 package kernel
 
+import "github.com/holdfast/holdfast/contract"
+
 // lease is the one authority object of a claim: one holder, one lifecycle, one fencing
 // epoch, over one or more members granted all-or-nothing. This is a live lease; when it
 // ends it moves to the compact endedTable for its history window (ended.go).
@@ -137,20 +139,20 @@ type leaseRef struct {
 func (k *Kernel) findLease(tenant string, lsn, slot uint64) (leaseRef, Code) {
 	if idx, ok := k.leaseIdx[lsn]; ok {
 		if t, _ := splitKey(k.holders[k.leases[idx].holder].key); t == tenant {
-			return leaseRef{idx: idx}, CodeOK
+			return leaseRef{idx: idx}, contract.CodeOK
 		}
 	} else if _, e := k.ended.find(lsn); e != nil {
 		if t, _ := splitKey(k.holders[e.holder].key); t == tenant {
 			if e.retireAfter < slot {
-				return leaseRef{idx: -1}, CodeLeaseRetired // retire has not dropped it yet
+				return leaseRef{idx: -1}, contract.CodeLeaseRetired // retire has not dropped it yet
 			}
-			return leaseRef{idx: -1, ended: e}, CodeOK
+			return leaseRef{idx: -1, ended: e}, contract.CodeOK
 		}
 	}
 	if lsn <= k.retired {
-		return leaseRef{idx: -1}, CodeLeaseRetired
+		return leaseRef{idx: -1}, contract.CodeLeaseRetired
 	}
-	return leaseRef{idx: -1}, CodeLeaseNotFound
+	return leaseRef{idx: -1}, contract.CodeLeaseNotFound
 }
 
 // view fills the current view of a found lease.
@@ -203,7 +205,7 @@ func (k *Kernel) viewEnded(e *endedLease, out *Output) {
 func (k *Kernel) GetLease(tenant string, lsn, slot uint64, out *Output) {
 	out.reset(k.lastLSN)
 	r, code := k.findLease(tenant, lsn, slot)
-	if code != CodeOK {
+	if code != contract.CodeOK {
 		out.Code = code
 		return
 	}
@@ -236,23 +238,23 @@ func (k *Kernel) ListLeases(tenant, holderID string, limit int, dst []LeaseView)
 func (k *Kernel) leaseVerb(e Entry, out *Output) {
 	c := e.Cmd
 	r, code := k.findLease(c.Tenant, c.LeaseLSN, e.Slot)
-	if code != CodeOK {
+	if code != contract.CodeOK {
 		out.Code = code
 		return
 	}
 	if c.Verb == VerbActivate || c.Verb == VerbRenew || c.Verb == VerbRelease {
 		holder, epoch := k.leaseHolderEpoch(r)
 		if _, h := splitKey(k.holders[holder].key); h != c.HolderID {
-			out.Code = CodeHolderMismatch
+			out.Code = contract.CodeHolderMismatch
 			return
 		}
 		if c.Epoch != epoch {
-			out.Code = CodeStaleEpoch
+			out.Code = contract.CodeStaleEpoch
 			return
 		}
 	}
 	if r.ended != nil {
-		out.Code = CodeInvalidState // every verb needs a live lease
+		out.Code = contract.CodeInvalidState // every verb needs a live lease
 		return
 	}
 	idx := r.idx
@@ -260,11 +262,11 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 	switch c.Verb {
 	case VerbActivate, VerbRenew:
 		if l.state != LeaseReserved {
-			out.Code = CodeInvalidState
+			out.Code = contract.CodeInvalidState
 			return
 		}
 		if e.Slot >= l.deadline {
-			out.Code = CodeLeaseExpired
+			out.Code = contract.CodeLeaseExpired
 			return
 		}
 		if c.Verb == VerbActivate {
@@ -279,7 +281,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 		}
 	case VerbRelease:
 		if l.state != LeaseReserved && l.state != LeaseActive {
-			out.Code = CodeInvalidState
+			out.Code = contract.CodeInvalidState
 			return
 		}
 		k.viewEnded(k.end(idx, e, LeaseReleased, true), out)
@@ -287,7 +289,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 		return
 	case VerbRevoke:
 		if l.state != LeaseActive {
-			out.Code = CodeInvalidState
+			out.Code = contract.CodeInvalidState
 			return
 		}
 		l.epoch++
@@ -295,7 +297,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 		out.Event = EventLeaseRevoking
 	case VerbReclaim:
 		if l.state != LeaseRevoking {
-			out.Code = CodeInvalidState
+			out.Code = contract.CodeInvalidState
 			return
 		}
 		k.viewEnded(k.end(idx, e, LeaseRevoked, false), out)
@@ -319,12 +321,12 @@ func (k *Kernel) expire(e Entry, out *Output) {
 	c := e.Cmd
 	idx, ok := k.leaseIdx[c.LeaseLSN]
 	if !ok {
-		out.Code = CodeNoop
+		out.Code = contract.CodeNoop
 		return
 	}
 	l := &k.leases[idx]
 	if l.state != LeaseReserved || l.deadline != c.Deadline || e.Slot < l.deadline {
-		out.Code = CodeNoop
+		out.Code = contract.CodeNoop
 		return
 	}
 	k.viewEnded(k.end(idx, e, LeaseExpired, true), out)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -303,14 +304,14 @@ func (m *refModel) leaseView(l *mLease) LeaseView {
 func (m *refModel) find(tenant string, lsn, slot uint64) (*mLease, Code) {
 	if l, ok := m.leases[lsn]; ok && l.tenant == tenant {
 		if mTerminal(l.state) && l.retireAfter < slot {
-			return nil, CodeLeaseRetired // its history window has passed
+			return nil, contract.CodeLeaseRetired // its history window has passed
 		}
-		return l, CodeOK
+		return l, contract.CodeOK
 	}
 	if lsn <= m.watermark {
-		return nil, CodeLeaseRetired
+		return nil, contract.CodeLeaseRetired
 	}
-	return nil, CodeLeaseNotFound
+	return nil, contract.CodeLeaseNotFound
 }
 
 // retireOne drops the lease that ended first if its history window has passed. When the
@@ -379,75 +380,75 @@ func (m *refModel) cmdTTLSlots(c *Command) uint64 {
 func (m *refModel) validate(c *Command) Code {
 	if !mValidTenant(c.Tenant) || c.Verb < VerbCreateResource || c.Verb > VerbReclaim ||
 		!mValidID(c.OperationID, 64) {
-		return CodeInvalidRequest
+		return contract.CodeInvalidRequest
 	}
 	ttlOK := c.TTLMillis >= 1 && c.TTLMillis <= m.cfg.MaxTTLMillis
 	switch c.Verb {
 	case VerbCreateResource:
 		if !mValidID(c.ObjectID, 128) {
-			return CodeInvalidRequest
+			return contract.CodeInvalidRequest
 		}
 	case VerbCreatePool:
 		if !mValidID(c.ObjectID, 128) || c.Capacity == 0 {
-			return CodeInvalidRequest
+			return contract.CodeInvalidRequest
 		}
 	case VerbCreateRange:
 		if !mValidID(c.ObjectID, 128) || c.First > c.Last || c.Strategy > StrategyLeastRecentlyFreed {
-			return CodeInvalidRequest
+			return contract.CodeInvalidRequest
 		}
 	case VerbReserve:
 		if !mValidID(c.HolderID, 128) || len(c.Members) == 0 {
-			return CodeInvalidRequest
+			return contract.CodeInvalidRequest
 		}
 		if len(c.Members) > m.cfg.MaxBundle {
-			return CodeBundleTooLarge
+			return contract.CodeBundleTooLarge
 		}
 		for i, mb := range c.Members {
 			switch mb.Kind {
 			case MemberResource:
 				if mb.Quantity != 0 || mb.HasValue {
-					return CodeInvalidRequest
+					return contract.CodeInvalidRequest
 				}
 			case MemberPool:
 				if mb.Quantity == 0 || mb.HasValue {
-					return CodeInvalidRequest
+					return contract.CodeInvalidRequest
 				}
 			case MemberRange:
 				if mb.Quantity != 0 {
-					return CodeInvalidRequest
+					return contract.CodeInvalidRequest
 				}
 			default:
-				return CodeInvalidRequest
+				return contract.CodeInvalidRequest
 			}
 			if !mValidID(mb.ID, 128) {
-				return CodeInvalidRequest
+				return contract.CodeInvalidRequest
 			}
 			if mPlacement(mb.ID) != mPlacement(c.Members[0].ID) {
-				return CodeCrossShard
+				return contract.CodeCrossShard
 			}
 			for _, o := range c.Members[:i] {
 				if o.Kind == mb.Kind && o.ID == mb.ID &&
 					(mb.Kind != MemberRange || mb.HasValue && o.HasValue && mb.Value == o.Value) {
-					return CodeDuplicateMember
+					return contract.CodeDuplicateMember
 				}
 			}
 		}
 		if !c.Activate && !ttlOK {
-			return CodeTTLOutOfRange
+			return contract.CodeTTLOutOfRange
 		}
 	case VerbActivate, VerbRelease, VerbRenew:
 		if c.LeaseLSN == 0 || !mValidID(c.HolderID, 128) || c.Epoch == 0 {
-			return CodeInvalidRequest
+			return contract.CodeInvalidRequest
 		}
 		if c.Verb == VerbRenew && !ttlOK {
-			return CodeTTLOutOfRange
+			return contract.CodeTTLOutOfRange
 		}
 	case VerbRevoke, VerbReclaim:
 		if c.LeaseLSN == 0 {
-			return CodeInvalidRequest
+			return contract.CodeInvalidRequest
 		}
 	}
-	return CodeOK
+	return contract.CodeOK
 }
 
 // slotsOK: every slot the command derives (deadline, retirement of the lease and of the
@@ -501,7 +502,7 @@ func (m *refModel) opsInWindow(slot uint64) int {
 func (m *refModel) keptInWindow(slot uint64) int {
 	n := 0
 	for i := range m.ops {
-		if m.ops[i].code == CodeOK && m.ops[i].slot+m.cfg.DedupeWindowSlots >= slot {
+		if m.ops[i].code == contract.CodeOK && m.ops[i].slot+m.cfg.DedupeWindowSlots >= slot {
 			n++
 		}
 	}
@@ -511,7 +512,7 @@ func (m *refModel) keptInWindow(slot uint64) int {
 // forgetOldestFailure drops the oldest remembered outcome that changed nothing.
 func (m *refModel) forgetOldestFailure() {
 	for i := range m.ops {
-		if m.ops[i].code != CodeOK {
+		if m.ops[i].code != contract.CodeOK {
 			m.ops = append(m.ops[:i], m.ops[i+1:]...)
 			return
 		}
@@ -536,7 +537,7 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 	want := Output{Code: op.code, LSN: op.lsn, FromRetryCache: true, MemberIndex: -1}
 	switch op.cmd.Verb {
 	case VerbCreateResource, VerbCreatePool, VerbCreateRange:
-		if op.code == CodeOK || op.code == CodeAlreadyExists {
+		if op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists {
 			m.fillObject(&want, op.cmd.Verb, c.Tenant, op.cmd.ObjectID)
 		}
 	default:
@@ -546,9 +547,9 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 		}
 		// The reply's lease id and epoch, with the lease's current view while it is
 		// readable and nothing more once it has retired (API.md §4 "Idempotency").
-		if op.code == CodeOK {
+		if op.code == contract.CodeOK {
 			want.Object = ObjectLease
-			if l, code := m.find(c.Tenant, lsn, slot); code == CodeOK {
+			if l, code := m.find(c.Tenant, lsn, slot); code == contract.CodeOK {
 				want.Lease = m.leaseView(l)
 			} else {
 				want.Lease = LeaseView{Shard: m.cfg.Shard, LSN: lsn, Tenant: c.Tenant}
@@ -577,23 +578,23 @@ func (m *refModel) fillObject(out *Output, v Verb, tenant, id string) {
 func (m *refModel) write(slot uint64, c *Command) (want Output, path string) {
 	m.forgetOps(slot)
 	want = Output{MemberIndex: -1}
-	if code := m.validate(c); code != CodeOK {
+	if code := m.validate(c); code != contract.CodeOK {
 		want.Code = code
 		return want, "validate"
 	}
 	if op := m.lookupOp(c.Tenant, c.OperationID, slot); op != nil {
 		if !reflect.DeepEqual(op.cmd, mStripCmd(c)) {
-			want.Code, want.LSN = CodeOperationConflict, m.lastLSN
+			want.Code, want.LSN = contract.CodeOperationConflict, m.lastLSN
 			return want, "lookup"
 		}
 		return m.retry(op, c, slot), "lookup"
 	}
 	if !m.slotsOK(c, slot) {
-		want.Code = CodeSlotOverflow
+		want.Code = contract.CodeSlotOverflow
 		return want, "slots"
 	}
 	if m.keptInWindow(slot) >= m.cfg.MaxOperations {
-		want.Code = CodeOperationTableFull
+		want.Code = contract.CodeOperationTableFull
 		return want, "room"
 	}
 	return m.apply(slot, c), "apply"
@@ -655,17 +656,17 @@ func (m *refModel) create(c *Command, out *Output) {
 	switch c.Verb {
 	case VerbCreateResource:
 		_, exists = m.resources[key]
-		count, bound, full = len(m.resources), m.cfg.MaxResources, CodeResourceTableFull
+		count, bound, full = len(m.resources), m.cfg.MaxResources, contract.CodeResourceTableFull
 	case VerbCreatePool:
 		_, exists = m.pools[key]
-		count, bound, full = len(m.pools), m.cfg.MaxPools, CodePoolTableFull
+		count, bound, full = len(m.pools), m.cfg.MaxPools, contract.CodePoolTableFull
 	case VerbCreateRange:
 		_, exists = m.ranges[key]
-		count, bound, full = len(m.ranges), m.cfg.MaxRanges, CodeRangeTableFull
+		count, bound, full = len(m.ranges), m.cfg.MaxRanges, contract.CodeRangeTableFull
 	}
 	switch {
 	case exists:
-		out.Code = CodeAlreadyExists
+		out.Code = contract.CodeAlreadyExists
 		m.fillObject(out, c.Verb, c.Tenant, c.ObjectID)
 		return
 	case count >= bound:
@@ -750,26 +751,26 @@ func (m *refModel) reserve(slot, lsn uint64, c *Command, out *Output) {
 	var picks []MemberView
 	for i, mb := range c.Members {
 		key := mKey(c.Tenant, mb.ID)
-		code := CodeOK
+		code := contract.CodeOK
 		pick := MemberView{Kind: mb.Kind, ID: mb.ID}
 		switch mb.Kind {
 		case MemberResource:
 			if _, ok := m.resources[key]; !ok {
-				code = CodeResourceNotFound
+				code = contract.CodeResourceNotFound
 			} else if m.resourceLease(c.Tenant, mb.ID) != nil {
-				code = CodeResourceBusy
+				code = contract.CodeResourceBusy
 			}
 		case MemberPool:
 			if capacity, ok := m.pools[key]; !ok {
-				code = CodePoolNotFound
+				code = contract.CodePoolNotFound
 			} else if r, a := m.poolUse(c.Tenant, mb.ID); mb.Quantity > capacity-r-a {
-				code = CodeInsufficientCapacity
+				code = contract.CodeInsufficientCapacity
 			}
 			pick.Quantity = mb.Quantity
 		case MemberRange:
 			rg := m.ranges[key]
 			if rg == nil {
-				code = CodeRangeNotFound
+				code = contract.CodeRangeNotFound
 				break
 			}
 			taken := m.rangeValues(c.Tenant, mb.ID)
@@ -781,20 +782,20 @@ func (m *refModel) reserve(slot, lsn uint64, c *Command, out *Output) {
 			}
 			switch {
 			case mb.HasValue && (mb.Value < rg.first || mb.Value > rg.last):
-				code = CodeValueOutOfRange
+				code = contract.CodeValueOutOfRange
 			case mb.HasValue && (slices.Contains(taken, mb.Value) || slices.Contains(picked, mb.Value)):
-				code = CodeValueBusy
+				code = contract.CodeValueBusy
 			case mb.HasValue:
 				pick.Value = mb.Value
 			default:
 				v, ok := m.choose(rg, taken, picked, lsn, i)
 				if !ok {
-					code = CodeRangeExhausted
+					code = contract.CodeRangeExhausted
 				}
 				pick.Value = v
 			}
 		}
-		if code != CodeOK {
+		if code != contract.CodeOK {
 			out.Code, out.MemberIndex = code, i
 			return
 		}
@@ -804,17 +805,17 @@ func (m *refModel) reserve(slot, lsn uint64, c *Command, out *Output) {
 	for len(m.leases) >= m.cfg.MaxLeases && m.retireOne(slot) {
 	}
 	if len(m.leases) >= m.cfg.MaxLeases {
-		out.Code = CodeLeaseTableFull
+		out.Code = contract.CodeLeaseTableFull
 		return
 	}
 	for m.memberCount()+len(picks) > m.cfg.MaxMembers && m.retireOne(slot) {
 	}
 	if m.memberCount()+len(picks) > m.cfg.MaxMembers {
-		out.Code = CodeLeaseMemberTableFull
+		out.Code = contract.CodeLeaseMemberTableFull
 		return
 	}
 	if !c.Activate && m.reservedCount() >= m.cfg.MaxExpirations {
-		out.Code = CodeExpirationIndexFull
+		out.Code = contract.CodeExpirationIndexFull
 		return
 	}
 	l := &mLease{lsn: lsn, tenant: c.Tenant, holder: c.HolderID, state: LeaseReserved, epoch: 1, members: picks}
@@ -867,20 +868,20 @@ func (m *refModel) end(l *mLease, lsn, slot uint64, to LeaseState, bumpEpoch boo
 
 func (m *refModel) leaseVerb(slot, lsn uint64, c *Command, out *Output) {
 	l, code := m.find(c.Tenant, c.LeaseLSN, slot)
-	if code != CodeOK {
+	if code != contract.CodeOK {
 		out.Code = code
 		return
 	}
 	holderVerb := c.Verb == VerbActivate || c.Verb == VerbRenew || c.Verb == VerbRelease
 	switch {
 	case holderVerb && l.holder != c.HolderID:
-		out.Code = CodeHolderMismatch
+		out.Code = contract.CodeHolderMismatch
 	case holderVerb && l.epoch != c.Epoch:
-		out.Code = CodeStaleEpoch
+		out.Code = contract.CodeStaleEpoch
 	case (c.Verb == VerbActivate || c.Verb == VerbRenew) && l.state != LeaseReserved:
-		out.Code = CodeInvalidState
+		out.Code = contract.CodeInvalidState
 	case (c.Verb == VerbActivate || c.Verb == VerbRenew) && slot >= l.deadline:
-		out.Code = CodeLeaseExpired
+		out.Code = contract.CodeLeaseExpired
 	case c.Verb == VerbActivate:
 		l.state, l.deadline = LeaseActive, 0
 		out.Event = EventLeaseActivated
@@ -888,23 +889,23 @@ func (m *refModel) leaseVerb(slot, lsn uint64, c *Command, out *Output) {
 		l.deadline = slot + m.ttlSlots(c.TTLMillis)
 		out.Event = EventLeaseRenewed
 	case c.Verb == VerbRelease && l.state != LeaseReserved && l.state != LeaseActive:
-		out.Code = CodeInvalidState
+		out.Code = contract.CodeInvalidState
 	case c.Verb == VerbRelease:
 		m.end(l, lsn, slot, LeaseReleased, true)
 		out.Event = EventLeaseReleased
 	case c.Verb == VerbRevoke && l.state != LeaseActive:
-		out.Code = CodeInvalidState
+		out.Code = contract.CodeInvalidState
 	case c.Verb == VerbRevoke:
 		l.state = LeaseRevoking
 		l.epoch++
 		out.Event = EventLeaseRevoking
 	case c.Verb == VerbReclaim && l.state != LeaseRevoking:
-		out.Code = CodeInvalidState
+		out.Code = contract.CodeInvalidState
 	case c.Verb == VerbReclaim:
 		m.end(l, lsn, slot, LeaseRevoked, false)
 		out.Event = EventLeaseRevoked
 	}
-	if out.Code == CodeOK {
+	if out.Code == contract.CodeOK {
 		out.Object, out.Lease = ObjectLease, m.leaseView(l)
 	}
 }
@@ -912,7 +913,7 @@ func (m *refModel) leaseVerb(slot, lsn uint64, c *Command, out *Output) {
 func (m *refModel) expire(slot, lsn uint64, c *Command, out *Output) {
 	l, ok := m.leases[c.LeaseLSN]
 	if !ok || l.state != LeaseReserved || l.deadline != c.Deadline || slot < l.deadline {
-		out.Code = CodeNoop
+		out.Code = contract.CodeNoop
 		return
 	}
 	m.end(l, lsn, slot, LeaseExpired, true)
@@ -967,26 +968,26 @@ func (m *refModel) read(r mRead, slot uint64) Output {
 	switch r.verb {
 	case VerbGetResource:
 		if _, ok := m.resources[key]; !ok {
-			out.Code = CodeResourceNotFound
+			out.Code = contract.CodeResourceNotFound
 		} else {
 			out.Object, out.Resource = ObjectResource, m.resourceView(r.tenant, r.id)
 		}
 	case VerbGetPool:
 		if _, ok := m.pools[key]; !ok {
-			out.Code = CodePoolNotFound
+			out.Code = contract.CodePoolNotFound
 		} else {
 			out.Object, out.Pool = ObjectPool, m.poolView(r.tenant, r.id)
 		}
 	case VerbGetRange:
 		if _, ok := m.ranges[key]; !ok {
-			out.Code = CodeRangeNotFound
+			out.Code = contract.CodeRangeNotFound
 		} else {
 			out.Object, out.Range = ObjectRange, m.rangeView(r.tenant, r.id)
 		}
 	case VerbGetLease:
 		l, code := m.find(r.tenant, r.lsn, slot)
 		out.Code = code
-		if code == CodeOK {
+		if code == contract.CodeOK {
 			out.Object, out.Lease = ObjectLease, m.leaseView(l)
 		}
 	}
@@ -1466,7 +1467,7 @@ func mDriveWrite(k *Kernel, slot uint64, c *Command, out *Output) string {
 		return "slots"
 	}
 	if k.OperationRoom(slot) < 1 {
-		*out = Output{Code: CodeOperationTableFull, MemberIndex: -1}
+		*out = Output{Code: contract.CodeOperationTableFull, MemberIndex: -1}
 		return "room"
 	}
 	k.Apply(Entry{LSN: k.LastLSN() + 1, Slot: slot, Cmd: c}, out)
@@ -1787,13 +1788,13 @@ func (h *mHarness) observe(v Verb, out *Output) {
 		return
 	}
 	prev, seen := h.lastView[l.LSN]
-	if v == VerbReserve && out.Code == CodeOK && !out.FromRetryCache {
+	if v == VerbReserve && out.Code == contract.CodeOK && !out.FromRetryCache {
 		if l.LSN != out.LSN || l.CreatedLSN != out.LSN || l.Epoch != 1 || seen {
 			h.fail("reserve granted %s at lsn %d", mFmtLease(&l), out.LSN)
 		}
 		h.owner[l.LSN] = l.Tenant
 	}
-	if !out.FromRetryCache && out.Code == CodeOK {
+	if !out.FromRetryCache && out.Code == contract.CodeOK {
 		switch out.Event {
 		case EventLeaseExpired:
 			if !seen || prev.State != LeaseReserved || l.DeadlineSlot != prev.DeadlineSlot || h.slot < l.DeadlineSlot {
@@ -1843,13 +1844,13 @@ func (h *mHarness) crossCheck() {
 		h.k.GetLease(tenant, lsn, h.slot, &h.out)
 		prev := h.lastView[lsn]
 		switch h.out.Code {
-		case CodeLeaseRetired:
+		case contract.CodeLeaseRetired:
 			if !mTerminal(prev.State) || prev.RetireAfterSlot >= h.slot {
 				h.fail("lease %d reads lease_retired at slot %d; last seen %s", lsn, h.slot, mFmtLease(&prev))
 			}
 			h.gone[lsn] = true
 			continue
-		case CodeOK:
+		case contract.CodeOK:
 		default:
 			h.fail("lease %d granted to %s reads %s", lsn, tenant, h.out.Code)
 		}
@@ -1897,7 +1898,7 @@ func (h *mHarness) crossCheck() {
 			h.k.GetResource(t, id, &h.out)
 			r, owner := h.out.Resource, resOwner[objKey{t, id}]
 			switch {
-			case h.out.Code != CodeOK:
+			case h.out.Code != contract.CodeOK:
 				if owner != 0 {
 					h.fail("resource %s/%s not found but held by lease %d", t, id, owner)
 				}
@@ -1910,7 +1911,7 @@ func (h *mHarness) crossCheck() {
 		for _, p := range mPools {
 			h.k.GetPool(t, p.id, &h.out)
 			u, v := poolUse[objKey{t, p.id}], h.out.Pool
-			if h.out.Code != CodeOK {
+			if h.out.Code != contract.CodeOK {
 				if u != [2]uint64{} {
 					h.fail("pool %s/%s not found but leased", t, p.id)
 				}
@@ -1923,9 +1924,9 @@ func (h *mHarness) crossCheck() {
 		}
 		for _, s := range mRanges {
 			h.k.GetRange(t, s.id, &h.out)
-			if n := rangeUse[objKey{t, s.id}]; h.out.Code == CodeOK && h.out.Range.Allocated != n {
+			if n := rangeUse[objKey{t, s.id}]; h.out.Code == contract.CodeOK && h.out.Range.Allocated != n {
 				h.fail("range %+v, live leases hold %d values", h.out.Range, n)
-			} else if h.out.Code != CodeOK && n != 0 {
+			} else if h.out.Code != contract.CodeOK && n != 0 {
 				h.fail("range %s/%s not found but leased", t, s.id)
 			}
 		}
@@ -2020,12 +2021,12 @@ func mBugShard(t *testing.T, cfg Config, slot uint64) (*Kernel, func(*Command) O
 		mDriveWrite(k, slot, c, &out)
 		return mNormOut(out)
 	}
-	if o := w(&Command{Verb: VerbCreateResource, Tenant: "t1", OperationID: "c1", ObjectID: "r"}); o.Code != CodeOK {
+	if o := w(&Command{Verb: VerbCreateResource, Tenant: "t1", OperationID: "c1", ObjectID: "r"}); o.Code != contract.CodeOK {
 		t.Fatalf("create: %s", mFmtOut(&o))
 	}
 	o := w(&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "c2", HolderID: "h1",
 		Members: []Member{{Kind: MemberResource, ID: "r"}}, TTLMillis: cfg.SlotMillis})
-	if o.Code != CodeOK || o.LSN != 2 {
+	if o.Code != contract.CodeOK || o.LSN != 2 {
 		t.Fatalf("reserve: %s", mFmtOut(&o))
 	}
 	return k, w
@@ -2039,11 +2040,11 @@ func mBugShard(t *testing.T, cfg Config, slot uint64) (*Kernel, func(*Command) O
 func TestModelBugRetryLeaksOtherTenantLease(t *testing.T) {
 	_, w := mBugShard(t, DefaultConfig(), 0)
 	probe := &Command{Verb: VerbRevoke, Tenant: "t2", OperationID: "p1", LeaseLSN: 2}
-	if o := w(probe); o.Code != CodeLeaseNotFound || o.Object != ObjectNone {
+	if o := w(probe); o.Code != contract.CodeLeaseNotFound || o.Object != ObjectNone {
 		t.Fatalf("first attempt: %s, want lease_not_found without a lease", mFmtOut(&o))
 	}
 	o := w(mCloneCmd(probe))
-	if o.Code != CodeLeaseNotFound || !o.FromRetryCache {
+	if o.Code != contract.CodeLeaseNotFound || !o.FromRetryCache {
 		t.Fatalf("retry: %s, want lease_not_found from the retry cache", mFmtOut(&o))
 	}
 	if o.Object != ObjectNone || o.Lease.Tenant != "" || o.Lease.HolderID != "" {
@@ -2057,11 +2058,11 @@ func TestModelBugRetryLeaksOtherTenantLease(t *testing.T) {
 func TestModelBugRetryRevealsHolderOnHolderMismatch(t *testing.T) {
 	_, w := mBugShard(t, DefaultConfig(), 0)
 	probe := &Command{Verb: VerbActivate, Tenant: "t1", OperationID: "p1", HolderID: "h2", LeaseLSN: 2, Epoch: 1}
-	if o := w(probe); o.Code != CodeHolderMismatch || o.Object != ObjectNone {
+	if o := w(probe); o.Code != contract.CodeHolderMismatch || o.Object != ObjectNone {
 		t.Fatalf("first attempt: %s, want holder_mismatch without a lease", mFmtOut(&o))
 	}
 	o := w(mCloneCmd(probe))
-	if o.Code != CodeHolderMismatch || !o.FromRetryCache {
+	if o.Code != contract.CodeHolderMismatch || !o.FromRetryCache {
 		t.Fatalf("retry: %s, want holder_mismatch from the retry cache", mFmtOut(&o))
 	}
 	if o.Lease.HolderID == "h1" {
@@ -2079,7 +2080,7 @@ func TestModelBugReserveActivateBumpsVersionTwice(t *testing.T) {
 	w(&Command{Verb: VerbCreateResource, Tenant: "t1", OperationID: "c3", ObjectID: "s"})
 	o := w(&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "c4", HolderID: "h1",
 		Members: []Member{{Kind: MemberResource, ID: "s"}}, Activate: true})
-	if o.Code != CodeOK || o.Event != EventLeaseActivated {
+	if o.Code != contract.CodeOK || o.Event != EventLeaseActivated {
 		t.Fatalf("reserve: %s", mFmtOut(&o))
 	}
 	var out Output
@@ -2107,14 +2108,14 @@ func TestModelBugExpireNearSlotLimit(t *testing.T) {
 	var out Output
 	k.Apply(Entry{LSN: 3, Slot: late, Cmd: &Command{Verb: VerbExpire, Tenant: dues[0].Tenant,
 		LeaseLSN: dues[0].LeaseLSN, Deadline: dues[0].Deadline}}, &out)
-	if out.Code != CodeOK || out.Lease.State != LeaseExpired {
+	if out.Code != contract.CodeOK || out.Lease.State != LeaseExpired {
 		t.Fatalf("expire: %s", mFmtOut(&out))
 	}
 	if out.Lease.RetireAfterSlot < late {
 		t.Errorf("lease expired at slot %d has retire_after_slot %d", late, out.Lease.RetireAfterSlot)
 	}
 	k.GetLease("t1", 2, late, &out)
-	if out.Code != CodeOK {
+	if out.Code != contract.CodeOK {
 		t.Errorf("lease.get right after the expiry: %s, want the expired lease", mFmtOut(&out))
 	}
 }

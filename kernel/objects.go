@@ -1,16 +1,20 @@
 package kernel
 
-import "math"
+import (
+	"math"
+
+	"github.com/holdfast/holdfast/contract"
+)
 
 // createResource inserts a resource in state available.
 func (k *Kernel) createResource(c *Command, out *Output) {
 	if idx, ok := k.resIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
-		out.Code = CodeAlreadyExists
+		out.Code = contract.CodeAlreadyExists
 		k.viewResource(idx, out)
 		return
 	}
 	if len(k.res) >= k.cfg.MaxResources {
-		out.Code = CodeResourceTableFull
+		out.Code = contract.CodeResourceTableFull
 		return
 	}
 	idx := int32(len(k.res))
@@ -24,12 +28,12 @@ func (k *Kernel) createResource(c *Command, out *Output) {
 // createPool inserts a pool with all its capacity available.
 func (k *Kernel) createPool(c *Command, out *Output) {
 	if idx, ok := k.poolIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
-		out.Code = CodeAlreadyExists
+		out.Code = contract.CodeAlreadyExists
 		k.viewPool(idx, out)
 		return
 	}
 	if len(k.pools) >= k.cfg.MaxPools {
-		out.Code = CodePoolTableFull
+		out.Code = contract.CodePoolTableFull
 		return
 	}
 	idx := int32(len(k.pools))
@@ -43,12 +47,12 @@ func (k *Kernel) createPool(c *Command, out *Output) {
 // createRange inserts a value range with nothing allocated.
 func (k *Kernel) createRange(c *Command, out *Output) {
 	if idx, ok := k.rangeIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
-		out.Code = CodeAlreadyExists
+		out.Code = contract.CodeAlreadyExists
 		k.viewRange(idx, out)
 		return
 	}
 	if len(k.ranges) >= k.cfg.MaxRanges {
-		out.Code = CodeRangeTableFull
+		out.Code = contract.CodeRangeTableFull
 		return
 	}
 	idx := int32(len(k.ranges))
@@ -94,7 +98,7 @@ func (k *Kernel) GetResource(tenant, id string, out *Output) {
 		k.viewResource(idx, out)
 		return
 	}
-	out.Code = CodeResourceNotFound
+	out.Code = contract.CodeResourceNotFound
 }
 
 // GetPool reads a pool of tenant: ok or pool_not_found.
@@ -104,7 +108,7 @@ func (k *Kernel) GetPool(tenant, id string, out *Output) {
 		k.viewPool(idx, out)
 		return
 	}
-	out.Code = CodePoolNotFound
+	out.Code = contract.CodePoolNotFound
 }
 
 // GetRange reads a range of tenant: ok or range_not_found.
@@ -114,5 +118,5 @@ func (k *Kernel) GetRange(tenant, id string, out *Output) {
 		k.viewRange(idx, out)
 		return
 	}
-	out.Code = CodeRangeNotFound
+	out.Code = contract.CodeRangeNotFound
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -504,18 +505,18 @@ func TestReplayBugRestoreAcceptsOutcomeInWrongQueue(t *testing.T) {
 	}
 	create := &Command{Verb: VerbCreateResource, Tenant: "t1", OperationID: "o1", ObjectID: "r"}
 	var out Output
-	if mDriveWrite(k, 0, mCloneCmd(create), &out); out.Code != CodeOK {
+	if mDriveWrite(k, 0, mCloneCmd(create), &out); out.Code != contract.CodeOK {
 		t.Fatalf("create: %s", mFmtOut(&out))
 	}
 	// The snapshot ends with the one kept outcome: ... code ok, member+1 0, epoch 0, lsn 1,
 	// retire slot. Make it already_exists.
 	snap := k.Snapshot(nil)
-	tail := binary.AppendUvarint([]byte{byte(CodeOK), 0, 0, 1}, cfg.DedupeWindowSlots)
+	tail := binary.AppendUvarint([]byte{byte(contract.CodeOK), 0, 0, 1}, cfg.DedupeWindowSlots)
 	if !bytes.HasSuffix(snap, tail) {
 		t.Fatalf("snapshot does not end with the outcome record %x: %x", tail, snap)
 	}
 	bad := slices.Clone(snap)
-	bad[len(snap)-len(tail)] = byte(CodeAlreadyExists)
+	bad[len(snap)-len(tail)] = byte(contract.CodeAlreadyExists)
 	if _, err := Restore(cfg, bad); err == nil {
 		t.Errorf("Restore accepted an already_exists outcome among the kept ones")
 	}
@@ -540,7 +541,7 @@ func TestReplayBugRestoreAcceptsDuplicateRetirement(t *testing.T) {
 		{Verb: VerbReserve, Tenant: "t1", OperationID: "o4", HolderID: "h2", Members: []Member{{Kind: MemberResource, ID: "r"}}, Activate: true},
 		{Verb: VerbRelease, Tenant: "t1", OperationID: "o5", HolderID: "h2", LeaseLSN: 4, Epoch: 1},
 	} {
-		if mDriveWrite(k, 0, c, &out); out.Code != CodeOK {
+		if mDriveWrite(k, 0, c, &out); out.Code != contract.CodeOK {
 			t.Fatalf("%s: %s", mFmtCmd(c), mFmtOut(&out))
 		}
 	}
@@ -582,7 +583,7 @@ func TestReplayBugRestoreAcceptsSharedRangeValue(t *testing.T) {
 	var out Output
 	w := func(c *Command) {
 		t.Helper()
-		if mDriveWrite(k, 0, c, &out); out.Code != CodeOK {
+		if mDriveWrite(k, 0, c, &out); out.Code != contract.CodeOK {
 			t.Fatalf("%s: %s", mFmtCmd(c), mFmtOut(&out))
 		}
 	}

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"github.com/holdfast/holdfast/contract"
 	"math"
 
 	"github.com/holdfast/holdfast/kernel/internal/valueset"
@@ -24,13 +25,13 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 	for i := range c.Members {
 		m := &c.Members[i]
 		p, code := k.check(c.Tenant, m, picks, e.LSN, i)
-		if code != CodeOK {
+		if code != contract.CodeOK {
 			out.Code, out.MemberIndex = code, i
 			return
 		}
 		picks = append(picks, p)
 	}
-	if code := k.checkBounds(len(picks), c.Activate, e.Slot); code != CodeOK {
+	if code := k.checkBounds(len(picks), c.Activate, e.Slot); code != contract.CodeOK {
 		out.Code = code
 		return
 	}
@@ -76,44 +77,44 @@ func (k *Kernel) check(tenant string, m *Member, picks []pick, lsn uint64, i int
 	case MemberResource:
 		idx, ok := k.resIdx[string(k.tenantKey(tenant, m.ID))]
 		if !ok {
-			return pick{}, CodeResourceNotFound
+			return pick{}, contract.CodeResourceNotFound
 		}
 		if k.res[idx].state != ResourceAvailable {
-			return pick{}, CodeResourceBusy
+			return pick{}, contract.CodeResourceBusy
 		}
-		return pick{kind: MemberResource, obj: idx}, CodeOK
+		return pick{kind: MemberResource, obj: idx}, contract.CodeOK
 	case MemberPool:
 		idx, ok := k.poolIdx[string(k.tenantKey(tenant, m.ID))]
 		if !ok {
-			return pick{}, CodePoolNotFound
+			return pick{}, contract.CodePoolNotFound
 		}
 		p := &k.pools[idx]
 		if p.capacity-p.reserved-p.active < m.Quantity {
-			return pick{}, CodeInsufficientCapacity
+			return pick{}, contract.CodeInsufficientCapacity
 		}
-		return pick{kind: MemberPool, obj: idx, quantity: m.Quantity}, CodeOK
+		return pick{kind: MemberPool, obj: idx, quantity: m.Quantity}, contract.CodeOK
 	case MemberRange:
 		idx, ok := k.rangeIdx[string(k.tenantKey(tenant, m.ID))]
 		if !ok {
-			return pick{}, CodeRangeNotFound
+			return pick{}, contract.CodeRangeNotFound
 		}
 		r := &k.ranges[idx]
 		if m.HasValue {
 			if m.Value < r.first || m.Value > r.last {
-				return pick{}, CodeValueOutOfRange
+				return pick{}, contract.CodeValueOutOfRange
 			}
 			if r.allocated.Contains(m.Value) || picked(picks, idx, m.Value) {
-				return pick{}, CodeValueBusy
+				return pick{}, contract.CodeValueBusy
 			}
-			return pick{kind: MemberRange, obj: idx, value: m.Value}, CodeOK
+			return pick{kind: MemberRange, obj: idx, value: m.Value}, contract.CodeOK
 		}
 		v, ok := k.chooseValue(r, idx, picks, lsn, i)
 		if !ok {
-			return pick{}, CodeRangeExhausted
+			return pick{}, contract.CodeRangeExhausted
 		}
-		return pick{kind: MemberRange, obj: idx, value: v}, CodeOK
+		return pick{kind: MemberRange, obj: idx, value: v}, contract.CodeOK
 	}
-	return pick{}, CodeInvalidRequest
+	return pick{}, contract.CodeInvalidRequest
 }
 
 // checkBounds is the reserve's table-bound check, after every member held. Terminal
@@ -123,17 +124,17 @@ func (k *Kernel) checkBounds(members int, activate bool, slot uint64) Code {
 	for k.leaseCount() >= k.cfg.MaxLeases && k.retireLease(slot) {
 	}
 	if k.leaseCount() >= k.cfg.MaxLeases {
-		return CodeLeaseTableFull
+		return contract.CodeLeaseTableFull
 	}
 	for k.members+members > k.cfg.MaxMembers && k.retireLease(slot) {
 	}
 	if k.members+members > k.cfg.MaxMembers {
-		return CodeLeaseMemberTableFull
+		return contract.CodeLeaseMemberTableFull
 	}
 	if !activate && k.expiry.len() >= k.cfg.MaxExpirations {
-		return CodeExpirationIndexFull
+		return contract.CodeExpirationIndexFull
 	}
-	return CodeOK
+	return contract.CodeOK
 }
 
 func picked(picks []pick, obj int32, v uint64) bool {

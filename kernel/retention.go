@@ -1,5 +1,7 @@
 package kernel
 
+import "github.com/holdfast/holdfast/contract"
+
 // retireBudget bounds the retirement work one entry does, so no entry's latency depends
 // on how much history happens to fall due at once. Each entry adds at most one operation
 // and ends at most one lease, so a budget above one per kind drains any backlog.
@@ -55,7 +57,7 @@ func (k *Kernel) answerRetry(c *Command, key opKey, hash uint64, slot uint64, ou
 		return false
 	}
 	if op.hash != hash {
-		out.Code = CodeOperationConflict
+		out.Code = contract.CodeOperationConflict
 		return true
 	}
 	out.Code = op.code
@@ -87,19 +89,19 @@ func (k *Kernel) LookupOperation(c *Command, slot uint64, out *Output) bool {
 func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) {
 	switch c.Verb {
 	case VerbCreateResource, VerbCreatePool, VerbCreateRange:
-		if op.code == CodeOK || op.code == CodeAlreadyExists {
+		if op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists {
 			k.viewObject(c.Verb, c.Tenant, c.ObjectID, out)
 		}
 		return
 	}
-	if op.code != CodeOK {
+	if op.code != contract.CodeOK {
 		return
 	}
 	lsn := c.LeaseLSN
 	if c.Verb == VerbReserve {
 		lsn = op.lsn
 	}
-	if r, code := k.findLease(c.Tenant, lsn, slot); code == CodeOK {
+	if r, code := k.findLease(c.Tenant, lsn, slot); code == contract.CodeOK {
 		k.view(r, out)
 	} else {
 		out.Object = ObjectLease

@@ -1,5 +1,7 @@
 package kernel
 
+import "github.com/holdfast/holdfast/contract"
+
 // opKey identifies an operation within a shard: 96 bits of the 128-bit FNV-1a of
 // "tenant\x00operation_id". A fixed-size key keeps the cache free of a string per entry;
 // at 96 bits a collision among the at most 2³⁰ outcomes a shard remembers has a
@@ -35,7 +37,7 @@ const (
 	forgettableQueue = 1
 )
 
-func forgettable(c Code) bool { return c != CodeOK }
+func forgettable(c Code) bool { return c != contract.CodeOK }
 
 // retryCache remembers outcomes in two queues, each in commit order. The dedupe window is
 // the same for all of them, so commit order is also the order they leave the window in:

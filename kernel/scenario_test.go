@@ -23,14 +23,14 @@ func TestScenarios(t *testing.T) {
 		// Every domain code of every verb appears in some scenario, and so does every
 		// rejection the kernel itself decides.
 		for v := VerbCreateResource; v <= VerbReclaim; v++ {
-			for _, c := range append([]Code{CodeOK}, domainCodes[v]...) {
+			for _, c := range append([]Code{contract.CodeOK}, domainCodes[v]...) {
 				if !seen[v][c] {
 					t.Errorf("no scenario shows %s answering %s", v, c)
 				}
 			}
 		}
-		for _, c := range []Code{CodeInvalidRequest, CodeDuplicateMember, CodeBundleTooLarge, CodeTTLOutOfRange,
-			CodeCrossShard, CodeSlotOverflow, CodeOperationConflict, CodeOperationTableFull} {
+		for _, c := range []Code{contract.CodeInvalidRequest, contract.CodeDuplicateMember, contract.CodeBundleTooLarge, contract.CodeTTLOutOfRange,
+			contract.CodeCrossShard, contract.CodeSlotOverflow, contract.CodeOperationConflict, contract.CodeOperationTableFull} {
 			found := false
 			for v := range seen {
 				found = found || seen[v][c]
@@ -185,7 +185,7 @@ func (s *scenario) submit(t *testing.T, c *Command) string {
 		return s.checked(t, c.Verb, r.Code, "rejected "+r.Code.String()+": "+r.Message)
 	}
 	if s.k.LookupOperation(c, s.slot, &s.out) {
-		if s.out.Code == CodeOperationConflict {
+		if s.out.Code == contract.CodeOperationConflict {
 			return s.checked(t, c.Verb, s.out.Code, "rejected operation_conflict")
 		}
 		return s.checked(t, c.Verb, s.out.Code, formatOutput(&s.out))
@@ -194,7 +194,7 @@ func (s *scenario) submit(t *testing.T, c *Command) string {
 		return s.checked(t, c.Verb, r.Code, "rejected "+r.Code.String()+": "+r.Message)
 	}
 	if s.k.OperationRoom(s.slot) < 1 {
-		return s.checked(t, c.Verb, CodeOperationTableFull, "rejected operation_table_full")
+		return s.checked(t, c.Verb, contract.CodeOperationTableFull, "rejected operation_table_full")
 	}
 	s.k.Apply(Entry{LSN: s.k.LastLSN() + 1, Slot: s.slot, Cmd: c}, &s.out)
 	return s.checked(t, c.Verb, s.out.Code, formatOutput(&s.out))

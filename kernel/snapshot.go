@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"slices"
 )
 
@@ -395,7 +396,7 @@ func restoreOutcomesV2(k *Kernel, d *decoder, n, maxBundle int) {
 		}
 		op.member = int16(member) - 1
 		op.lsn, _, op.retireAfter = d.uvarint(), d.uvarint(), d.uvarint()
-		if op.code == CodeOK {
+		if op.code == contract.CodeOK {
 			switch verb {
 			case VerbReserve, VerbActivate, VerbRenew:
 				op.epoch = 1

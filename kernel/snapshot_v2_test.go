@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"bytes"
+	"github.com/holdfast/holdfast/contract"
 	"os"
 	"testing"
 )
@@ -32,12 +33,12 @@ func TestRestoreFormat2(t *testing.T) {
 		{8, "lease{1-8 t1/h2 released e2 created=8 deadline=0 released=11 retire=57 [1:n/b q0 v0]}"},
 	} {
 		k.GetLease("t1", want.lsn, 20, &out)
-		if got := mFmtLease(&out.Lease); out.Code != CodeOK || got != want.view {
+		if got := mFmtLease(&out.Lease); out.Code != contract.CodeOK || got != want.view {
 			t.Errorf("lease %d: %s %s, want %s", want.lsn, out.Code, got, want.view)
 		}
 	}
 	k.GetLease("t1", 12, 20, &out)
-	if out.Code != CodeOK || out.Lease.State != LeaseExpired || out.Lease.ReleasedLSN != 14 || out.Lease.RetireAfterSlot != 70 {
+	if out.Code != contract.CodeOK || out.Lease.State != LeaseExpired || out.Lease.ReleasedLSN != 14 || out.Lease.RetireAfterSlot != 70 {
 		t.Errorf("lease 12: %s %s", out.Code, mFmtLease(&out.Lease))
 	}
 	res := []Member{{Kind: MemberResource, ID: "n/a"}}
@@ -47,11 +48,11 @@ func TestRestoreFormat2(t *testing.T) {
 		lsn   uint64
 		epoch uint64
 	}{
-		{&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "r1", HolderID: "h1", Members: []Member{{Kind: MemberResource, ID: "n/a"}, {Kind: MemberPool, ID: "n/mem", Quantity: 3}, {Kind: MemberRange, ID: "n/vx"}}, TTLMillis: 1000}, CodeOK, 5, 1},
-		{&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "r2", HolderID: "h2", Members: res, TTLMillis: 1000}, CodeResourceBusy, 6, 0},
-		{&Command{Verb: VerbRevoke, Tenant: "t1", OperationID: "v1", LeaseLSN: 5}, CodeOK, 9, 2},
-		{&Command{Verb: VerbRenew, Tenant: "t1", OperationID: "n1", HolderID: "h3", LeaseLSN: 12, Epoch: 1, TTLMillis: 500}, CodeOK, 13, 1},
-		{&Command{Verb: VerbCreatePool, Tenant: "t1", OperationID: "c3", ObjectID: "n/mem", Capacity: 10}, CodeOK, 3, 0},
+		{&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "r1", HolderID: "h1", Members: []Member{{Kind: MemberResource, ID: "n/a"}, {Kind: MemberPool, ID: "n/mem", Quantity: 3}, {Kind: MemberRange, ID: "n/vx"}}, TTLMillis: 1000}, contract.CodeOK, 5, 1},
+		{&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "r2", HolderID: "h2", Members: res, TTLMillis: 1000}, contract.CodeResourceBusy, 6, 0},
+		{&Command{Verb: VerbRevoke, Tenant: "t1", OperationID: "v1", LeaseLSN: 5}, contract.CodeOK, 9, 2},
+		{&Command{Verb: VerbRenew, Tenant: "t1", OperationID: "n1", HolderID: "h3", LeaseLSN: 12, Epoch: 1, TTLMillis: 500}, contract.CodeOK, 13, 1},
+		{&Command{Verb: VerbCreatePool, Tenant: "t1", OperationID: "c3", ObjectID: "n/mem", Capacity: 10}, contract.CodeOK, 3, 0},
 	} {
 		if !k.LookupOperation(r.c, 20, &out) || out.Code != r.code || out.LSN != r.lsn || out.Lease.Epoch != r.epoch || !out.FromRetryCache {
 			t.Errorf("retry of %s: %s", mFmtCmd(r.c), mFmtOut(&out))

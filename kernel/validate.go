@@ -26,13 +26,13 @@ func reject(code Code, format string, args ...any) *Rejection {
 // refused here.
 func Validate(cfg *Config, c *Command) *Rejection {
 	if !contract.ValidTenant(c.Tenant) {
-		return reject(CodeInvalidRequest, "tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
+		return reject(contract.CodeInvalidRequest, "tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
 	if !c.Verb.IsWrite() {
-		return reject(CodeInvalidRequest, "verb: not a client write")
+		return reject(contract.CodeInvalidRequest, "verb: not a client write")
 	}
 	if !contract.ValidOperationID(c.OperationID) {
-		return reject(CodeInvalidRequest, "operation_id: must be 1-64 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric")
+		return reject(contract.CodeInvalidRequest, "operation_id: must be 1-64 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric")
 	}
 	switch c.Verb {
 	case VerbCreateResource:
@@ -42,17 +42,17 @@ func Validate(cfg *Config, c *Command) *Rejection {
 			return r
 		}
 		if c.Capacity == 0 {
-			return reject(CodeInvalidRequest, "capacity: must be greater than 0")
+			return reject(contract.CodeInvalidRequest, "capacity: must be greater than 0")
 		}
 	case VerbCreateRange:
 		if r := validObject("range_id", c.ObjectID); r != nil {
 			return r
 		}
 		if c.First > c.Last {
-			return reject(CodeInvalidRequest, "first: must not be greater than last")
+			return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
 		}
 		if c.Strategy >= strategyCount {
-			return reject(CodeInvalidRequest, "strategy: must be lowest_free, random or least_recently_freed")
+			return reject(contract.CodeInvalidRequest, "strategy: must be lowest_free, random or least_recently_freed")
 		}
 	case VerbReserve:
 		return validateReserve(cfg, c)
@@ -65,7 +65,7 @@ func Validate(cfg *Config, c *Command) *Rejection {
 		return validateTTL(cfg, c)
 	case VerbRevoke, VerbReclaim:
 		if c.LeaseLSN == 0 {
-			return reject(CodeInvalidRequest, "lease_id: required")
+			return reject(contract.CodeInvalidRequest, "lease_id: required")
 		}
 	}
 	return nil
@@ -73,30 +73,30 @@ func Validate(cfg *Config, c *Command) *Rejection {
 
 func validObject(field, id string) *Rejection {
 	if id == "" {
-		return reject(CodeInvalidRequest, "%s: required", field)
+		return reject(contract.CodeInvalidRequest, "%s: required", field)
 	}
 	if !contract.ValidObjectID(id) {
-		return reject(CodeInvalidRequest, "%s: must be 1-128 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric", field)
+		return reject(contract.CodeInvalidRequest, "%s: must be 1-128 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric", field)
 	}
 	return nil
 }
 
 func validateHolderVerb(c *Command) *Rejection {
 	if c.LeaseLSN == 0 {
-		return reject(CodeInvalidRequest, "lease_id: required")
+		return reject(contract.CodeInvalidRequest, "lease_id: required")
 	}
 	if r := validObject("holder_id", c.HolderID); r != nil {
 		return r
 	}
 	if c.Epoch == 0 {
-		return reject(CodeInvalidRequest, "lease_epoch: required and must be at least 1")
+		return reject(contract.CodeInvalidRequest, "lease_epoch: required and must be at least 1")
 	}
 	return nil
 }
 
 func validateTTL(cfg *Config, c *Command) *Rejection {
 	if c.TTLMillis < 1 || c.TTLMillis > cfg.MaxTTLMillis {
-		return reject(CodeTTLOutOfRange, "ttl_ms: must be between 1 and %d", cfg.MaxTTLMillis)
+		return reject(contract.CodeTTLOutOfRange, "ttl_ms: must be between 1 and %d", cfg.MaxTTLMillis)
 	}
 	c.TTLSlots = cfg.TTLSlots(c.TTLMillis)
 	return nil
@@ -107,10 +107,10 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 		return r
 	}
 	if len(c.Members) == 0 {
-		return reject(CodeInvalidRequest, "members: at least one member is required")
+		return reject(contract.CodeInvalidRequest, "members: at least one member is required")
 	}
 	if len(c.Members) > cfg.MaxBundle {
-		return reject(CodeBundleTooLarge, "members: %d members exceed the bundle limit of %d", len(c.Members), cfg.MaxBundle)
+		return reject(contract.CodeBundleTooLarge, "members: %d members exceed the bundle limit of %d", len(c.Members), cfg.MaxBundle)
 	}
 	key := ""
 	for i := range c.Members {
@@ -120,23 +120,23 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 		case MemberResource:
 			field = "resource_id"
 			if m.Quantity != 0 || m.HasValue {
-				return reject(CodeInvalidRequest, "members[%d]: a resource member takes only resource_id", i)
+				return reject(contract.CodeInvalidRequest, "members[%d]: a resource member takes only resource_id", i)
 			}
 		case MemberPool:
 			field = "pool_id"
 			if m.Quantity == 0 {
-				return reject(CodeInvalidRequest, "members[%d].quantity: must be greater than 0", i)
+				return reject(contract.CodeInvalidRequest, "members[%d].quantity: must be greater than 0", i)
 			}
 			if m.HasValue {
-				return reject(CodeInvalidRequest, "members[%d]: a pool member takes only pool_id and quantity", i)
+				return reject(contract.CodeInvalidRequest, "members[%d]: a pool member takes only pool_id and quantity", i)
 			}
 		case MemberRange:
 			field = "range_id"
 			if m.Quantity != 0 {
-				return reject(CodeInvalidRequest, "members[%d]: a range member takes only range_id and value", i)
+				return reject(contract.CodeInvalidRequest, "members[%d]: a range member takes only range_id and value", i)
 			}
 		default:
-			return reject(CodeInvalidRequest, "members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
+			return reject(contract.CodeInvalidRequest, "members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
 		}
 		if !contract.ValidObjectID(m.ID) {
 			return validObject(fmt.Sprintf("members[%d].%s", i, field), m.ID)
@@ -145,12 +145,12 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 		if i == 0 {
 			key = pk
 		} else if pk != key {
-			return reject(CodeCrossShard, "members[%d].%s: placement key %q differs from %q; a bundle takes members of one placement key", i, field, pk, key)
+			return reject(contract.CodeCrossShard, "members[%d].%s: placement key %q differs from %q; a bundle takes members of one placement key", i, field, pk, key)
 		}
 		for j := 0; j < i; j++ {
 			o := &c.Members[j]
 			if o.Kind == m.Kind && o.ID == m.ID && (m.Kind != MemberRange || (m.HasValue && o.HasValue && o.Value == m.Value)) {
-				return reject(CodeDuplicateMember, "members[%d]: duplicates members[%d]", i, j)
+				return reject(contract.CodeDuplicateMember, "members[%d]: duplicates members[%d]", i, j)
 			}
 		}
 	}
@@ -171,10 +171,10 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 func CheckSlots(cfg *Config, c *Command, requestSlot uint64) *Rejection {
 	limit := uint64(math.MaxUint64)
 	if requestSlot > limit-cfg.DedupeWindowSlots || requestSlot > limit-cfg.HistoryWindowSlots {
-		return reject(CodeSlotOverflow, "request slot %d: retention would pass the largest slot", requestSlot)
+		return reject(contract.CodeSlotOverflow, "request slot %d: retention would pass the largest slot", requestSlot)
 	}
 	if c.TTLSlots > 0 && (requestSlot > limit-c.TTLSlots || requestSlot+c.TTLSlots > limit-cfg.HistoryWindowSlots) {
-		return reject(CodeSlotOverflow, "ttl_ms: the deadline would pass the largest slot")
+		return reject(contract.CodeSlotOverflow, "ttl_ms: the deadline would pass the largest slot")
 	}
 	return nil
 }

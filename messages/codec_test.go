@@ -336,33 +336,3 @@ func TestUnmarshalProtoRejectsUnknownField(t *testing.T) {
 		t.Fatal("invalid UTF-8 accepted")
 	}
 }
-
-func TestRejectionCodes(t *testing.T) {
-	want := map[string]struct {
-		category string
-		status   int
-	}{
-		CodeInvalidRequest: {CategoryDefinite, 400}, CodeCommandTooLarge: {CategoryDefinite, 400},
-		CodeCrossShard: {CategoryDefinite, 400}, CodeDuplicateMember: {CategoryDefinite, 400},
-		CodeBundleTooLarge: {CategoryDefinite, 400}, CodeTTLOutOfRange: {CategoryDefinite, 400},
-		CodeSlotOverflow: {CategoryDefinite, 400}, CodeOperationConflict: {CategoryDefinite, 409},
-		CodeFenceNotApplied: {CategoryDefinite, 412}, CodeOverloaded: {CategoryDefinite, 503},
-		CodeOperationTableFull: {CategoryDefinite, 503}, CodeLSNExhausted: {CategoryDefinite, 503},
-		CodeEngineHalted: {CategoryIndefinite, 503}, CodeStorageFailure: {CategoryIndefinite, 503},
-		CodeTimeout: {CategoryIndefinite, 504},
-	}
-	for code, w := range want {
-		if !IsRejectionCode(code) || RejectionCategory(code) != w.category || ServiceErrorStatus(code) != w.status {
-			t.Errorf("%s: got %v %q %d, want %q %d", code, IsRejectionCode(code),
-				RejectionCategory(code), ServiceErrorStatus(code), w.category, w.status)
-		}
-	}
-	if len(rejections) != len(want) {
-		t.Errorf("rejections has %d codes, want %d", len(rejections), len(want))
-	}
-	for _, code := range []string{CodeOK, CodeResourceBusy, CodeLeaseRetired, "nonsense"} {
-		if IsRejectionCode(code) || RejectionCategory(code) != "" || ServiceErrorStatus(code) != 0 {
-			t.Errorf("%s treated as a rejection code", code)
-		}
-	}
-}

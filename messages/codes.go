@@ -1,9 +1,12 @@
 package messages
 
+import "github.com/holdfast/holdfast/contract"
+
 // String values of the enum-like fields of the wire contract. They are plain
 // strings in the schema (see holdfast.proto) so that the JSON form is
-// lowercase and new codes need no renumbering; these constants are the only
-// spellings the server emits.
+// lowercase and new codes need no renumbering. The codes, their categories and
+// statuses are defined once, in package contract; these are its names under the
+// schema's package, for clients that compare a reply's code.
 
 // Reply.outcome values.
 const (
@@ -20,108 +23,85 @@ const (
 const (
 	// CategoryDefinite: not committed, no effect, and not remembered; retrying
 	// the same operation_id later executes it fresh.
-	CategoryDefinite = "definite"
+	CategoryDefinite = contract.CategoryDefinite
 	// CategoryIndefinite: the client cannot know whether the command
 	// committed; it resolves that by retrying the same operation_id.
-	CategoryIndefinite = "indefinite"
+	CategoryIndefinite = contract.CategoryIndefinite
 )
 
 // Reply.code: success.
-const CodeOK = "ok"
+const CodeOK = contract.NameOK
 
 // Reply.code: domain codes. They come with OutcomeCommitted: the command has a
 // log position and this is its final result, not an error.
 const (
-	CodeAlreadyExists        = "already_exists"
-	CodeResourceTableFull    = "resource_table_full"
-	CodePoolTableFull        = "pool_table_full"
-	CodeRangeTableFull       = "range_table_full"
-	CodeResourceNotFound     = "resource_not_found"
-	CodePoolNotFound         = "pool_not_found"
-	CodeRangeNotFound        = "range_not_found"
-	CodeResourceBusy         = "resource_busy"
-	CodeInsufficientCapacity = "insufficient_capacity"
-	CodeValueBusy            = "value_busy"
-	CodeValueOutOfRange      = "value_out_of_range"
-	CodeRangeExhausted       = "range_exhausted"
-	CodeLeaseTableFull       = "lease_table_full"
-	CodeLeaseMemberTableFull = "lease_member_table_full"
-	CodeExpirationIndexFull  = "expiration_index_full"
-	CodeLeaseNotFound        = "lease_not_found"
-	CodeLeaseRetired         = "lease_retired"
-	CodeHolderMismatch       = "holder_mismatch"
-	CodeStaleEpoch           = "stale_epoch"
-	CodeInvalidState         = "invalid_state"
-	CodeLeaseExpired         = "lease_expired"
+	CodeAlreadyExists        = contract.NameAlreadyExists
+	CodeResourceTableFull    = contract.NameResourceTableFull
+	CodePoolTableFull        = contract.NamePoolTableFull
+	CodeRangeTableFull       = contract.NameRangeTableFull
+	CodeResourceNotFound     = contract.NameResourceNotFound
+	CodePoolNotFound         = contract.NamePoolNotFound
+	CodeRangeNotFound        = contract.NameRangeNotFound
+	CodeResourceBusy         = contract.NameResourceBusy
+	CodeInsufficientCapacity = contract.NameInsufficientCapacity
+	CodeValueBusy            = contract.NameValueBusy
+	CodeValueOutOfRange      = contract.NameValueOutOfRange
+	CodeRangeExhausted       = contract.NameRangeExhausted
+	CodeLeaseTableFull       = contract.NameLeaseTableFull
+	CodeLeaseMemberTableFull = contract.NameLeaseMemberTableFull
+	CodeExpirationIndexFull  = contract.NameExpirationIndexFull
+	CodeLeaseNotFound        = contract.NameLeaseNotFound
+	CodeLeaseRetired         = contract.NameLeaseRetired
+	CodeHolderMismatch       = contract.NameHolderMismatch
+	CodeStaleEpoch           = contract.NameStaleEpoch
+	CodeInvalidState         = contract.NameInvalidState
+	CodeLeaseExpired         = contract.NameLeaseExpired
 )
 
 // Reply.code: rejection codes. They come with OutcomeRejected; see
 // RejectionCategory and ServiceErrorStatus.
 const (
 	// Definite rejections (request faults, status 400).
-	CodeInvalidRequest  = "invalid_request"
-	CodeCommandTooLarge = "command_too_large"
-	CodeCrossShard      = "cross_shard"
-	CodeDuplicateMember = "duplicate_member"
-	CodeBundleTooLarge  = "bundle_too_large"
-	CodeTTLOutOfRange   = "ttl_out_of_range"
-	CodeSlotOverflow    = "slot_overflow"
+	CodeInvalidRequest  = contract.NameInvalidRequest
+	CodeCommandTooLarge = contract.NameCommandTooLarge
+	CodeCrossShard      = contract.NameCrossShard
+	CodeDuplicateMember = contract.NameDuplicateMember
+	CodeBundleTooLarge  = contract.NameBundleTooLarge
+	CodeTTLOutOfRange   = contract.NameTTLOutOfRange
+	CodeSlotOverflow    = contract.NameSlotOverflow
 	// Definite rejections of other kinds.
-	CodeOperationConflict  = "operation_conflict"   // 409
-	CodeFenceNotApplied    = "fence_not_applied"    // 412, reads with min_lsn
-	CodeOverloaded         = "overloaded"           // 503
-	CodeOperationTableFull = "operation_table_full" // 503
-	CodeLSNExhausted       = "lsn_exhausted"        // 503
+	CodeOperationConflict  = contract.NameOperationConflict  // 409
+	CodeFenceNotApplied    = contract.NameFenceNotApplied    // 412, reads with min_lsn
+	CodeOverloaded         = contract.NameOverloaded         // 503
+	CodeOperationTableFull = contract.NameOperationTableFull // 503
+	CodeLSNExhausted       = contract.NameLSNExhausted       // 503
 	// Indefinite rejections.
-	CodeEngineHalted   = "engine_halted"   // 503
-	CodeStorageFailure = "storage_failure" // 503
-	CodeTimeout        = "timeout"         // 504
+	CodeEngineHalted   = contract.NameEngineHalted   // 503
+	CodeStorageFailure = contract.NameStorageFailure // 503
+	CodeTimeout        = contract.NameTimeout        // 504
 )
-
-// rejection describes one rejection code: its category and the status carried
-// in the Nats-Service-Error-Code header.
-type rejection struct {
-	category string
-	status   int
-}
-
-var rejections = map[string]rejection{
-	CodeInvalidRequest:     {CategoryDefinite, 400},
-	CodeCommandTooLarge:    {CategoryDefinite, 400},
-	CodeCrossShard:         {CategoryDefinite, 400},
-	CodeDuplicateMember:    {CategoryDefinite, 400},
-	CodeBundleTooLarge:     {CategoryDefinite, 400},
-	CodeTTLOutOfRange:      {CategoryDefinite, 400},
-	CodeSlotOverflow:       {CategoryDefinite, 400},
-	CodeOperationConflict:  {CategoryDefinite, 409},
-	CodeFenceNotApplied:    {CategoryDefinite, 412},
-	CodeOverloaded:         {CategoryDefinite, 503},
-	CodeOperationTableFull: {CategoryDefinite, 503},
-	CodeLSNExhausted:       {CategoryDefinite, 503},
-	CodeEngineHalted:       {CategoryIndefinite, 503},
-	CodeStorageFailure:     {CategoryIndefinite, 503},
-	CodeTimeout:            {CategoryIndefinite, 504},
-}
 
 // IsRejectionCode reports whether code is a rejection code (one that comes
 // with OutcomeRejected) rather than ok or a domain code.
 func IsRejectionCode(code string) bool {
-	_, ok := rejections[code]
-	return ok
+	c, ok := contract.ParseCode(code)
+	return ok && c.IsRejection()
 }
 
 // RejectionCategory returns the Reply.category of a rejection code
 // (CategoryDefinite or CategoryIndefinite), or "" if code is not a rejection
 // code.
 func RejectionCategory(code string) string {
-	return rejections[code].category
+	c, _ := contract.ParseCode(code)
+	return c.Category()
 }
 
 // ServiceErrorStatus returns the status a rejected reply carries in the
 // Nats-Service-Error-Code header (400, 409, 412, 503 or 504), or 0 if code is
 // not a rejection code.
 func ServiceErrorStatus(code string) int {
-	return rejections[code].status
+	c, _ := contract.ParseCode(code)
+	return c.HTTPStatus()
 }
 
 // Resource.state and Lease.state values. A resource is StateAvailable,
