@@ -56,85 +56,85 @@ const (
 
 // The wire names of the codes, to compare a reply's code with.
 const (
-	NameOK = "ok"
-	NameAlreadyExists = "already_exists"
-	NameResourceTableFull = "resource_table_full"
-	NamePoolTableFull = "pool_table_full"
-	NameRangeTableFull = "range_table_full"
-	NameResourceNotFound = "resource_not_found"
-	NamePoolNotFound = "pool_not_found"
-	NameRangeNotFound = "range_not_found"
-	NameResourceBusy = "resource_busy"
+	NameOK                   = "ok"
+	NameAlreadyExists        = "already_exists"
+	NameResourceTableFull    = "resource_table_full"
+	NamePoolTableFull        = "pool_table_full"
+	NameRangeTableFull       = "range_table_full"
+	NameResourceNotFound     = "resource_not_found"
+	NamePoolNotFound         = "pool_not_found"
+	NameRangeNotFound        = "range_not_found"
+	NameResourceBusy         = "resource_busy"
 	NameInsufficientCapacity = "insufficient_capacity"
-	NameValueBusy = "value_busy"
-	NameValueOutOfRange = "value_out_of_range"
-	NameRangeExhausted = "range_exhausted"
-	NameLeaseTableFull = "lease_table_full"
+	NameValueBusy            = "value_busy"
+	NameValueOutOfRange      = "value_out_of_range"
+	NameRangeExhausted       = "range_exhausted"
+	NameLeaseTableFull       = "lease_table_full"
 	NameLeaseMemberTableFull = "lease_member_table_full"
-	NameExpirationIndexFull = "expiration_index_full"
-	NameLeaseNotFound = "lease_not_found"
-	NameLeaseRetired = "lease_retired"
-	NameHolderMismatch = "holder_mismatch"
-	NameStaleEpoch = "stale_epoch"
-	NameInvalidState = "invalid_state"
-	NameLeaseExpired = "lease_expired"
-	NameInvalidRequest = "invalid_request"
-	NameCommandTooLarge = "command_too_large"
-	NameCrossShard = "cross_shard"
-	NameDuplicateMember = "duplicate_member"
-	NameBundleTooLarge = "bundle_too_large"
-	NameTTLOutOfRange = "ttl_out_of_range"
-	NameSlotOverflow = "slot_overflow"
-	NameOverloaded = "overloaded"
-	NameLSNExhausted = "lsn_exhausted"
-	NameOperationConflict = "operation_conflict"
-	NameOperationTableFull = "operation_table_full"
-	NameFenceNotApplied = "fence_not_applied"
-	NameEngineHalted = "engine_halted"
-	NameStorageFailure = "storage_failure"
-	NameTimeout = "timeout"
-	NameNoop = "noop"
+	NameExpirationIndexFull  = "expiration_index_full"
+	NameLeaseNotFound        = "lease_not_found"
+	NameLeaseRetired         = "lease_retired"
+	NameHolderMismatch       = "holder_mismatch"
+	NameStaleEpoch           = "stale_epoch"
+	NameInvalidState         = "invalid_state"
+	NameLeaseExpired         = "lease_expired"
+	NameInvalidRequest       = "invalid_request"
+	NameCommandTooLarge      = "command_too_large"
+	NameCrossShard           = "cross_shard"
+	NameDuplicateMember      = "duplicate_member"
+	NameBundleTooLarge       = "bundle_too_large"
+	NameTTLOutOfRange        = "ttl_out_of_range"
+	NameSlotOverflow         = "slot_overflow"
+	NameOverloaded           = "overloaded"
+	NameLSNExhausted         = "lsn_exhausted"
+	NameOperationConflict    = "operation_conflict"
+	NameOperationTableFull   = "operation_table_full"
+	NameFenceNotApplied      = "fence_not_applied"
+	NameEngineHalted         = "engine_halted"
+	NameStorageFailure       = "storage_failure"
+	NameTimeout              = "timeout"
+	NameNoop                 = "noop"
 )
 
 var codeNames = [codeCount]string{
-	CodeOK: NameOK,
-	CodeAlreadyExists: NameAlreadyExists,
-	CodeResourceTableFull: NameResourceTableFull,
-	CodePoolTableFull: NamePoolTableFull,
-	CodeRangeTableFull: NameRangeTableFull,
-	CodeResourceNotFound: NameResourceNotFound,
-	CodePoolNotFound: NamePoolNotFound,
-	CodeRangeNotFound: NameRangeNotFound,
-	CodeResourceBusy: NameResourceBusy,
+	CodeOK:                   NameOK,
+	CodeAlreadyExists:        NameAlreadyExists,
+	CodeResourceTableFull:    NameResourceTableFull,
+	CodePoolTableFull:        NamePoolTableFull,
+	CodeRangeTableFull:       NameRangeTableFull,
+	CodeResourceNotFound:     NameResourceNotFound,
+	CodePoolNotFound:         NamePoolNotFound,
+	CodeRangeNotFound:        NameRangeNotFound,
+	CodeResourceBusy:         NameResourceBusy,
 	CodeInsufficientCapacity: NameInsufficientCapacity,
-	CodeValueBusy: NameValueBusy,
-	CodeValueOutOfRange: NameValueOutOfRange,
-	CodeRangeExhausted: NameRangeExhausted,
-	CodeLeaseTableFull: NameLeaseTableFull,
+	CodeValueBusy:            NameValueBusy,
+	CodeValueOutOfRange:      NameValueOutOfRange,
+	CodeRangeExhausted:       NameRangeExhausted,
+	CodeLeaseTableFull:       NameLeaseTableFull,
 	CodeLeaseMemberTableFull: NameLeaseMemberTableFull,
-	CodeExpirationIndexFull: NameExpirationIndexFull,
-	CodeLeaseNotFound: NameLeaseNotFound,
-	CodeLeaseRetired: NameLeaseRetired,
-	CodeHolderMismatch: NameHolderMismatch,
-	CodeStaleEpoch: NameStaleEpoch,
-	CodeInvalidState: NameInvalidState,
-	CodeLeaseExpired: NameLeaseExpired,
-	CodeInvalidRequest: NameInvalidRequest,
-	CodeCommandTooLarge: NameCommandTooLarge,
-	CodeCrossShard: NameCrossShard,
-	CodeDuplicateMember: NameDuplicateMember,
-	CodeBundleTooLarge: NameBundleTooLarge,
-	CodeTTLOutOfRange: NameTTLOutOfRange,
-	CodeSlotOverflow: NameSlotOverflow,
-	CodeOverloaded: NameOverloaded,
-	CodeLSNExhausted: NameLSNExhausted,
-	CodeOperationConflict: NameOperationConflict,
-	CodeOperationTableFull: NameOperationTableFull,
-	CodeFenceNotApplied: NameFenceNotApplied,
-	CodeEngineHalted: NameEngineHalted,
-	CodeStorageFailure: NameStorageFailure,
-	CodeTimeout: NameTimeout,
-	CodeNoop: NameNoop,
+	CodeExpirationIndexFull:  NameExpirationIndexFull,
+	CodeLeaseNotFound:        NameLeaseNotFound,
+	CodeLeaseRetired:         NameLeaseRetired,
+	CodeHolderMismatch:       NameHolderMismatch,
+	CodeStaleEpoch:           NameStaleEpoch,
+	CodeInvalidState:         NameInvalidState,
+	CodeLeaseExpired:         NameLeaseExpired,
+	CodeInvalidRequest:       NameInvalidRequest,
+	CodeCommandTooLarge:      NameCommandTooLarge,
+	CodeCrossShard:           NameCrossShard,
+	CodeDuplicateMember:      NameDuplicateMember,
+	CodeBundleTooLarge:       NameBundleTooLarge,
+	CodeTTLOutOfRange:        NameTTLOutOfRange,
+	CodeSlotOverflow:         NameSlotOverflow,
+	CodeOverloaded:           NameOverloaded,
+	CodeLSNExhausted:         NameLSNExhausted,
+	CodeOperationConflict:    NameOperationConflict,
+	CodeOperationTableFull:   NameOperationTableFull,
+	CodeFenceNotApplied:      NameFenceNotApplied,
+	CodeEngineHalted:         NameEngineHalted,
+	CodeStorageFailure:       NameStorageFailure,
+	CodeTimeout:              NameTimeout,
+	CodeNoop:                 NameNoop,
 }
 
 // String returns the wire name of the code.
