@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/holdfast/holdfast/contract"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -16,7 +17,7 @@ import (
 // docs/design.md records the numbers and the choice.
 
 func benchCommand() *kernel.Command {
-	return &kernel.Command{Verb: kernel.VerbReserve, Tenant: "acme", OperationID: "7f3a9c2e-reserve-000042",
+	return &kernel.Command{Verb: contract.VerbReserve, Tenant: "acme", OperationID: "7f3a9c2e-reserve-000042",
 		HolderID: "scheduler-3", TTLMillis: 30_000, TTLSlots: 300, Members: []kernel.Member{
 			{Kind: kernel.MemberResource, ID: "node14/gpu0"},
 			{Kind: kernel.MemberPool, ID: "node14/mem", Quantity: 4},

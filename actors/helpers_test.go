@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/holdfast/holdfast/contract"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,16 +71,16 @@ func read(t testing.TB, sys *System, shard uint32, q ReadRequest) *Reply {
 }
 
 func createResource(op, id string) *kernel.Command {
-	return &kernel.Command{Verb: kernel.VerbCreateResource, Tenant: "t", OperationID: op, ObjectID: id}
+	return &kernel.Command{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: op, ObjectID: id}
 }
 
 func reserve(op, holder, id string, ttlMillis uint64) *kernel.Command {
-	return &kernel.Command{Verb: kernel.VerbReserve, Tenant: "t", OperationID: op, HolderID: holder,
+	return &kernel.Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: op, HolderID: holder,
 		TTLMillis: ttlMillis, Members: []kernel.Member{{Kind: kernel.MemberResource, ID: id}}}
 }
 
 func release(op, holder string, lease, epoch uint64) *kernel.Command {
-	return &kernel.Command{Verb: kernel.VerbRelease, Tenant: "t", OperationID: op, HolderID: holder,
+	return &kernel.Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: op, HolderID: holder,
 		LeaseLSN: lease, Epoch: epoch}
 }
 

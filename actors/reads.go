@@ -4,7 +4,6 @@ import (
 	"github.com/holdfast/holdfast/contract"
 	"time"
 
-	"github.com/holdfast/holdfast/kernel"
 )
 
 // maxWaitingReads bounds the reads parked for a min_lsn; past it: overloaded.
@@ -54,15 +53,15 @@ func (s *shard) answerReaders(now time.Time) {
 
 func (s *shard) answer(q *ReadRequest) *Reply {
 	switch q.Verb {
-	case kernel.VerbGetResource:
+	case contract.VerbGetResource:
 		s.k.GetResource(q.Tenant, q.ID, &s.out)
-	case kernel.VerbGetPool:
+	case contract.VerbGetPool:
 		s.k.GetPool(q.Tenant, q.ID, &s.out)
-	case kernel.VerbGetRange:
+	case contract.VerbGetRange:
 		s.k.GetRange(q.Tenant, q.ID, &s.out)
-	case kernel.VerbGetLease:
+	case contract.VerbGetLease:
 		s.k.GetLease(q.Tenant, q.Lease, s.readSlot(), &s.out)
-	case kernel.VerbListLeases:
+	case contract.VerbListLeases:
 		views, truncated := s.k.ListLeases(q.Tenant, q.ID, q.Limit, nil)
 		return &Reply{Code: contract.CodeOK, AppliedLSN: s.k.LastLSN(), Leases: views, Truncated: truncated, MemberIndex: -1}
 	default:

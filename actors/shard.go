@@ -376,7 +376,7 @@ func (s *shard) tick() {
 		if s.expiring[d.LeaseLSN] || s.nextLSN == math.MaxUint64 {
 			continue
 		}
-		c := &kernel.Command{Verb: kernel.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}
+		c := &kernel.Command{Verb: contract.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}
 		en := &entry{e: kernel.Entry{LSN: s.nextLSN, Slot: slot, Cmd: c}, payload: c.AppendBinary(nil)}
 		s.nextLSN++
 		s.expiring[d.LeaseLSN] = true

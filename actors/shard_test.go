@@ -24,7 +24,7 @@ func TestWritesSurviveRestart(t *testing.T) {
 
 	sys = startSystem(t, testOptions(dir))
 	defer sys.Stop()
-	got := read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat"})
+	got := read(t, sys, 0, ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: "seat"})
 	wantCode(t, got, contract.CodeOK)
 	if got.Resource.State != kernel.ResourceReserved || got.Resource.LeaseLSN != lease {
 		t.Fatalf("after restart: %+v", got.Resource)
@@ -161,7 +161,7 @@ func TestFsyncFailureHaltsAndRetryResolves(t *testing.T) {
 				t.Fatal("storage_failure must be indefinite")
 			}
 			wantCode(t, do(t, sys, 0, createResource("c2", "other")), contract.CodeEngineHalted)
-			wantCode(t, read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat"}), contract.CodeEngineHalted)
+			wantCode(t, read(t, sys, 0, ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: "seat"}), contract.CodeEngineHalted)
 			sys.Stop()
 
 			fail.Store(false)
@@ -198,7 +198,7 @@ func TestExpiryNeverEarly(t *testing.T) {
 		t.Fatalf("deadline %d, want 1005", r.Lease.DeadlineSlot)
 	}
 	state := func() kernel.LeaseState {
-		return read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetLease, Tenant: "t", Lease: r.Lease.LSN}).Lease.State
+		return read(t, sys, 0, ReadRequest{Verb: contract.VerbGetLease, Tenant: "t", Lease: r.Lease.LSN}).Lease.State
 	}
 	clock.setSlot(1004, o.Slot)
 	time.Sleep(10 * o.Slot)
@@ -213,7 +213,7 @@ func TestExpiryNeverEarly(t *testing.T) {
 	}
 	c2 := do(t, sys, 0, createResource("c2", "other"))
 	wantCode(t, c2, contract.CodeOK)
-	act := do(t, sys, 0, &kernel.Command{Verb: kernel.VerbActivate, Tenant: "t", OperationID: "probe",
+	act := do(t, sys, 0, &kernel.Command{Verb: contract.VerbActivate, Tenant: "t", OperationID: "probe",
 		HolderID: "bob", LeaseLSN: r.Lease.LSN, Epoch: 1})
 	wantCode(t, act, contract.CodeHolderMismatch)
 	clock.setSlot(1005, o.Slot)
@@ -224,7 +224,7 @@ func TestExpiryNeverEarly(t *testing.T) {
 		}
 		time.Sleep(o.Slot)
 	}
-	got := read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetLease, Tenant: "t", Lease: r.Lease.LSN})
+	got := read(t, sys, 0, ReadRequest{Verb: contract.VerbGetLease, Tenant: "t", Lease: r.Lease.LSN})
 	if got.Lease.Epoch != 2 || got.Lease.ReleasedLSN == 0 {
 		t.Fatalf("expired lease: %+v", got.Lease)
 	}
@@ -254,11 +254,11 @@ func TestReadWaitsForMinLSN(t *testing.T) {
 	sys := startSystem(t, testOptions(t.TempDir()))
 	defer sys.Stop()
 	c := do(t, sys, 0, createResource("c", "seat"))
-	wantCode(t, read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN}), contract.CodeOK)
-	wantCode(t, read(t, sys, 0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN + 5, Wait: 30 * time.Millisecond}), contract.CodeFenceNotApplied)
+	wantCode(t, read(t, sys, 0, ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN}), contract.CodeOK)
+	wantCode(t, read(t, sys, 0, ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN + 5, Wait: 30 * time.Millisecond}), contract.CodeFenceNotApplied)
 	// A read waiting for lsn+1 is answered once that entry applies.
 	ch := make(chan *Reply, 1)
-	sys.Read(0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "other", MinLSN: c.LSN + 1, Wait: 10 * time.Second}, func(r *Reply) { ch <- r })
+	sys.Read(0, ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: "other", MinLSN: c.LSN + 1, Wait: 10 * time.Second}, func(r *Reply) { ch <- r })
 	time.Sleep(20 * time.Millisecond)
 	wantCode(t, do(t, sys, 0, createResource("c2", "other")), contract.CodeOK)
 	r := <-ch
@@ -301,7 +301,7 @@ func TestSnapshotRecoveryEqualsReplay(t *testing.T) {
 	defer a.Stop()
 	defer b.Stop()
 	for i := 0; i < 20; i++ {
-		q := ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: fmt.Sprintf("r%d", i)}
+		q := ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: fmt.Sprintf("r%d", i)}
 		ga, gb := read(t, a, 0, q), read(t, b, 0, q)
 		if ga.Resource != gb.Resource || ga.AppliedLSN != gb.AppliedLSN {
 			t.Fatalf("r%d: %+v vs %+v", i, ga.Resource, gb.Resource)
@@ -324,7 +324,7 @@ func TestHaltAnswersParkedReads(t *testing.T) {
 	defer sys.Stop()
 	c := do(t, sys, 0, createResource("c", "seat"))
 	ch := make(chan *Reply, 1)
-	sys.Read(0, ReadRequest{Verb: kernel.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN + 100, Wait: time.Minute},
+	sys.Read(0, ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: "seat", MinLSN: c.LSN + 100, Wait: time.Minute},
 		func(r *Reply) { ch <- r })
 	time.Sleep(20 * time.Millisecond)
 	fail.Store(true)

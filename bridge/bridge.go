@@ -251,9 +251,7 @@ func (b *Bridge) start(sys shardSystem) error {
 	// The specs are complete before the service exists: $SRV.STATS reads them.
 	b.specs = verbSpecs()
 	for _, s := range b.specs {
-		s.subject = b.cfg.Prefix + ".v1.*." + s.object + "." + s.action
-		s.tenantStart = len(b.cfg.Prefix) + len(".v1.")
-		s.suffixLen = len(s.object) + len(s.action) + 2
+		s.bind(b.cfg.Prefix)
 	}
 	b.intake = make(chan *job, b.cfg.QueueLen)
 	b.replies = make(chan *call, b.cfg.MaxInFlight+b.cfg.Workers+1)
@@ -287,7 +285,7 @@ func (b *Bridge) start(sys shardSystem) error {
 			kind = "write"
 		}
 		spec := s
-		err := svc.AddEndpoint(s.object+"_"+s.action, micro.HandlerFunc(func(req micro.Request) { b.handle(spec, req) }),
+		err := svc.AddEndpoint(s.verb.Object()+"_"+s.verb.Action(), micro.HandlerFunc(func(req micro.Request) { b.handle(spec, req) }),
 			micro.WithEndpointSubject(s.subject),
 			micro.WithEndpointMetadata(map[string]string{"verb": s.verb.String(), "kind": kind}))
 		if err != nil {
@@ -549,7 +547,7 @@ func (c *call) expire() {
 }
 
 func (b *Bridge) enqueue(c *call) {
-	if c.spec.verb != kernel.VerbListLeases {
+	if c.spec.verb != contract.VerbListLeases {
 		// One shard's answer: encode and publish right here, on the shard's goroutine.
 		// The encoders are append-based and take well under a microsecond, and a publish
 		// only copies into the connection's buffer, so the shard replies itself and

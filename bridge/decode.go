@@ -23,9 +23,7 @@ const (
 // verbSpec is one endpoint: the verb, its subject parts, its request message and the
 // function that turns a decoded request into a shard operation.
 type verbSpec struct {
-	verb    kernel.Verb
-	object  string
-	action  string
+	verb    contract.Verb // its object and action are the subject's last tokens
 	newReq  func() proto.Message
 	prepare func(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection
 
@@ -52,35 +50,42 @@ type op struct {
 	read  actors.ReadRequest
 }
 
+// bind fixes the spec's subject under prefix, and where a request subject's tenant is.
+func (s *verbSpec) bind(prefix string) {
+	s.subject = s.verb.Subject(prefix, "*")
+	s.tenantStart = len(prefix) + len(".v1.")
+	s.suffixLen = len(s.verb.Object()) + len(s.verb.Action()) + 2
+}
+
 func verbSpecs() []*verbSpec {
 	return []*verbSpec{
-		{verb: kernel.VerbCreateResource, object: "resource", action: "create",
+		{verb: contract.VerbCreateResource,
 			newReq: func() proto.Message { return new(messages.CreateResourceRequest) }, prepare: prepCreateResource},
-		{verb: kernel.VerbGetResource, object: "resource", action: "get",
+		{verb: contract.VerbGetResource,
 			newReq: func() proto.Message { return new(messages.GetResourceRequest) }, prepare: prepGetResource},
-		{verb: kernel.VerbCreatePool, object: "pool", action: "create",
+		{verb: contract.VerbCreatePool,
 			newReq: func() proto.Message { return new(messages.CreatePoolRequest) }, prepare: prepCreatePool},
-		{verb: kernel.VerbGetPool, object: "pool", action: "get",
+		{verb: contract.VerbGetPool,
 			newReq: func() proto.Message { return new(messages.GetPoolRequest) }, prepare: prepGetPool},
-		{verb: kernel.VerbCreateRange, object: "range", action: "create",
+		{verb: contract.VerbCreateRange,
 			newReq: func() proto.Message { return new(messages.CreateRangeRequest) }, prepare: prepCreateRange},
-		{verb: kernel.VerbGetRange, object: "range", action: "get",
+		{verb: contract.VerbGetRange,
 			newReq: func() proto.Message { return new(messages.GetRangeRequest) }, prepare: prepGetRange},
-		{verb: kernel.VerbReserve, object: "lease", action: "reserve",
+		{verb: contract.VerbReserve,
 			newReq: func() proto.Message { return new(messages.ReserveRequest) }, prepare: prepReserve},
-		{verb: kernel.VerbActivate, object: "lease", action: "activate",
+		{verb: contract.VerbActivate,
 			newReq: func() proto.Message { return new(messages.ActivateRequest) }, prepare: prepActivate},
-		{verb: kernel.VerbRenew, object: "lease", action: "renew",
+		{verb: contract.VerbRenew,
 			newReq: func() proto.Message { return new(messages.RenewRequest) }, prepare: prepRenew},
-		{verb: kernel.VerbRelease, object: "lease", action: "release",
+		{verb: contract.VerbRelease,
 			newReq: func() proto.Message { return new(messages.ReleaseRequest) }, prepare: prepRelease},
-		{verb: kernel.VerbRevoke, object: "lease", action: "revoke",
+		{verb: contract.VerbRevoke,
 			newReq: func() proto.Message { return new(messages.RevokeRequest) }, prepare: prepRevoke},
-		{verb: kernel.VerbReclaim, object: "lease", action: "reclaim",
+		{verb: contract.VerbReclaim,
 			newReq: func() proto.Message { return new(messages.ReclaimRequest) }, prepare: prepReclaim},
-		{verb: kernel.VerbGetLease, object: "lease", action: "get",
+		{verb: contract.VerbGetLease,
 			newReq: func() proto.Message { return new(messages.GetLeaseRequest) }, prepare: prepGetLease},
-		{verb: kernel.VerbListLeases, object: "lease", action: "list",
+		{verb: contract.VerbListLeases,
 			newReq: func() proto.Message { return new(messages.ListLeasesRequest) }, prepare: prepListLeases},
 	}
 }

@@ -32,7 +32,7 @@ func replyMessage(c *call) *messages.Reply {
 			m.Category = messages.CategoryIndefinite
 		}
 		m.Message = r.Message
-		if read && c.spec.verb != kernel.VerbListLeases {
+		if read && c.spec.verb != contract.VerbListLeases {
 			m.AppliedLsn = r.AppliedLSN
 		}
 		return m
@@ -47,7 +47,7 @@ func replyMessage(c *call) *messages.Reply {
 	if r.Code != contract.CodeOK {
 		m.Message = domainMessage(c)
 	}
-	if c.spec.verb == kernel.VerbListLeases {
+	if c.spec.verb == contract.VerbListLeases {
 		m.Leases = make([]*messages.Lease, 0, len(r.Leases))
 		for i := range r.Leases {
 			if r.Leases[i].Tenant == c.tenant {

@@ -42,9 +42,7 @@ func fuzzBridge() *Bridge {
 	b.kcfg.MaxBundle = 8
 	b.specs = verbSpecs()
 	for _, s := range b.specs {
-		s.subject = b.cfg.Prefix + ".v1.*." + s.object + "." + s.action
-		s.tenantStart = len(b.cfg.Prefix) + len(".v1.")
-		s.suffixLen = len(s.object) + len(s.action) + 2
+		s.bind(b.cfg.Prefix)
 	}
 	return b
 }
@@ -96,7 +94,7 @@ func (o outcome) same(p outcome) bool {
 // prepareOnce runs prepare and checks its invariants.
 func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []byte, isProto bool) outcome {
 	t.Helper()
-	j := &job{spec: spec, subject: b.cfg.Prefix + ".v1." + tenant + "." + spec.object + "." + spec.action, data: data, proto: isProto}
+	j := &job{spec: spec, subject: spec.verb.Subject(b.cfg.Prefix, tenant), data: data, proto: isProto}
 	c := &call{b: b, spec: spec}
 	rej := b.prepare(c, j)
 	if rej != nil {
@@ -137,9 +135,9 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 		}
 		var want uint32
 		switch spec.verb {
-		case kernel.VerbCreateResource, kernel.VerbCreatePool, kernel.VerbCreateRange:
+		case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
 			want = contract.ShardOf(tenant, contract.PlacementKey(cmd.ObjectID), fuzzShards)
-		case kernel.VerbReserve:
+		case contract.VerbReserve:
 			want = contract.ShardOf(tenant, contract.PlacementKey(cmd.Members[0].ID), fuzzShards)
 			for i := range cmd.Members {
 				if contract.PlacementKey(cmd.Members[i].ID) != contract.PlacementKey(cmd.Members[0].ID) {
@@ -162,7 +160,7 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 		}
 		o.read = fmt.Sprintf("%+v", c.op.read)
 	case opList:
-		if spec.verb != kernel.VerbListLeases || c.op.read.Limit < messages.MinListLimit || c.op.read.Limit > messages.MaxListLimit {
+		if spec.verb != contract.VerbListLeases || c.op.read.Limit < messages.MinListLimit || c.op.read.Limit > messages.MaxListLimit {
 			t.Fatalf("%s: bad list %+v", spec.verb, c.op.read)
 		}
 		o.read = fmt.Sprintf("%+v", c.op.read)

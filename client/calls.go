@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"github.com/holdfast/holdfast/contract"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -101,7 +102,7 @@ func durationMs(d time.Duration) uint64 {
 func (c *Client) CreateResource(ctx context.Context, resourceID string, opts ...WriteOption) (*ResourceResult, error) {
 	o := writeOpts(opts)
 	req := &messages.CreateResourceRequest{OperationId: o.opID, ResourceId: resourceID}
-	r, err := c.call(ctx, verbResourceCreate, req, o.opID, 0)
+	r, err := c.call(ctx, contract.VerbCreateResource, req, o.opID, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func (c *Client) CreateResource(ctx context.Context, resourceID string, opts ...
 func (c *Client) CreatePool(ctx context.Context, poolID string, capacity uint64, opts ...WriteOption) (*PoolResult, error) {
 	o := writeOpts(opts)
 	req := &messages.CreatePoolRequest{OperationId: o.opID, PoolId: poolID, Capacity: capacity}
-	r, err := c.call(ctx, verbPoolCreate, req, o.opID, 0)
+	r, err := c.call(ctx, contract.VerbCreatePool, req, o.opID, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func (c *Client) CreatePool(ctx context.Context, poolID string, capacity uint64,
 func (c *Client) CreateRange(ctx context.Context, rangeID string, first, last uint64, strategy string, opts ...WriteOption) (*RangeResult, error) {
 	o := writeOpts(opts)
 	req := &messages.CreateRangeRequest{OperationId: o.opID, RangeId: rangeID, First: first, Last: last, Strategy: strategy}
-	r, err := c.call(ctx, verbRangeCreate, req, o.opID, 0)
+	r, err := c.call(ctx, contract.VerbCreateRange, req, o.opID, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest, opts ...WriteOpt
 		TtlMs:       durationMs(r.TTL),
 		Activate:    r.Activate,
 	}
-	return c.leaseCall(ctx, verbLeaseReserve, req, o.opID)
+	return c.leaseCall(ctx, contract.VerbReserve, req, o.opID)
 }
 
 // Activate moves a reserved lease, whose deadline is still ahead, to active.
@@ -169,7 +170,7 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest, opts ...WriteOpt
 func (c *Client) Activate(ctx context.Context, holder string, f Fence, opts ...WriteOption) (*LeaseResult, error) {
 	o := writeOpts(opts)
 	req := &messages.ActivateRequest{OperationId: o.opID, LeaseId: f.LeaseID, HolderId: holder, LeaseEpoch: f.Epoch}
-	return c.leaseCall(ctx, verbLeaseActivate, req, o.opID)
+	return c.leaseCall(ctx, contract.VerbActivate, req, o.opID)
 }
 
 // Renew sets a reserved lease's deadline to now + ttl. Domain codes: as for
@@ -177,7 +178,7 @@ func (c *Client) Activate(ctx context.Context, holder string, f Fence, opts ...W
 func (c *Client) Renew(ctx context.Context, holder string, f Fence, ttl time.Duration, opts ...WriteOption) (*LeaseResult, error) {
 	o := writeOpts(opts)
 	req := &messages.RenewRequest{OperationId: o.opID, LeaseId: f.LeaseID, HolderId: holder, LeaseEpoch: f.Epoch, TtlMs: durationMs(ttl)}
-	return c.leaseCall(ctx, verbLeaseRenew, req, o.opID)
+	return c.leaseCall(ctx, contract.VerbRenew, req, o.opID)
 }
 
 // Release gives the lease up. Domain codes: lease_not_found, lease_retired,
@@ -185,7 +186,7 @@ func (c *Client) Renew(ctx context.Context, holder string, f Fence, ttl time.Dur
 func (c *Client) Release(ctx context.Context, holder string, f Fence, opts ...WriteOption) (*LeaseResult, error) {
 	o := writeOpts(opts)
 	req := &messages.ReleaseRequest{OperationId: o.opID, LeaseId: f.LeaseID, HolderId: holder, LeaseEpoch: f.Epoch}
-	return c.leaseCall(ctx, verbLeaseRelease, req, o.opID)
+	return c.leaseCall(ctx, contract.VerbRelease, req, o.opID)
 }
 
 // Revoke moves an active lease to revoking and bumps its epoch (an operator
@@ -194,7 +195,7 @@ func (c *Client) Release(ctx context.Context, holder string, f Fence, opts ...Wr
 func (c *Client) Revoke(ctx context.Context, leaseID string, opts ...WriteOption) (*LeaseResult, error) {
 	o := writeOpts(opts)
 	req := &messages.RevokeRequest{OperationId: o.opID, LeaseId: leaseID}
-	return c.leaseCall(ctx, verbLeaseRevoke, req, o.opID)
+	return c.leaseCall(ctx, contract.VerbRevoke, req, o.opID)
 }
 
 // Reclaim moves a revoking lease to revoked and returns its members. Domain
@@ -202,10 +203,10 @@ func (c *Client) Revoke(ctx context.Context, leaseID string, opts ...WriteOption
 func (c *Client) Reclaim(ctx context.Context, leaseID string, opts ...WriteOption) (*LeaseResult, error) {
 	o := writeOpts(opts)
 	req := &messages.ReclaimRequest{OperationId: o.opID, LeaseId: leaseID}
-	return c.leaseCall(ctx, verbLeaseReclaim, req, o.opID)
+	return c.leaseCall(ctx, contract.VerbReclaim, req, o.opID)
 }
 
-func (c *Client) leaseCall(ctx context.Context, v verb, req proto.Message, opID string) (*LeaseResult, error) {
+func (c *Client) leaseCall(ctx context.Context, v contract.Verb, req proto.Message, opID string) (*LeaseResult, error) {
 	r, err := c.call(ctx, v, req, opID, 0)
 	if err != nil {
 		return nil, err
@@ -217,7 +218,7 @@ func (c *Client) leaseCall(ctx context.Context, v verb, req proto.Message, opID 
 func (c *Client) GetResource(ctx context.Context, resourceID string, opts ...ReadOption) (*ResourceResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
 	req := &messages.GetResourceRequest{ResourceId: resourceID, MinLsn: minLSN, WaitMs: waitMs}
-	r, err := c.call(ctx, verbResourceGet, req, "", extra)
+	r, err := c.call(ctx, contract.VerbGetResource, req, "", extra)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +229,7 @@ func (c *Client) GetResource(ctx context.Context, resourceID string, opts ...Rea
 func (c *Client) GetPool(ctx context.Context, poolID string, opts ...ReadOption) (*PoolResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
 	req := &messages.GetPoolRequest{PoolId: poolID, MinLsn: minLSN, WaitMs: waitMs}
-	r, err := c.call(ctx, verbPoolGet, req, "", extra)
+	r, err := c.call(ctx, contract.VerbGetPool, req, "", extra)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func (c *Client) GetPool(ctx context.Context, poolID string, opts ...ReadOption)
 func (c *Client) GetRange(ctx context.Context, rangeID string, opts ...ReadOption) (*RangeResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
 	req := &messages.GetRangeRequest{RangeId: rangeID, MinLsn: minLSN, WaitMs: waitMs}
-	r, err := c.call(ctx, verbRangeGet, req, "", extra)
+	r, err := c.call(ctx, contract.VerbGetRange, req, "", extra)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +251,7 @@ func (c *Client) GetRange(ctx context.Context, rangeID string, opts ...ReadOptio
 func (c *Client) GetLease(ctx context.Context, leaseID string, opts ...ReadOption) (*LeaseResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
 	req := &messages.GetLeaseRequest{LeaseId: leaseID, MinLsn: minLSN, WaitMs: waitMs}
-	r, err := c.call(ctx, verbLeaseGet, req, "", extra)
+	r, err := c.call(ctx, contract.VerbGetLease, req, "", extra)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +268,7 @@ func (c *Client) ListLeases(ctx context.Context, holder string, limit int) (*Lis
 		l := uint32(min(max(limit, 0), 1<<32-1))
 		req.Limit = &l
 	}
-	r, err := c.call(ctx, verbLeaseList, req, "", 0)
+	r, err := c.call(ctx, contract.VerbListLeases, req, "", 0)
 	if err != nil {
 		return nil, err
 	}

@@ -123,7 +123,7 @@ func WithProtobuf() Option { return WithEncoding(Protobuf) }
 type Client struct {
 	nc       *nats.Conn
 	cfg      config
-	subjects [numVerbs]string
+	subjects [contract.VerbCount]string
 	header   nats.Header
 }
 
@@ -163,8 +163,8 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		cfg.backoffMax = cfg.backoffBase
 	}
 	c := &Client{nc: nc, cfg: cfg}
-	for v := verb(0); v < numVerbs; v++ {
-		c.subjects[v] = Subject(cfg.prefix, cfg.tenant, v.object(), v.name())
+	for _, v := range contract.Verbs() {
+		c.subjects[v] = v.Subject(cfg.prefix, cfg.tenant)
 	}
 	if cfg.encoding == Protobuf {
 		c.header = nats.Header{messages.HeaderContentType: []string{messages.ContentTypeProtobuf}}
@@ -205,43 +205,10 @@ func NewOperationID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// verb enumerates the operations of the contract.
-type verb int
-
-const (
-	verbResourceCreate verb = iota
-	verbResourceGet
-	verbPoolCreate
-	verbPoolGet
-	verbRangeCreate
-	verbRangeGet
-	verbLeaseReserve
-	verbLeaseActivate
-	verbLeaseRenew
-	verbLeaseRelease
-	verbLeaseRevoke
-	verbLeaseReclaim
-	verbLeaseGet
-	verbLeaseList
-	numVerbs
-)
-
-var verbNames = [numVerbs][2]string{
-	{"resource", "create"}, {"resource", "get"},
-	{"pool", "create"}, {"pool", "get"},
-	{"range", "create"}, {"range", "get"},
-	{"lease", "reserve"}, {"lease", "activate"}, {"lease", "renew"}, {"lease", "release"},
-	{"lease", "revoke"}, {"lease", "reclaim"}, {"lease", "get"}, {"lease", "list"},
-}
-
-func (v verb) object() string { return verbNames[v][0] }
-func (v verb) name() string   { return verbNames[v][1] }
-func (v verb) String() string { return verbNames[v][0] + "." + verbNames[v][1] }
-
 // call sends req (already complete, operation id included) and returns the
 // committed reply, a *DefiniteError or an *IndefiniteError. opID is "" for
 // reads. extra widens the per-attempt timeout (reads waiting for a fence).
-func (c *Client) call(ctx context.Context, v verb, req proto.Message, opID string, extra time.Duration) (*Result, error) {
+func (c *Client) call(ctx context.Context, v contract.Verb, req proto.Message, opID string, extra time.Duration) (*Result, error) {
 	data, err := c.encode(req)
 	if err != nil {
 		return nil, fmt.Errorf("holdfast client: encode %s: %w", v, err)
@@ -287,7 +254,7 @@ func (c *Client) call(ctx context.Context, v verb, req proto.Message, opID strin
 // giveUp is the error of a call whose context ended: the last indefinite
 // outcome if there was one (wrapping the context error), else a plain
 // indefinite transport failure.
-func (c *Client) giveUp(v verb, opID string, attempts int, last *IndefiniteError, cerr error) error {
+func (c *Client) giveUp(v contract.Verb, opID string, attempts int, last *IndefiniteError, cerr error) error {
 	if last == nil {
 		return &IndefiniteError{Op: v.String(), OperationID: opID, Code: transportCode(cerr), Message: cerr.Error(), Attempts: attempts, Err: cerr}
 	}

@@ -82,7 +82,7 @@ func BenchmarkReserveRelease(b *testing.B) {
 	if loaded.s == nil {
 		before := heapInUse()
 		s := newBenchShard(b, benchConfig())
-		create := &Command{Verb: VerbCreateResource, Tenant: "default"}
+		create := &Command{Verb: contract.VerbCreateResource, Tenant: "default"}
 		for i := 0; i < n; i++ {
 			id := fmt.Sprintf("seat-%07d", i)
 			create.OperationID, create.ObjectID = id, id
@@ -92,9 +92,9 @@ func BenchmarkReserveRelease(b *testing.B) {
 	}
 	s, perResource := loaded.s, loaded.perResource
 	ops := opIDs(1 << 14)
-	reserve := &Command{Verb: VerbReserve, Tenant: "default", HolderID: "worker-1", TTLMillis: 30_000,
+	reserve := &Command{Verb: contract.VerbReserve, Tenant: "default", HolderID: "worker-1", TTLMillis: 30_000,
 		Members: []Member{{Kind: MemberResource}}}
-	release := &Command{Verb: VerbRelease, Tenant: "default", HolderID: "worker-1", Epoch: 1}
+	release := &Command{Verb: contract.VerbRelease, Tenant: "default", HolderID: "worker-1", Epoch: 1}
 	names := make([]string, 4096)
 	for i := range names {
 		names[i] = fmt.Sprintf("seat-%07d", (i*7919)%n)
@@ -118,7 +118,7 @@ func BenchmarkReserveRelease(b *testing.B) {
 // BenchmarkReserveBundle8: reserve + release of an 8-member bundle (one placement key).
 func BenchmarkReserveBundle8(b *testing.B) {
 	s := newBenchShard(b, benchConfig())
-	create := &Command{Verb: VerbCreateResource, Tenant: "default"}
+	create := &Command{Verb: contract.VerbCreateResource, Tenant: "default"}
 	const nodes = 1024
 	for i := 0; i < nodes; i++ {
 		for g := 0; g < 8; g++ {
@@ -134,8 +134,8 @@ func BenchmarkReserveBundle8(b *testing.B) {
 		}
 	}
 	ops := opIDs(1 << 14)
-	reserve := &Command{Verb: VerbReserve, Tenant: "default", HolderID: "scheduler", TTLMillis: 30_000}
-	release := &Command{Verb: VerbRelease, Tenant: "default", HolderID: "scheduler", Epoch: 1}
+	reserve := &Command{Verb: contract.VerbReserve, Tenant: "default", HolderID: "scheduler", TTLMillis: 30_000}
+	release := &Command{Verb: contract.VerbRelease, Tenant: "default", HolderID: "scheduler", Epoch: 1}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -159,10 +159,10 @@ func BenchmarkRangeAllocate(b *testing.B) {
 			if st == StrategyRandom {
 				last = 1<<32 - 1 // a million scattered values: a million intervals
 			}
-			s.apply(b, &Command{Verb: VerbCreateRange, Tenant: "default", OperationID: "create", ObjectID: "vxlan",
+			s.apply(b, &Command{Verb: contract.VerbCreateRange, Tenant: "default", OperationID: "create", ObjectID: "vxlan",
 				First: 0, Last: last, Strategy: st})
 			before := heapInUse()
-			hold := &Command{Verb: VerbReserve, Tenant: "default", HolderID: "filler", Activate: true,
+			hold := &Command{Verb: contract.VerbReserve, Tenant: "default", HolderID: "filler", Activate: true,
 				Members: []Member{{Kind: MemberRange, ID: "vxlan"}}}
 			ops := opIDs(1 << 14)
 			for i := 0; i < n; i++ {
@@ -173,9 +173,9 @@ func BenchmarkRangeAllocate(b *testing.B) {
 			perValue := float64(heapInUse()-before) / n
 			r := &s.k.ranges[0]
 			rangeBytes := float64(r.allocated.MemoryBytes()+r.used.MemoryBytes()+r.freed.MemoryBytes()) / n
-			reserve := &Command{Verb: VerbReserve, Tenant: "default", HolderID: "vtep", TTLMillis: 30_000,
+			reserve := &Command{Verb: contract.VerbReserve, Tenant: "default", HolderID: "vtep", TTLMillis: 30_000,
 				Members: []Member{{Kind: MemberRange, ID: "vxlan"}}}
-			release := &Command{Verb: VerbRelease, Tenant: "default", HolderID: "vtep", Epoch: 1}
+			release := &Command{Verb: contract.VerbRelease, Tenant: "default", HolderID: "vtep", Epoch: 1}
 			ops = opIDs(1 << 14)
 			for i := range ops {
 				ops[i] = "b" + ops[i] // distinct from the filler's ids, still in their window

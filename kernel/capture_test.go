@@ -3,6 +3,7 @@ package kernel
 import (
 	"bytes"
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"testing"
 )
 
@@ -14,13 +15,13 @@ func TestCaptureWhileApplying(t *testing.T) {
 	cfg.DedupeWindowSlots, cfg.HistoryWindowSlots = 3, 3
 	s := newBenchShard(t, cfg)
 	s.slotEvery = 500
-	create := &Command{Verb: VerbCreateResource, Tenant: "t"}
+	create := &Command{Verb: contract.VerbCreateResource, Tenant: "t"}
 	for i := 0; i < 64; i++ {
 		create.OperationID, create.ObjectID = fmt.Sprint("c", i), fmt.Sprint("n/r", i)
 		s.apply(t, create)
 	}
-	reserve := &Command{Verb: VerbReserve, Tenant: "t", TTLMillis: 1000, Members: []Member{{Kind: MemberResource}, {Kind: MemberResource}}}
-	release := &Command{Verb: VerbRelease, Tenant: "t", Epoch: 1}
+	reserve := &Command{Verb: contract.VerbReserve, Tenant: "t", TTLMillis: 1000, Members: []Member{{Kind: MemberResource}, {Kind: MemberResource}}}
+	release := &Command{Verb: contract.VerbRelease, Tenant: "t", Epoch: 1}
 	cycle := func(i int) {
 		reserve.OperationID, reserve.HolderID = fmt.Sprint("r-", i), fmt.Sprint("h", i%7)
 		reserve.Members[0].ID, reserve.Members[1].ID = fmt.Sprint("n/r", i%32), fmt.Sprint("n/r", 32+i%32)

@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/holdfast/holdfast/contract"
 )
 
 // commandFormat is the version byte in front of every journaled command, so the format
@@ -163,7 +164,7 @@ func DecodeCommand(b []byte, c *Command) error {
 	if d.err != nil {
 		return d.err
 	}
-	if len(d.b) != 0 || c.Verb == VerbInvalid || c.Verb > VerbExpire || c.Strategy >= strategyCount {
+	if len(d.b) != 0 || c.Verb == contract.VerbInvalid || c.Verb > contract.VerbExpire || c.Strategy >= strategyCount {
 		return ErrBadCommand
 	}
 	return nil

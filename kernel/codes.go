@@ -23,23 +23,23 @@ var leaseHolderCodes = []Code{contract.CodeLeaseNotFound, contract.CodeLeaseReti
 // domainCodes is the one table of the domain codes each verb may return besides ok and
 // the rejection codes (API.md §4). Tests check that no verb ever returns anything else.
 var domainCodes = map[Verb][]Code{
-	VerbCreateResource: {contract.CodeAlreadyExists, contract.CodeResourceTableFull},
-	VerbCreatePool:     {contract.CodeAlreadyExists, contract.CodePoolTableFull},
-	VerbCreateRange:    {contract.CodeAlreadyExists, contract.CodeRangeTableFull},
-	VerbReserve: {contract.CodeResourceNotFound, contract.CodePoolNotFound, contract.CodeRangeNotFound, contract.CodeResourceBusy,
+	contract.VerbCreateResource: {contract.CodeAlreadyExists, contract.CodeResourceTableFull},
+	contract.VerbCreatePool:     {contract.CodeAlreadyExists, contract.CodePoolTableFull},
+	contract.VerbCreateRange:    {contract.CodeAlreadyExists, contract.CodeRangeTableFull},
+	contract.VerbReserve: {contract.CodeResourceNotFound, contract.CodePoolNotFound, contract.CodeRangeNotFound, contract.CodeResourceBusy,
 		contract.CodeInsufficientCapacity, contract.CodeValueBusy, contract.CodeValueOutOfRange, contract.CodeRangeExhausted,
 		contract.CodeLeaseTableFull, contract.CodeLeaseMemberTableFull, contract.CodeExpirationIndexFull},
-	VerbActivate:    append(append([]Code{}, leaseHolderCodes...), contract.CodeLeaseExpired),
-	VerbRenew:       append(append([]Code{}, leaseHolderCodes...), contract.CodeLeaseExpired),
-	VerbRelease:     leaseHolderCodes,
-	VerbRevoke:      {contract.CodeLeaseNotFound, contract.CodeLeaseRetired, contract.CodeInvalidState},
-	VerbReclaim:     {contract.CodeLeaseNotFound, contract.CodeLeaseRetired, contract.CodeInvalidState},
-	VerbExpire:      {contract.CodeNoop},
-	VerbGetResource: {contract.CodeResourceNotFound},
-	VerbGetPool:     {contract.CodePoolNotFound},
-	VerbGetRange:    {contract.CodeRangeNotFound},
-	VerbGetLease:    {contract.CodeLeaseNotFound, contract.CodeLeaseRetired},
-	VerbListLeases:  {},
+	contract.VerbActivate:    append(append([]Code{}, leaseHolderCodes...), contract.CodeLeaseExpired),
+	contract.VerbRenew:       append(append([]Code{}, leaseHolderCodes...), contract.CodeLeaseExpired),
+	contract.VerbRelease:     leaseHolderCodes,
+	contract.VerbRevoke:      {contract.CodeLeaseNotFound, contract.CodeLeaseRetired, contract.CodeInvalidState},
+	contract.VerbReclaim:     {contract.CodeLeaseNotFound, contract.CodeLeaseRetired, contract.CodeInvalidState},
+	contract.VerbExpire:      {contract.CodeNoop},
+	contract.VerbGetResource: {contract.CodeResourceNotFound},
+	contract.VerbGetPool:     {contract.CodePoolNotFound},
+	contract.VerbGetRange:    {contract.CodeRangeNotFound},
+	contract.VerbGetLease:    {contract.CodeLeaseNotFound, contract.CodeLeaseRetired},
+	contract.VerbListLeases:  {},
 }
 
 // Allowed reports whether verb may return code under the contract.

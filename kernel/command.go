@@ -1,66 +1,10 @@
 package kernel
 
-// Verb names an operation of the contract. Writes are journaled commands; reads are
-// answered from applied state.
-type Verb uint8
+import "github.com/holdfast/holdfast/contract"
 
-// Verbs. Append only: journal payloads store the numbers.
-const (
-	VerbInvalid Verb = iota
-	VerbCreateResource
-	VerbCreatePool
-	VerbCreateRange
-	VerbReserve
-	VerbActivate
-	VerbRenew
-	VerbRelease
-	VerbRevoke
-	VerbReclaim
-	// VerbExpire is internal: the shard commits it when a lease's deadline slot has come.
-	// It is not reachable from the wire.
-	VerbExpire
-	VerbGetResource
-	VerbGetPool
-	VerbGetRange
-	VerbGetLease
-	VerbListLeases
-	verbCount
-)
-
-var verbNames = [verbCount]string{
-	VerbInvalid:        "invalid",
-	VerbCreateResource: "resource.create",
-	VerbCreatePool:     "pool.create",
-	VerbCreateRange:    "range.create",
-	VerbReserve:        "lease.reserve",
-	VerbActivate:       "lease.activate",
-	VerbRenew:          "lease.renew",
-	VerbRelease:        "lease.release",
-	VerbRevoke:         "lease.revoke",
-	VerbReclaim:        "lease.reclaim",
-	VerbExpire:         "lease.expire",
-	VerbGetResource:    "resource.get",
-	VerbGetPool:        "pool.get",
-	VerbGetRange:       "range.get",
-	VerbGetLease:       "lease.get",
-	VerbListLeases:     "lease.list",
-}
-
-func (v Verb) String() string {
-	if v < verbCount {
-		return verbNames[v]
-	}
-	return "unknown"
-}
-
-// IsRead reports whether the verb only reads state.
-func (v Verb) IsRead() bool { return v >= VerbGetResource && v < verbCount }
-
-// IsWrite reports whether the verb is a journaled command a client may send.
-func (v Verb) IsWrite() bool { return v >= VerbCreateResource && v <= VerbReclaim }
-
-// IsLeaseVerb reports whether the verb addresses an existing lease by id.
-func (v Verb) IsLeaseVerb() bool { return v >= VerbActivate && v <= VerbExpire }
+// Verb names an operation of the contract (contract.Verb); journal payloads store its
+// number.
+type Verb = contract.Verb
 
 // Strategy is how a range picks an "any free" value.
 type Strategy uint8

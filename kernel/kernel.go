@@ -118,7 +118,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 	k.retire(e.Slot, retireBudget)
 	out.reset(e.LSN)
 	c := e.Cmd
-	if c.Verb == VerbExpire {
+	if c.Verb == contract.VerbExpire {
 		k.expire(e, out)
 		return
 	}
@@ -141,15 +141,15 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		return
 	}
 	switch c.Verb {
-	case VerbCreateResource:
+	case contract.VerbCreateResource:
 		k.createResource(c, out)
-	case VerbCreatePool:
+	case contract.VerbCreatePool:
 		k.createPool(c, out)
-	case VerbCreateRange:
+	case contract.VerbCreateRange:
 		k.createRange(c, out)
-	case VerbReserve:
+	case contract.VerbReserve:
 		k.reserve(e, out)
-	case VerbActivate, VerbRenew, VerbRelease, VerbRevoke, VerbReclaim:
+	case contract.VerbActivate, contract.VerbRenew, contract.VerbRelease, contract.VerbRevoke, contract.VerbReclaim:
 		k.leaseVerb(e, out)
 	default:
 		out.Code = contract.CodeInvalidRequest

@@ -242,7 +242,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 		out.Code = code
 		return
 	}
-	if c.Verb == VerbActivate || c.Verb == VerbRenew || c.Verb == VerbRelease {
+	if c.Verb == contract.VerbActivate || c.Verb == contract.VerbRenew || c.Verb == contract.VerbRelease {
 		holder, epoch := k.leaseHolderEpoch(r)
 		if _, h := splitKey(k.holders[holder].key); h != c.HolderID {
 			out.Code = contract.CodeHolderMismatch
@@ -260,7 +260,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 	idx := r.idx
 	l := &k.leases[idx]
 	switch c.Verb {
-	case VerbActivate, VerbRenew:
+	case contract.VerbActivate, contract.VerbRenew:
 		if l.state != LeaseReserved {
 			out.Code = contract.CodeInvalidState
 			return
@@ -269,7 +269,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 			out.Code = contract.CodeLeaseExpired
 			return
 		}
-		if c.Verb == VerbActivate {
+		if c.Verb == contract.VerbActivate {
 			k.expiry.remove(k, idx)
 			l.deadline = 0
 			k.setMembersState(idx, LeaseActive)
@@ -279,7 +279,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 			k.expiry.fix(k, idx)
 			out.Event = EventLeaseRenewed
 		}
-	case VerbRelease:
+	case contract.VerbRelease:
 		if l.state != LeaseReserved && l.state != LeaseActive {
 			out.Code = contract.CodeInvalidState
 			return
@@ -287,7 +287,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 		k.viewEnded(k.end(idx, e, LeaseReleased, true), out)
 		out.Event = EventLeaseReleased
 		return
-	case VerbRevoke:
+	case contract.VerbRevoke:
 		if l.state != LeaseActive {
 			out.Code = contract.CodeInvalidState
 			return
@@ -295,7 +295,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 		l.epoch++
 		k.setMembersState(idx, LeaseRevoking)
 		out.Event = EventLeaseRevoking
-	case VerbReclaim:
+	case contract.VerbReclaim:
 		if l.state != LeaseRevoking {
 			out.Code = contract.CodeInvalidState
 			return

@@ -371,32 +371,32 @@ func (m *refModel) ttlSlots(ms uint64) uint64 {
 // cmdTTLSlots is the ttl in slots a command carries once validated: reserve (unless it
 // activates) and renew.
 func (m *refModel) cmdTTLSlots(c *Command) uint64 {
-	if (c.Verb == VerbReserve && !c.Activate) || c.Verb == VerbRenew {
+	if (c.Verb == contract.VerbReserve && !c.Activate) || c.Verb == contract.VerbRenew {
 		return m.ttlSlots(c.TTLMillis)
 	}
 	return 0
 }
 
 func (m *refModel) validate(c *Command) Code {
-	if !mValidTenant(c.Tenant) || c.Verb < VerbCreateResource || c.Verb > VerbReclaim ||
+	if !mValidTenant(c.Tenant) || c.Verb < contract.VerbCreateResource || c.Verb > contract.VerbReclaim ||
 		!mValidID(c.OperationID, 64) {
 		return contract.CodeInvalidRequest
 	}
 	ttlOK := c.TTLMillis >= 1 && c.TTLMillis <= m.cfg.MaxTTLMillis
 	switch c.Verb {
-	case VerbCreateResource:
+	case contract.VerbCreateResource:
 		if !mValidID(c.ObjectID, 128) {
 			return contract.CodeInvalidRequest
 		}
-	case VerbCreatePool:
+	case contract.VerbCreatePool:
 		if !mValidID(c.ObjectID, 128) || c.Capacity == 0 {
 			return contract.CodeInvalidRequest
 		}
-	case VerbCreateRange:
+	case contract.VerbCreateRange:
 		if !mValidID(c.ObjectID, 128) || c.First > c.Last || c.Strategy > StrategyLeastRecentlyFreed {
 			return contract.CodeInvalidRequest
 		}
-	case VerbReserve:
+	case contract.VerbReserve:
 		if !mValidID(c.HolderID, 128) || len(c.Members) == 0 {
 			return contract.CodeInvalidRequest
 		}
@@ -436,14 +436,14 @@ func (m *refModel) validate(c *Command) Code {
 		if !c.Activate && !ttlOK {
 			return contract.CodeTTLOutOfRange
 		}
-	case VerbActivate, VerbRelease, VerbRenew:
+	case contract.VerbActivate, contract.VerbRelease, contract.VerbRenew:
 		if c.LeaseLSN == 0 || !mValidID(c.HolderID, 128) || c.Epoch == 0 {
 			return contract.CodeInvalidRequest
 		}
-		if c.Verb == VerbRenew && !ttlOK {
+		if c.Verb == contract.VerbRenew && !ttlOK {
 			return contract.CodeTTLOutOfRange
 		}
-	case VerbRevoke, VerbReclaim:
+	case contract.VerbRevoke, contract.VerbReclaim:
 		if c.LeaseLSN == 0 {
 			return contract.CodeInvalidRequest
 		}
@@ -466,7 +466,7 @@ func (m *refModel) slotsOK(c *Command, slot uint64) bool {
 func mStripCmd(c *Command) *Command {
 	d := mCloneCmd(c)
 	d.TTLSlots = 0
-	if d.Verb == VerbReserve && d.Activate {
+	if d.Verb == contract.VerbReserve && d.Activate {
 		d.TTLMillis = 0 // ignored by an activating reserve (API.md §4): not part of the command
 	}
 	return d
@@ -536,13 +536,13 @@ func (m *refModel) forgetOps(slot uint64) {
 func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 	want := Output{Code: op.code, LSN: op.lsn, FromRetryCache: true, MemberIndex: -1}
 	switch op.cmd.Verb {
-	case VerbCreateResource, VerbCreatePool, VerbCreateRange:
+	case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
 		if op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists {
 			m.fillObject(&want, op.cmd.Verb, c.Tenant, op.cmd.ObjectID)
 		}
 	default:
 		lsn := c.LeaseLSN // the lease a lease verb named
-		if op.cmd.Verb == VerbReserve {
+		if op.cmd.Verb == contract.VerbReserve {
 			lsn = op.lsn // the lease the reserve granted
 		}
 		// The reply's lease id and epoch, with the lease's current view while it is
@@ -562,11 +562,11 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 
 func (m *refModel) fillObject(out *Output, v Verb, tenant, id string) {
 	switch v {
-	case VerbCreateResource:
+	case contract.VerbCreateResource:
 		out.Object, out.Resource = ObjectResource, m.resourceView(tenant, id)
-	case VerbCreatePool:
+	case contract.VerbCreatePool:
 		out.Object, out.Pool = ObjectPool, m.poolView(tenant, id)
-	case VerbCreateRange:
+	case contract.VerbCreateRange:
 		out.Object, out.Range = ObjectRange, m.rangeView(tenant, id)
 	}
 }
@@ -620,11 +620,11 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 	out := Output{LSN: lsn, MemberIndex: -1}
 	before := m.resourceStates()
 	switch c.Verb {
-	case VerbExpire:
+	case contract.VerbExpire:
 		m.expire(slot, lsn, c, &out)
-	case VerbCreateResource, VerbCreatePool, VerbCreateRange:
+	case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
 		m.create(c, &out)
-	case VerbReserve:
+	case contract.VerbReserve:
 		m.reserve(slot, lsn, c, &out)
 	default:
 		m.leaseVerb(slot, lsn, c, &out)
@@ -635,7 +635,7 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 			m.resources[key]++
 		}
 	}
-	if c.Verb != VerbExpire {
+	if c.Verb != contract.VerbExpire {
 		if m.opsInWindow(slot) >= m.cfg.MaxOperations {
 			m.forgetOldestFailure() // the write was admitted, so there is one
 		}
@@ -654,13 +654,13 @@ func (m *refModel) create(c *Command, out *Output) {
 	var count, bound int
 	var full Code
 	switch c.Verb {
-	case VerbCreateResource:
+	case contract.VerbCreateResource:
 		_, exists = m.resources[key]
 		count, bound, full = len(m.resources), m.cfg.MaxResources, contract.CodeResourceTableFull
-	case VerbCreatePool:
+	case contract.VerbCreatePool:
 		_, exists = m.pools[key]
 		count, bound, full = len(m.pools), m.cfg.MaxPools, contract.CodePoolTableFull
-	case VerbCreateRange:
+	case contract.VerbCreateRange:
 		_, exists = m.ranges[key]
 		count, bound, full = len(m.ranges), m.cfg.MaxRanges, contract.CodeRangeTableFull
 	}
@@ -674,13 +674,13 @@ func (m *refModel) create(c *Command, out *Output) {
 		return
 	}
 	switch c.Verb {
-	case VerbCreateResource:
+	case contract.VerbCreateResource:
 		m.resources[key] = 0
 		out.Event = EventResourceCreated
-	case VerbCreatePool:
+	case contract.VerbCreatePool:
 		m.pools[key] = c.Capacity
 		out.Event = EventPoolCreated
-	case VerbCreateRange:
+	case contract.VerbCreateRange:
 		m.ranges[key] = &mRange{first: c.First, last: c.Last, strategy: c.Strategy, used: map[uint64]bool{}}
 		out.Event = EventRangeCreated
 	}
@@ -872,36 +872,36 @@ func (m *refModel) leaseVerb(slot, lsn uint64, c *Command, out *Output) {
 		out.Code = code
 		return
 	}
-	holderVerb := c.Verb == VerbActivate || c.Verb == VerbRenew || c.Verb == VerbRelease
+	holderVerb := c.Verb == contract.VerbActivate || c.Verb == contract.VerbRenew || c.Verb == contract.VerbRelease
 	switch {
 	case holderVerb && l.holder != c.HolderID:
 		out.Code = contract.CodeHolderMismatch
 	case holderVerb && l.epoch != c.Epoch:
 		out.Code = contract.CodeStaleEpoch
-	case (c.Verb == VerbActivate || c.Verb == VerbRenew) && l.state != LeaseReserved:
+	case (c.Verb == contract.VerbActivate || c.Verb == contract.VerbRenew) && l.state != LeaseReserved:
 		out.Code = contract.CodeInvalidState
-	case (c.Verb == VerbActivate || c.Verb == VerbRenew) && slot >= l.deadline:
+	case (c.Verb == contract.VerbActivate || c.Verb == contract.VerbRenew) && slot >= l.deadline:
 		out.Code = contract.CodeLeaseExpired
-	case c.Verb == VerbActivate:
+	case c.Verb == contract.VerbActivate:
 		l.state, l.deadline = LeaseActive, 0
 		out.Event = EventLeaseActivated
-	case c.Verb == VerbRenew:
+	case c.Verb == contract.VerbRenew:
 		l.deadline = slot + m.ttlSlots(c.TTLMillis)
 		out.Event = EventLeaseRenewed
-	case c.Verb == VerbRelease && l.state != LeaseReserved && l.state != LeaseActive:
+	case c.Verb == contract.VerbRelease && l.state != LeaseReserved && l.state != LeaseActive:
 		out.Code = contract.CodeInvalidState
-	case c.Verb == VerbRelease:
+	case c.Verb == contract.VerbRelease:
 		m.end(l, lsn, slot, LeaseReleased, true)
 		out.Event = EventLeaseReleased
-	case c.Verb == VerbRevoke && l.state != LeaseActive:
+	case c.Verb == contract.VerbRevoke && l.state != LeaseActive:
 		out.Code = contract.CodeInvalidState
-	case c.Verb == VerbRevoke:
+	case c.Verb == contract.VerbRevoke:
 		l.state = LeaseRevoking
 		l.epoch++
 		out.Event = EventLeaseRevoking
-	case c.Verb == VerbReclaim && l.state != LeaseRevoking:
+	case c.Verb == contract.VerbReclaim && l.state != LeaseRevoking:
 		out.Code = contract.CodeInvalidState
-	case c.Verb == VerbReclaim:
+	case c.Verb == contract.VerbReclaim:
 		m.end(l, lsn, slot, LeaseRevoked, false)
 		out.Event = EventLeaseRevoked
 	}
@@ -966,25 +966,25 @@ func (m *refModel) read(r mRead, slot uint64) Output {
 	out := Output{LSN: m.lastLSN, MemberIndex: -1}
 	key := mKey(r.tenant, r.id)
 	switch r.verb {
-	case VerbGetResource:
+	case contract.VerbGetResource:
 		if _, ok := m.resources[key]; !ok {
 			out.Code = contract.CodeResourceNotFound
 		} else {
 			out.Object, out.Resource = ObjectResource, m.resourceView(r.tenant, r.id)
 		}
-	case VerbGetPool:
+	case contract.VerbGetPool:
 		if _, ok := m.pools[key]; !ok {
 			out.Code = contract.CodePoolNotFound
 		} else {
 			out.Object, out.Pool = ObjectPool, m.poolView(r.tenant, r.id)
 		}
-	case VerbGetRange:
+	case contract.VerbGetRange:
 		if _, ok := m.ranges[key]; !ok {
 			out.Code = contract.CodeRangeNotFound
 		} else {
 			out.Object, out.Range = ObjectRange, m.rangeView(r.tenant, r.id)
 		}
-	case VerbGetLease:
+	case contract.VerbGetLease:
 		l, code := m.find(r.tenant, r.lsn, slot)
 		out.Code = code
 		if code == contract.CodeOK {
@@ -1133,16 +1133,16 @@ func (g *mGen) write() *Command {
 	}
 	switch {
 	case x < 8:
-		c.Verb, c.ObjectID = VerbCreateResource, g.objID(mResources)
+		c.Verb, c.ObjectID = contract.VerbCreateResource, g.objID(mResources)
 	case x < 12:
 		p := mPick(g, mPools)
-		c.Verb, c.ObjectID, c.Capacity = VerbCreatePool, g.objID([]string{p.id}), p.capacity
+		c.Verb, c.ObjectID, c.Capacity = contract.VerbCreatePool, g.objID([]string{p.id}), p.capacity
 		if g.pct(30) {
 			c.Capacity = g.r.Uint64N(7) // 0 is invalid
 		}
 	case x < 17:
 		s := mPick(g, mRanges)
-		c.Verb, c.ObjectID, c.First, c.Last, c.Strategy = VerbCreateRange, g.objID([]string{s.id}), s.first, s.last, s.strategy
+		c.Verb, c.ObjectID, c.First, c.Last, c.Strategy = contract.VerbCreateRange, g.objID([]string{s.id}), s.first, s.last, s.strategy
 		if g.pct(20) {
 			c.First = mPick(g, []uint64{0, 3, mMaxU - 10})
 			c.Last = c.First + g.r.Uint64N(8)
@@ -1159,7 +1159,7 @@ func (g *mGen) write() *Command {
 	case x < 98:
 		g.leaseVerb(c, x)
 	default:
-		c.Verb = mPick(g, []Verb{VerbInvalid, VerbExpire, VerbGetLease, Verb(99)})
+		c.Verb = mPick(g, []Verb{contract.VerbInvalid, contract.VerbExpire, contract.VerbGetLease, Verb(99)})
 		c.LeaseLSN = 1
 	}
 	g.sent = append(g.sent, mCloneCmd(c))
@@ -1192,19 +1192,19 @@ func (g *mGen) objects(tenant string) int {
 
 func (g *mGen) mutate(c *Command) {
 	switch c.Verb {
-	case VerbCreateResource:
+	case contract.VerbCreateResource:
 		c.ObjectID += "x"
-	case VerbCreatePool:
+	case contract.VerbCreatePool:
 		c.Capacity++
-	case VerbCreateRange:
+	case contract.VerbCreateRange:
 		c.Strategy = (c.Strategy + 1) % 3
-	case VerbReserve:
+	case contract.VerbReserve:
 		if g.pct(50) {
 			c.Activate = !c.Activate
 		} else {
 			c.TTLMillis++
 		}
-	case VerbRenew:
+	case contract.VerbRenew:
 		c.TTLMillis++
 	default:
 		c.Epoch++
@@ -1300,7 +1300,7 @@ func (g *mGen) value(s mRangeSpec) uint64 {
 }
 
 func (g *mGen) reserve(c *Command) {
-	c.Verb, c.HolderID = VerbReserve, g.holder()
+	c.Verb, c.HolderID = contract.VerbReserve, g.holder()
 	key := mKeys[min(g.r.IntN(7)/3, 2)] // n1 and n2 mostly
 	n := 1 + g.r.IntN(3)
 	switch x := g.r.IntN(100); {
@@ -1371,19 +1371,19 @@ func (g *mGen) leaseVerb(c *Command, x int) {
 	var want []LeaseState
 	switch {
 	case x < 62:
-		c.Verb, want = VerbActivate, []LeaseState{LeaseReserved}
+		c.Verb, want = contract.VerbActivate, []LeaseState{LeaseReserved}
 	case x < 72:
-		c.Verb, want = VerbRenew, []LeaseState{LeaseReserved}
+		c.Verb, want = contract.VerbRenew, []LeaseState{LeaseReserved}
 	case x < 82:
-		c.Verb, want = VerbRelease, []LeaseState{LeaseReserved, LeaseActive}
+		c.Verb, want = contract.VerbRelease, []LeaseState{LeaseReserved, LeaseActive}
 	case x < 90:
-		c.Verb, want = VerbRevoke, []LeaseState{LeaseActive}
+		c.Verb, want = contract.VerbRevoke, []LeaseState{LeaseActive}
 	default:
-		c.Verb, want = VerbReclaim, []LeaseState{LeaseRevoking}
+		c.Verb, want = contract.VerbReclaim, []LeaseState{LeaseRevoking}
 	}
 	var l *mLease
 	c.LeaseLSN, l = g.lease(c.Tenant, want...)
-	if c.Verb == VerbRevoke || c.Verb == VerbReclaim {
+	if c.Verb == contract.VerbRevoke || c.Verb == contract.VerbReclaim {
 		return
 	}
 	c.HolderID, c.Epoch = g.holder(), 1+g.r.Uint64N(3)
@@ -1396,7 +1396,7 @@ func (g *mGen) leaseVerb(c *Command, x int) {
 	if g.pct(1) {
 		c.Epoch = 0
 	}
-	if c.Verb == VerbRenew {
+	if c.Verb == contract.VerbRenew {
 		c.TTLMillis = g.ttl()
 	}
 }
@@ -1405,7 +1405,7 @@ func (g *mGen) leaseVerb(c *Command, x int) {
 // deadline, or for a lease that is not reserved. The kernel must treat it as a no-op
 // unless it happens to be due.
 func (g *mGen) strayExpire() *Command {
-	c := &Command{Verb: VerbExpire, Tenant: mPick(g, mTenants)}
+	c := &Command{Verb: contract.VerbExpire, Tenant: mPick(g, mTenants)}
 	var reserved []*mLease
 	for _, l := range g.m.liveLeases() {
 		if l.state == LeaseReserved {
@@ -1434,7 +1434,7 @@ func (g *mGen) read() mRead {
 	if g.pct(3) {
 		r.tenant = "t3"
 	}
-	r.verb = mPick(g, []Verb{VerbGetResource, VerbGetPool, VerbGetRange, VerbGetLease, VerbGetLease, VerbListLeases})
+	r.verb = mPick(g, []Verb{contract.VerbGetResource, contract.VerbGetPool, contract.VerbGetRange, contract.VerbGetLease, contract.VerbGetLease, contract.VerbListLeases})
 	ids := []string{"n1/a", "n1/mem", "n1/vx", "solo", "nope", "n2/any"}
 	r.id = mPick(g, ids)
 	r.lsn, _ = g.lease(r.tenant)
@@ -1626,12 +1626,12 @@ func (h *mHarness) applyExpire(c *Command) {
 	h.k.Apply(Entry{LSN: h.k.LastLSN() + 1, Slot: h.slot, Cmd: mCloneCmd(c)}, &got)
 	want := h.m.apply(h.slot, mCloneCmd(c))
 	h.logf("%s -> %s", mFmtCmd(c), mFmtOut(&got))
-	h.count(VerbExpire, &got)
-	h.allowed(VerbExpire, got.Code)
+	h.count(contract.VerbExpire, &got)
+	h.allowed(contract.VerbExpire, got.Code)
 	if h.compare {
 		h.expect("expire", got, want)
 	}
-	h.observe(VerbExpire, &got)
+	h.observe(contract.VerbExpire, &got)
 }
 
 func (h *mHarness) tick(limit int) {
@@ -1643,7 +1643,7 @@ func (h *mHarness) tick(limit int) {
 		}
 	}
 	for _, d := range dues {
-		h.applyExpire(&Command{Verb: VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline})
+		h.applyExpire(&Command{Verb: contract.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline})
 	}
 	if len(dues) == 0 {
 		h.logf("tick(%d): nothing due", limit)
@@ -1657,7 +1657,7 @@ func (h *mHarness) expire(c *Command) {
 
 func (h *mHarness) read(r mRead) {
 	h.t.Helper()
-	if r.verb == VerbListLeases {
+	if r.verb == contract.VerbListLeases {
 		got, gt := h.k.ListLeases(r.tenant, r.holder, r.limit, nil)
 		h.logf("list %s/%s limit %d -> %d leases truncated=%v", r.tenant, r.holder, r.limit, len(got), gt)
 		if h.compare {
@@ -1678,13 +1678,13 @@ func (h *mHarness) read(r mRead) {
 func (h *mHarness) kernelRead(r mRead) Output {
 	out := &h.out
 	switch r.verb {
-	case VerbGetResource:
+	case contract.VerbGetResource:
 		h.k.GetResource(r.tenant, r.id, out)
-	case VerbGetPool:
+	case contract.VerbGetPool:
 		h.k.GetPool(r.tenant, r.id, out)
-	case VerbGetRange:
+	case contract.VerbGetRange:
 		h.k.GetRange(r.tenant, r.id, out)
-	case VerbGetLease:
+	case contract.VerbGetLease:
 		h.k.GetLease(r.tenant, r.lsn, h.slot, out)
 	}
 	return mNormOut(*out)
@@ -1733,22 +1733,22 @@ func (h *mHarness) sweep() {
 	}
 	for _, t := range mTenants {
 		for _, id := range append(slices.Clone(mResources), "nope", "n1/mem") {
-			r := mRead{verb: VerbGetResource, tenant: t, id: id}
+			r := mRead{verb: contract.VerbGetResource, tenant: t, id: id}
 			h.expect("resource.get "+t+"/"+id, h.kernelRead(r), m.read(r, h.slot))
 		}
 		for _, p := range append(slices.Clone(mPools), mPoolSpec{id: "n1/a"}) {
-			r := mRead{verb: VerbGetPool, tenant: t, id: p.id}
+			r := mRead{verb: contract.VerbGetPool, tenant: t, id: p.id}
 			h.expect("pool.get "+t+"/"+p.id, h.kernelRead(r), m.read(r, h.slot))
 		}
 		for _, s := range append(slices.Clone(mRanges), mRangeSpec{id: "nope"}) {
-			r := mRead{verb: VerbGetRange, tenant: t, id: s.id}
+			r := mRead{verb: contract.VerbGetRange, tenant: t, id: s.id}
 			h.expect("range.get "+t+"/"+s.id, h.kernelRead(r), m.read(r, h.slot))
 		}
 		for _, lsn := range lsns {
 			if lsn == 0 {
 				continue
 			}
-			r := mRead{verb: VerbGetLease, tenant: t, lsn: lsn}
+			r := mRead{verb: contract.VerbGetLease, tenant: t, lsn: lsn}
 			h.expect(fmt.Sprintf("lease.get %s/%d", t, lsn), h.kernelRead(r), m.read(r, h.slot))
 		}
 		for _, hd := range mHolders {
@@ -1788,7 +1788,7 @@ func (h *mHarness) observe(v Verb, out *Output) {
 		return
 	}
 	prev, seen := h.lastView[l.LSN]
-	if v == VerbReserve && out.Code == contract.CodeOK && !out.FromRetryCache {
+	if v == contract.VerbReserve && out.Code == contract.CodeOK && !out.FromRetryCache {
 		if l.LSN != out.LSN || l.CreatedLSN != out.LSN || l.Epoch != 1 || seen {
 			h.fail("reserve granted %s at lsn %d", mFmtLease(&l), out.LSN)
 		}
@@ -1801,7 +1801,7 @@ func (h *mHarness) observe(v Verb, out *Output) {
 				h.fail("lease expired at slot %d: %s, before it was %s", h.slot, mFmtLease(&l), mFmtLease(&prev))
 			}
 		case EventLeaseActivated, EventLeaseRenewed:
-			if v != VerbReserve && (!seen || prev.State != LeaseReserved || h.slot >= prev.DeadlineSlot) {
+			if v != contract.VerbReserve && (!seen || prev.State != LeaseReserved || h.slot >= prev.DeadlineSlot) {
 				h.fail("%s at slot %d of %s", out.Event, h.slot, mFmtLease(&prev))
 			}
 		}
@@ -2021,10 +2021,10 @@ func mBugShard(t *testing.T, cfg Config, slot uint64) (*Kernel, func(*Command) O
 		mDriveWrite(k, slot, c, &out)
 		return mNormOut(out)
 	}
-	if o := w(&Command{Verb: VerbCreateResource, Tenant: "t1", OperationID: "c1", ObjectID: "r"}); o.Code != contract.CodeOK {
+	if o := w(&Command{Verb: contract.VerbCreateResource, Tenant: "t1", OperationID: "c1", ObjectID: "r"}); o.Code != contract.CodeOK {
 		t.Fatalf("create: %s", mFmtOut(&o))
 	}
-	o := w(&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "c2", HolderID: "h1",
+	o := w(&Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "c2", HolderID: "h1",
 		Members: []Member{{Kind: MemberResource, ID: "r"}}, TTLMillis: cfg.SlotMillis})
 	if o.Code != contract.CodeOK || o.LSN != 2 {
 		t.Fatalf("reserve: %s", mFmtOut(&o))
@@ -2039,7 +2039,7 @@ func mBugShard(t *testing.T, cfg Config, slot uint64) (*Kernel, func(*Command) O
 // whatever tenant owns it; the same holds for activate, renew, release and reclaim.)
 func TestModelBugRetryLeaksOtherTenantLease(t *testing.T) {
 	_, w := mBugShard(t, DefaultConfig(), 0)
-	probe := &Command{Verb: VerbRevoke, Tenant: "t2", OperationID: "p1", LeaseLSN: 2}
+	probe := &Command{Verb: contract.VerbRevoke, Tenant: "t2", OperationID: "p1", LeaseLSN: 2}
 	if o := w(probe); o.Code != contract.CodeLeaseNotFound || o.Object != ObjectNone {
 		t.Fatalf("first attempt: %s, want lease_not_found without a lease", mFmtOut(&o))
 	}
@@ -2057,7 +2057,7 @@ func TestModelBugRetryLeaksOtherTenantLease(t *testing.T) {
 // carries no holder). (retention.go, replay → viewRef views the lease whatever the code.)
 func TestModelBugRetryRevealsHolderOnHolderMismatch(t *testing.T) {
 	_, w := mBugShard(t, DefaultConfig(), 0)
-	probe := &Command{Verb: VerbActivate, Tenant: "t1", OperationID: "p1", HolderID: "h2", LeaseLSN: 2, Epoch: 1}
+	probe := &Command{Verb: contract.VerbActivate, Tenant: "t1", OperationID: "p1", HolderID: "h2", LeaseLSN: 2, Epoch: 1}
 	if o := w(probe); o.Code != contract.CodeHolderMismatch || o.Object != ObjectNone {
 		t.Fatalf("first attempt: %s, want holder_mismatch without a lease", mFmtOut(&o))
 	}
@@ -2077,8 +2077,8 @@ func TestModelBugRetryRevealsHolderOnHolderMismatch(t *testing.T) {
 // bumps it again.)
 func TestModelBugReserveActivateBumpsVersionTwice(t *testing.T) {
 	k, w := mBugShard(t, DefaultConfig(), 0)
-	w(&Command{Verb: VerbCreateResource, Tenant: "t1", OperationID: "c3", ObjectID: "s"})
-	o := w(&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "c4", HolderID: "h1",
+	w(&Command{Verb: contract.VerbCreateResource, Tenant: "t1", OperationID: "c3", ObjectID: "s"})
+	o := w(&Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "c4", HolderID: "h1",
 		Members: []Member{{Kind: MemberResource, ID: "s"}}, Activate: true})
 	if o.Code != contract.CodeOK || o.Event != EventLeaseActivated {
 		t.Fatalf("reserve: %s", mFmtOut(&o))
@@ -2106,7 +2106,7 @@ func TestModelBugExpireNearSlotLimit(t *testing.T) {
 		t.Fatalf("due at %d: %+v", late, dues)
 	}
 	var out Output
-	k.Apply(Entry{LSN: 3, Slot: late, Cmd: &Command{Verb: VerbExpire, Tenant: dues[0].Tenant,
+	k.Apply(Entry{LSN: 3, Slot: late, Cmd: &Command{Verb: contract.VerbExpire, Tenant: dues[0].Tenant,
 		LeaseLSN: dues[0].LeaseLSN, Deadline: dues[0].Deadline}}, &out)
 	if out.Code != contract.CodeOK || out.Lease.State != LeaseExpired {
 		t.Fatalf("expire: %s", mFmtOut(&out))

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"strings"
 )
 
@@ -65,7 +66,7 @@ func mFmtCmd(c *Command) string {
 	if c.Capacity != 0 {
 		fmt.Fprintf(&b, " cap=%d", c.Capacity)
 	}
-	if c.Verb == VerbCreateRange || c.First != 0 || c.Last != 0 {
+	if c.Verb == contract.VerbCreateRange || c.First != 0 || c.Last != 0 {
 		fmt.Fprintf(&b, " [%d,%d] %s", c.First, c.Last, c.Strategy)
 	}
 	if c.HolderID != "" {

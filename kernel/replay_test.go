@@ -78,7 +78,7 @@ func roundTrip(t testing.TB, c *Command) []byte {
 	t.Helper()
 	enc := c.AppendBinary(nil)
 	var d Command
-	if c.Verb == VerbInvalid || c.Verb > VerbExpire || c.Strategy > StrategyLeastRecentlyFreed {
+	if c.Verb == contract.VerbInvalid || c.Verb > contract.VerbExpire || c.Strategy > StrategyLeastRecentlyFreed {
 		if err := DecodeCommand(enc, &d); err == nil {
 			t.Fatalf("DecodeCommand accepted %s", mFmtCmd(c))
 		}
@@ -153,7 +153,7 @@ func runScript(t testing.TB, cfg Config, script []mScriptStep, restore func(int)
 			dues := r.k.DueExpirations(s.slot, s.tickMax, nil)
 			r.add(rItem{what: "due", dues: slices.Clone(dues)})
 			for _, d := range dues {
-				r.apply(s.slot, &Command{Verb: VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline})
+				r.apply(s.slot, &Command{Verb: contract.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline})
 			}
 		case mStepExpire:
 			r.apply(s.slot, mCloneCmd(s.cmd))
@@ -176,15 +176,15 @@ func runScript(t testing.TB, cfg Config, script []mScriptStep, restore func(int)
 
 func (r *replayer) read(s mRead, slot uint64) {
 	switch s.verb {
-	case VerbGetResource:
+	case contract.VerbGetResource:
 		r.k.GetResource(s.tenant, s.id, &r.out)
-	case VerbGetPool:
+	case contract.VerbGetPool:
 		r.k.GetPool(s.tenant, s.id, &r.out)
-	case VerbGetRange:
+	case contract.VerbGetRange:
 		r.k.GetRange(s.tenant, s.id, &r.out)
-	case VerbGetLease:
+	case contract.VerbGetLease:
 		r.k.GetLease(s.tenant, s.lsn, slot, &r.out)
-	case VerbListLeases:
+	case contract.VerbListLeases:
 		l, trunc := r.k.ListLeases(s.tenant, s.holder, s.limit, nil)
 		r.add(rItem{what: fmt.Sprintf("list %s/%s %d", s.tenant, s.holder, s.limit), list: l, trunc: trunc})
 		return
@@ -204,20 +204,20 @@ func (r *replayer) sweep(slot uint64) {
 	}
 	for _, tn := range append(slices.Clone(mTenants), "t3") {
 		for _, id := range mResources {
-			r.read(mRead{verb: VerbGetResource, tenant: tn, id: id}, slot)
+			r.read(mRead{verb: contract.VerbGetResource, tenant: tn, id: id}, slot)
 		}
 		for _, p := range mPools {
-			r.read(mRead{verb: VerbGetPool, tenant: tn, id: p.id}, slot)
+			r.read(mRead{verb: contract.VerbGetPool, tenant: tn, id: p.id}, slot)
 		}
 		for _, s := range mRanges {
-			r.read(mRead{verb: VerbGetRange, tenant: tn, id: s.id}, slot)
+			r.read(mRead{verb: contract.VerbGetRange, tenant: tn, id: s.id}, slot)
 		}
 		for _, lsn := range lsns {
-			r.read(mRead{verb: VerbGetLease, tenant: tn, lsn: lsn}, slot)
+			r.read(mRead{verb: contract.VerbGetLease, tenant: tn, lsn: lsn}, slot)
 		}
 		for _, h := range mHolders {
-			r.read(mRead{verb: VerbListLeases, tenant: tn, holder: h, limit: 2}, slot)
-			r.read(mRead{verb: VerbListLeases, tenant: tn, holder: h, limit: 1000}, slot)
+			r.read(mRead{verb: contract.VerbListLeases, tenant: tn, holder: h, limit: 2}, slot)
+			r.read(mRead{verb: contract.VerbListLeases, tenant: tn, holder: h, limit: 1000}, slot)
 		}
 	}
 	r.add(rItem{what: "due", dues: r.k.DueExpirations(slot, 8, nil)})
@@ -432,10 +432,10 @@ func FuzzRestore(f *testing.F) {
 			later := slot + cfg.HistoryWindowSlots
 			for _, d := range k.DueExpirations(later, 16, nil) {
 				k.Apply(Entry{LSN: k.LastLSN() + 1, Slot: later,
-					Cmd: &Command{Verb: VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}}, &out)
+					Cmd: &Command{Verb: contract.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}}, &out)
 			}
 			k.Apply(Entry{LSN: k.LastLSN() + 1, Slot: later + 2*(cfg.HistoryWindowSlots+cfg.DedupeWindowSlots),
-				Cmd: &Command{Verb: VerbExpire, Tenant: "t1", LeaseLSN: 1}}, &out)
+				Cmd: &Command{Verb: contract.VerbExpire, Tenant: "t1", LeaseLSN: 1}}, &out)
 		}
 		if err := k.CheckInvariants(); err != nil {
 			t.Fatalf("restored shard breaks an invariant after applying: %v", err)
@@ -455,8 +455,8 @@ func FuzzDecodeCommand(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{commandFormat})
-	f.Add([]byte{commandFormat, byte(VerbExpire)})
-	f.Add(binary.AppendUvarint([]byte{commandFormat, byte(VerbReserve), 1, 't'}, 1<<40))
+	f.Add([]byte{commandFormat, byte(contract.VerbExpire)})
+	f.Add(binary.AppendUvarint([]byte{commandFormat, byte(contract.VerbReserve), 1, 't'}, 1<<40))
 	cfg := fuzzScenario().cfg
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c Command
@@ -484,7 +484,7 @@ func FuzzDecodeCommand(f *testing.F) {
 			k.LookupOperation(cc, 5, &out)
 		}
 		k.Apply(Entry{LSN: 1, Slot: 5, Cmd: mCloneCmd(&c)}, &out)
-		if !Allowed(c.Verb, out.Code) && c.Verb != VerbInvalid && c.Verb.IsWrite() {
+		if !Allowed(c.Verb, out.Code) && c.Verb != contract.VerbInvalid && c.Verb.IsWrite() {
 			t.Fatalf("%s applied to an empty shard returned %s", c.Verb, out.Code)
 		}
 		if err := k.CheckInvariants(); err != nil {
@@ -503,7 +503,7 @@ func TestReplayBugRestoreAcceptsOutcomeInWrongQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	create := &Command{Verb: VerbCreateResource, Tenant: "t1", OperationID: "o1", ObjectID: "r"}
+	create := &Command{Verb: contract.VerbCreateResource, Tenant: "t1", OperationID: "o1", ObjectID: "r"}
 	var out Output
 	if mDriveWrite(k, 0, mCloneCmd(create), &out); out.Code != contract.CodeOK {
 		t.Fatalf("create: %s", mFmtOut(&out))
@@ -535,11 +535,11 @@ func TestReplayBugRestoreAcceptsDuplicateRetirement(t *testing.T) {
 	}
 	var out Output
 	for _, c := range []*Command{
-		{Verb: VerbCreateResource, Tenant: "t1", OperationID: "o1", ObjectID: "r"},
-		{Verb: VerbReserve, Tenant: "t1", OperationID: "o2", HolderID: "h1", Members: []Member{{Kind: MemberResource, ID: "r"}}, Activate: true},
-		{Verb: VerbRelease, Tenant: "t1", OperationID: "o3", HolderID: "h1", LeaseLSN: 2, Epoch: 1},
-		{Verb: VerbReserve, Tenant: "t1", OperationID: "o4", HolderID: "h2", Members: []Member{{Kind: MemberResource, ID: "r"}}, Activate: true},
-		{Verb: VerbRelease, Tenant: "t1", OperationID: "o5", HolderID: "h2", LeaseLSN: 4, Epoch: 1},
+		{Verb: contract.VerbCreateResource, Tenant: "t1", OperationID: "o1", ObjectID: "r"},
+		{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "o2", HolderID: "h1", Members: []Member{{Kind: MemberResource, ID: "r"}}, Activate: true},
+		{Verb: contract.VerbRelease, Tenant: "t1", OperationID: "o3", HolderID: "h1", LeaseLSN: 2, Epoch: 1},
+		{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "o4", HolderID: "h2", Members: []Member{{Kind: MemberResource, ID: "r"}}, Activate: true},
+		{Verb: contract.VerbRelease, Tenant: "t1", OperationID: "o5", HolderID: "h2", LeaseLSN: 4, Epoch: 1},
 	} {
 		if mDriveWrite(k, 0, c, &out); out.Code != contract.CodeOK {
 			t.Fatalf("%s: %s", mFmtCmd(c), mFmtOut(&out))
@@ -563,7 +563,7 @@ func TestReplayBugRestoreAcceptsDuplicateRetirement(t *testing.T) {
 			t.Errorf("Restore accepted the retirement queue [2, 2]; retiring panics: %v", r)
 		}
 	}()
-	k2.Apply(Entry{LSN: 6, Slot: 200, Cmd: &Command{Verb: VerbExpire, Tenant: "t1", LeaseLSN: 99, Deadline: 1}}, &out)
+	k2.Apply(Entry{LSN: 6, Slot: 200, Cmd: &Command{Verb: contract.VerbExpire, Tenant: "t1", LeaseLSN: 99, Deadline: 1}}, &out)
 	t.Errorf("Restore accepted the retirement queue [2, 2] for leases 2 and 4; after retiring: invariants %v",
 		k2.CheckInvariants())
 }
@@ -588,9 +588,9 @@ func TestReplayBugRestoreAcceptsSharedRangeValue(t *testing.T) {
 		}
 	}
 	anyVX := []Member{{Kind: MemberRange, ID: "vx"}}
-	w(&Command{Verb: VerbCreateRange, Tenant: "t1", OperationID: "o1", ObjectID: "vx", First: 0, Last: 7})
-	w(&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "o2", HolderID: "hA", Members: anyVX, Activate: true}) // value 0
-	w(&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "o3", HolderID: "hB", Members: anyVX, Activate: true}) // value 1
+	w(&Command{Verb: contract.VerbCreateRange, Tenant: "t1", OperationID: "o1", ObjectID: "vx", First: 0, Last: 7})
+	w(&Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "o2", HolderID: "hA", Members: anyVX, Activate: true}) // value 0
+	w(&Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "o3", HolderID: "hB", Members: anyVX, Activate: true}) // value 1
 	// Lease 3 (holder hB, active, epoch 1, no deadline, one member: range 0, quantity 0,
 	// value 1): make it hold value 0 as well.
 	rec := slices.Concat(appendString(nil, "t1\x00hB"), []byte{byte(LeaseActive), 1, 0, 1, byte(MemberRange), 0, 0})
@@ -605,8 +605,8 @@ func TestReplayBugRestoreAcceptsSharedRangeValue(t *testing.T) {
 	if err != nil {
 		return // refused: fixed
 	}
-	k2.Apply(Entry{LSN: 4, Slot: 0, Cmd: &Command{Verb: VerbRelease, Tenant: "t1", OperationID: "o4", HolderID: "hA", LeaseLSN: 2, Epoch: 1}}, &out)
-	k2.Apply(Entry{LSN: 5, Slot: 0, Cmd: &Command{Verb: VerbReserve, Tenant: "t1", OperationID: "o5", HolderID: "hC", Members: anyVX, Activate: true}}, &out)
+	k2.Apply(Entry{LSN: 4, Slot: 0, Cmd: &Command{Verb: contract.VerbRelease, Tenant: "t1", OperationID: "o4", HolderID: "hA", LeaseLSN: 2, Epoch: 1}}, &out)
+	k2.Apply(Entry{LSN: 5, Slot: 0, Cmd: &Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "o5", HolderID: "hC", Members: anyVX, Activate: true}}, &out)
 	t.Errorf("Restore accepted leases 2 and 3 both holding value 0 of range vx; after lease 2 ends, "+
 		"a new reserve is granted %s while lease 3 still holds 0 (invariants: %v)", mFmtOut(&out), k2.CheckInvariants())
 }

@@ -72,7 +72,7 @@ func (k *Kernel) answerRetry(c *Command, key opKey, hash uint64, slot uint64, ou
 // shard calls it before sequencing. It reports false when the operation is unknown (or
 // past its window), in which case the command must be sequenced.
 func (k *Kernel) LookupOperation(c *Command, slot uint64, out *Output) bool {
-	if c.Verb == VerbExpire {
+	if c.Verb == contract.VerbExpire {
 		return false
 	}
 	out.reset(k.lastLSN)
@@ -88,7 +88,7 @@ func (k *Kernel) LookupOperation(c *Command, slot uint64, out *Output) bool {
 // readable and nothing else once it has retired. A failed lease verb shows no lease.
 func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) {
 	switch c.Verb {
-	case VerbCreateResource, VerbCreatePool, VerbCreateRange:
+	case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
 		if op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists {
 			k.viewObject(c.Verb, c.Tenant, c.ObjectID, out)
 		}
@@ -98,7 +98,7 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 		return
 	}
 	lsn := c.LeaseLSN
-	if c.Verb == VerbReserve {
+	if c.Verb == contract.VerbReserve {
 		lsn = op.lsn
 	}
 	if r, code := k.findLease(c.Tenant, lsn, slot); code == contract.CodeOK {
@@ -113,15 +113,15 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 // viewObject fills the view of tenant's object id of a create verb's kind.
 func (k *Kernel) viewObject(v Verb, tenant, id string, out *Output) {
 	switch v {
-	case VerbCreateResource:
+	case contract.VerbCreateResource:
 		if idx, ok := k.resIdx[string(k.tenantKey(tenant, id))]; ok {
 			k.viewResource(idx, out)
 		}
-	case VerbCreatePool:
+	case contract.VerbCreatePool:
 		if idx, ok := k.poolIdx[string(k.tenantKey(tenant, id))]; ok {
 			k.viewPool(idx, out)
 		}
-	case VerbCreateRange:
+	case contract.VerbCreateRange:
 		if idx, ok := k.rangeIdx[string(k.tenantKey(tenant, id))]; ok {
 			k.viewRange(idx, out)
 		}

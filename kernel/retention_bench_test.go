@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"runtime"
 	"testing"
 )
@@ -29,7 +30,7 @@ func retentionBytes(b *testing.B, n int) (perOp, perEnded float64) {
 	cfg.MaxOperations, cfg.MaxLeases, cfg.MaxMembers = 1<<30, 1<<30, 1<<30
 	s := newBenchShard(b, cfg)
 	s.slotEvery = 1 << 62 // one slot: nothing leaves a window
-	create := &Command{Verb: VerbCreateResource, Tenant: "default"}
+	create := &Command{Verb: contract.VerbCreateResource, Tenant: "default"}
 	for i := 0; i < 1024; i++ {
 		id := fmt.Sprintf("seat-%04d", i)
 		create.OperationID, create.ObjectID = "c-"+id, id
@@ -39,8 +40,8 @@ func retentionBytes(b *testing.B, n int) (perOp, perEnded float64) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("op-%09d", i)
 	}
-	renew := &Command{Verb: VerbRenew, Tenant: "default", HolderID: "worker-1", Epoch: 1, TTLMillis: 30_000, TTLSlots: 300}
-	reserve := &Command{Verb: VerbReserve, Tenant: "default", HolderID: "worker-1", TTLMillis: 30_000, TTLSlots: 300,
+	renew := &Command{Verb: contract.VerbRenew, Tenant: "default", HolderID: "worker-1", Epoch: 1, TTLMillis: 30_000, TTLSlots: 300}
+	reserve := &Command{Verb: contract.VerbReserve, Tenant: "default", HolderID: "worker-1", TTLMillis: 30_000, TTLSlots: 300,
 		Members: []Member{{Kind: MemberResource, ID: "seat-0000"}}}
 	reserve.OperationID = "first"
 	renew.LeaseLSN = s.apply(b, reserve).Lease.LSN
@@ -54,7 +55,7 @@ func retentionBytes(b *testing.B, n int) (perOp, perEnded float64) {
 	perOp = (float64(heapInUse()) - float64(before)) / float64(n)
 
 	// Ended leases: n/2 reserve + release cycles add n operations and n/2 ended leases.
-	release := &Command{Verb: VerbRelease, Tenant: "default", HolderID: "worker-1", Epoch: 1}
+	release := &Command{Verb: contract.VerbRelease, Tenant: "default", HolderID: "worker-1", Epoch: 1}
 	before = heapInUse()
 	for i := 0; i < n/2; i++ {
 		reserve.OperationID = ids[n+2*i]

@@ -22,7 +22,7 @@ func TestScenarios(t *testing.T) {
 		}
 		// Every domain code of every verb appears in some scenario, and so does every
 		// rejection the kernel itself decides.
-		for v := VerbCreateResource; v <= VerbReclaim; v++ {
+		for v := contract.VerbCreateResource; v <= contract.VerbReclaim; v++ {
 			for _, c := range append([]Code{contract.CodeOK}, domainCodes[v]...) {
 				if !seen[v][c] {
 					t.Errorf("no scenario shows %s answering %s", v, c)
@@ -119,9 +119,9 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 }
 
 var writeVerbs = map[string]Verb{
-	"create-resource": VerbCreateResource, "create-pool": VerbCreatePool, "create-range": VerbCreateRange,
-	"reserve": VerbReserve, "activate": VerbActivate, "renew": VerbRenew, "release": VerbRelease,
-	"revoke": VerbRevoke, "reclaim": VerbReclaim,
+	"create-resource": contract.VerbCreateResource, "create-pool": contract.VerbCreatePool, "create-range": contract.VerbCreateRange,
+	"reserve": contract.VerbReserve, "activate": contract.VerbActivate, "renew": contract.VerbRenew, "release": contract.VerbRelease,
+	"revoke": contract.VerbRevoke, "reclaim": contract.VerbReclaim,
 }
 
 func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
@@ -221,7 +221,7 @@ func (s *scenario) other(t *testing.T, d *datadriven.TestData, tenant string) st
 		d.MaybeScanArgs(t, "max", &max)
 		var b strings.Builder
 		for _, due := range s.k.DueExpirations(s.slot, max, nil) {
-			c := &Command{Verb: VerbExpire, Tenant: due.Tenant, LeaseLSN: due.LeaseLSN, Deadline: due.Deadline}
+			c := &Command{Verb: contract.VerbExpire, Tenant: due.Tenant, LeaseLSN: due.LeaseLSN, Deadline: due.Deadline}
 			s.k.Apply(Entry{LSN: s.k.LastLSN() + 1, Slot: s.slot, Cmd: c}, &s.out)
 			b.WriteString(formatOutput(&s.out) + "\n")
 		}
@@ -231,7 +231,7 @@ func (s *scenario) other(t *testing.T, d *datadriven.TestData, tenant string) st
 		return strings.TrimSpace(b.String())
 	case "expire":
 		// An expire entry as the runtime would journal it, possibly stale.
-		c := &Command{Verb: VerbExpire, Tenant: tenant}
+		c := &Command{Verb: contract.VerbExpire, Tenant: tenant}
 		d.ScanArgs(t, "lease", &c.LeaseLSN)
 		d.ScanArgs(t, "deadline", &c.Deadline)
 		s.k.Apply(Entry{LSN: s.k.LastLSN() + 1, Slot: s.slot, Cmd: c}, &s.out)

@@ -398,9 +398,9 @@ func restoreOutcomesV2(k *Kernel, d *decoder, n, maxBundle int) {
 		op.lsn, _, op.retireAfter = d.uvarint(), d.uvarint(), d.uvarint()
 		if op.code == contract.CodeOK {
 			switch verb {
-			case VerbReserve, VerbActivate, VerbRenew:
+			case contract.VerbReserve, contract.VerbActivate, contract.VerbRenew:
 				op.epoch = 1
-			case VerbRelease, VerbRevoke, VerbReclaim:
+			case contract.VerbRelease, contract.VerbRevoke, contract.VerbReclaim:
 				op.epoch = 2
 			}
 		}

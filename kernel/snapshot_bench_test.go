@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"github.com/holdfast/holdfast/contract"
 	"testing"
 )
 
@@ -14,15 +15,15 @@ func BenchmarkSnapshot(b *testing.B) {
 	cfg := DefaultConfig()
 	s := newBenchShard(b, cfg)
 	s.slotEvery = 1 << 62 // one slot: nothing leaves a window
-	create := &Command{Verb: VerbCreateResource, Tenant: "default"}
+	create := &Command{Verb: contract.VerbCreateResource, Tenant: "default"}
 	for i := 0; i < 10_000; i++ {
 		id := fmt.Sprintf("seat-%05d", i)
 		create.OperationID, create.ObjectID = "c-"+id, id
 		s.apply(b, create)
 	}
-	reserve := &Command{Verb: VerbReserve, Tenant: "default", HolderID: "worker-1", TTLMillis: 30_000,
+	reserve := &Command{Verb: contract.VerbReserve, Tenant: "default", HolderID: "worker-1", TTLMillis: 30_000,
 		Members: []Member{{Kind: MemberResource}}}
-	release := &Command{Verb: VerbRelease, Tenant: "default", HolderID: "worker-1", Epoch: 1}
+	release := &Command{Verb: contract.VerbRelease, Tenant: "default", HolderID: "worker-1", Epoch: 1}
 	for i := 0; s.k.ops.len() < cfg.MaxOperations-2 && s.k.leaseCount() < cfg.MaxLeases-1; i++ {
 		reserve.OperationID = fmt.Sprintf("r-%d", i)
 		reserve.Members[0].ID = fmt.Sprintf("seat-%05d", i%10_000)
@@ -33,7 +34,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 	// The lease table is full: renews of one lease fill the rest of the retry cache.
 	reserve.OperationID, reserve.Members[0].ID = "last", "seat-00000"
-	renew := &Command{Verb: VerbRenew, Tenant: "default", HolderID: "worker-1", Epoch: 1, TTLMillis: 30_000,
+	renew := &Command{Verb: contract.VerbRenew, Tenant: "default", HolderID: "worker-1", Epoch: 1, TTLMillis: 30_000,
 		LeaseLSN: s.apply(b, reserve).Lease.LSN}
 	for i := 0; s.k.ops.len() < cfg.MaxOperations; i++ {
 		renew.OperationID = fmt.Sprintf("n-%d", i)

@@ -48,11 +48,11 @@ func TestRestoreFormat2(t *testing.T) {
 		lsn   uint64
 		epoch uint64
 	}{
-		{&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "r1", HolderID: "h1", Members: []Member{{Kind: MemberResource, ID: "n/a"}, {Kind: MemberPool, ID: "n/mem", Quantity: 3}, {Kind: MemberRange, ID: "n/vx"}}, TTLMillis: 1000}, contract.CodeOK, 5, 1},
-		{&Command{Verb: VerbReserve, Tenant: "t1", OperationID: "r2", HolderID: "h2", Members: res, TTLMillis: 1000}, contract.CodeResourceBusy, 6, 0},
-		{&Command{Verb: VerbRevoke, Tenant: "t1", OperationID: "v1", LeaseLSN: 5}, contract.CodeOK, 9, 2},
-		{&Command{Verb: VerbRenew, Tenant: "t1", OperationID: "n1", HolderID: "h3", LeaseLSN: 12, Epoch: 1, TTLMillis: 500}, contract.CodeOK, 13, 1},
-		{&Command{Verb: VerbCreatePool, Tenant: "t1", OperationID: "c3", ObjectID: "n/mem", Capacity: 10}, contract.CodeOK, 3, 0},
+		{&Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "r1", HolderID: "h1", Members: []Member{{Kind: MemberResource, ID: "n/a"}, {Kind: MemberPool, ID: "n/mem", Quantity: 3}, {Kind: MemberRange, ID: "n/vx"}}, TTLMillis: 1000}, contract.CodeOK, 5, 1},
+		{&Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "r2", HolderID: "h2", Members: res, TTLMillis: 1000}, contract.CodeResourceBusy, 6, 0},
+		{&Command{Verb: contract.VerbRevoke, Tenant: "t1", OperationID: "v1", LeaseLSN: 5}, contract.CodeOK, 9, 2},
+		{&Command{Verb: contract.VerbRenew, Tenant: "t1", OperationID: "n1", HolderID: "h3", LeaseLSN: 12, Epoch: 1, TTLMillis: 500}, contract.CodeOK, 13, 1},
+		{&Command{Verb: contract.VerbCreatePool, Tenant: "t1", OperationID: "c3", ObjectID: "n/mem", Capacity: 10}, contract.CodeOK, 3, 0},
 	} {
 		if !k.LookupOperation(r.c, 20, &out) || out.Code != r.code || out.LSN != r.lsn || out.Lease.Epoch != r.epoch || !out.FromRetryCache {
 			t.Errorf("retry of %s: %s", mFmtCmd(r.c), mFmtOut(&out))

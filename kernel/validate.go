@@ -35,16 +35,16 @@ func Validate(cfg *Config, c *Command) *Rejection {
 		return reject(contract.CodeInvalidRequest, "operation_id: must be 1-64 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric")
 	}
 	switch c.Verb {
-	case VerbCreateResource:
+	case contract.VerbCreateResource:
 		return validObject("resource_id", c.ObjectID)
-	case VerbCreatePool:
+	case contract.VerbCreatePool:
 		if r := validObject("pool_id", c.ObjectID); r != nil {
 			return r
 		}
 		if c.Capacity == 0 {
 			return reject(contract.CodeInvalidRequest, "capacity: must be greater than 0")
 		}
-	case VerbCreateRange:
+	case contract.VerbCreateRange:
 		if r := validObject("range_id", c.ObjectID); r != nil {
 			return r
 		}
@@ -54,16 +54,16 @@ func Validate(cfg *Config, c *Command) *Rejection {
 		if c.Strategy >= strategyCount {
 			return reject(contract.CodeInvalidRequest, "strategy: must be lowest_free, random or least_recently_freed")
 		}
-	case VerbReserve:
+	case contract.VerbReserve:
 		return validateReserve(cfg, c)
-	case VerbActivate, VerbRelease:
+	case contract.VerbActivate, contract.VerbRelease:
 		return validateHolderVerb(c)
-	case VerbRenew:
+	case contract.VerbRenew:
 		if r := validateHolderVerb(c); r != nil {
 			return r
 		}
 		return validateTTL(cfg, c)
-	case VerbRevoke, VerbReclaim:
+	case contract.VerbRevoke, contract.VerbReclaim:
 		if c.LeaseLSN == 0 {
 			return reject(contract.CodeInvalidRequest, "lease_id: required")
 		}

@@ -1,0 +1,97 @@
+package contract
+
+// Verb names an operation of the contract: an object and an action, the last two tokens
+// of its subject <prefix>.v1.<tenant>.<object>.<action>. Writes are journaled commands;
+// reads are answered from applied state. The numbers are internal (journal payloads store
+// them: append only).
+type Verb uint8
+
+// The verbs, in a fixed order.
+const (
+	VerbInvalid Verb = iota
+	VerbCreateResource
+	VerbCreatePool
+	VerbCreateRange
+	VerbReserve
+	VerbActivate
+	VerbRenew
+	VerbRelease
+	VerbRevoke
+	VerbReclaim
+	// VerbExpire is internal: a shard commits it when a lease's deadline slot has come.
+	// No client sends it.
+	VerbExpire
+	VerbGetResource
+	VerbGetPool
+	VerbGetRange
+	VerbGetLease
+	VerbListLeases
+	// VerbCount is how many verbs there are: one past the last.
+	VerbCount
+)
+
+// verbParts are the object and action of each verb.
+var verbParts = [VerbCount][2]string{
+	VerbInvalid:        {"invalid", ""},
+	VerbCreateResource: {"resource", "create"},
+	VerbCreatePool:     {"pool", "create"},
+	VerbCreateRange:    {"range", "create"},
+	VerbReserve:        {"lease", "reserve"},
+	VerbActivate:       {"lease", "activate"},
+	VerbRenew:          {"lease", "renew"},
+	VerbRelease:        {"lease", "release"},
+	VerbRevoke:         {"lease", "revoke"},
+	VerbReclaim:        {"lease", "reclaim"},
+	VerbExpire:         {"lease", "expire"},
+	VerbGetResource:    {"resource", "get"},
+	VerbGetPool:        {"pool", "get"},
+	VerbGetRange:       {"range", "get"},
+	VerbGetLease:       {"lease", "get"},
+	VerbListLeases:     {"lease", "list"},
+}
+
+// Object is the verb's object: "resource", "pool", "range" or "lease".
+func (v Verb) Object() string { return v.parts()[0] }
+
+// Action is the verb's action: "create", "get", "reserve", ...
+func (v Verb) Action() string { return v.parts()[1] }
+
+func (v Verb) parts() [2]string {
+	if v < VerbCount {
+		return verbParts[v]
+	}
+	return [2]string{"unknown", ""}
+}
+
+// String is "<object>.<action>", the verb's name in the contract ("lease.reserve").
+func (v Verb) String() string {
+	if v == VerbInvalid || v >= VerbCount {
+		return v.Object()
+	}
+	return v.Object() + "." + v.Action()
+}
+
+// Subject is the verb's subject for tenant under prefix.
+func (v Verb) Subject(prefix, tenant string) string {
+	return Subject(prefix, tenant, v.Object(), v.Action())
+}
+
+// IsRead reports whether the verb only reads state.
+func (v Verb) IsRead() bool { return v >= VerbGetResource && v < VerbCount }
+
+// IsWrite reports whether the verb is a journaled command a client may send.
+func (v Verb) IsWrite() bool { return v >= VerbCreateResource && v <= VerbReclaim }
+
+// IsLeaseVerb reports whether the verb addresses an existing lease by id.
+func (v Verb) IsLeaseVerb() bool { return v >= VerbActivate && v <= VerbExpire }
+
+// Verbs are the verbs a client may send, in the contract's order: every endpoint.
+func Verbs() []Verb {
+	var vs []Verb
+	for v := VerbCreateResource; v < VerbCount; v++ {
+		if v != VerbExpire {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
