@@ -212,6 +212,7 @@ func (s *shard) write(m *writeMsg) {
 		m.reply(rejection(r.Code, r.Message, s.applied()))
 		return
 	}
+	kernel.Normalize(&s.cfg, c)
 	payload := c.AppendBinary(nil)
 	if len(payload) > s.h.sys.opts.MaxCommandBytes {
 		m.reply(rejection(contract.CodeCommandTooLarge, fmt.Sprintf("command of %d bytes exceeds %d", len(payload), s.h.sys.opts.MaxCommandBytes), s.applied()))

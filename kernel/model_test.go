@@ -1459,6 +1459,7 @@ func mDriveWrite(k *Kernel, slot uint64, c *Command, out *Output) string {
 		*out = Output{Code: r.Code, MemberIndex: -1}
 		return "validate"
 	}
+	Normalize(&cfg, c)
 	if k.LookupOperation(c, slot, out) {
 		return "lookup"
 	}

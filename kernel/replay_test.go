@@ -340,7 +340,7 @@ func TestReplayCommandCodec(t *testing.T) {
 		}
 		c := mCloneCmd(s.cmd)
 		roundTrip(t, c)
-		Validate(&sc.cfg, c)
+		Normalize(&sc.cfg, c)
 		roundTrip(t, c)
 	}
 }
@@ -425,6 +425,7 @@ func FuzzRestore(f *testing.F) {
 		for _, c := range cmds {
 			c = mCloneCmd(c)
 			if Validate(&cfg, c) == nil {
+				Normalize(&cfg, c)
 				k.LookupOperation(c, slot, &out)
 			}
 		}
@@ -609,4 +610,26 @@ func TestReplayBugRestoreAcceptsSharedRangeValue(t *testing.T) {
 	k2.Apply(Entry{LSN: 5, Slot: 0, Cmd: &Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "o5", HolderID: "hC", Members: anyVX, Activate: true}}, &out)
 	t.Errorf("Restore accepted leases 2 and 3 both holding value 0 of range vx; after lease 2 ends, "+
 		"a new reserve is granted %s while lease 3 still holds 0 (invariants: %v)", mFmtOut(&out), k2.CheckInvariants())
+}
+
+// Apply takes a journaled command's derived slots as they were journaled: a reserve
+// normalized with 100 ms slots keeps its deadline when a shard with another slot length
+// replays it. (Apply used to derive TTLSlots again from its own configuration.)
+func TestReplayKeepsJournaledTTLSlots(t *testing.T) {
+	at100 := DefaultConfig()
+	at10 := DefaultConfig()
+	at10.SlotMillis = 10
+	k, err := New(at10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Output
+	k.Apply(Entry{LSN: 1, Slot: 1, Cmd: &Command{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: "c", ObjectID: "r"}}, &out)
+	reserve := &Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "o", HolderID: "h", TTLMillis: 1000,
+		Members: []Member{{Kind: MemberResource, ID: "r"}}}
+	Normalize(&at100, reserve)
+	k.Apply(Entry{LSN: 2, Slot: 1, Cmd: reserve}, &out)
+	if out.Code != contract.CodeOK || out.Lease.DeadlineSlot != 11 {
+		t.Fatalf("replayed reserve: %s deadline %d, want ok 11 (1 + 10 slots of 100 ms)", out.Code, out.Lease.DeadlineSlot)
+	}
 }

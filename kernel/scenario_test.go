@@ -184,6 +184,7 @@ func (s *scenario) submit(t *testing.T, c *Command) string {
 	if r := Validate(&s.cfg, c); r != nil {
 		return s.checked(t, c.Verb, r.Code, "rejected "+r.Code.String()+": "+r.Message)
 	}
+	Normalize(&s.cfg, c)
 	if s.k.LookupOperation(c, s.slot, &s.out) {
 		if s.out.Code == contract.CodeOperationConflict {
 			return s.checked(t, c.Verb, s.out.Code, "rejected operation_conflict")

@@ -2,8 +2,9 @@ package kernel
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"math"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // Rejection is a definite rejection found before sequencing: the code and a message that
@@ -19,11 +20,11 @@ func reject(code Code, format string, args ...any) *Rejection {
 
 // Validate checks everything about a write that needs only the request and the shard's
 // configuration — id forms, required fields, duplicate members, bundle size, ttl bounds,
-// one placement key per bundle — and fills the derived TTLSlots. It is the single home of
-// these rules: the service runs it before a command is sequenced (a failure is a definite
-// rejection that is never journaled), and Apply runs it again so a journal can never
-// smuggle in a command the rules forbid. The internal expire is not a client write and is
-// refused here.
+// one placement key per bundle. It only checks: what a write derives is Normalize's. It
+// is the single home of these rules: the service runs it before a command is sequenced (a
+// failure is a definite rejection that is never journaled), and Apply runs it again so a
+// journal can never smuggle in a command the rules forbid. The internal expire is not a
+// client write and is refused here.
 func Validate(cfg *Config, c *Command) *Rejection {
 	if !contract.ValidTenant(c.Tenant) {
 		return reject(contract.CodeInvalidRequest, "tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
@@ -98,8 +99,22 @@ func validateTTL(cfg *Config, c *Command) *Rejection {
 	if c.TTLMillis < 1 || c.TTLMillis > cfg.MaxTTLMillis {
 		return reject(contract.CodeTTLOutOfRange, "ttl_ms: must be between 1 and %d", cfg.MaxTTLMillis)
 	}
-	c.TTLSlots = cfg.TTLSlots(c.TTLMillis)
 	return nil
+}
+
+// Normalize fills what a valid write derives from the shard's configuration, before it
+// is sequenced; the journal records the result with the command. A ttl becomes whole
+// slots (rounding up, so a hold never ends early), and a reserve with activate drops its
+// ttl: the contract ignores it there, and dropping it before the command is hashed makes a
+// retry that differs only in it the same command, not an operation_conflict. Apply never
+// derives: it takes the journaled slots, so a replay gives every lease the deadline it had.
+func Normalize(cfg *Config, c *Command) {
+	switch {
+	case c.Verb == contract.VerbReserve && c.Activate:
+		c.TTLMillis, c.TTLSlots = 0, 0
+	case c.Verb == contract.VerbReserve || c.Verb == contract.VerbRenew:
+		c.TTLSlots = cfg.TTLSlots(c.TTLMillis)
+	}
 }
 
 func validateReserve(cfg *Config, c *Command) *Rejection {
@@ -155,11 +170,7 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 		}
 	}
 	if c.Activate {
-		// An activated reserve has no deadline: ttl_ms is ignored (API.md §4), so it is
-		// cleared here, before the command is hashed — a retry differing only in the
-		// ignored field is the same command, not an operation_conflict.
-		c.TTLMillis, c.TTLSlots = 0, 0
-		return nil
+		return nil // no deadline: ttl_ms is ignored (API.md §4), and Normalize drops it
 	}
 	return validateTTL(cfg, c)
 }
