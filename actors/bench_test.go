@@ -2,13 +2,13 @@ package actors
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
 

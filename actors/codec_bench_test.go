@@ -1,12 +1,12 @@
 package actors
 
 import (
-	"github.com/holdfast/holdfast/contract"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )

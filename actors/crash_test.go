@@ -3,7 +3,6 @@ package actors
 import (
 	"bufio"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/persistence"
 )

@@ -1,11 +1,11 @@
 package actors
 
 import (
-	"github.com/holdfast/holdfast/contract"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
 

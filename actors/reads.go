@@ -1,9 +1,9 @@
 package actors
 
 import (
-	"github.com/holdfast/holdfast/contract"
 	"time"
 
+	"github.com/holdfast/holdfast/contract"
 )
 
 // maxWaitingReads bounds the reads parked for a min_lsn; past it: overloaded.

@@ -2,12 +2,12 @@ package actors
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"math"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/persistence"
 )

@@ -3,12 +3,12 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/persistence"
 )

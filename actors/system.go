@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
 

@@ -28,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -44,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
 

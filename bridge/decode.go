@@ -3,13 +3,13 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )

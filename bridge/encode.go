@@ -2,11 +2,11 @@ package bridge
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )

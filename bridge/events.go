@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/messages"
 )
 

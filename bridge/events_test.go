@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )

@@ -3,13 +3,13 @@ package bridge
 import (
 	"bytes"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"regexp"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )

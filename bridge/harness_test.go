@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"github.com/holdfast/holdfast/contract"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
 

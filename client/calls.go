@@ -2,11 +2,11 @@ package client
 
 import (
 	"context"
-	"github.com/holdfast/holdfast/contract"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/messages"
 )
 

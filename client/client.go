@@ -35,13 +35,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/messages"
 )
 

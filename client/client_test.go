@@ -3,13 +3,13 @@ package client
 import (
 	"context"
 	"errors"
-	"github.com/holdfast/holdfast/contract"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/messages"
 )
 

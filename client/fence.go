@@ -3,11 +3,11 @@ package client
 import (
 	"errors"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/messages"
 )
 

@@ -2,10 +2,11 @@ package kernel
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"math"
 	"runtime"
 	"testing"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // benchShard applies entries the way the shard runtime does, with a slot that advances

@@ -3,8 +3,9 @@ package kernel
 import (
 	"bytes"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"testing"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // A capture encodes the state it was taken at, also when the shard goes on meanwhile —

@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"errors"
+
 	"github.com/holdfast/holdfast/contract"
 )
 

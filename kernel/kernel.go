@@ -9,8 +9,8 @@ package kernel
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel/internal/valueset"
 )
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -14,8 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast/holdfast/kernel/internal/valueset"
 	"pgregory.net/rapid"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel/internal/valueset"
 )
 
 // This file checks the kernel against a reference model written from API.md §2–§4: plain

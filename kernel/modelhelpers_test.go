@@ -2,8 +2,9 @@ package kernel
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"strings"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // Small helpers shared by model_test.go and replay_test.go: copying commands and outputs

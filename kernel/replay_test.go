@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // Replay equivalence: the kernel is a deterministic state machine, so a run must give the

@@ -1,9 +1,9 @@
 package kernel
 
 import (
-	"github.com/holdfast/holdfast/contract"
 	"math"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel/internal/valueset"
 )
 

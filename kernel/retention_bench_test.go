@@ -2,9 +2,10 @@ package kernel
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"runtime"
 	"testing"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // BenchmarkRetentionMemory measures what a shard's sustained writes cost in memory: the

@@ -2,12 +2,13 @@ package kernel
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // TestScenarios runs the scenario files in testdata/: one command per directive, the

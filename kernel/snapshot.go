@@ -5,8 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"slices"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // snapshotFormat is the version byte of a snapshot payload.

@@ -2,8 +2,9 @@ package kernel
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"testing"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // BenchmarkSnapshot encodes a shard with its default-size lease and operation tables

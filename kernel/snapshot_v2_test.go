@@ -2,9 +2,10 @@ package kernel
 
 import (
 	"bytes"
-	"github.com/holdfast/holdfast/contract"
 	"os"
 	"testing"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // A snapshot written by format 2 (ended leases among the live ones, one queue of

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/messages"
 )
 

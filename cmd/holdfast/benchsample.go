@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"io"
 	"io/fs"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // benchSample is one line of a long run's table: what the server holds at a moment, read

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"io"
 	"log/slog"
 	"net"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/bridge"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
 

@@ -2,11 +2,11 @@ package check
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"regexp"
 	"sort"
 	"strconv"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/integration/internal/history"
 	"github.com/holdfast/holdfast/messages"
 )

@@ -2,7 +2,6 @@ package check
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"runtime"
 	"sort"
 	"sync"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/messages"
 )
 

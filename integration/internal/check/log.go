@@ -1,9 +1,9 @@
 package check
 
 import (
-	"github.com/holdfast/holdfast/contract"
 	"sort"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/integration/internal/history"
 	"github.com/holdfast/holdfast/messages"
 )

@@ -2,12 +2,12 @@ package check
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"hash/fnv"
 	"math"
 	"sort"
 	"strings"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/messages"
 )
 

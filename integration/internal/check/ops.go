@@ -2,13 +2,13 @@ package check
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"sort"
 	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/integration/internal/history"
 	"github.com/holdfast/holdfast/messages"
 )

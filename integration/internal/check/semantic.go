@@ -2,12 +2,12 @@ package check
 
 import (
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/integration/internal/history"
 	"github.com/holdfast/holdfast/messages"
 )

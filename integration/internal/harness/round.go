@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/integration/internal/history"
 	"github.com/holdfast/holdfast/messages"
 )

@@ -5,7 +5,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"github.com/holdfast/holdfast/contract"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -15,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/integration/internal/history"
 	"github.com/holdfast/holdfast/messages"
 )
