@@ -36,7 +36,7 @@ type Options struct {
 	MaxBatch        int // entries per journal append
 	MaxCommandBytes int // encoded command size; past it: command_too_large
 	ExpirePerTick   int // expire entries committed per tick at most
-	SnapshotEvery   int // entries between snapshots (0: never)
+	SnapshotEvery   int // entries between snapshots (0: 200,000; negative: never)
 	SegmentSize     int64
 
 	// Events receives each applied batch's events, in lsn order per shard, with the lsn

@@ -19,9 +19,11 @@
 // only hands the message to a bounded queue served by a pool of workers (answering
 // overloaded at once when the queue is full). A worker decodes, validates, maps the
 // request to a kernel command or read, and hands it to its shard with a callback. The
-// callback runs on the shard's goroutine and only passes the shard's reply back to the
-// worker pool through a channel that always has room (its capacity is the bound on
-// requests in flight), where a worker encodes it and publishes it to the reply subject.
+// callback runs on the shard's goroutine and, for a request of one shard, encodes the
+// reply and publishes it right there (a hand-off fewer). A lease.list gathers every
+// shard's part; the last part passes the call back to the workers through a channel that
+// always has room (its capacity is the bound on requests in flight), and a worker merges,
+// encodes and publishes. A timeout is answered the same way by the timer's goroutine.
 package bridge
 
 import (
@@ -164,9 +166,9 @@ type Bridge struct {
 	svc    micro.Service
 	specs  []*verbSpec
 	intake chan *job
-	// replies carries finished calls back to the workers. Its capacity exceeds
-	// MaxInFlight, and only calls holding an in-flight slot send on it, once each: a
-	// send never blocks a shard's goroutine.
+	// replies carries finished lease.list calls back to the workers. Its capacity
+	// exceeds MaxInFlight, and only calls holding an in-flight slot send on it, once
+	// each: a send never blocks a shard's goroutine.
 	replies  chan *call
 	inflight atomic.Int64
 	// pending counts requests accepted by a handler and not yet answered; received
@@ -510,8 +512,8 @@ func (b *Bridge) serve(j *job) {
 	}
 }
 
-// answer is the shard's reply callback: it runs on the shard's goroutine and only
-// hands the reply back to the workers.
+// answer is the shard's reply callback: it runs on the shard's goroutine, where enqueue
+// publishes the reply.
 func (c *call) answer(r *actors.Reply) {
 	if !c.done.CompareAndSwap(false, true) {
 		return // timed out already: the late answer is dropped
