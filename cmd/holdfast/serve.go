@@ -8,26 +8,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/server"
 )
 
 func init() {
@@ -40,10 +32,9 @@ func init() {
 
 // Bounds of the serve flags beyond what kernel.Config.Validate checks.
 const (
-	serveMaxShards   = 1024
-	serveLayoutFile  = "holdfast.json"
-	serveLayoutV1    = 1
-	serveStopTimeout = 30 * time.Second
+	serveMaxShards  = 1024
+	serveLayoutFile = "holdfast.json"
+	serveLayoutV1   = 1
 )
 
 // serveConfig is the parsed command line of `holdfast serve`.
@@ -331,64 +322,6 @@ func syncServeDir(dir string) error {
 }
 
 // serveNATSLog routes the embedded server's log into slog.
-type serveNATSLog struct{ l *slog.Logger }
-
-func (n serveNATSLog) Noticef(f string, v ...any) { n.l.Debug(fmt.Sprintf(f, v...)) }
-func (n serveNATSLog) Warnf(f string, v ...any)   { n.l.Warn(fmt.Sprintf(f, v...)) }
-func (n serveNATSLog) Fatalf(f string, v ...any)  { n.l.Error(fmt.Sprintf(f, v...)) }
-func (n serveNATSLog) Errorf(f string, v ...any)  { n.l.Error(fmt.Sprintf(f, v...)) }
-func (n serveNATSLog) Debugf(f string, v ...any)  { n.l.Debug(fmt.Sprintf(f, v...)) }
-func (n serveNATSLog) Tracef(f string, v ...any)  { n.l.Debug(fmt.Sprintf(f, v...)) }
-
-// startEmbeddedNATS runs the in-process NATS server with JetStream stored under data.
-// It returns the server and the URL clients should use.
-func startEmbeddedNATS(c *serveConfig, log *slog.Logger) (*server.Server, string, error) {
-	host, portStr, err := net.SplitHostPort(c.listen)
-	if err != nil {
-		return nil, "", fmt.Errorf("--listen %q: %w", c.listen, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, "", fmt.Errorf("--listen %q: bad port", c.listen)
-	}
-	// Fail fast and clearly when the address is taken (the server would only log it).
-	probe, err := net.Listen("tcp", c.listen)
-	if err != nil {
-		return nil, "", fmt.Errorf("--listen %s: %w", c.listen, err)
-	}
-	probe.Close()
-	if port == 0 {
-		port = server.RANDOM_PORT
-	}
-	store := filepath.Join(c.data, "nats")
-	ns, err := server.NewServer(&server.Options{
-		ServerName: "holdfast",
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   store,
-		NoSigs:     true,
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("embedded NATS: %w", err)
-	}
-	ns.SetLoggerV2(serveNATSLog{l: log}, c.logLevel <= slog.LevelDebug, false, false)
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		ns.Shutdown()
-		return nil, "", fmt.Errorf("embedded NATS did not become ready on %s (store %s)", c.listen, store)
-	}
-	addr, ok := ns.Addr().(*net.TCPAddr)
-	if !ok {
-		ns.Shutdown()
-		return nil, "", errors.New("embedded NATS: no client listener")
-	}
-	adv := host
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		adv = "127.0.0.1"
-	}
-	return ns, "nats://" + net.JoinHostPort(adv, strconv.Itoa(addr.Port)), nil
-}
 
 // serveMain runs the service until ctx is done; it returns the process exit code.
 func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
@@ -450,159 +383,27 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	// Before the embedded NATS server, the bridge and the shards start: all of them run
 	// under it.
 	procs := serveProcs(c.shards)
-
-	var url string
-	var conn []nats.Option
-	embedded := c.natsURL == ""
-	if embedded {
-		ns, u, err := startEmbeddedNATS(c, log.With("component", "nats"))
-		if err != nil {
-			return err
-		}
-		cleanups = append(cleanups, func() { ns.Shutdown(); ns.WaitForShutdown() })
-		// The service connects over loopback TCP rather than nats.InProcessServer: the
-		// in-process transport is a synchronous net.Pipe, and under load it measured
-		// about a third slower than TCP here (docs/benchmarks.md).
-		url = u
-	} else {
-		url = c.natsURL
-		if c.listenExplicit {
-			log.Warn("--listen is ignored with --nats")
-		}
-		conn = append(conn, nats.MaxReconnects(-1))
+	if c.natsURL != "" && c.listenExplicit {
+		log.Warn("--listen is ignored with --nats")
 	}
-	conn = append(conn, nats.Name("holdfast-serve"),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("NATS disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }))
-	nc, err := nats.Connect(url, conn...)
-	if err != nil {
-		return fmt.Errorf("connecting to NATS at %s: %w", url, err)
-	}
-	cleanups = append(cleanups, func() {
-		_ = nc.FlushTimeout(2 * time.Second)
-		nc.Close()
-	})
-	// Replies and JetStream publishing each get connections of their own: the NATS
-	// server reads a connection on one goroutine, and one connection carrying requests,
-	// replies and events measured as the service's bottleneck (docs/benchmarks.md).
-	extra := func(name string) (*nats.Conn, error) {
-		x, err := nats.Connect(url, append(conn[:len(conn):len(conn)], nats.Name(name))...)
-		if err != nil {
-			return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
-		}
-		cleanups = append(cleanups, func() {
-			_ = x.FlushTimeout(2 * time.Second)
-			x.Close()
-		})
-		return x, nil
-	}
-	var replyConns []*nats.Conn
-	for i := 0; i < 2; i++ {
-		rc, err := extra(fmt.Sprintf("holdfast-serve-replies-%d", i))
-		if err != nil {
-			return err
-		}
-		replyConns = append(replyConns, rc)
-	}
-	jsConn, err := extra("holdfast-serve-events")
-	if err != nil {
-		return err
-	}
-	js, err := jetstream.New(jsConn)
-	if err != nil {
-		return err
-	}
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = js.AccountInfo(actx)
-	cancel()
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return fmt.Errorf("NATS at %s has no JetStream for this account; Holdfast needs it for the %s stream (enable JetStream, or run without --nats to embed a NATS server)", url, contract.StreamName)
-	}
-	if err != nil {
-		return fmt.Errorf("checking JetStream at %s: %w", url, err)
-	}
-
-	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	br, err := bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: js, Prefix: c.prefix, Shards: c.shards,
-		Logger: log.With("component", "bridge"), Events: c.events})
-	cancel()
-	if err != nil {
-		return err
-	}
-	closeBridge := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), serveStopTimeout)
-		defer cancel()
-		if err := br.Close(sctx); err != nil {
-			log.Warn("event publishing did not finish", "err", err)
-		}
-	}
-	cleanups = append(cleanups, closeBridge)
-
-	log.Info("recovering shards", "data", c.data, "shards", c.shards, "gomaxprocs", procs)
-	aopts := actors.Options{Dir: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel,
-		Events: br.Events, Observer: br.Observer(), Logger: log.With("component", "actors")}
+	cfg := server.Config{Data: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel, Prefix: c.prefix,
+		NATSURL: c.natsURL, Listen: c.listen, MetricsListen: c.metricsListen, Events: c.events, Logger: log}
 	if c.testHooksDir != "" {
 		hooks := startTestHooks(c.testHooksDir)
 		cleanups = append(cleanups, hooks.close)
-		aopts.Clock, aopts.Faults = hooks, hooks.faults()
+		cfg.Clock, cfg.Faults = hooks, hooks.faults()
 		log.Warn("test hooks enabled: the clock and journal failures are driven from files", "dir", c.testHooksDir)
 	}
-	sys, err := actors.Start(aopts)
+	log.Info("starting", "data", c.data, "shards", c.shards, "gomaxprocs", procs)
+	srv, err := server.Start(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("starting the shards: %w", err)
-	}
-	stopShards := func() { sys.Stop() }
-	cleanups = append(cleanups, stopShards)
-	for i := uint32(0); i < c.shards; i++ {
-		if sys.Halted(i) {
-			log.Error("shard halted at start; it answers engine_halted until its journal is repaired", "shard", i)
-		}
-	}
-
-	var metricsURL string
-	if c.metricsListen != "" {
-		ln, err := net.Listen("tcp", c.metricsListen)
-		if err != nil {
-			return fmt.Errorf("--metrics-listen %s: %w", c.metricsListen, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/", br.MetricsHandler())
-		// Go's profiler on the same loopback listener: how a slow server is diagnosed.
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics listener", "err", err)
-			}
-		}()
-		cleanups = append(cleanups, func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		})
-		metricsURL = "http://" + ln.Addr().String()
-	}
-
-	if err := br.Start(sys); err != nil {
 		return err
 	}
-	log.Info("ready", "nats", url, "prefix", c.prefix, "shards", c.shards, "data", c.data,
-		"embedded_nats", embedded, "metrics", metricsURL, "version", bridge.Version)
+	log.Info("ready", "nats", srv.URL(), "prefix", c.prefix, "shards", c.shards, "data", c.data,
+		"embedded_nats", srv.Embedded(), "metrics", srv.MetricsURL(), "version", bridge.Version)
 
 	<-ctx.Done()
 	log.Info("stopping: draining requests")
-	sctx, cancel := context.WithTimeout(context.Background(), serveStopTimeout)
-	defer cancel()
-	if err := br.Drain(sctx); err != nil {
-		log.Warn("draining requests", "err", err)
-	}
-	// The deferred cleanups run in reverse: metrics listener closed, shards stopped
-	// (journals flushed and closed), events flushed, NATS connection and server shut.
+	_ = srv.Shutdown(context.Background()) // it logs what did not finish
 	return nil
 }

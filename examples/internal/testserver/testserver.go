@@ -1,181 +1,49 @@
-// Package testserver runs a real `holdfast serve` for the tests of the
-// examples: it builds ./cmd/holdfast with `go build` into a temporary
-// directory, starts it with its own data directory, an embedded NATS server on
-// a free loopback port, metrics on a random port and 10ms slots, waits for
-// the line that says `ready`, and stops it at the end of the test.
+// Package testserver runs a real Holdfast in-process for the tests of the examples,
+// through the composition root (server.Start): its own data directory, an embedded NATS
+// server on a free loopback port and 10ms slots; it stops at the end of the test.
 package testserver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"net"
-	"os/exec"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/holdfast/holdfast/internal/buildbin"
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/server"
 )
 
-// Server is a running `holdfast serve`.
+// Server is a running Holdfast.
 type Server struct {
 	// URL is the NATS URL clients use.
 	URL string
 	// Dir is the data directory.
 	Dir string
-	// Bin is the holdfast binary.
-	Bin string
 
-	cmd  *exec.Cmd
-	logs *lockedBuffer
-	done chan struct{}
-	err  error
+	srv *server.Server
 }
 
-// StartTimeout bounds the wait for the ready line.
-var StartTimeout = 60 * time.Second
-
-var urlPattern = regexp.MustCompile(`nats://[0-9A-Za-z.\-\[\]:]+`)
-
-// Start builds and starts the server with the default test flags plus
-// extra (later flags win), and stops it when the test ends. If the binary
-// has no `serve` command yet, the test is skipped.
-func Start(t testing.TB, extra ...string) *Server {
+// Start starts a Holdfast with 8 shards and 10ms slots, and stops it when the test ends.
+func Start(t testing.TB) *Server {
 	t.Helper()
-	bin := Build(t)
-	port := freePort(t)
-	s := &Server{Dir: t.TempDir(), Bin: bin, logs: &lockedBuffer{}, done: make(chan struct{})}
-	args := []string{"serve",
-		"--data", s.Dir,
-		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--metrics-listen", "127.0.0.1:0",
-		"--slot", "10ms",
+	const slot = 10 * time.Millisecond
+	k := kernel.DefaultConfig()
+	k.SlotMillis = uint64(slot / time.Millisecond)
+	k.DedupeWindowSlots, k.HistoryWindowSlots = uint64(10*time.Minute/slot), uint64(10*time.Minute/slot)
+	dir := t.TempDir()
+	srv, err := server.Start(context.Background(), server.Config{Data: dir, Shards: 8, Slot: slot, Kernel: k})
+	if err != nil {
+		t.Fatalf("testserver: %v", err)
 	}
-	args = append(args, extra...)
-	s.cmd = exec.Command(bin, args...)
-	pr, pw := io.Pipe()
-	s.cmd.Stdout = pw
-	s.cmd.Stderr = pw
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("testserver: start %s: %v", bin, err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			s.logs.WriteLine(line)
-			if !sent && strings.Contains(line, "ready") {
-				ready <- line
-				sent = true
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	go func() {
-		s.err = s.cmd.Wait()
-		_ = pw.Close()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		if t.Failed() {
-			t.Logf("holdfast serve output:\n%s", s.Logs())
-		}
-	})
-
-	select {
-	case line := <-ready:
-		s.URL = urlPattern.FindString(line)
-		if s.URL == "" {
-			s.URL = fmt.Sprintf("nats://127.0.0.1:%d", port)
-		}
-	case <-s.done:
-		// Give the reader a moment to collect the last lines.
-		time.Sleep(50 * time.Millisecond)
-		logs := s.Logs()
-		if strings.Contains(logs, `unknown command "serve"`) {
-			t.Skipf("testserver: this holdfast binary has no serve command yet:\n%s", logs)
-		}
-		t.Fatalf("testserver: holdfast serve exited before ready (%v):\n%s", s.err, logs)
-	case <-time.After(StartTimeout):
-		t.Fatalf("testserver: no ready line after %v:\n%s", StartTimeout, s.Logs())
-	}
+	s := &Server{URL: srv.URL(), Dir: dir, srv: srv}
+	t.Cleanup(s.Stop)
 	return s
 }
 
-// Logs returns what the server printed so far.
-func (s *Server) Logs() string { return s.logs.String() }
-
-// Stop stops the server: SIGTERM, then SIGKILL if it has not exited after
-// 15 seconds. It is safe to call more than once.
-func (s *Server) Stop() {
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-}
-
-// Kill stops the server with SIGKILL at once.
-func (s *Server) Kill() {
-	_ = s.cmd.Process.Kill()
-	<-s.done
-}
-
-// Build builds ./cmd/holdfast of this module into a temporary directory of
-// the test and returns the binary's path.
-func Build(t testing.TB) string {
-	t.Helper()
-	bin, err := buildbin.Build(t.TempDir())
-	if err != nil {
-		t.Fatalf("testserver: %v", err)
-	}
-	return bin
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testserver: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) WriteLine(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-	b.buf.WriteByte('\n')
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// Stop stops the server as SIGTERM would: requests answered, journals flushed.
+func (s *Server) Stop() { _ = s.srv.Shutdown(context.Background()) }
 
 // Program is an example's entry point: its flags, and where it prints.
 type Program func(ctx context.Context, args []string, out io.Writer) error

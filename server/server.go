@@ -1,0 +1,268 @@
+// Package server is Holdfast's composition root: it owns the wiring of one serving
+// process — NATS (embedded or external), the bridge, the shards, the metrics listener —
+// and the order in which they start and stop, in one place. cmd/holdfast parses flags and
+// fixes the data directory's layout; tests and examples start a Holdfast in-process here.
+//
+// Start order: NATS, connections, the bridge (whose event publisher the shards' recovery
+// already feeds), the shards (each recovers its journal), the metrics listener, then the
+// endpoints answer. Shutdown runs it backwards: requests drained and answered, metrics
+// closed, shards stopped (journals flushed), queued events published, connections and
+// the embedded server shut.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/bridge"
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/persistence"
+)
+
+// StopTimeout bounds each stage of Shutdown that waits on the network: draining the
+// requests, publishing the queued events.
+const StopTimeout = 30 * time.Second
+
+// Config is one Holdfast process. Data, Shards and Kernel are final: the caller has fixed
+// the data directory's layout (cmd/holdfast does, from flags and holdfast.json).
+type Config struct {
+	Data   string        // data directory: shard journals and snapshots, the embedded JetStream store
+	Shards uint32        // shard count
+	Slot   time.Duration // slot length; Kernel.SlotMillis agrees
+	Kernel kernel.Config // per-shard bounds and windows
+	Prefix string        // subject prefix; contract.DefaultPrefix when empty
+
+	// NATSURL connects to an existing NATS deployment (JetStream required). Empty: embed a
+	// NATS server listening on Listen ("127.0.0.1:0" when empty) with its store under Data.
+	NATSURL string
+	Listen  string
+	// MetricsListen serves /metrics, /healthz and /debug/pprof; empty: none.
+	MetricsListen string
+	Events        bridge.EventsConfig
+	Logger        *slog.Logger
+
+	// Tests only: the slot clock and journal faults.
+	Clock  actors.Clock
+	Faults *persistence.Faults
+}
+
+// Server is a started Holdfast process.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	url        string
+	metricsURL string
+	embedded   bool
+	br         *bridge.Bridge
+	sys        *actors.System
+
+	mu       sync.Mutex
+	cleanups []func() // run backwards by Shutdown
+	stopped  bool
+}
+
+// Start starts a Holdfast process and returns once its endpoints answer. On an error
+// everything started so far is stopped again.
+func Start(ctx context.Context, cfg Config) (s *Server, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = contract.DefaultPrefix
+	}
+	s = &Server{cfg: cfg, log: cfg.Logger}
+	started := s // a failed Start returns a nil *Server: stop what it started
+	defer func() {
+		if err != nil {
+			started.runCleanups()
+		}
+	}()
+	var conn []nats.Option
+	if cfg.NATSURL == "" {
+		ns, u, err := startEmbeddedNATS(cfg.Listen, cfg.Data, s.log.With("component", "nats"))
+		if err != nil {
+			return nil, err
+		}
+		s.add(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		// The service connects over loopback TCP rather than nats.InProcessServer: the
+		// in-process transport is a synchronous net.Pipe, and under load it measured
+		// about a third slower than TCP here (docs/benchmarks.md).
+		s.url, s.embedded = u, true
+	} else {
+		s.url = cfg.NATSURL
+		conn = append(conn, nats.MaxReconnects(-1))
+	}
+	conn = append(conn, nats.Name("holdfast-serve"),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				s.log.Warn("NATS disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }))
+	connect := func(name string) (*nats.Conn, error) {
+		nc, err := nats.Connect(s.url, append(conn[:len(conn):len(conn)], nats.Name(name))...)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to NATS at %s: %w", s.url, err)
+		}
+		s.add(func() {
+			_ = nc.FlushTimeout(2 * time.Second)
+			nc.Close()
+		})
+		return nc, nil
+	}
+	nc, err := connect("holdfast-serve")
+	if err != nil {
+		return nil, err
+	}
+	// Replies and JetStream publishing each get connections of their own: the NATS
+	// server reads a connection on one goroutine, and one connection carrying requests,
+	// replies and events measured as the service's bottleneck (docs/benchmarks.md).
+	var replyConns []*nats.Conn
+	for i := 0; i < 2; i++ {
+		rc, err := connect(fmt.Sprintf("holdfast-serve-replies-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		replyConns = append(replyConns, rc)
+	}
+	jsConn, err := connect("holdfast-serve-events")
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(jsConn)
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = js.AccountInfo(actx)
+	cancel()
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return nil, fmt.Errorf("NATS at %s has no JetStream for this account; Holdfast needs it for the %s stream (enable JetStream, or run without --nats to embed a NATS server)", s.url, contract.StreamName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checking JetStream at %s: %w", s.url, err)
+	}
+
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: js, Prefix: cfg.Prefix,
+		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events})
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	s.add(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+		defer cancel()
+		if err := s.br.Close(sctx); err != nil {
+			s.log.Warn("event publishing did not finish", "err", err)
+		}
+	})
+
+	s.log.Info("recovering shards", "data", cfg.Data, "shards", cfg.Shards)
+	s.sys, err = actors.Start(actors.Options{Dir: cfg.Data, Shards: cfg.Shards, Slot: cfg.Slot, Kernel: cfg.Kernel,
+		Events: s.br.Events, Observer: s.br.Observer(), Logger: s.log.With("component", "actors"),
+		Clock: cfg.Clock, Faults: cfg.Faults})
+	if err != nil {
+		return nil, fmt.Errorf("starting the shards: %w", err)
+	}
+	s.add(s.sys.Stop)
+	for i := uint32(0); i < cfg.Shards; i++ {
+		if s.sys.Halted(i) {
+			s.log.Error("shard halted at start; it answers engine_halted until its journal is repaired", "shard", i)
+		}
+	}
+	if cfg.MetricsListen != "" {
+		if err := s.serveMetrics(cfg.MetricsListen); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.br.Start(s.sys); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// serveMetrics runs the metrics listener: Prometheus, health, and Go's profiler on the
+// same loopback listener (how a slow server is diagnosed).
+func (s *Server) serveMetrics(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", s.br.MetricsHandler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("metrics listener", "err", err)
+		}
+	}()
+	s.add(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	s.metricsURL = "http://" + ln.Addr().String()
+	return nil
+}
+
+// URL is the NATS URL clients use: the embedded server's, or the deployment's.
+func (s *Server) URL() string { return s.url }
+
+// MetricsURL is the metrics listener's base URL ("" without one).
+func (s *Server) MetricsURL() string { return s.metricsURL }
+
+// Embedded reports whether the process runs its own NATS server.
+func (s *Server) Embedded() bool { return s.embedded }
+
+// Shutdown stops taking requests and answers those in flight (bounded by ctx and
+// StopTimeout), then stops everything Start started, backwards: the metrics listener,
+// the shards (journals flushed and closed), event publishing (queued events published),
+// the connections, the embedded NATS server. It is safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	dctx, cancel := context.WithTimeout(ctx, StopTimeout)
+	err := s.br.Drain(dctx)
+	cancel()
+	if err != nil {
+		s.log.Warn("draining requests", "err", err)
+	}
+	s.runCleanups()
+	return err
+}
+
+func (s *Server) add(f func()) {
+	s.mu.Lock()
+	s.cleanups = append(s.cleanups, f)
+	s.mu.Unlock()
+}
+
+func (s *Server) runCleanups() {
+	s.mu.Lock()
+	cleanups := s.cleanups
+	s.cleanups, s.stopped = nil, true
+	s.mu.Unlock()
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+}

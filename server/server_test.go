@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+func testConfig(dir string) Config {
+	k := kernel.DefaultConfig()
+	return Config{Data: dir, Shards: 2, Slot: 100 * time.Millisecond, Kernel: k, MetricsListen: "127.0.0.1:0"}
+}
+
+// A server starts, answers, stops cleanly, and starts again on the same data directory
+// with everything it acknowledged.
+func TestStartShutdownRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	srv, err := Start(ctx, testConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !srv.Embedded() || !strings.HasPrefix(srv.URL(), "nats://127.0.0.1:") || !strings.HasPrefix(srv.MetricsURL(), "http://127.0.0.1:") {
+		t.Fatalf("url %q metrics %q embedded %v", srv.URL(), srv.MetricsURL(), srv.Embedded())
+	}
+	use := func(url string, f func(*client.Client)) {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		cl, err := client.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(cl)
+	}
+	use(srv.URL(), func(cl *client.Client) {
+		if r, err := cl.CreateResource(ctx, "seat-1"); err != nil || !r.OK() {
+			t.Fatalf("create: %v %+v", err, r)
+		}
+	})
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("second shutdown: %v", err)
+	}
+	srv, err = Start(ctx, testConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	use(srv.URL(), func(cl *client.Client) {
+		if r, err := cl.GetResource(ctx, "seat-1"); err != nil || !r.OK() {
+			t.Fatalf("read after restart: %v %+v", err, r)
+		}
+	})
+}
+
+// A start that fails stops what it had started: here the NATS deployment is not there.
+func TestStartFailsCleanly(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.NATSURL = "nats://127.0.0.1:1"
+	if srv, err := Start(context.Background(), cfg); err == nil || srv != nil || !strings.Contains(err.Error(), "connecting to NATS") {
+		t.Fatalf("start against no NATS: %v %v", srv, err)
+	}
+}
