@@ -436,7 +436,7 @@ func TestLeaseListSpansShards(t *testing.T) {
 			t.Fatalf("applied_lsns[%d]: %s", i, full.raw)
 		}
 	}
-	if !contains(full.raw, `"applied_lsns":[{"shard":0,"lsn":"`) { // shard 0 shown, as API.md writes it
+	if !contains(full.raw, `"applied_lsns":[{"shard":0,"lsn":"`) { // shard 0 shown, as docs/api.md writes it
 		t.Fatalf("applied_lsns JSON form: %s", full.raw)
 	}
 

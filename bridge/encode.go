@@ -20,7 +20,7 @@ func encodeReply(c *call) ([]byte, error) {
 	return messages.MarshalJSON(m)
 }
 
-// replyMessage maps a shard's (or the bridge's) reply to the wire envelope of API.md §4.
+// replyMessage maps a shard's (or the bridge's) reply to the wire envelope of docs/api.md §4.
 func replyMessage(c *call) *messages.Reply {
 	r := c.res
 	m := &messages.Reply{Code: r.Code.String()}
@@ -160,7 +160,7 @@ func leaseView(v *kernel.LeaseView) *messages.Lease {
 	return l
 }
 
-// eventMessage is the payload of one published event (API.md §5).
+// eventMessage is the payload of one published event (docs/api.md §5).
 func eventMessage(e *actors.Event) *messages.Event {
 	m := &messages.Event{Event: e.Kind.String(), Tenant: e.Tenant, Shard: e.Shard, Lsn: e.LSN, Slot: e.Slot}
 	switch e.Object {

@@ -1,5 +1,5 @@
 // Package client is the Go SDK of Holdfast: typed, context-aware calls for
-// every verb of the wire contract (API.md, docs/api.md), with the retry rule
+// every verb of the wire contract (docs/api.md, docs/api.md), with the retry rule
 // that makes writes safe over an unreliable network.
 //
 // # Outcomes and errors

@@ -2,7 +2,7 @@ package contract
 
 import "testing"
 
-// The rejection codes with their categories and statuses, as API.md §1 and §4 list them;
+// The rejection codes with their categories and statuses, as docs/api.md §1 and §4 list them;
 // every other code is ok or a domain code, committed, with neither.
 func TestRejectionCodes(t *testing.T) {
 	want := map[string]struct {

@@ -6,7 +6,7 @@ package contract
 
 import "strconv"
 
-// Identifier bounds of API.md §2.
+// Identifier bounds of docs/api.md §2.
 const (
 	MaxTenantLen      = 64
 	MaxObjectIDLen    = 128

@@ -61,7 +61,7 @@ func (c *rawClient) must(subject string, m proto.Message) *messages.Reply {
 // the shard: the halted shard stopped ticking, so neither fence_not_applied (wait_ms)
 // nor engine_halted came; the bridge answered `timeout` after 10s + wait_ms, and a
 // SIGTERM waited ~10s for it in the drain (seen as "clean stop in 10.0s" after the
-// journal fault). API.md §4: "While a shard is halted its reads fail closed with
+// journal fault). docs/api.md §4: "While a shard is halted its reads fail closed with
 // engine_halted". Cause: actors/shard.go halt() left s.readers parked and tick() returns
 // at once on a halted shard. Fix: halt() answers every parked read engine_halted.
 func TestRegressionHaltedShardAnswersFencedReads(t *testing.T) {
@@ -135,7 +135,7 @@ func TestRegressionReplayNamesFailingMember(t *testing.T) {
 }
 
 // Issue 3 (open; a contract question as much as a bug): with `activate: true` the
-// reserve's ttl_ms "is ignored" (API.md §4), yet a retry of the same operation id that
+// reserve's ttl_ms "is ignored" (docs/api.md §4), yet a retry of the same operation id that
 // differs only in that ignored ttl_ms (e.g. a client that drops the field when it
 // activates, or fills a default) is answered operation_conflict instead of the original
 // result: the command hash covers TTLMillis even when it has no effect
@@ -165,7 +165,7 @@ func TestRegressionIgnoredTTLIsNotAConflict(t *testing.T) {
 // max(kernel.LastSlot(), clock slot): when no entry was applied on the shard while the
 // clock was ahead (an idle shard, or only reads), that value goes back with the clock,
 // and a lease that answered lease_retired answers ok again — "slots never move
-// backwards" (API.md §3) does not hold for reads, and reads and writes disagree (lease
+// backwards" (docs/api.md §3) does not hold for reads, and reads and writes disagree (lease
 // verbs are judged at the entry's stamped slot, which stays ahead). Reproduction: one
 // shard, --history-window 300ms; reserve (activate) and release a lease; set the
 // clock_offset to +5s: lease.get → lease_retired; remove the offset within 300ms of the

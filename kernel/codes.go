@@ -5,7 +5,7 @@ import "github.com/holdfast/holdfast/contract"
 // Code is a result code of the contract (contract.Code): the kernel's results speak it.
 type Code = contract.Code
 
-// rejectionCodesOfWrites are the rejection codes any write verb may return (API.md §4).
+// rejectionCodesOfWrites are the rejection codes any write verb may return (docs/api.md §4).
 var rejectionCodesOfWrites = []Code{
 	contract.CodeInvalidRequest, contract.CodeCommandTooLarge, contract.CodeCrossShard, contract.CodeDuplicateMember,
 	contract.CodeBundleTooLarge, contract.CodeTTLOutOfRange, contract.CodeSlotOverflow, contract.CodeOverloaded, contract.CodeLSNExhausted,
@@ -21,7 +21,7 @@ var rejectionCodesOfReads = []Code{
 var leaseHolderCodes = []Code{contract.CodeLeaseNotFound, contract.CodeLeaseRetired, contract.CodeHolderMismatch, contract.CodeStaleEpoch, contract.CodeInvalidState}
 
 // domainCodes is the one table of the domain codes each verb may return besides ok and
-// the rejection codes (API.md §4). Tests check that no verb ever returns anything else.
+// the rejection codes (docs/api.md §4). Tests check that no verb ever returns anything else.
 var domainCodes = map[Verb][]Code{
 	contract.VerbCreateResource: {contract.CodeAlreadyExists, contract.CodeResourceTableFull},
 	contract.VerbCreatePool:     {contract.CodeAlreadyExists, contract.CodePoolTableFull},

@@ -9,7 +9,7 @@ type Verb = contract.Verb
 // Strategy is how a range picks an "any free" value.
 type Strategy uint8
 
-// Strategies of API.md §4.
+// Strategies of docs/api.md §4.
 const (
 	StrategyLowestFree Strategy = iota
 	StrategyRandom
@@ -61,7 +61,7 @@ type Member struct {
 
 // Command is one client write (or the internal expire) as it is journaled. One flat
 // struct keeps encoding, hashing and validation in one place; each verb uses the fields
-// it names in API.md §4.
+// it names in docs/api.md §4.
 type Command struct {
 	Verb        Verb
 	Tenant      string

@@ -19,7 +19,7 @@ import (
 	"github.com/holdfast/holdfast/kernel/internal/valueset"
 )
 
-// This file checks the kernel against a reference model written from API.md §2–§4: plain
+// This file checks the kernel against a reference model written from docs/api.md §2–§4: plain
 // maps and slices, everything recomputed by scanning, no indexes and no cleverness. A
 // random command stream over a small universe (2 tenants, a handful of ids, tiny pools and
 // ranges, a small pool of operation ids, short windows, small table bounds) is driven
@@ -301,7 +301,7 @@ func (m *refModel) leaseView(l *mLease) LeaseView {
 		RetireAfterSlot: l.retireAfter, Members: append([]MemberView(nil), l.members...)}
 }
 
-// find resolves a lease id for tenant at slot (API.md §4 "Reads", retired watermark).
+// find resolves a lease id for tenant at slot (docs/api.md §4 "Reads", retired watermark).
 func (m *refModel) find(tenant string, lsn, slot uint64) (*mLease, Code) {
 	if l, ok := m.leases[lsn]; ok && l.tenant == tenant {
 		if mTerminal(l.state) && l.retireAfter < slot {
@@ -332,7 +332,7 @@ func (m *refModel) retireOne(slot uint64) bool {
 	return true
 }
 
-// ---- validation (API.md §2, §4: checks that need only the request and the config)
+// ---- validation (docs/api.md §2, §4: checks that need only the request and the config)
 
 func mAlnum(c rune) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 
@@ -468,7 +468,7 @@ func mStripCmd(c *Command) *Command {
 	d := mCloneCmd(c)
 	d.TTLSlots = 0
 	if d.Verb == contract.VerbReserve && d.Activate {
-		d.TTLMillis = 0 // ignored by an activating reserve (API.md §4): not part of the command
+		d.TTLMillis = 0 // ignored by an activating reserve (docs/api.md §4): not part of the command
 	}
 	return d
 }
@@ -499,7 +499,7 @@ func (m *refModel) opsInWindow(slot uint64) int {
 }
 
 // keptInWindow counts the outcomes that changed state still inside the window: only they
-// can make the table full (API.md §4 "Room for remembering").
+// can make the table full (docs/api.md §4 "Room for remembering").
 func (m *refModel) keptInWindow(slot uint64) int {
 	n := 0
 	for i := range m.ops {
@@ -547,7 +547,7 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 			lsn = op.lsn // the lease the reserve granted
 		}
 		// The reply's lease id and epoch, with the lease's current view while it is
-		// readable and nothing more once it has retired (API.md §4 "Idempotency").
+		// readable and nothing more once it has retired (docs/api.md §4 "Idempotency").
 		if op.code == contract.CodeOK {
 			want.Object = ObjectLease
 			if l, code := m.find(c.Tenant, lsn, slot); code == contract.CodeOK {
@@ -2036,7 +2036,7 @@ func mBugShard(t *testing.T, cfg Config, slot uint64) (*Kernel, func(*Command) O
 
 // A retried lease verb shows the lease its command named without checking the tenant:
 // tenant t2 learns tenant t1's lease (holder, members, state) by sending a lease verb for
-// its id and retrying it. API.md §1: an object of another tenant behaves exactly as if it
+// its id and retrying it. docs/api.md §1: an object of another tenant behaves exactly as if it
 // did not exist. (retention.go, viewRef: the default branch views leaseIdx[ref] for
 // whatever tenant owns it; the same holds for activate, renew, release and reclaim.)
 func TestModelBugRetryLeaksOtherTenantLease(t *testing.T) {
@@ -2055,7 +2055,7 @@ func TestModelBugRetryLeaksOtherTenantLease(t *testing.T) {
 }
 
 // A retried holder_mismatch shows the lease, and with it the holder's id, to the holder
-// that was refused. API.md §4: replies never reveal another holder's id (holder_mismatch
+// that was refused. docs/api.md §4: replies never reveal another holder's id (holder_mismatch
 // carries no holder). (retention.go, replay → viewRef views the lease whatever the code.)
 func TestModelBugRetryRevealsHolderOnHolderMismatch(t *testing.T) {
 	_, w := mBugShard(t, DefaultConfig(), 0)
@@ -2074,7 +2074,7 @@ func TestModelBugRetryRevealsHolderOnHolderMismatch(t *testing.T) {
 
 // reserve with activate:true takes a resource from available to active in one entry (one
 // state change, one event) but bumps its version twice, once for a "reserved" state no
-// reader can ever see. API.md §4: version bumps on every state change. (reserve.go,
+// reader can ever see. docs/api.md §4: version bumps on every state change. (reserve.go,
 // reserve: version++ while marking the resource reserved, then setMembersState(Active)
 // bumps it again.)
 func TestModelBugReserveActivateBumpsVersionTwice(t *testing.T) {

@@ -170,7 +170,7 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 		}
 	}
 	if c.Activate {
-		return nil // no deadline: ttl_ms is ignored (API.md §4), and Normalize drops it
+		return nil // no deadline: ttl_ms is ignored (docs/api.md §4), and Normalize drops it
 	}
 	return validateTTL(cfg, c)
 }

@@ -1,6 +1,6 @@
 package kernel
 
-// LeaseState is the lifecycle of a lease (API.md §4).
+// LeaseState is the lifecycle of a lease (docs/api.md §4).
 type LeaseState uint8
 
 // Lease states. released, expired and revoked are terminal.
@@ -61,7 +61,7 @@ func resourceStateOf(s LeaseState) ResourceState {
 	return ResourceAvailable
 }
 
-// EventKind names the event an entry emits (API.md §5); EventNone when nothing changed.
+// EventKind names the event an entry emits (docs/api.md §5); EventNone when nothing changed.
 type EventKind uint8
 
 // Events.

@@ -10,7 +10,7 @@ import (
 // reply, which on a two-core machine is a large share of a request. They follow
 // protojson with UseProtoNames exactly — fields in field-number order, zero values and
 // nil messages omitted, 64-bit integers as decimal strings, optional fields emitted
-// when present — with one deliberate difference that API.md asks for: `shard` is always
+// when present — with one deliberate difference that docs/api.md asks for: `shard` is always
 // emitted in events and in applied_lsns, so shard 0 reads {"shard": 0, ...}.
 // TestFastJSONMatchesProtojson checks them against protojson on random messages.
 

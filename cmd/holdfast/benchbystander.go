@@ -18,7 +18,7 @@ import (
 // bystander is a client of another tenant whose resource lives on the same shard as the
 // load's first resource (the hot one in --scenario hotspot). It reserves and releases in a
 // loop; every answer but ok is a refusal the load caused it, which must never happen: a
-// storm of failing attempts, from any tenant, denies nobody (API.md §4).
+// storm of failing attempts, from any tenant, denies nobody (docs/api.md §4).
 type bystander struct {
 	w     *benchWorker
 	res   []string

@@ -221,7 +221,7 @@ func slotsCeil(d, slot time.Duration) uint64 {
 }
 
 // serveLayout is what the data directory remembers about how it was created: the
-// settings that decide what its journals mean (API.md §6).
+// settings that decide what its journals mean (docs/api.md §6).
 type serveLayout struct {
 	Format int    `json:"format"`
 	Shards uint32 `json:"shards"`

@@ -11,7 +11,7 @@ import (
 	"github.com/holdfast/holdfast/messages"
 )
 
-// domainCodes is API.md §4's table of the domain codes each verb may answer (besides
+// domainCodes is docs/api.md §4's table of the domain codes each verb may answer (besides
 // ok), written down here independently of the server's own table.
 var domainCodes = map[string][]string{
 	VResourceCreate: {"already_exists", "resource_table_full"},
@@ -32,7 +32,7 @@ var domainCodes = map[string][]string{
 	"(member-code)": {"resource_not_found", "pool_not_found", "range_not_found", "resource_busy", "insufficient_capacity", "value_busy", "value_out_of_range", "range_exhausted"},
 }
 
-// rejectionCategory is API.md §4's category of each rejection code.
+// rejectionCategory is docs/api.md §4's category of each rejection code.
 var rejectionCategory = map[string]string{
 	"invalid_request": "definite", "command_too_large": "definite", "cross_shard": "definite",
 	"duplicate_member": "definite", "bundle_too_large": "definite", "ttl_out_of_range": "definite",
@@ -79,7 +79,7 @@ func memberIndex(r *messages.Reply) int {
 }
 
 // checkReplies: every reply is well formed (outcome, category, lsn, views) and its code
-// is one API.md allows for the verb.
+// is one docs/api.md allows for the verb.
 func checkReplies(h *History, rep *Report) {
 	for _, d := range h.Decode {
 		rep.add(CReplies, "undecodable record: "+d)

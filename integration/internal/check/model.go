@@ -11,7 +11,7 @@ import (
 	"github.com/holdfast/holdfast/messages"
 )
 
-// The sequential specification of API.md, projected on one partition: one resource,
+// The sequential specification of docs/api.md, projected on one partition: one resource,
 // one pool, one range, or the leases one holder has on one shard. A partition's state
 // is its object (if any) and the leases that touch it. Operations touching several
 // partitions (a bundle reserve, a lease verb on a bundle) appear in each of them, each
@@ -810,7 +810,7 @@ func terminal(state string) bool {
 // retirement judges lease_retired. A terminal lease retires once its history window has
 // passed (a slot the model does not see), so lease_retired is allowed for any terminal
 // lease, and from then on the lease stays retired: every operation on it answers
-// lease_retired (API.md §4: "a terminal lease stays readable until its
+// lease_retired (docs/api.md §4: "a terminal lease stays readable until its
 // retire_after_slot; within a few slots after that, lease.get and every lease verb
 // answer lease_retired"). done reports that this decided the step.
 func retirement(s *mState, id string, cur lrec, code string) (ok bool, n *mState, why string, done bool) {

@@ -572,7 +572,7 @@ func (h *History) placeShard(op *Op) {
 }
 
 // shapeRejection reports the rejection codes that depend on the request and the
-// server's configuration alone (API.md §4: checked before the journal, whatever the
+// server's configuration alone (docs/api.md §4: checked before the journal, whatever the
 // operation_id). A body answered one of them was never admitted, in any attempt, so it
 // resolves an earlier indefinite outcome as "no effect".
 func shapeRejection(code string) bool {

@@ -166,7 +166,7 @@ func checkEvents(w *World, rep *Report) {
 		if op.Fresh() && op.Result.Lease != nil && e.Ev.Lease != nil && !sameLease(op.Result.Lease, e.Ev.Lease) {
 			rep.add(CEvents, "the event's lease view differs from the reply's", opLines(op)[0], e.String())
 		}
-		// deadline_slot = request_slot + ttl_ms in whole slots, rounded up (API.md §3).
+		// deadline_slot = request_slot + ttl_ms in whole slots, rounded up (docs/api.md §3).
 		if ms := uint64(h.Meta.SlotMs); ms > 0 && e.Ev.Lease != nil && (op.Verb == VRenew || op.Verb == VReserve && !op.Req.Activate) {
 			if want := e.Ev.Slot + (op.Req.TTLMs+ms-1)/ms; e.Ev.Lease.DeadlineSlot != want {
 				rep.add(CEvents, fmt.Sprintf("deadline_slot %d, want slot %d + ttl %dms in %dms slots = %d", e.Ev.Lease.DeadlineSlot, e.Ev.Slot, op.Req.TTLMs, ms, want),

@@ -222,7 +222,7 @@ func (c *Caller) Write(ctx context.Context, call *Call, maxWait time.Duration) *
 }
 
 // ShapeRejection reports the rejection codes that depend on the request and the
-// server's configuration alone (API.md §4: checked before the journal, whatever the
+// server's configuration alone (docs/api.md §4: checked before the journal, whatever the
 // operation_id): an operation answered one of them never executed, in any attempt.
 func ShapeRejection(code string) bool {
 	switch code {
