@@ -1,5 +1,5 @@
 // Holdfast wire contract, v1: the request, reply and event messages of every
-// NATS operation (see docs/api.md / docs/api.md).
+// NATS operation (see docs/api.md).
 //
 // Transport: NATS request-reply, one subject per operation,
 // `<prefix>.v1.<tenant>.<object>.<verb>`. A request is JSON unless it carries
