@@ -45,6 +45,10 @@ type Options struct {
 	Events func(shard uint32, throughLSN uint64, events []Event)
 	// Faults injects journal write and fsync failures (tests only).
 	Faults *persistence.Faults
+	// OpenJournal opens a shard's journal; the shard recovers from it and appends to it,
+	// through the persistence.Journal interface only. Default: the file journal in the
+	// shard's directory dir (segments of SegmentSize, with Faults).
+	OpenJournal func(shard uint32, dir string) (persistence.Journal, error)
 	// Observer receives batch sizes and append latencies (metrics); may be nil.
 	Observer Observer
 	Logger   *slog.Logger
@@ -85,6 +89,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ExpirePerTick == 0 {
 		o.ExpirePerTick = 1024
+	}
+	if o.OpenJournal == nil {
+		segment, faults := o.SegmentSize, o.Faults
+		o.OpenJournal = func(_ uint32, dir string) (persistence.Journal, error) {
+			return persistence.OpenFileJournal(dir, persistence.FileOptions{SegmentSize: segment, Faults: faults})
+		}
 	}
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = 200_000

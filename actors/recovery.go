@@ -9,7 +9,7 @@ import (
 
 type recovered struct {
 	kernel    *kernel.Kernel
-	journal   *persistence.FileJournal
+	journal   persistence.Journal
 	published uint64
 	events    []Event // events of entries after the published position, to republish
 }
@@ -43,8 +43,7 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 			return nil, err
 		}
 	}
-	j, err := persistence.OpenFileJournal(h.dir, persistence.FileOptions{
-		SegmentSize: h.sys.opts.SegmentSize, Faults: h.sys.opts.Faults})
+	j, err := h.sys.opts.OpenJournal(h.shard, h.dir)
 	if err != nil {
 		return nil, err
 	}

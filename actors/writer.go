@@ -12,7 +12,7 @@ import (
 // fsync, compaction — one job at a time, reporting back by message so the actor never
 // blocks on I/O. While it writes one batch the actor fills the next: group commit.
 type writer struct {
-	journal *persistence.FileJournal
+	journal persistence.Journal
 	jobs    chan writeJob
 	exited  chan struct{}
 	once    sync.Once
@@ -26,7 +26,7 @@ type writeJob struct {
 	done    chan error // buffered: the result, also for a synchronous wait at stop
 }
 
-func startWriter(j *persistence.FileJournal, root *actor.RootContext, pid *actor.PID) *writer {
+func startWriter(j persistence.Journal, root *actor.RootContext, pid *actor.PID) *writer {
 	w := &writer{journal: j, jobs: make(chan writeJob, 4), exited: make(chan struct{})}
 	go func() {
 		defer close(w.exited)
