@@ -200,59 +200,44 @@ func (s *shard) stampSlot() uint64 {
 	return s.seqSlot
 }
 
-// write sequences one client command: shape checks, the retry cache, a duplicate in
-// flight, slot checks, table room, then into the filling batch.
+// write takes one client command: the kernel's admission decides (kernel.Admit), the
+// shard answers, joins the command to its duplicate in flight, or sequences it.
 func (s *shard) write(m *writeMsg) {
 	if s.halted != nil {
 		m.reply(rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", s.applied()))
 		return
 	}
 	c := m.cmd
-	if r := kernel.Validate(&s.cfg, c); r != nil {
-		m.reply(rejection(r.Code, r.Message, s.applied()))
-		return
-	}
-	kernel.Normalize(&s.cfg, c)
-	payload := c.AppendBinary(nil)
-	if len(payload) > s.h.sys.opts.MaxCommandBytes {
-		m.reply(rejection(contract.CodeCommandTooLarge, fmt.Sprintf("command of %d bytes exceeds %d", len(payload), s.h.sys.opts.MaxCommandBytes), s.applied()))
-		return
-	}
 	slot := s.stampSlot()
-	if s.k.LookupOperation(c, slot, &s.out) {
-		if s.out.Code == contract.CodeOperationConflict {
-			m.reply(rejection(contract.CodeOperationConflict, "operation_id was used for a different command", s.applied()))
-			return
-		}
+	a := s.k.Admit(c, slot, s.h.sys.opts.MaxCommandBytes, s.nextLSN, inFlight(s.ops), &s.out)
+	switch {
+	case a.Rejection != nil:
+		m.reply(rejection(a.Rejection.Code, a.Rejection.Message, s.applied()))
+	case a.Stage == kernel.StageRetry:
 		m.reply(replyFromOutput(&s.out, s.applied()))
-		return
-	}
-	key := c.Tenant + "\x00" + c.OperationID
-	if dup, ok := s.ops[key]; ok {
-		if string(dup.payload) != string(payload) {
-			m.reply(rejection(contract.CodeOperationConflict, "operation_id was used for a different command", s.applied()))
-			return
-		}
+	case a.Join():
+		dup := s.ops[a.Key]
 		dup.waiters = append(dup.waiters, m.reply) // the same command in flight: share its result
-		return
+	case a.Sequence():
+		en := &entry{e: kernel.Entry{LSN: s.nextLSN, Slot: slot, Cmd: c}, opKey: a.Key, payload: a.Payload, waiters: []replyFunc{m.reply}}
+		s.nextLSN++
+		s.ops[a.Key] = en
+		s.pending = append(s.pending, en)
 	}
-	if r := kernel.CheckSlots(&s.cfg, c, slot); r != nil {
-		m.reply(rejection(r.Code, r.Message, s.applied()))
-		return
-	}
-	if s.k.OperationRoom(slot)-len(s.ops) < 1 {
-		m.reply(rejection(contract.CodeOperationTableFull, "no room to remember a new operation until older ones leave the dedupe window", s.applied()))
-		return
-	}
-	if s.nextLSN == math.MaxUint64 {
-		m.reply(rejection(contract.CodeLSNExhausted, "the shard has used every log position", s.applied()))
-		return
-	}
-	en := &entry{e: kernel.Entry{LSN: s.nextLSN, Slot: slot, Cmd: c}, opKey: key, payload: payload, waiters: []replyFunc{m.reply}}
-	s.nextLSN++
-	s.ops[key] = en
-	s.pending = append(s.pending, en)
 }
+
+// inFlight shows the shard's sequenced, unapplied writes to admission.
+type inFlight map[string]*entry
+
+func (f inFlight) Payload(key string) ([]byte, bool) {
+	en, ok := f[key]
+	if !ok {
+		return nil, false
+	}
+	return en.payload, true
+}
+
+func (f inFlight) Len() int { return len(f) }
 
 // flushSoon arranges a flush after the messages already in the mailbox: under load
 // they are mostly writes, and one fsync then covers them all instead of the first

@@ -1455,22 +1455,13 @@ type mTB interface {
 // answered it: "validate", "lookup", "slots", "room" (definite rejections or retries, no
 // lsn) or "apply".
 func mDriveWrite(k *Kernel, slot uint64, c *Command, out *Output) string {
-	cfg := k.Config()
-	if r := Validate(&cfg, c); r != nil {
-		*out = Output{Code: r.Code, MemberIndex: -1}
-		return "validate"
-	}
-	Normalize(&cfg, c)
-	if k.LookupOperation(c, slot, out) {
-		return "lookup"
-	}
-	if r := CheckSlots(&cfg, c, slot); r != nil {
-		*out = Output{Code: r.Code, MemberIndex: -1}
-		return "slots"
-	}
-	if k.OperationRoom(slot) < 1 {
-		*out = Output{Code: contract.CodeOperationTableFull, MemberIndex: -1}
-		return "room"
+	a := k.Admit(c, slot, math.MaxInt, k.LastLSN()+1, NoneInFlight{}, out)
+	switch {
+	case a.Stage == StageRetry:
+		return "lookup" // out holds the remembered answer, or operation_conflict
+	case a.Rejection != nil:
+		*out = Output{Code: a.Rejection.Code, MemberIndex: -1}
+		return map[Stage]string{StageValidate: "validate", StageSlots: "slots", StageRoom: "room"}[a.Stage]
 	}
 	k.Apply(Entry{LSN: k.LastLSN() + 1, Slot: slot, Cmd: c}, out)
 	return "apply"

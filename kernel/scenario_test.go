@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,21 +183,12 @@ func (s *scenario) write(t *testing.T, d *datadriven.TestData, verb Verb, tenant
 
 // submit is the runtime's write path in miniature.
 func (s *scenario) submit(t *testing.T, c *Command) string {
-	if r := Validate(&s.cfg, c); r != nil {
-		return s.checked(t, c.Verb, r.Code, "rejected "+r.Code.String()+": "+r.Message)
-	}
-	Normalize(&s.cfg, c)
-	if s.k.LookupOperation(c, s.slot, &s.out) {
-		if s.out.Code == contract.CodeOperationConflict {
-			return s.checked(t, c.Verb, s.out.Code, "rejected operation_conflict")
-		}
+	a := s.k.Admit(c, s.slot, math.MaxInt, s.k.LastLSN()+1, NoneInFlight{}, &s.out)
+	switch {
+	case a.Rejection != nil:
+		return s.checked(t, c.Verb, a.Rejection.Code, "rejected "+a.Rejection.Code.String()+": "+a.Rejection.Message)
+	case a.Stage == StageRetry:
 		return s.checked(t, c.Verb, s.out.Code, formatOutput(&s.out))
-	}
-	if r := CheckSlots(&s.cfg, c, s.slot); r != nil {
-		return s.checked(t, c.Verb, r.Code, "rejected "+r.Code.String()+": "+r.Message)
-	}
-	if s.k.OperationRoom(s.slot) < 1 {
-		return s.checked(t, c.Verb, contract.CodeOperationTableFull, "rejected operation_table_full")
 	}
 	s.k.Apply(Entry{LSN: s.k.LastLSN() + 1, Slot: s.slot, Cmd: c}, &s.out)
 	return s.checked(t, c.Verb, s.out.Code, formatOutput(&s.out))
