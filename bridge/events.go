@@ -176,19 +176,6 @@ type batch struct {
 	events  []actors.Event
 }
 
-// inflight is an event published and not yet acknowledged, or (msg nil) a batch end
-// with no event left to wait for. seq numbers a shard's entries consecutively; the
-// event's acknowledgement comes to <inbox>.<shard>.<seq>, for every send of it.
-type inflight struct {
-	seq     uint64
-	msg     *nats.Msg
-	through uint64 // the batch ends with this entry: its lsn once acknowledged
-	acked   bool
-	failed  bool // the stream refused it, or nothing listened: send again
-	sentAt  time.Time
-	tries   int
-}
-
 type shardPub struct {
 	p     *publisher
 	shard uint32
@@ -201,15 +188,10 @@ type shardPub struct {
 	closed     bool
 	wake       chan struct{}
 
-	// window holds the entries sent and not yet acknowledged in order, from head on.
-	// The publishing goroutine appends and sends; the acknowledgement handler marks
-	// entries and advances head; both under mu.
-	window  []inflight
-	head    int
-	nextSeq uint64
-	failed  int           // entries marked failed and not yet sent again
-	redo    []uint64      // entries to send again, reused
-	probe   uint64        // the failed entry sent alone until the stream takes it; 0: none
+	// win holds the entries sent and not yet acknowledged, and decides what to send
+	// again (eventwindow.go). The publishing goroutine adds and sends; the
+	// acknowledgement handler marks entries and advances it; both under mu.
+	win     eventWindow
 	ackWake chan struct{} // an acknowledgement or a failure arrived
 	timer   *time.Timer   // owned by the publishing goroutine
 
@@ -223,7 +205,7 @@ func newPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg Even
 		closing: make(chan struct{}), abort: make(chan struct{})}
 	for i := uint32(0); i < shards; i++ {
 		s := &shardPub{p: p, shard: i, label: strconv.FormatUint(uint64(i), 10), wake: make(chan struct{}, 1),
-			ackWake: make(chan struct{}, 1), nextSeq: 1, timer: time.NewTimer(time.Hour)}
+			ackWake: make(chan struct{}, 1), win: newEventWindow(), timer: time.NewTimer(time.Hour)}
 		s.timer.Stop()
 		p.shards = append(p.shards, s)
 	}
@@ -332,7 +314,7 @@ func (p *publisher) close(ctx context.Context) error {
 		s.mu.Lock()
 		left += s.queued
 		s.mu.Unlock()
-		left += len(s.window) - s.head
+		left += s.win.pending()
 	}
 	return fmt.Errorf("bridge: event publishing cut short (%d events unconfirmed; the shards republish them at their next start): %w", left, ctx.Err())
 }
@@ -385,8 +367,7 @@ func (s *shardPub) run() {
 			}
 			if len(b.events) == 0 {
 				s.mu.Lock()
-				s.window = append(s.window, inflight{seq: s.nextSeq, through: b.through, acked: true})
-				s.nextSeq++
+				s.win.add(nil, b.through, time.Time{})
 				s.advanceLocked()
 				s.mu.Unlock()
 			}
@@ -428,21 +409,20 @@ func MsgID(shard uint32, lsn uint64, n int) string {
 func (s *shardPub) publish(e *actors.Event, through uint64) bool {
 	msg, err := s.p.message(e)
 	s.mu.Lock()
-	seq := s.nextSeq
-	s.nextSeq++
 	if err != nil {
 		// Views hold validated ASCII ids, so this cannot happen; if it does, the event
 		// cannot be published at all and holding the position would stop the shard's
 		// snapshots forever.
-		s.window = append(s.window, inflight{seq: seq, through: through, acked: true})
+		s.win.add(nil, through, time.Time{})
 		s.advanceLocked()
 		s.mu.Unlock()
 		s.p.metrics.publishError(s.label)
 		s.p.log.Error("event cannot be encoded; skipped", "shard", s.shard, "lsn", e.LSN, "err", err)
 		return true
 	}
+	seq := s.win.nextSeq
 	msg.Reply = s.p.inbox + "." + s.label + "." + strconv.FormatUint(seq, 10)
-	s.window = append(s.window, inflight{seq: seq, msg: msg, through: through, sentAt: time.Now()})
+	s.win.add(msg, through, time.Now())
 	s.mu.Unlock()
 	if err := s.p.nc.PublishMsg(msg); err != nil {
 		s.markFailed(seq, err)
@@ -454,15 +434,11 @@ func (s *shardPub) publish(e *actors.Event, through uint64) bool {
 // it again.
 func (s *shardPub) markFailed(seq uint64, err error) {
 	s.mu.Lock()
-	e := s.entryLocked(seq)
-	if e == nil || e.acked || e.failed {
-		s.mu.Unlock()
-		return
-	}
-	e.failed = true
-	s.failed++
-	msg, tries := e.msg, e.tries
+	msg, tries := s.win.fail(seq)
 	s.mu.Unlock()
+	if msg == nil {
+		return // gone, acknowledged, or already marked
+	}
 	s.failedLog(msg, tries, err)
 	select {
 	case s.ackWake <- struct{}{}:
@@ -470,43 +446,13 @@ func (s *shardPub) markFailed(seq uint64, err error) {
 	}
 }
 
-// entryLocked finds the window entry of seq, nil when it has left the window.
-func (s *shardPub) entryLocked(seq uint64) *inflight {
-	if s.head >= len(s.window) {
-		return nil
-	}
-	first := s.window[s.head].seq
-	if seq < first || seq-first >= uint64(len(s.window)-s.head) {
-		return nil
-	}
-	return &s.window[s.head+int(seq-first)]
-}
-
 // advanceLocked drops acknowledged entries from the head of the window and reports the
 // position they reach.
 func (s *shardPub) advanceLocked() {
-	advanced := false
-	for s.head < len(s.window) && s.window[s.head].acked {
-		e := &s.window[s.head]
-		s.p.metrics.eventPublished(s.label, e.msg != nil)
-		if e.through > 0 {
-			s.acked.Store(e.through)
-			s.p.metrics.publishedLSN(s.label, e.through)
-			advanced = true
-		}
-		*e = inflight{}
-		s.head++
-	}
-	switch {
-	case s.head == len(s.window):
-		s.window, s.head = s.window[:0], 0
-	case s.head >= 64 && s.head*2 >= len(s.window):
-		// Keep the window's backing array bounded under steady load.
-		n := copy(s.window, s.window[s.head:])
-		clear(s.window[n:])
-		s.window, s.head = s.window[:n], 0
-	}
-	if advanced {
+	through := s.win.advance(func(published bool) { s.p.metrics.eventPublished(s.label, published) })
+	if through > 0 {
+		s.acked.Store(through)
+		s.p.metrics.publishedLSN(s.label, through)
 		// report takes repMu, never mu: the order mu → repMu is the only one.
 		s.report()
 	}
@@ -531,15 +477,8 @@ func (p *publisher) onAck(m *nats.Msg) {
 		return
 	}
 	s.mu.Lock()
-	if e := s.entryLocked(seq); e != nil && !e.acked {
-		e.acked = true
-		if e.failed {
-			e.failed = false // a resend is due, but the first send made it after all
-			s.failed--
-		}
-		if s.window[s.head].seq == seq {
-			s.advanceLocked()
-		}
+	if s.win.ack(seq) {
+		s.advanceLocked()
 	}
 	s.mu.Unlock()
 	select {
@@ -582,15 +521,9 @@ func ackError(m *nats.Msg) error {
 }
 
 // drain waits until at most limit entries are unacknowledged (or, with orWork, until
-// more events are queued), sending again what needs it, with the same message id (the
-// stream stores it once). False when publishing was aborted.
-//
-// After a failed send the shard probes: the first failed entry goes out alone, after a
-// backoff, until the stream takes it; then every unacknowledged entry behind it goes
-// out again in window order. So when the stream was missing or refusing everything, it
-// stores the events in lsn order once it is back, instead of in whatever order the
-// retries happened to meet it. An entry whose acknowledgement is overdue (AckWait) goes
-// out again on its own.
+// more events are queued), sending again what the window plans (eventWindow.plan: a
+// probe after a refusal, the rest in order behind it, an overdue entry on its own), with
+// the same message id (the stream stores it once). False when publishing was aborted.
 func (s *shardPub) drain(limit int, orWork bool) bool {
 	var work chan struct{}
 	if orWork {
@@ -598,12 +531,23 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 	}
 	for {
 		s.mu.Lock()
-		if len(s.window)-s.head <= limit || (orWork && len(s.waiting) > 0) {
+		if s.win.pending() <= limit || (orWork && len(s.waiting) > 0) {
 			s.mu.Unlock()
 			return true
 		}
-		redo, tries, wait := s.planLocked()
+		redo, tries, wait, overdue := s.win.plan(time.Now(), s.p.cfg.AckWait)
+		var id string
+		if overdue != nil {
+			id = overdue.msg.Header.Get(jetstream.MsgIDHeader)
+		}
 		s.mu.Unlock()
+		if overdue != nil {
+			s.p.metrics.publishError(s.label)
+			if tries == 1 || tries%50 == 0 {
+				s.p.log.Warn("event not acknowledged in time; sending it again", "shard", s.shard,
+					"msg_id", id, "attempt", tries+1, "ack_wait", s.p.cfg.AckWait)
+			}
+		}
 		if len(redo) > 0 {
 			if tries > 0 && !s.backoff(tries-1) {
 				return false
@@ -625,78 +569,15 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 	}
 }
 
-// planLocked picks what to send again now: the entries' seqs, the attempt count to back
-// off for (0: none), or else how long to wait for news.
-func (s *shardPub) planLocked() (redo []uint64, tries int, wait time.Duration) {
-	redo = s.redo[:0]
-	defer func() { s.redo = redo }()
-	if s.probe != 0 {
-		e := s.entryLocked(s.probe)
-		switch {
-		case e == nil || e.acked:
-			// The stream is taking events again: everything behind the probe, in order.
-			for i := s.head; i < len(s.window); i++ {
-				if e := &s.window[i]; !e.acked && e.seq > s.probe {
-					if e.failed {
-						e.failed = false
-						s.failed--
-					}
-					redo = append(redo, e.seq)
-				}
-			}
-			s.probe = 0
-			return redo, 0, 0
-		case e.failed:
-			e.failed = false
-			s.failed--
-			e.tries++
-			return append(redo, e.seq), e.tries, 0
-		}
-		if late := time.Since(e.sentAt); late < s.p.cfg.AckWait {
-			return redo, 0, s.p.cfg.AckWait - late
-		}
-		e.tries++
-		return append(redo, e.seq), e.tries, 0
-	}
-	if s.failed > 0 {
-		for i := s.head; i < len(s.window); i++ {
-			if e := &s.window[i]; e.failed {
-				e.failed = false
-				s.failed--
-				e.tries++
-				s.probe = e.seq
-				return append(redo, e.seq), e.tries, 0
-			}
-		}
-	}
-	e := &s.window[s.head]
-	if e.acked {
-		return redo, 0, s.p.cfg.AckWait
-	}
-	if late := time.Since(e.sentAt); late < s.p.cfg.AckWait {
-		return redo, 0, s.p.cfg.AckWait - late
-	}
-	e.tries++
-	s.p.metrics.publishError(s.label)
-	if e.tries == 1 || e.tries%50 == 0 {
-		s.p.log.Warn("event not acknowledged in time; sending it again", "shard", s.shard,
-			"msg_id", e.msg.Header.Get(jetstream.MsgIDHeader), "attempt", e.tries+1, "ack_wait", s.p.cfg.AckWait)
-	}
-	return append(redo, e.seq), e.tries, 0
-}
-
 // resend publishes the entries again, in order, skipping any acknowledged meanwhile.
 func (s *shardPub) resend(seqs []uint64) {
 	for _, seq := range seqs {
 		s.mu.Lock()
-		e := s.entryLocked(seq)
-		if e == nil || e.acked {
-			s.mu.Unlock() // an earlier send made it after all
-			continue
-		}
-		e.sentAt = time.Now()
-		msg := e.msg
+		msg := s.win.resending(seq, time.Now())
 		s.mu.Unlock()
+		if msg == nil {
+			continue // an earlier send made it after all
+		}
 		if err := s.p.nc.PublishMsg(msg); err != nil {
 			s.markFailed(seq, err)
 		}
