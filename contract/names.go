@@ -35,3 +35,30 @@ func ValidPrefix(p string) error {
 	}
 	return nil
 }
+
+// The wire names of resource and lease states, range strategies and events. The kernel's
+// enums print these; the wire messages and clients compare with them.
+const (
+	StateAvailable = "available"
+	StateReserved  = "reserved"
+	StateActive    = "active"
+	StateRevoking  = "revoking"
+	StateReleased  = "released"
+	StateExpired   = "expired"
+	StateRevoked   = "revoked"
+
+	StrategyLowestFree         = "lowest_free"
+	StrategyRandom             = "random"
+	StrategyLeastRecentlyFreed = "least_recently_freed"
+
+	EventResourceCreated = "resource.created"
+	EventPoolCreated     = "pool.created"
+	EventRangeCreated    = "range.created"
+	EventLeaseReserved   = "lease.reserved"
+	EventLeaseActivated  = "lease.activated"
+	EventLeaseRenewed    = "lease.renewed"
+	EventLeaseReleased   = "lease.released"
+	EventLeaseExpired    = "lease.expired"
+	EventLeaseRevoking   = "lease.revoking"
+	EventLeaseRevoked    = "lease.revoked"
+)

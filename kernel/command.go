@@ -17,7 +17,7 @@ const (
 	strategyCount
 )
 
-var strategyNames = [strategyCount]string{"lowest_free", "random", "least_recently_freed"}
+var strategyNames = [strategyCount]string{contract.StrategyLowestFree, contract.StrategyRandom, contract.StrategyLeastRecentlyFreed}
 
 func (s Strategy) String() string {
 	if s < strategyCount {

@@ -1,5 +1,7 @@
 package kernel
 
+import "github.com/holdfast/holdfast/contract"
+
 // LeaseState is the lifecycle of a lease (docs/api.md §4).
 type LeaseState uint8
 
@@ -13,7 +15,8 @@ const (
 	LeaseRevoked
 )
 
-var leaseStateNames = [...]string{"", "reserved", "active", "revoking", "released", "expired", "revoked"}
+var leaseStateNames = [...]string{"", contract.StateReserved, contract.StateActive, contract.StateRevoking,
+	contract.StateReleased, contract.StateExpired, contract.StateRevoked}
 
 func (s LeaseState) String() string {
 	if int(s) < len(leaseStateNames) {
@@ -39,7 +42,7 @@ const (
 	ResourceRevoking
 )
 
-var resourceStateNames = [...]string{"available", "reserved", "active", "revoking"}
+var resourceStateNames = [...]string{contract.StateAvailable, contract.StateReserved, contract.StateActive, contract.StateRevoking}
 
 func (s ResourceState) String() string {
 	if int(s) < len(resourceStateNames) {
@@ -79,9 +82,9 @@ const (
 	EventLeaseRevoked
 )
 
-var eventNames = [...]string{"", "resource.created", "pool.created", "range.created",
-	"lease.reserved", "lease.activated", "lease.renewed", "lease.released", "lease.expired",
-	"lease.revoking", "lease.revoked"}
+var eventNames = [...]string{"", contract.EventResourceCreated, contract.EventPoolCreated, contract.EventRangeCreated,
+	contract.EventLeaseReserved, contract.EventLeaseActivated, contract.EventLeaseRenewed, contract.EventLeaseReleased,
+	contract.EventLeaseExpired, contract.EventLeaseRevoking, contract.EventLeaseRevoked}
 
 func (e EventKind) String() string {
 	if int(e) < len(eventNames) {

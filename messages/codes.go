@@ -109,42 +109,42 @@ func ServiceErrorStatus(code string) int {
 // StateActive, StateRevoking or one of the terminal StateReleased,
 // StateExpired, StateRevoked.
 const (
-	StateAvailable = "available"
-	StateReserved  = "reserved"
-	StateActive    = "active"
-	StateRevoking  = "revoking"
-	StateReleased  = "released"
-	StateExpired   = "expired"
-	StateRevoked   = "revoked"
+	StateAvailable = contract.StateAvailable
+	StateReserved  = contract.StateReserved
+	StateActive    = contract.StateActive
+	StateRevoking  = contract.StateRevoking
+	StateReleased  = contract.StateReleased
+	StateExpired   = contract.StateExpired
+	StateRevoked   = contract.StateRevoked
 )
 
 // Range.strategy values (CreateRangeRequest.strategy; empty means
 // StrategyLowestFree).
 const (
 	// StrategyLowestFree picks the lowest free value.
-	StrategyLowestFree = "lowest_free"
+	StrategyLowestFree = contract.StrategyLowestFree
 	// StrategyRandom picks a value seeded from the log position (the same
 	// choice on replay).
-	StrategyRandom = "random"
+	StrategyRandom = contract.StrategyRandom
 	// StrategyLeastRecentlyFreed picks never-used values in ascending order
 	// first, then freed values in the order they were freed.
-	StrategyLeastRecentlyFreed = "least_recently_freed"
+	StrategyLeastRecentlyFreed = contract.StrategyLeastRecentlyFreed
 )
 
 // Event.event values; the event subject is <prefix>.v1.<tenant>.events.<event>.
 const (
-	EventResourceCreated = "resource.created"
-	EventPoolCreated     = "pool.created"
-	EventRangeCreated    = "range.created"
-	EventLeaseReserved   = "lease.reserved"
+	EventResourceCreated = contract.EventResourceCreated
+	EventPoolCreated     = contract.EventPoolCreated
+	EventRangeCreated    = contract.EventRangeCreated
+	EventLeaseReserved   = contract.EventLeaseReserved
 	// EventLeaseActivated is also the only event of a reserve with
 	// activate: true.
-	EventLeaseActivated = "lease.activated"
-	EventLeaseRenewed   = "lease.renewed"
-	EventLeaseReleased  = "lease.released"
-	EventLeaseExpired   = "lease.expired"
-	EventLeaseRevoking  = "lease.revoking"
-	EventLeaseRevoked   = "lease.revoked"
+	EventLeaseActivated = contract.EventLeaseActivated
+	EventLeaseRenewed   = contract.EventLeaseRenewed
+	EventLeaseReleased  = contract.EventLeaseReleased
+	EventLeaseExpired   = contract.EventLeaseExpired
+	EventLeaseRevoking  = contract.EventLeaseRevoking
+	EventLeaseRevoked   = contract.EventLeaseRevoked
 )
 
 // Defaults and bounds of read request fields. Values outside the bounds are
