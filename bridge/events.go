@@ -19,6 +19,7 @@ import (
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -189,9 +190,9 @@ type shardPub struct {
 	wake       chan struct{}
 
 	// win holds the entries sent and not yet acknowledged, and decides what to send
-	// again (eventwindow.go). The publishing goroutine adds and sends; the
+	// again (events.Window). The publishing goroutine adds and sends; the
 	// acknowledgement handler marks entries and advances it; both under mu.
-	win     eventWindow
+	win     events.Window
 	ackWake chan struct{} // an acknowledgement or a failure arrived
 	timer   *time.Timer   // owned by the publishing goroutine
 
@@ -205,7 +206,7 @@ func newPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg Even
 		closing: make(chan struct{}), abort: make(chan struct{})}
 	for i := uint32(0); i < shards; i++ {
 		s := &shardPub{p: p, shard: i, label: strconv.FormatUint(uint64(i), 10), wake: make(chan struct{}, 1),
-			ackWake: make(chan struct{}, 1), win: newEventWindow(), timer: time.NewTimer(time.Hour)}
+			ackWake: make(chan struct{}, 1), win: events.NewWindow(), timer: time.NewTimer(time.Hour)}
 		s.timer.Stop()
 		p.shards = append(p.shards, s)
 	}
@@ -314,7 +315,7 @@ func (p *publisher) close(ctx context.Context) error {
 		s.mu.Lock()
 		left += s.queued
 		s.mu.Unlock()
-		left += s.win.pending()
+		left += s.win.Pending()
 	}
 	return fmt.Errorf("bridge: event publishing cut short (%d events unconfirmed; the shards republish them at their next start): %w", left, ctx.Err())
 }
@@ -367,7 +368,7 @@ func (s *shardPub) run() {
 			}
 			if len(b.events) == 0 {
 				s.mu.Lock()
-				s.win.add(nil, b.through, time.Time{})
+				s.win.Add(nil, b.through, time.Time{})
 				s.advanceLocked()
 				s.mu.Unlock()
 			}
@@ -413,16 +414,16 @@ func (s *shardPub) publish(e *actors.Event, through uint64) bool {
 		// Views hold validated ASCII ids, so this cannot happen; if it does, the event
 		// cannot be published at all and holding the position would stop the shard's
 		// snapshots forever.
-		s.win.add(nil, through, time.Time{})
+		s.win.Add(nil, through, time.Time{})
 		s.advanceLocked()
 		s.mu.Unlock()
 		s.p.metrics.publishError(s.label)
 		s.p.log.Error("event cannot be encoded; skipped", "shard", s.shard, "lsn", e.LSN, "err", err)
 		return true
 	}
-	seq := s.win.nextSeq
+	seq := s.win.NextSeq()
 	msg.Reply = s.p.inbox + "." + s.label + "." + strconv.FormatUint(seq, 10)
-	s.win.add(msg, through, time.Now())
+	s.win.Add(msg, through, time.Now())
 	s.mu.Unlock()
 	if err := s.p.nc.PublishMsg(msg); err != nil {
 		s.markFailed(seq, err)
@@ -434,7 +435,7 @@ func (s *shardPub) publish(e *actors.Event, through uint64) bool {
 // it again.
 func (s *shardPub) markFailed(seq uint64, err error) {
 	s.mu.Lock()
-	msg, tries := s.win.fail(seq)
+	msg, tries := s.win.Fail(seq)
 	s.mu.Unlock()
 	if msg == nil {
 		return // gone, acknowledged, or already marked
@@ -449,7 +450,7 @@ func (s *shardPub) markFailed(seq uint64, err error) {
 // advanceLocked drops acknowledged entries from the head of the window and reports the
 // position they reach.
 func (s *shardPub) advanceLocked() {
-	through := s.win.advance(func(published bool) { s.p.metrics.eventPublished(s.label, published) })
+	through := s.win.Advance(func(published bool) { s.p.metrics.eventPublished(s.label, published) })
 	if through > 0 {
 		s.acked.Store(through)
 		s.p.metrics.publishedLSN(s.label, through)
@@ -477,7 +478,7 @@ func (p *publisher) onAck(m *nats.Msg) {
 		return
 	}
 	s.mu.Lock()
-	if s.win.ack(seq) {
+	if s.win.Ack(seq) {
 		s.advanceLocked()
 	}
 	s.mu.Unlock()
@@ -521,7 +522,7 @@ func ackError(m *nats.Msg) error {
 }
 
 // drain waits until at most limit entries are unacknowledged (or, with orWork, until
-// more events are queued), sending again what the window plans (eventWindow.plan: a
+// more events are queued), sending again what the window plans (events.Window.Plan: a
 // probe after a refusal, the rest in order behind it, an overdue entry on its own), with
 // the same message id (the stream stores it once). False when publishing was aborted.
 func (s *shardPub) drain(limit int, orWork bool) bool {
@@ -531,14 +532,14 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 	}
 	for {
 		s.mu.Lock()
-		if s.win.pending() <= limit || (orWork && len(s.waiting) > 0) {
+		if s.win.Pending() <= limit || (orWork && len(s.waiting) > 0) {
 			s.mu.Unlock()
 			return true
 		}
-		redo, tries, wait, overdue := s.win.plan(time.Now(), s.p.cfg.AckWait)
+		redo, tries, wait, overdue := s.win.Plan(time.Now(), s.p.cfg.AckWait)
 		var id string
 		if overdue != nil {
-			id = overdue.msg.Header.Get(jetstream.MsgIDHeader)
+			id = overdue.Msg.Header.Get(jetstream.MsgIDHeader)
 		}
 		s.mu.Unlock()
 		if overdue != nil {
@@ -573,7 +574,7 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 func (s *shardPub) resend(seqs []uint64) {
 	for _, seq := range seqs {
 		s.mu.Lock()
-		msg := s.win.resending(seq, time.Now())
+		msg := s.win.Resending(seq, time.Now())
 		s.mu.Unlock()
 		if msg == nil {
 			continue // an earlier send made it after all

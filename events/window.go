@@ -1,4 +1,8 @@
-package bridge
+// Package events holds what Holdfast's event publishing decides, as plain data: a shard's
+// window of events sent and not yet acknowledged, and what to send again when. The
+// publisher that executes the plan (NATS, goroutines, timers) lives in package bridge
+// with the event wire form and the metrics it shares with the service.
+package events
 
 import (
 	"time"
@@ -6,56 +10,59 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// eventWindow is one shard's events sent and not yet acknowledged, as plain data. The
+// Window is one shard's events sent and not yet acknowledged, as plain data. The
 // publishing goroutine and the acknowledgement handler tell it what happened — an entry
-// added, sent, acknowledged, refused — and ask it what to do next (plan); its decisions
+// added, sent, acknowledged, refused — and ask it what to do next (Plan); its decisions
 // (how far the published position advances, when to probe after a refusal, that the
 // entries behind a successful probe go out again in order, that an overdue entry goes out
-// again) are tested on their own (eventwindow_test.go), without NATS, goroutines or
+// again) are tested on their own (window_test.go), without NATS, goroutines or
 // timers. Time comes in as an argument. It is not safe for concurrent use: the shard
 // publisher holds its mutex around every call.
-type eventWindow struct {
-	entries []inflight // from head on: sent and not yet acknowledged, in order
+type Window struct {
+	entries []Entry // from head on: sent and not yet acknowledged, in order
 	head    int
-	nextSeq uint64
+	nextSeq uint64   // the seq the next Add gets
 	failed  int      // entries marked failed and not yet planned again
 	redo    []uint64 // plan's result, reused
 	probe   uint64   // the failed entry sent alone until the stream takes it; 0: none
 }
 
-// inflight is an event published and not yet acknowledged, or (msg nil) a batch end
+// Entry is an event published and not yet acknowledged, or (Msg nil) a batch end
 // with no event left to wait for. seq numbers a shard's entries consecutively; the
 // event's acknowledgement comes to <inbox>.<shard>.<seq>, for every send of it.
-type inflight struct {
-	seq     uint64
-	msg     *nats.Msg
-	through uint64 // the batch ends with this entry: its lsn once acknowledged
+type Entry struct {
+	Seq     uint64
+	Msg     *nats.Msg
+	Through uint64 // the batch ends with this entry: its lsn once acknowledged
 	acked   bool
 	failed  bool // the stream refused it, or nothing listened: send again
 	sentAt  time.Time
 	tries   int
 }
 
-func newEventWindow() eventWindow { return eventWindow{nextSeq: 1} }
+func NewWindow() Window { return Window{nextSeq: 1} }
+
+// NextSeq is the seq the next Add gets (the publisher names its reply subject by it).
+func (w *Window) NextSeq() uint64 { return w.nextSeq }
 
 // pending is how many entries wait for their acknowledgement.
-func (w *eventWindow) pending() int { return len(w.entries) - w.head }
+func (w *Window) Pending() int { return len(w.entries) - w.head }
 
 // add appends an entry: msg sent at now, or (msg nil) one that needs no acknowledgement
 // (a batch without events, an event that cannot be encoded). It returns its seq.
-func (w *eventWindow) add(msg *nats.Msg, through uint64, now time.Time) uint64 {
+func (w *Window) Add(msg *nats.Msg, through uint64, now time.Time) uint64 {
 	seq := w.nextSeq
 	w.nextSeq++
-	w.entries = append(w.entries, inflight{seq: seq, msg: msg, through: through, sentAt: now, acked: msg == nil})
+	w.entries = append(w.entries, Entry{Seq: seq, Msg: msg, Through: through, sentAt: now, acked: msg == nil})
 	return seq
 }
 
 // entry finds the entry of seq, nil when it has left the window.
-func (w *eventWindow) entry(seq uint64) *inflight {
+func (w *Window) entry(seq uint64) *Entry {
 	if w.head >= len(w.entries) {
 		return nil
 	}
-	first := w.entries[w.head].seq
+	first := w.entries[w.head].Seq
 	if seq < first || seq-first >= uint64(len(w.entries)-w.head) {
 		return nil
 	}
@@ -64,7 +71,7 @@ func (w *eventWindow) entry(seq uint64) *inflight {
 
 // ack records the stream's acknowledgement of seq (a first send made it, even if a
 // resend was planned). It reports whether the head may now advance.
-func (w *eventWindow) ack(seq uint64) bool {
+func (w *Window) Ack(seq uint64) bool {
 	e := w.entry(seq)
 	if e == nil || e.acked {
 		return false
@@ -74,33 +81,33 @@ func (w *eventWindow) ack(seq uint64) bool {
 		e.failed = false
 		w.failed--
 	}
-	return w.entries[w.head].seq == seq
+	return w.entries[w.head].Seq == seq
 }
 
 // fail records that a send of seq was refused or went nowhere. It returns the entry's
 // message and attempts so far when that is news (nil when the entry is gone, acknowledged
 // or already marked).
-func (w *eventWindow) fail(seq uint64) (*nats.Msg, int) {
+func (w *Window) Fail(seq uint64) (*nats.Msg, int) {
 	e := w.entry(seq)
 	if e == nil || e.acked || e.failed {
 		return nil, 0
 	}
 	e.failed = true
 	w.failed++
-	return e.msg, e.tries
+	return e.Msg, e.tries
 }
 
 // advance drops acknowledged entries from the head and calls done for each (published:
 // it carried an event); it returns the lsn the published position reaches, 0 when no
 // entry dropped ended a batch.
-func (w *eventWindow) advance(done func(published bool)) (through uint64) {
+func (w *Window) Advance(done func(published bool)) (through uint64) {
 	for w.head < len(w.entries) && w.entries[w.head].acked {
 		e := &w.entries[w.head]
-		done(e.msg != nil)
-		if e.through > 0 {
-			through = e.through
+		done(e.Msg != nil)
+		if e.Through > 0 {
+			through = e.Through
 		}
-		*e = inflight{}
+		*e = Entry{}
 		w.head++
 	}
 	switch {
@@ -124,7 +131,7 @@ func (w *eventWindow) advance(done func(published bool)) (through uint64) {
 // again in window order. So a stream that was missing or refusing everything stores the
 // events in lsn order once it is back, instead of in whatever order the retries happened
 // to meet it.
-func (w *eventWindow) plan(now time.Time, ackWait time.Duration) (redo []uint64, tries int, wait time.Duration, overdue *inflight) {
+func (w *Window) Plan(now time.Time, ackWait time.Duration) (redo []uint64, tries int, wait time.Duration, overdue *Entry) {
 	redo = w.redo[:0]
 	defer func() { w.redo = redo }()
 	if w.probe != 0 {
@@ -133,12 +140,12 @@ func (w *eventWindow) plan(now time.Time, ackWait time.Duration) (redo []uint64,
 		case e == nil || e.acked:
 			// The stream is taking events again: everything behind the probe, in order.
 			for i := w.head; i < len(w.entries); i++ {
-				if e := &w.entries[i]; !e.acked && e.seq > w.probe {
+				if e := &w.entries[i]; !e.acked && e.Seq > w.probe {
 					if e.failed {
 						e.failed = false
 						w.failed--
 					}
-					redo = append(redo, e.seq)
+					redo = append(redo, e.Seq)
 				}
 			}
 			w.probe = 0
@@ -147,13 +154,13 @@ func (w *eventWindow) plan(now time.Time, ackWait time.Duration) (redo []uint64,
 			e.failed = false
 			w.failed--
 			e.tries++
-			return append(redo, e.seq), e.tries, 0, nil
+			return append(redo, e.Seq), e.tries, 0, nil
 		}
 		if late := now.Sub(e.sentAt); late < ackWait {
 			return redo, 0, ackWait - late, nil
 		}
 		e.tries++
-		return append(redo, e.seq), e.tries, 0, nil
+		return append(redo, e.Seq), e.tries, 0, nil
 	}
 	if w.failed > 0 {
 		for i := w.head; i < len(w.entries); i++ {
@@ -161,8 +168,8 @@ func (w *eventWindow) plan(now time.Time, ackWait time.Duration) (redo []uint64,
 				e.failed = false
 				w.failed--
 				e.tries++
-				w.probe = e.seq
-				return append(redo, e.seq), e.tries, 0, nil
+				w.probe = e.Seq
+				return append(redo, e.Seq), e.tries, 0, nil
 			}
 		}
 	}
@@ -174,16 +181,16 @@ func (w *eventWindow) plan(now time.Time, ackWait time.Duration) (redo []uint64,
 		return redo, 0, ackWait - late, nil
 	}
 	e.tries++
-	return append(redo, e.seq), e.tries, 0, e
+	return append(redo, e.Seq), e.tries, 0, e
 }
 
 // resending returns the message of seq to send again at now, nil when an earlier send
 // made it after all.
-func (w *eventWindow) resending(seq uint64, now time.Time) *nats.Msg {
+func (w *Window) Resending(seq uint64, now time.Time) *nats.Msg {
 	e := w.entry(seq)
 	if e == nil || e.acked {
 		return nil
 	}
 	e.sentAt = now
-	return e.msg
+	return e.Msg
 }
