@@ -39,6 +39,20 @@ func benchConfig() Config {
 	return cfg
 }
 
+// newFrozenBenchShard is a bench shard whose clock stays in one slot (nothing leaves a
+// window) holding resources seat-0000… of tenant default, created by operations c-<id>.
+func newFrozenBenchShard(tb testing.TB, cfg Config, resources int) *benchShard {
+	s := newBenchShard(tb, cfg)
+	s.slotEvery = 1 << 62
+	create := &Command{Verb: contract.VerbCreateResource, Tenant: "default"}
+	for i := 0; i < resources; i++ {
+		id := fmt.Sprintf("seat-%05d", i)
+		create.OperationID, create.ObjectID = "c-"+id, id
+		s.apply(tb, create)
+	}
+	return s
+}
+
 func (s *benchShard) apply(tb testing.TB, c *Command) *Output {
 	s.lsn++
 	if s.lsn%s.slotEvery == 0 {

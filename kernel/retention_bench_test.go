@@ -29,21 +29,14 @@ func BenchmarkRetentionMemory(b *testing.B) {
 func retentionBytes(b *testing.B, n int) (perOp, perEnded float64) {
 	cfg := DefaultConfig()
 	cfg.MaxOperations, cfg.MaxLeases, cfg.MaxMembers = 1<<30, 1<<30, 1<<30
-	s := newBenchShard(b, cfg)
-	s.slotEvery = 1 << 62 // one slot: nothing leaves a window
-	create := &Command{Verb: contract.VerbCreateResource, Tenant: "default"}
-	for i := 0; i < 1024; i++ {
-		id := fmt.Sprintf("seat-%04d", i)
-		create.OperationID, create.ObjectID = "c-"+id, id
-		s.apply(b, create)
-	}
+	s := newFrozenBenchShard(b, cfg, 1024)
 	ids := make([]string, 2*n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("op-%09d", i)
 	}
 	renew := &Command{Verb: contract.VerbRenew, Tenant: "default", HolderID: "worker-1", Epoch: 1, TTLMillis: 30_000, TTLSlots: 300}
 	reserve := &Command{Verb: contract.VerbReserve, Tenant: "default", HolderID: "worker-1", TTLMillis: 30_000, TTLSlots: 300,
-		Members: []Member{{Kind: MemberResource, ID: "seat-0000"}}}
+		Members: []Member{{Kind: MemberResource, ID: "seat-00000"}}}
 	reserve.OperationID = "first"
 	renew.LeaseLSN = s.apply(b, reserve).Lease.LSN
 
@@ -60,7 +53,7 @@ func retentionBytes(b *testing.B, n int) (perOp, perEnded float64) {
 	before = heapInUse()
 	for i := 0; i < n/2; i++ {
 		reserve.OperationID = ids[n+2*i]
-		reserve.Members[0].ID = fmt.Sprintf("seat-%04d", 1+i%1023)
+		reserve.Members[0].ID = fmt.Sprintf("seat-%05d", 1+i%1023)
 		release.LeaseLSN = s.apply(b, reserve).Lease.LSN
 		release.OperationID = ids[n+2*i+1]
 		s.apply(b, release)

@@ -14,14 +14,7 @@ import (
 // "restore" is the start-up side.
 func BenchmarkSnapshot(b *testing.B) {
 	cfg := DefaultConfig()
-	s := newBenchShard(b, cfg)
-	s.slotEvery = 1 << 62 // one slot: nothing leaves a window
-	create := &Command{Verb: contract.VerbCreateResource, Tenant: "default"}
-	for i := 0; i < 10_000; i++ {
-		id := fmt.Sprintf("seat-%05d", i)
-		create.OperationID, create.ObjectID = "c-"+id, id
-		s.apply(b, create)
-	}
+	s := newFrozenBenchShard(b, cfg, 10_000)
 	reserve := &Command{Verb: contract.VerbReserve, Tenant: "default", HolderID: "worker-1", TTLMillis: 30_000,
 		Members: []Member{{Kind: MemberResource}}}
 	release := &Command{Verb: contract.VerbRelease, Tenant: "default", HolderID: "worker-1", Epoch: 1}

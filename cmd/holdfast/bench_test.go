@@ -112,12 +112,13 @@ func TestBenchRunsAndStopsByItself(t *testing.T) {
 	}
 }
 
-func TestBenchReportNumbers(t *testing.T) {
-	url, nc := startNATS(t)
-	fakeHoldfast(t, nc)
+// benchRun parses args as bench's command line and runs it on nc without progress lines:
+// the report and what it printed.
+func benchRun(t *testing.T, nc *nats.Conn, args ...string) (*benchReport, string) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	e := &env{stdout: &out, stderr: &errb, ctx: context.Background()}
-	cfg, code := parseBench(e, []string{"--server", url, "--clients", "3", "--resources", "2", "--duration", "300ms", "--echo"})
+	cfg, code := parseBench(e, args)
 	if code >= 0 {
 		t.Fatalf("parse: %d %s", code, errb.String())
 	}
@@ -126,6 +127,13 @@ func TestBenchReportNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rep, out.String()
+}
+
+func TestBenchReportNumbers(t *testing.T) {
+	url, nc := startNATS(t)
+	fakeHoldfast(t, nc)
+	rep, _ := benchRun(t, nc, "--server", url, "--clients", "3", "--resources", "2", "--duration", "300ms", "--echo")
 	h := rep.Holdfast
 	okRes, busy, okRel := h.Codes["reserve"]["ok"], h.Codes["reserve"]["resource_busy"], h.Codes["release"]["ok"]
 	if okRes == 0 || busy == 0 || okRel != okRes || h.Verbs[0].Count != okRes+busy || h.Verbs[1].Count != okRel {

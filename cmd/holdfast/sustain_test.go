@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"testing"
 
@@ -37,23 +35,13 @@ func TestSustainedLoadPlateaus(t *testing.T) {
 		if sc == "spread" {
 			d, from = "26s", 6
 		}
-		var out, errb bytes.Buffer
-		e := &env{stdout: &out, stderr: &errb, ctx: context.Background()}
 		args := []string{"--server", url, "--scenario", sc, "--duration", d, "--sample", "2s",
 			"--metrics-url", metrics + "/metrics", "--resources", "2000", "--clients", "32"}
 		if sc == "hotspot" {
 			args = append(args, "--resources", "1", "--bystander-tenant", "bystander")
 		}
-		cfg, code := parseBench(e, args)
-		if code >= 0 {
-			t.Fatalf("parse: %d %s", code, errb.String())
-		}
-		cfg.progress = false
-		rep, err := runBench(e, cfg, []*nats.Conn{nc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s:\n%s", sc, out.String())
+		rep, out := benchRun(t, nc, args...)
+		t.Logf("%s:\n%s", sc, out)
 		if n := len(rep.Samples); n < from+4 {
 			t.Fatalf("%s: %d samples", sc, n)
 		}
