@@ -49,10 +49,7 @@ type retryCache struct {
 
 func (t *retryCache) len() int { return t.q[0].len() + t.q[1].len() }
 
-func (t *retryCache) refHash(ref uint32) uint64 {
-	q := &t.q[refQueue(ref)]
-	return q.at(seqOf(q, ref)).keyHi
-}
+func (t *retryCache) refHash(ref uint32) uint64 { return t.record(ref).keyHi }
 
 func (t *retryCache) record(ref uint32) *outcome {
 	q := &t.q[refQueue(ref)]

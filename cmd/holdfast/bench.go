@@ -347,6 +347,15 @@ type benchWorker struct {
 	cycles                 uint64
 }
 
+// newBenchWorker is a client of a load phase: holder, operation id prefix, reusable requests.
+func newBenchWorker(cfg *benchConfig, nc *nats.Conn, header nats.Header, holder, opPrefix string, rng *rand.Rand) *benchWorker {
+	w := &benchWorker{nc: nc, enc: cfg.encoding, header: header, timeout: cfg.cf.timeout, rng: rng,
+		holder: holder, opPrefix: []byte(opPrefix), reserveCodes: map[string]uint64{}, releaseCodes: map[string]uint64{}}
+	w.reserveReq = messages.ReserveRequest{HolderId: holder, Members: []*messages.Member{&w.member}, TtlMs: uint64(cfg.ttl.Milliseconds())}
+	w.releaseReq.HolderId = holder
+	return w
+}
+
 func (w *benchWorker) nextOp() string {
 	w.seq++
 	w.opBuf = strconv.AppendUint(append(w.opBuf[:0], w.opPrefix...), w.seq, 10)
@@ -463,17 +472,9 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	}
 	workers := make([]*benchWorker, cfg.clients)
 	for i := range workers {
-		w := &benchWorker{
-			id: i, nc: conns[i%len(conns)], enc: cfg.encoding, header: header, timeout: cfg.cf.timeout,
-			rng:          rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))),
-			holder:       "bench-" + runID + "-" + strconv.Itoa(i),
-			opPrefix:     []byte("b" + runID + "-" + strconv.Itoa(i) + "-"),
-			reserveCodes: map[string]uint64{},
-			releaseCodes: map[string]uint64{},
-		}
-		w.reserveReq = messages.ReserveRequest{HolderId: w.holder, Members: []*messages.Member{&w.member}, TtlMs: uint64(cfg.ttl.Milliseconds())}
-		w.releaseReq.HolderId = w.holder
-		workers[i] = w
+		workers[i] = newBenchWorker(cfg, conns[i%len(conns)], header, "bench-"+runID+"-"+strconv.Itoa(i),
+			"b"+runID+"-"+strconv.Itoa(i)+"-", rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))))
+		workers[i].id = i
 	}
 	var live liveCounters
 	var by *bystander

@@ -51,11 +51,7 @@ func newBystander(ctx context.Context, cfg *benchConfig, nc *nats.Conn, hot, run
 	if err != nil {
 		return nil, fmt.Errorf("bystander resource: %w", err)
 	}
-	w := &benchWorker{nc: nc, enc: cfg.encoding, header: header, timeout: cfg.cf.timeout, rng: rand.New(rand.NewPCG(1, 2)),
-		holder: "bystander-" + runID, opPrefix: []byte("y" + runID + "-"),
-		reserveCodes: map[string]uint64{}, releaseCodes: map[string]uint64{}}
-	w.reserveReq = messages.ReserveRequest{HolderId: w.holder, Members: []*messages.Member{&w.member}, TtlMs: uint64(cfg.ttl.Milliseconds())}
-	w.releaseReq.HolderId = w.holder
+	w := newBenchWorker(cfg, nc, header, "bystander-"+runID, "y"+runID+"-", rand.New(rand.NewPCG(1, 2)))
 	return &bystander{w: w, res: []string{id}, codes: map[string]uint64{},
 		subjR: client.Subject(cfg.cf.prefix, cfg.bystander, "lease", "reserve"),
 		subjX: client.Subject(cfg.cf.prefix, cfg.bystander, "lease", "release")}, nil
