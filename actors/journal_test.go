@@ -1,6 +1,9 @@
 package actors
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -25,13 +28,27 @@ func (j countingJournal) Replay(from uint64, fn func(persistence.Record) error) 
 	return j.Journal.Replay(from, fn)
 }
 
-// A shard recovers from and appends to the journal Options.OpenJournal gives it.
-func TestShardUsesTheJournalItIsGiven(t *testing.T) {
+// countingStorage is file storage whose journal counts its use.
+type countingStorage struct {
+	FileStorage
+	appends, replays *atomic.Int64
+}
+
+func (c countingStorage) OpenJournal() (persistence.Journal, error) {
+	j, err := c.FileStorage.OpenJournal()
+	return countingJournal{Journal: j, appends: c.appends, replays: c.replays}, err
+}
+
+// A shard recovers from and appends to the journal of the Storage it is given.
+func TestShardUsesTheStorageItIsGiven(t *testing.T) {
 	var appends, replays atomic.Int64
 	o := testOptions(t.TempDir())
-	o.OpenJournal = func(_ uint32, dir string) (persistence.Journal, error) {
-		j, err := persistence.OpenFileJournal(dir, persistence.FileOptions{})
-		return countingJournal{Journal: j, appends: &appends, replays: &replays}, err
+	o.Storage = func(shard uint32) (Storage, error) {
+		dir := filepath.Join(o.Dir, fmt.Sprintf("shard-%03d", shard))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		return countingStorage{FileStorage: FileStorage{Dir: dir}, appends: &appends, replays: &replays}, nil
 	}
 	sys := startSystem(t, o)
 	wantCode(t, do(t, sys, 0, createResource("c1", "seat")), contract.CodeOK)

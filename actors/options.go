@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/holdfast/holdfast/kernel"
@@ -26,7 +28,7 @@ var SystemClock Clock = systemClock{}
 
 // Options configures the shards of one process.
 type Options struct {
-	Dir    string // data directory; shard i keeps its journal and snapshots in Dir/shard-NNN
+	Dir    string // data directory; shard i keeps its journal and snapshots in Dir/shard-NNN (file storage)
 	Shards uint32
 	Slot   time.Duration // slot length; slots count from the Unix epoch
 	Kernel kernel.Config // per-shard bounds; Shard and SlotMillis are set per shard
@@ -45,10 +47,17 @@ type Options struct {
 	Events func(shard uint32, throughLSN uint64, events []Event)
 	// Faults injects journal write and fsync failures (tests only).
 	Faults *persistence.Faults
-	// OpenJournal opens a shard's journal; the shard recovers from it and appends to it,
-	// through the persistence.Journal interface only. Default: the file journal in the
-	// shard's directory dir (segments of SegmentSize, with Faults).
-	OpenJournal func(shard uint32, dir string) (persistence.Journal, error)
+	// Storage gives a shard its journal, snapshots and published position; the shard uses
+	// them through the Storage interface only. Default: FileStorage in Dir/shard-NNN
+	// (journal segments of SegmentSize, with Faults).
+	Storage func(shard uint32) (Storage, error)
+	// Lazy starts no shard: the caller opens and closes shards one at a time (Open,
+	// Close), as a cluster node does with the shards it owns.
+	Lazy bool
+	// Serving, when set, is asked before a shard answers a request: false (its owner's
+	// claim may have lapsed) answers engine_halted. It must be cheap and safe from any
+	// goroutine.
+	Serving func(shard uint32) bool
 	// Observer receives batch sizes and append latencies (metrics); may be nil.
 	Observer Observer
 	Logger   *slog.Logger
@@ -56,8 +65,8 @@ type Options struct {
 
 // withDefaults fills what the caller left zero.
 func (o Options) withDefaults() (Options, error) {
-	if o.Dir == "" {
-		return o, errors.New("actors: data directory required")
+	if o.Dir == "" && o.Storage == nil {
+		return o, errors.New("actors: data directory or storage required")
 	}
 	if o.Shards == 0 {
 		o.Shards = 1
@@ -90,10 +99,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ExpirePerTick == 0 {
 		o.ExpirePerTick = 1024
 	}
-	if o.OpenJournal == nil {
-		segment, faults := o.SegmentSize, o.Faults
-		o.OpenJournal = func(_ uint32, dir string) (persistence.Journal, error) {
-			return persistence.OpenFileJournal(dir, persistence.FileOptions{SegmentSize: segment, Faults: faults})
+	if o.Storage == nil {
+		root, segment, faults := o.Dir, o.SegmentSize, o.Faults
+		o.Storage = func(shard uint32) (Storage, error) {
+			dir := filepath.Join(root, fmt.Sprintf("shard-%03d", shard))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
+			}
+			return FileStorage{Dir: dir, Journal: persistence.FileOptions{SegmentSize: segment, Faults: faults}}, nil
 		}
 	}
 	if o.SnapshotEvery == 0 {

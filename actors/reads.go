@@ -17,6 +17,10 @@ func (s *shard) read(m *readMsg) {
 		m.reply(rejection(contract.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
 		return
 	}
+	if !s.serving() {
+		m.reply(rejection(contract.CodeEngineHalted, notOwner, s.applied()))
+		return
+	}
 	if m.req.MinLSN > s.k.LastLSN() {
 		if m.req.Wait <= 0 {
 			m.reply(rejection(contract.CodeFenceNotApplied, "min_lsn not applied yet", s.k.LastLSN()))
@@ -26,7 +30,7 @@ func (s *shard) read(m *readMsg) {
 			m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for min_lsn", s.k.LastLSN()))
 			return
 		}
-		m.deadline = s.h.sys.opts.Clock.Now().Add(m.req.Wait)
+		m.deadline = s.now().Add(m.req.Wait)
 		s.readers = append(s.readers, m)
 		return
 	}
@@ -39,6 +43,8 @@ func (s *shard) answerReaders(now time.Time) {
 	kept := s.readers[:0]
 	for _, r := range s.readers {
 		switch {
+		case r.req.MinLSN <= s.k.LastLSN() && !s.serving():
+			r.reply(rejection(contract.CodeEngineHalted, notOwner, s.k.LastLSN()))
 		case r.req.MinLSN <= s.k.LastLSN():
 			r.reply(s.answer(&r.req))
 		case !now.IsZero() && !now.Before(r.deadline):

@@ -18,7 +18,7 @@ type recovered struct {
 // after it, applied exactly as the first time. Any inconsistency refuses to start.
 func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 	h.closeWriter() // a restarted actor must not share the journal with its predecessor
-	snap, ok, err := persistence.LoadLatestSnapshot(h.dir)
+	snap, ok, err := h.storage.LoadSnapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -39,11 +39,11 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 	published := uint64(0)
 	events := h.sys.opts.Events != nil
 	if events {
-		if published, err = readPublished(h.dir); err != nil {
+		if published, err = h.storage.ReadPublished(); err != nil {
 			return nil, err
 		}
 	}
-	j, err := h.sys.opts.OpenJournal(h.shard, h.dir)
+	j, err := h.storage.OpenJournal()
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,10 @@ type shard struct {
 	pubWritten    uint64
 	pubWrittenAt  time.Time
 
+	anchored      bool  // the slot clock runs from the journal's claim (Anchored)
+	anchorClaimed int64 // claim time, Unix ns
+	anchorLocal   int64 // monoNow at the claim
+
 	batchStart time.Time
 	dueBuf     []kernel.Due
 	events     []Event
@@ -138,6 +142,10 @@ func (s *shard) start() {
 	s.h.pubMu.Lock()
 	s.h.pubDurable = rec.published
 	s.h.pubMu.Unlock()
+	if a, ok := rec.journal.(Anchored); ok {
+		s.anchored = true
+		s.anchorClaimed, s.anchorLocal = a.Anchor()
+	}
 	last, lastSlot := rec.journal.Last()
 	s.nextLSN = max(last, s.k.LastLSN()) + 1
 	s.seqSlot = max(lastSlot, s.k.LastSlot())
@@ -194,10 +202,31 @@ func (s *shard) applied() uint64 {
 	return s.k.LastLSN()
 }
 
+// notOwner answers a request reaching a shard whose owner's claim may have lapsed: the
+// shard no longer knows that its state is the newest (indefinite; a retry reaches the
+// shard's current owner).
+const notOwner = "this node's claim on the shard is not current; retry the same operation_id"
+
+// serving reports whether the shard may answer: always in a single process; in a
+// cluster only while its node's claim is certainly current.
+func (s *shard) serving() bool {
+	f := s.h.sys.opts.Serving
+	return f == nil || f(s.h.shard)
+}
+
 // stampSlot is the slot a new entry gets: the clock's, but never before the last one.
 func (s *shard) stampSlot() uint64 {
-	s.seqSlot = max(s.seqSlot, s.h.sys.opts.slotAt(s.h.sys.opts.Clock.Now()))
+	s.seqSlot = max(s.seqSlot, s.h.sys.opts.slotAt(s.now()))
 	return s.seqSlot
+}
+
+// now is the shard's wall clock: the configured clock, or, on a journal that is
+// Anchored, the claim's time advanced by the monotonic time since.
+func (s *shard) now() time.Time {
+	if s.anchored {
+		return time.Unix(0, s.anchorClaimed).Add(time.Duration(monoNow() - s.anchorLocal))
+	}
+	return s.h.sys.opts.Clock.Now()
 }
 
 // write takes one client command: the kernel's admission decides (kernel.Admit), the
@@ -205,6 +234,10 @@ func (s *shard) stampSlot() uint64 {
 func (s *shard) write(m *writeMsg) {
 	if s.halted != nil {
 		m.reply(rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", s.applied()))
+		return
+	}
+	if !s.serving() {
+		m.reply(rejection(contract.CodeEngineHalted, notOwner, s.applied()))
 		return
 	}
 	c := m.cmd
@@ -350,7 +383,7 @@ func (s *shard) tick() {
 	if s.halted != nil || s.k == nil {
 		return
 	}
-	s.answerReaders(s.h.sys.opts.Clock.Now())
+	s.answerReaders(s.now())
 	slot := s.stampSlot()
 	room := s.h.sys.opts.ExpirePerTick - len(s.expiring)
 	if room <= 0 {

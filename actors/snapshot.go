@@ -1,14 +1,7 @@
 package actors
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/holdfast/holdfast/persistence"
 )
 
 // maybeSnapshot captures the kernel state every SnapshotEvery entries. The capture is
@@ -41,20 +34,18 @@ func (s *shard) maybeWriteSnapshot() {
 	capture, lsn, slot, pub, gen := s.snapCapture, s.snapLSN, s.snapSlot, s.published, s.gen
 	s.snapCapture = nil
 	s.snapshotting = true
-	h, dir, root, pid := s.h, s.h.dir, s.h.sys.root, s.self
+	h, store, root, pid := s.h, s.h.storage, s.h.sys.root, s.self
 	go func() {
 		var err error
 		if events {
 			err = h.persistPublished(pub)
 		}
 		if err == nil {
-			err = persistence.WriteSnapshot(dir, lsn, slot, capture.AppendTo(make([]byte, 0, capture.Size())))
+			err = store.WriteSnapshot(lsn, slot, capture.AppendTo(make([]byte, 0, capture.Size())))
 		}
 		root.Send(pid, &snapshotDone{gen: gen, lsn: lsn, err: err})
 	}()
 }
-
-const publishedFile = "published"
 
 // publishedEvery is how often the published position is made durable between
 // snapshots, so a restart republishes at most about this much (JetStream drops the
@@ -90,56 +81,10 @@ func (h *host) persistPublished(lsn uint64) error {
 	if lsn <= h.pubDurable {
 		return nil
 	}
-	if err := writePublished(h.dir, lsn); err != nil {
+	if err := h.storage.WritePublished(lsn); err != nil {
 		return err
 	}
 	h.pubDurable = lsn
 	return nil
 }
 
-// writePublished durably records how far the shard's events are published.
-func writePublished(dir string, lsn uint64) error {
-	tmp := filepath.Join(dir, publishedFile+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err = f.WriteString(strconv.FormatUint(lsn, 10) + "\n"); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, publishedFile)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// readPublished returns the durable published position (0 when never written).
-func readPublished(dir string) (uint64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, publishedFile))
-	if os.IsNotExist(err) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", filepath.Join(dir, publishedFile), err)
-	}
-	return v, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

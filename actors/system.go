@@ -1,10 +1,9 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,20 +24,22 @@ type System struct {
 	hosts  []*host
 	stopCh chan struct{}
 	wg     sync.WaitGroup
+	openMu sync.Mutex // orders Open, Close and Stop
+	closed bool
 }
 
-// host is what outlives a shard actor's restarts: its directory, its mailbox accounting,
+// host is what outlives a shard actor's restarts: its storage, its mailbox accounting,
 // and the writer that holds its journal open.
 type host struct {
-	sys    *System
-	shard  uint32
-	dir    string
-	pid    *actor.PID
-	log    *slog.Logger
-	queued atomic.Int64
-	halted atomic.Bool
-	gauges shardGauges
-	disp   *shardDispatcher
+	sys     *System
+	shard   uint32
+	storage Storage
+	pid     atomic.Pointer[actor.PID] // nil while the shard is not open here
+	log     *slog.Logger
+	queued  atomic.Int64
+	halted  atomic.Bool
+	gauges  shardGauges
+	disp    *shardDispatcher
 
 	mu  sync.Mutex
 	gen uint64
@@ -77,28 +78,26 @@ func (h *host) setWriter(w *writer) {
 // replays the same way) is stopped and its requests answer engine_halted.
 type supervisor struct{ sys *System }
 
-// spawnShards asks the supervisor to spawn the shard actors; it answers with their PIDs,
+// spawnShard asks the supervisor to spawn one shard's actor; it answers with its PID,
 // which the System then owns (the future's answer orders the write before every read).
-type spawnShards struct{}
+type spawnShard struct{ h *host }
 
 func (s *supervisor) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(*spawnShards); ok {
-		pids := make([]*actor.PID, len(s.sys.hosts))
-		for i, h := range s.sys.hosts {
-			disp := newShardDispatcher()
-			h.disp = disp
-			props := actor.PropsFromProducer(func() actor.Actor { return newShard(h) }, actor.WithDispatcher(disp))
-			pid, err := ctx.SpawnNamed(props, fmt.Sprintf("shard-%d", h.shard))
-			if err != nil {
-				panic(err)
-			}
-			pids[i] = pid
+	if m, ok := ctx.Message().(*spawnShard); ok {
+		h := m.h
+		disp := newShardDispatcher()
+		h.disp = disp
+		props := actor.PropsFromProducer(func() actor.Actor { return newShard(h) }, actor.WithDispatcher(disp))
+		pid, err := ctx.SpawnNamed(props, fmt.Sprintf("shard-%d-%d", h.shard, h.nextGeneration()))
+		if err != nil {
+			ctx.Respond(err)
+			return
 		}
-		ctx.Respond(pids)
+		ctx.Respond(pid)
 	}
 }
 
-// Start opens (or creates) every shard under opts.Dir and starts their actors. It returns
+// Start starts the shard runtime and, unless opts.Lazy, opens every shard. It returns
 // once every shard has recovered or refused to (a refused shard answers engine_halted).
 func Start(opts Options) (*System, error) {
 	opts, err := opts.withDefaults()
@@ -110,11 +109,7 @@ func Start(opts Options) (*System, error) {
 	}))
 	sys := &System{opts: opts, as: as, root: as.Root, stopCh: make(chan struct{})}
 	for i := uint32(0); i < opts.Shards; i++ {
-		dir := filepath.Join(opts.Dir, fmt.Sprintf("shard-%03d", i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-		sys.hosts = append(sys.hosts, &host{sys: sys, shard: i, dir: dir, log: opts.Logger})
+		sys.hosts = append(sys.hosts, &host{sys: sys, shard: i, log: opts.Logger})
 	}
 	strategy := actor.NewOneForOneStrategy(3, 10*time.Second, func(reason interface{}) actor.Directive {
 		opts.Logger.Error("shard actor panicked; restarting from its journal", "reason", fmt.Sprint(reason))
@@ -123,24 +118,74 @@ func Start(opts Options) (*System, error) {
 	props := actor.PropsFromProducer(func() actor.Actor { return &supervisor{sys: sys} },
 		actor.WithSupervisor(strategy))
 	sys.super = sys.root.Spawn(props)
-	res, err := sys.root.RequestFuture(sys.super, &spawnShards{}, time.Minute).Result()
-	if err != nil {
-		return nil, fmt.Errorf("spawning shards: %w", err)
-	}
-	for i, pid := range res.([]*actor.PID) {
-		sys.hosts[i].pid = pid
-	}
-	// Wait until every shard has processed Started (recovery is in Started).
-	for _, h := range sys.hosts {
-		f := sys.root.RequestFuture(h.pid, &ping{}, 10*time.Minute)
-		if _, err := f.Result(); err != nil {
-			return nil, fmt.Errorf("shard %d did not start: %w", h.shard, err)
+	if !opts.Lazy {
+		for i := uint32(0); i < opts.Shards; i++ {
+			if err := sys.Open(i); err != nil {
+				sys.Stop()
+				return nil, err
+			}
 		}
 	}
 	sys.wg.Add(1)
 	go sys.ticker()
 	return sys, nil
 }
+
+// Open starts shard k here: its actor recovers from its storage and serves once Open
+// returns (or answers engine_halted if recovery refused). Opening an open shard is a no-op.
+func (s *System) Open(k uint32) error {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	if s.closed {
+		return errors.New("actors: system stopped")
+	}
+	h := s.hosts[k]
+	if h.pid.Load() != nil {
+		return nil
+	}
+	st, err := s.opts.Storage(k)
+	if err != nil {
+		return fmt.Errorf("shard %d storage: %w", k, err)
+	}
+	h.storage = st
+	res, err := s.root.RequestFuture(s.super, &spawnShard{h: h}, time.Minute).Result()
+	if err != nil {
+		return fmt.Errorf("spawning shard %d: %w", k, err)
+	}
+	pid, ok := res.(*actor.PID)
+	if !ok {
+		return fmt.Errorf("spawning shard %d: %v", k, res)
+	}
+	// Wait until the shard has processed Started (recovery is in Started).
+	if _, err := s.root.RequestFuture(pid, &ping{}, 10*time.Minute).Result(); err != nil {
+		return fmt.Errorf("shard %d did not start: %w", k, err)
+	}
+	h.pid.Store(pid)
+	return nil
+}
+
+// Close stops shard k here the way Stop does (sequenced entries made durable and
+// answered, journal closed); requests sent to it afterwards answer engine_halted.
+func (s *System) Close(k uint32) {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	s.closeLocked(s.hosts[k])
+}
+
+func (s *System) closeLocked(h *host) {
+	pid := h.pid.Swap(nil)
+	if pid == nil {
+		return
+	}
+	_ = s.root.PoisonFuture(pid).Wait()
+	h.closeWriter()
+	if h.disp != nil {
+		h.disp.stop()
+	}
+}
+
+// IsOpen reports whether shard k is served here.
+func (s *System) IsOpen(k uint32) bool { return s.hosts[k].pid.Load() != nil }
 
 // ping is answered once a shard has finished Started.
 type ping struct{}
@@ -155,7 +200,9 @@ func (s *System) ticker() {
 			return
 		case <-t.C:
 			for _, h := range s.hosts {
-				s.root.Send(h.pid, &tick{})
+				if pid := h.pid.Load(); pid != nil {
+					s.root.Send(pid, &tick{})
+				}
 			}
 		}
 	}
@@ -171,19 +218,29 @@ func (s *System) Options() Options { return s.opts }
 // goroutine (or at once here when the shard's queue is full): it must not block.
 func (s *System) Write(shard uint32, c *kernel.Command, reply func(*Reply)) {
 	h := s.hosts[shard]
+	pid := h.pid.Load()
+	if pid == nil {
+		reply(rejection(contract.CodeEngineHalted, notServed, 0))
+		return
+	}
 	if !s.admit(h, reply) {
 		return
 	}
-	s.root.Send(h.pid, &writeMsg{cmd: c, reply: reply})
+	s.root.Send(pid, &writeMsg{cmd: c, reply: reply})
 }
 
 // Read hands a read to its shard; the same rules as Write.
 func (s *System) Read(shard uint32, q ReadRequest, reply func(*Reply)) {
 	h := s.hosts[shard]
+	pid := h.pid.Load()
+	if pid == nil {
+		reply(rejection(contract.CodeEngineHalted, notServed, 0))
+		return
+	}
 	if !s.admit(h, reply) {
 		return
 	}
-	s.root.Send(h.pid, &readMsg{req: q, reply: reply})
+	s.root.Send(pid, &readMsg{req: q, reply: reply})
 }
 
 // admit applies backpressure: a bounded number of requests per shard in the system.
@@ -196,10 +253,16 @@ func (s *System) admit(h *host, reply func(*Reply)) bool {
 	return true
 }
 
+// notServed answers a request for a shard that is not open here: in a cluster it is
+// moving between nodes (indefinite; a retry reaches its new owner).
+const notServed = "shard not served here (moving between nodes); retry the same operation_id"
+
 // Published tells a shard that its events through lsn are durably published, so its
 // snapshots may move past them.
 func (s *System) Published(shard uint32, lsn uint64) {
-	s.root.Send(s.hosts[shard].pid, &published{lsn: lsn})
+	if pid := s.hosts[shard].pid.Load(); pid != nil {
+		s.root.Send(pid, &published{lsn: lsn})
+	}
 }
 
 // Halted reports whether a shard is halted.
@@ -211,17 +274,18 @@ func (s *System) QueueDepth(shard uint32) int64 { return s.hosts[shard].queued.L
 // Stop drains every shard: sequenced entries are made durable and answered, journals
 // are closed. Requests after Stop are not answered.
 func (s *System) Stop() {
+	s.openMu.Lock()
+	if s.closed {
+		s.openMu.Unlock()
+		return
+	}
+	s.closed = true
+	s.openMu.Unlock()
 	close(s.stopCh)
 	s.wg.Wait()
 	for _, h := range s.hosts {
-		_ = s.root.PoisonFuture(h.pid).Wait()
+		s.closeLocked(h)
 	}
 	_ = s.root.PoisonFuture(s.super).Wait()
-	for _, h := range s.hosts {
-		h.closeWriter()
-		if h.disp != nil {
-			h.disp.stop()
-		}
-	}
 	s.as.Shutdown()
 }
