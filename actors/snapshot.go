@@ -87,4 +87,3 @@ func (h *host) persistPublished(lsn uint64) error {
 	h.pubDurable = lsn
 	return nil
 }
-
