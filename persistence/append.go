@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -34,18 +33,7 @@ func (j *FileJournal) Append(batch []Record) error {
 // check rejects a batch that must not reach the log, before any byte is written, so that a bad
 // caller gets an error without halting the shard.
 func (j *FileJournal) check(batch []Record) error {
-	tail := j.tail
-	for i := range batch {
-		r := &batch[i]
-		if len(r.Payload) > j.opts.MaxRecordSize {
-			return fmt.Errorf("%w: lsn %d has %d bytes, limit %d", ErrRecordTooLarge, r.LSN, len(r.Payload), j.opts.MaxRecordSize)
-		}
-		if problem := orderProblem(tail, r.LSN, r.Slot); problem != "" {
-			return fmt.Errorf("%w: %s", ErrOutOfOrder, problem)
-		}
-		tail = position{lsn: r.LSN, slot: r.Slot}
-	}
-	return nil
+	return CheckBatch(j.tail.lsn, j.tail.slot, batch, j.opts.MaxRecordSize)
 }
 
 // write encodes, writes and syncs a checked batch; any error it returns fails the journal.

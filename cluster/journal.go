@@ -1,0 +1,395 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/persistence"
+)
+
+// Journal message headers. Every message says the journal position after it, so the
+// tail is read from the last message alone.
+const (
+	hdrKind  = "Holdfast-Kind"  // "batch" or "claim"
+	hdrEpoch = "Holdfast-Epoch" // the writer's ownership epoch
+	hdrNode  = "Holdfast-Node"  // the writer's node name
+	hdrFirst = "Holdfast-First" // first lsn of a batch message
+	hdrLast  = "Holdfast-Last"  // "<lsn>.<slot>" of the journal after this message
+)
+
+// maxMessageBytes bounds one journal message; a larger batch goes as several messages
+// appended in order (NATS' default max_payload is 1 MiB).
+const maxMessageBytes = 768 << 10
+
+// JournalConfig is one shard's JetStream journal.
+type JournalConfig struct {
+	JS       jetstream.JetStream
+	Names    Names
+	Shard    uint32
+	Replicas int
+	Node     string
+	// Epoch is the ownership epoch this node claims the journal at (the revision of its
+	// claim in the KV bucket); it names the writer in every message it appends.
+	Epoch     uint64
+	MaxRecord int           // persistence.DefaultMaxRecordSize when 0
+	Timeout   time.Duration // per JetStream call; 5s when 0
+}
+
+// Journal is a shard's journal in a JetStream stream of its own: one message per batch
+// (the same checksummed frames as the file journal), appended with the stream's expected
+// last sequence. Opening it appends a claim the same way, so from then on every append of
+// an earlier owner expects a sequence the stream has passed and is refused by JetStream:
+// the journal itself fences a stale owner, whatever its clock believes.
+type Journal struct {
+	cfg    JournalConfig
+	stream jetstream.Stream
+
+	mu       sync.Mutex
+	lastSeq  uint64 // stream sequence of the last message, ours since the claim
+	claimSeq uint64
+	tail     position
+	index    []stored // batch messages not yet compacted, in order
+	failed   error
+	closed   bool
+
+	anchorClaimed, anchorLocal int64
+}
+
+type position struct{ lsn, slot uint64 }
+
+// stored is where a batch message sits in the stream, for compaction.
+type stored struct{ seq, lastLSN uint64 }
+
+var _ actors.Anchored = (*Journal)(nil)
+
+// OpenJournal creates the shard's stream if needed, claims it at cfg.Epoch and returns the
+// journal positioned after the claim. A claim refused because another writer appended in
+// between is retried on the new tail for a few seconds; a writer that keeps appending is
+// still serving, and the claim fails.
+func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
+	if cfg.MaxRecord == 0 {
+		cfg.MaxRecord = persistence.DefaultMaxRecordSize
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	j := &Journal{cfg: cfg}
+	sctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	stream, err := cfg.JS.CreateOrUpdateStream(sctx, jetstream.StreamConfig{
+		Name:        cfg.Names.JournalStream(cfg.Shard),
+		Description: "Holdfast shard journal",
+		Subjects:    []string{cfg.Names.JournalSubject(cfg.Shard)},
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  2 * time.Minute,
+		DenyDelete:  true,
+		AllowDirect: false, // reads of the tail must come from the stream leader
+	})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("journal stream of shard %d: %w", cfg.Shard, err)
+	}
+	j.stream = stream
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := j.claim(ctx)
+		if err == nil {
+			return j, nil
+		}
+		if !errors.Is(err, errMoved) || time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// errMoved is a claim refused because the stream's tail moved after it was read.
+var errMoved = errors.New("the journal's tail moved during the claim")
+
+// claim reads the tail and appends the claim message expecting it.
+func (j *Journal) claim(ctx context.Context) error {
+	ictx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	info, err := j.stream.Info(ictx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reading journal %s: %w", j.cfg.Names.JournalStream(j.cfg.Shard), err)
+	}
+	last := info.State.LastSeq
+	tail := position{}
+	if last > 0 {
+		m, err := j.get(ctx, last)
+		if err != nil {
+			return fmt.Errorf("reading the journal's last message %d: %w", last, err)
+		}
+		if tail, err = parseLast(m.Header.Get(hdrLast)); err != nil {
+			return fmt.Errorf("journal message %d: %w", last, err)
+		}
+	}
+	msg := j.message("claim", tail)
+	msg.Header.Set(hdrKind, "claim")
+	pctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	ack, err := j.cfg.JS.PublishMsg(pctx, msg, jetstream.WithExpectLastSequence(last),
+		jetstream.WithMsgID(fmt.Sprintf("%d-claim-%d", j.cfg.Shard, j.cfg.Epoch)))
+	cancel()
+	if isWrongLast(err) {
+		return errMoved
+	}
+	if err != nil {
+		return fmt.Errorf("claiming journal of shard %d: %w", j.cfg.Shard, err)
+	}
+	if ack.Duplicate {
+		return fmt.Errorf("claim of shard %d at epoch %d was already made once: the epoch is spent", j.cfg.Shard, j.cfg.Epoch)
+	}
+	cm, err := j.get(ctx, ack.Sequence)
+	if err != nil {
+		return fmt.Errorf("reading back the claim: %w", err)
+	}
+	j.anchorClaimed, j.anchorLocal = cm.Time.UnixNano(), actors.MonoNow()
+	j.lastSeq, j.claimSeq, j.tail = ack.Sequence, ack.Sequence, tail
+	return nil
+}
+
+// Anchor is the time the claim was stored, by the JetStream server's clock, and this
+// process's monotonic reading right after.
+func (j *Journal) Anchor() (int64, int64) { return j.anchorClaimed, j.anchorLocal }
+
+func (j *Journal) message(kind string, after position) *nats.Msg {
+	msg := nats.NewMsg(j.cfg.Names.JournalSubject(j.cfg.Shard))
+	msg.Header.Set(hdrKind, kind)
+	msg.Header.Set(hdrEpoch, strconv.FormatUint(j.cfg.Epoch, 10))
+	msg.Header.Set(hdrNode, j.cfg.Node)
+	msg.Header.Set(hdrLast, strconv.FormatUint(after.lsn, 10)+"."+strconv.FormatUint(after.slot, 10))
+	return msg
+}
+
+func parseLast(v string) (position, error) {
+	a, b, ok := strings.Cut(v, ".")
+	if !ok {
+		return position{}, fmt.Errorf("header %s %q: want <lsn>.<slot>", hdrLast, v)
+	}
+	lsn, err1 := strconv.ParseUint(a, 10, 64)
+	slot, err2 := strconv.ParseUint(b, 10, 64)
+	if err1 != nil || err2 != nil {
+		return position{}, fmt.Errorf("header %s %q: want <lsn>.<slot>", hdrLast, v)
+	}
+	return position{lsn: lsn, slot: slot}, nil
+}
+
+func isWrongLast(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
+}
+
+func (j *Journal) get(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	gctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	defer cancel()
+	return j.stream.GetMsg(gctx, seq)
+}
+
+// Append stores the batch as one message (several when it is larger than a message
+// may be), each expecting the stream's last sequence to be this journal's last. It
+// returns once JetStream has acknowledged it: stored on a quorum of the stream's
+// replicas (fsynced there when the servers run with sync: always).
+func (j *Journal) Append(batch []persistence.Record) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return persistence.ErrClosed
+	}
+	if j.failed != nil {
+		return j.failed
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := persistence.CheckBatch(j.tail.lsn, j.tail.slot, batch, j.cfg.MaxRecord); err != nil {
+		return err
+	}
+	for len(batch) > 0 {
+		n, size := 0, 0
+		for n < len(batch) && (n == 0 || size+persistence.FrameSize(batch[n]) <= maxMessageBytes) {
+			size += persistence.FrameSize(batch[n])
+			n++
+		}
+		if err := j.appendMessage(batch[:n], size); err != nil {
+			j.failed = fmt.Errorf("%w: %w", persistence.ErrFailed, err)
+			return j.failed
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+// appendMessage publishes one message of records and settles its outcome. An unknown
+// outcome (a timeout, or a refusal of a retry) is resolved by reading the message at
+// the expected position: ours means stored, anything else means fenced.
+func (j *Journal) appendMessage(recs []persistence.Record, size int) error {
+	last := recs[len(recs)-1]
+	after := position{lsn: last.LSN, slot: last.Slot}
+	msg := j.message("batch", after)
+	msg.Header.Set(hdrFirst, strconv.FormatUint(recs[0].LSN, 10))
+	msg.Data = persistence.AppendFrames(make([]byte, 0, size), recs)
+	id := fmt.Sprintf("%d-%d-%d", j.cfg.Shard, j.cfg.Epoch, recs[0].LSN)
+	expected := j.lastSeq
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), j.cfg.Timeout)
+		ack, err := j.cfg.JS.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(expected), jetstream.WithMsgID(id))
+		cancel()
+		if err == nil {
+			if ack.Sequence != expected+1 {
+				return fmt.Errorf("stored at stream sequence %d, expected %d", ack.Sequence, expected+1)
+			}
+			j.stored(ack.Sequence, after)
+			return nil
+		}
+		lastErr = err
+		// Was it stored after all (a lost ack, or a retry refused because the first try landed)?
+		m, gerr := j.get(context.Background(), expected+1)
+		switch {
+		case gerr == nil && m.Header.Get(hdrEpoch) == strconv.FormatUint(j.cfg.Epoch, 10) &&
+			m.Header.Get(hdrFirst) == strconv.FormatUint(recs[0].LSN, 10):
+			j.stored(expected+1, after)
+			return nil
+		case gerr == nil:
+			return fmt.Errorf("fenced: stream sequence %d was written by node %q at epoch %s (another node owns shard %d)",
+				expected+1, m.Header.Get(hdrNode), m.Header.Get(hdrEpoch), j.cfg.Shard)
+		case isWrongLast(err):
+			return fmt.Errorf("fenced: the journal of shard %d moved past sequence %d: %w", j.cfg.Shard, expected, err)
+		case errors.Is(gerr, jetstream.ErrMsgNotFound):
+			continue // not stored: the same message id and expectation may be sent again
+		default:
+			return fmt.Errorf("append outcome unknown (%v), and reading it back failed: %w", err, gerr)
+		}
+	}
+	return fmt.Errorf("append not acknowledged: %w", lastErr)
+}
+
+func (j *Journal) stored(seq uint64, after position) {
+	j.lastSeq = seq
+	j.tail = after
+	j.index = append(j.index, stored{seq: seq, lastLSN: after.lsn})
+}
+
+// Last returns the lsn and slot of the last stored record.
+func (j *Journal) Last() (uint64, uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.tail.lsn, j.tail.slot
+}
+
+// Replay reads the stream from its first message through the claim and calls fn for
+// every record with LSN >= from. It returns persistence.ErrCompacted when records at or
+// after from are no longer in the stream.
+func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
+	j.mu.Lock()
+	through := j.claimSeq
+	j.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cons, err := j.cfg.JS.OrderedConsumer(ctx, j.cfg.Names.JournalStream(j.cfg.Shard), jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	var tail position
+	seen := false
+	var index []stored
+	for {
+		msg, err := it.Next(jetstream.NextMaxWait(6 * j.cfg.Timeout))
+		if err != nil {
+			return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		seq := md.Sequence.Stream
+		if seq > through {
+			break // written after our claim: cannot happen, as only we append now
+		}
+		if msg.Headers().Get(hdrKind) == "batch" {
+			var last uint64
+			err := persistence.ParseFrames(msg.Data(), j.cfg.MaxRecord, func(r persistence.Record) error {
+				if seen && (r.LSN != tail.lsn+1 || r.Slot < tail.slot) {
+					return fmt.Errorf("journal of shard %d, stream sequence %d: lsn %d slot %d cannot follow lsn %d slot %d",
+						j.cfg.Shard, seq, r.LSN, r.Slot, tail.lsn, tail.slot)
+				}
+				if !seen && r.LSN > from && from > 0 {
+					return fmt.Errorf("%w: the journal starts at lsn %d, lsn %d was asked for", persistence.ErrCompacted, r.LSN, from)
+				}
+				seen, tail, last = true, position{lsn: r.LSN, slot: r.Slot}, r.LSN
+				if r.LSN >= from {
+					return fn(r)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			index = append(index, stored{seq: seq, lastLSN: last})
+		}
+		if seq == through {
+			break
+		}
+	}
+	if !seen && from > 0 && from <= j.tail.lsn {
+		return fmt.Errorf("%w: no records left, lsn %d was asked for", persistence.ErrCompacted, from)
+	}
+	j.mu.Lock()
+	j.index = append(index, j.index...)
+	j.mu.Unlock()
+	return nil
+}
+
+// Compact purges the batch messages all of whose records are at or below upTo (a
+// snapshot covers them). The purge is not fenced: a stale owner purges only what its own
+// snapshot, already stored, covers.
+func (j *Journal) Compact(upTo uint64) error {
+	j.mu.Lock()
+	n := 0
+	for n < len(j.index) && j.index[n].lastLSN <= upTo {
+		n++
+	}
+	if n == 0 {
+		j.mu.Unlock()
+		return nil
+	}
+	seq := j.index[n-1].seq
+	j.index = append(j.index[:0], j.index[n:]...)
+	j.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), j.cfg.Timeout)
+	defer cancel()
+	return j.stream.Purge(ctx, jetstream.WithPurgeSequence(seq+1))
+}
+
+// Close ends this journal's use; the stream stays.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = true
+	return nil
+}

@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/internal/natstest"
+	"github.com/holdfast/holdfast/persistence"
+)
+
+func connectJS(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func openJournal(t *testing.T, js jetstream.JetStream, replicas int, node string, epoch uint64) *Journal {
+	t.Helper()
+	j, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 3,
+		Replicas: replicas, Node: node, Epoch: epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func records(from, n uint64, size int) []persistence.Record {
+	var b []persistence.Record
+	for i := from; i < from+n; i++ {
+		b = append(b, persistence.Record{LSN: i, Slot: 100 + i, Payload: bytes.Repeat([]byte{byte(i)}, size)})
+	}
+	return b
+}
+
+func replayAll(t *testing.T, j *Journal, from uint64) []persistence.Record {
+	t.Helper()
+	var got []persistence.Record
+	if err := j.Replay(from, func(r persistence.Record) error {
+		r.Payload = append([]byte(nil), r.Payload...)
+		got = append(got, r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func wantRecords(t *testing.T, got []persistence.Record, from, n uint64) {
+	t.Helper()
+	if uint64(len(got)) != n {
+		t.Fatalf("replayed %d records, want %d", len(got), n)
+	}
+	for i, r := range got {
+		if r.LSN != from+uint64(i) || r.Slot != 100+r.LSN || len(r.Payload) == 0 || r.Payload[0] != byte(r.LSN) {
+			t.Fatalf("record %d: lsn %d slot %d", i, r.LSN, r.Slot)
+		}
+	}
+}
+
+// Records appended by one owner are replayed by the next, in order, whole, and a batch
+// larger than a message goes as several.
+func TestJournalAppendsAndTheNextOwnerReplays(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	j1 := openJournal(t, js, 1, "a", 1)
+	if lsn, _ := j1.Last(); lsn != 0 {
+		t.Fatalf("fresh journal at lsn %d", lsn)
+	}
+	wantRecords(t, replayAll(t, j1, 1), 1, 0)
+	if err := j1.Append(records(1, 10, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j1.Append(records(11, 40, 60<<10)); err != nil { // 2.4 MB: four messages
+		t.Fatal(err)
+	}
+	if err := j1.Append(records(60, 1, 10)); !errors.Is(err, persistence.ErrOutOfOrder) {
+		t.Fatalf("gap appended: %v", err)
+	}
+	j2 := openJournal(t, js, 1, "b", 2)
+	if lsn, slot := j2.Last(); lsn != 50 || slot != 150 {
+		t.Fatalf("next owner sees the journal at %d.%d, want 50.150", lsn, slot)
+	}
+	wantRecords(t, replayAll(t, j2, 1), 1, 50)
+	wantRecords(t, replayAll(t, j2, 30), 30, 21)
+}
+
+// Once a new owner has claimed the journal, the former owner's appends are refused by
+// JetStream and its journal fails; nothing it tried is replayed. On one server and on a
+// replicated stream of three.
+func TestJournalFencesTheFormerOwner(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("R%d", n), func(t *testing.T) {
+			js := connectJS(t, natstest.Start(t, n).URL())
+			old := openJournal(t, js, n, "a", 1)
+			if err := old.Append(records(1, 5, 10)); err != nil {
+				t.Fatal(err)
+			}
+			next := openJournal(t, js, n, "b", 2)
+			err := old.Append(records(6, 1, 10))
+			if !errors.Is(err, persistence.ErrFailed) {
+				t.Fatalf("former owner appended after the claim: %v", err)
+			}
+			if err := old.Append(records(6, 1, 10)); !errors.Is(err, persistence.ErrFailed) {
+				t.Fatalf("failed journal accepted an append: %v", err)
+			}
+			if err := next.Append(records(6, 3, 10)); err != nil {
+				t.Fatal(err)
+			}
+			third := openJournal(t, js, n, "c", 3)
+			wantRecords(t, replayAll(t, third, 1), 1, 8)
+		})
+	}
+}
+
+// A claim at an epoch already used is refused: two claims never share an epoch.
+func TestJournalClaimEpochIsSpent(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	openJournal(t, js, 1, "a", 7)
+	if _, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 3, Node: "b", Epoch: 7}); err == nil {
+		t.Fatal("second claim at epoch 7 accepted")
+	}
+}
+
+// Compaction drops the messages a snapshot covers; a replay from before them says so.
+func TestJournalCompacts(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	j := openJournal(t, js, 1, "a", 1)
+	for i := uint64(0); i < 4; i++ {
+		if err := j.Append(records(1+i*5, 5, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Compact(12); err != nil { // drops lsn 1..10
+		t.Fatal(err)
+	}
+	next := openJournal(t, js, 1, "b", 2)
+	wantRecords(t, replayAll(t, next, 13), 13, 8)
+	err := next.Replay(1, func(persistence.Record) error { return nil })
+	if !errors.Is(err, persistence.ErrCompacted) {
+		t.Fatalf("replay from a compacted lsn: %v", err)
+	}
+}

@@ -1,0 +1,128 @@
+// Package natstest starts NATS servers with JetStream for tests, in the test's process:
+// one server, or a JetStream cluster of three on loopback, as nats-server's own tests do.
+// Every server runs with sync: always, the configuration Holdfast's durability claims
+// are made for (docs/cluster.md).
+package natstest
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+)
+
+// Cluster is a set of running NATS servers.
+type Cluster struct {
+	t       testing.TB
+	Servers []*natsserver.Server
+	opts    []*natsserver.Options
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Start runs n servers (1, or 3 for a JetStream cluster) and stops them when the test ends.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	dir := t.TempDir()
+	c := &Cluster{t: t}
+	routes := make([]int, n)
+	for i := range routes {
+		routes[i] = freePort(t)
+	}
+	for i := 0; i < n; i++ {
+		o := &natsserver.Options{
+			ServerName: fmt.Sprintf("n%d", i),
+			Host:       "127.0.0.1",
+			Port:       -1,
+			JetStream:  true,
+			StoreDir:   filepath.Join(dir, fmt.Sprintf("n%d", i)),
+			SyncAlways: true,
+			NoSigs:     true,
+			NoLog:      true,
+		}
+		if n > 1 {
+			o.Cluster = natsserver.ClusterOpts{Name: "holdfast-test", Host: "127.0.0.1", Port: routes[i]}
+			for _, p := range routes {
+				o.Routes = append(o.Routes, natsserver.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", p))...)
+			}
+		}
+		c.opts = append(c.opts, o)
+		c.Servers = append(c.Servers, c.run(o))
+	}
+	t.Cleanup(c.Shutdown)
+	c.WaitForJetStream()
+	return c
+}
+
+func (c *Cluster) run(o *natsserver.Options) *natsserver.Server {
+	ns, err := natsserver.NewServer(o)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		c.t.Fatalf("NATS server %s not ready", o.ServerName)
+	}
+	return ns
+}
+
+// WaitForJetStream waits until the JetStream meta group has a leader (a cluster) or
+// JetStream is enabled (one server).
+func (c *Cluster) WaitForJetStream() {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range c.Servers {
+			if s != nil && s.Running() && s.JetStreamEnabled() && (len(c.Servers) == 1 || s.JetStreamIsLeader()) {
+				return
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	c.t.Fatal("JetStream did not become ready")
+}
+
+// URL is a client URL naming every running server.
+func (c *Cluster) URL() string {
+	var urls []string
+	for _, s := range c.Servers {
+		if s != nil && s.Running() {
+			urls = append(urls, s.ClientURL())
+		}
+	}
+	return strings.Join(urls, ",")
+}
+
+// Stop shuts server i down (a lost machine); Restart brings it back with its store.
+func (c *Cluster) Stop(i int) {
+	if s := c.Servers[i]; s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
+}
+
+// Restart starts server i again on the same store and ports.
+func (c *Cluster) Restart(i int) {
+	c.Stop(i)
+	o := c.opts[i].Clone()
+	o.Port = c.Servers[i].Addr().(*net.TCPAddr).Port
+	c.Servers[i] = c.run(o)
+}
+
+// Shutdown stops every server.
+func (c *Cluster) Shutdown() {
+	for i := range c.Servers {
+		c.Stop(i)
+	}
+}
