@@ -98,6 +98,9 @@ type Config struct {
 	Timeout time.Duration
 
 	Events EventsConfig
+	// Routing, in a cluster, forwards requests for shards served elsewhere (forward.go);
+	// nil: this process serves every shard.
+	Routing *Routing
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -149,6 +152,7 @@ type shardSystem interface {
 	Published(shard uint32, lsn uint64)
 	Stats(shard uint32) actors.ShardStats
 	Halted(shard uint32) bool
+	IsOpen(shard uint32) bool
 	Shards() uint32
 	Options() actors.Options
 }
@@ -178,8 +182,9 @@ type Bridge struct {
 	quit     chan struct{}
 	workers  sync.WaitGroup
 
-	mu      sync.Mutex
-	started bool
+	mu        sync.Mutex
+	shardSubs map[uint32]*nats.Subscription // cluster: the shards served here
+	started   bool
 	drained bool
 	closed  bool
 }
@@ -385,19 +390,30 @@ func (b *Bridge) Close(ctx context.Context) error {
 
 // job is a request accepted by an endpoint handler, waiting for a worker.
 type job struct {
-	spec    *verbSpec
-	subject string
-	reply   string
-	data    []byte
-	proto   bool
-	start   time.Time
+	spec      *verbSpec
+	subject   string
+	reply     string
+	data      []byte
+	header    nats.Header
+	proto     bool
+	forwarded bool // sent here by another node of the cluster
+	start     time.Time
 }
 
 // handle runs on the endpoint's subscription goroutine: it only queues the request.
 func (b *Bridge) handle(spec *verbSpec, req micro.Request) {
-	b.received.Add(1)
 	j := &job{spec: spec, subject: req.Subject(), reply: req.Reply(), data: req.Data(),
 		proto: isProtobuf(req.Headers()), start: time.Now()}
+	if b.cfg.Routing != nil {
+		j.header = nats.Header(req.Headers())
+	}
+	b.handleJob(j)
+}
+
+// handleJob queues a request for the workers, or answers overloaded at once.
+func (b *Bridge) handleJob(j *job) {
+	spec := j.spec
+	b.received.Add(1)
 	b.pending.Add(1)
 	select {
 	case b.intake <- j:
@@ -483,6 +499,10 @@ func (b *Bridge) serve(j *job) {
 	if rej := b.prepare(c, j); rej != nil {
 		c.res = rejectReply(rej.Code, rej.Message)
 		b.respond(c)
+		return
+	}
+	if b.mustForward(j, c) {
+		go b.forward(j, c.op.shard)
 		return
 	}
 	if b.inflight.Add(1) > int64(b.cfg.MaxInFlight) {

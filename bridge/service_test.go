@@ -38,6 +38,8 @@ func (s *stubSystem) Read(shard uint32, q actors.ReadRequest, reply func(*actors
 }
 func (s *stubSystem) Published(uint32, uint64)       {}
 func (s *stubSystem) Stats(uint32) actors.ShardStats { return actors.ShardStats{} }
+func (s *stubSystem) IsOpen(uint32) bool { return true }
+
 func (s *stubSystem) Halted(shard uint32) bool       { return s.halted[shard].Load() }
 func (s *stubSystem) Shards() uint32                 { return s.shards }
 func (s *stubSystem) Options() actors.Options        { return actors.Options{Kernel: stubKernel()} }

@@ -38,7 +38,9 @@ func NamesFor(prefix string) Names {
 }
 
 // JournalStream is shard k's journal stream.
-func (n Names) JournalStream(k uint32) string { return n.base + "_J_" + strconv.FormatUint(uint64(k), 10) }
+func (n Names) JournalStream(k uint32) string {
+	return n.base + "_J_" + strconv.FormatUint(uint64(k), 10)
+}
 
 // JournalSubject is the only subject of shard k's journal stream.
 func (n Names) JournalSubject(k uint32) string {

@@ -1,0 +1,138 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/holdfast/holdfast/contract"
+)
+
+// Cluster routing (API §7). Every node serves the public subjects; a request for a shard
+// this node does not serve is sent to the shard's subject, where only its owner listens,
+// and the owner's answer is relayed to the client. While a shard moves nobody listens:
+// the request is sent again until the bridge's timeout, then answered engine_halted
+// (indefinite; a retry of the same operation_id learns the outcome).
+
+// Headers of a forwarded request.
+const (
+	headerSubject   = "Holdfast-Subject"   // the public subject the client used
+	headerForwarded = "Holdfast-Forwarded" // set on forwarded requests: never forwarded again
+)
+
+// Routing tells the bridge where shards are served in a cluster.
+type Routing struct {
+	// ShardSubject is where the owner of shard k takes forwarded requests.
+	ShardSubject func(k uint32) string
+}
+
+// forwardRetry is how long a forward waits before sending again to a shard nobody serves.
+const forwardRetry = 50 * time.Millisecond
+
+// mustForward reports whether a prepared request goes to another node.
+func (b *Bridge) mustForward(j *job, c *call) bool {
+	return b.cfg.Routing != nil && !j.forwarded && c.op.kind != opList && !b.sys.IsOpen(c.op.shard)
+}
+
+// forward sends the request to its shard's owner and relays the answer, on a goroutine
+// of its own (a forwarded request waits for a network round trip).
+func (b *Bridge) forward(j *job, shard uint32) {
+	defer b.pending.Add(-1)
+	msg := &nats.Msg{Subject: b.cfg.Routing.ShardSubject(shard), Data: j.data, Header: nats.Header{}}
+	for k, vs := range j.header {
+		msg.Header[k] = vs
+	}
+	msg.Header.Set(headerSubject, j.subject)
+	msg.Header.Set(headerForwarded, "1")
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	defer cancel()
+	for {
+		resp, err := b.nc.RequestMsgWithContext(ctx, msg)
+		if err == nil {
+			if j.reply != "" {
+				out := &nats.Msg{Subject: j.reply, Data: resp.Data, Header: resp.Header}
+				if err := b.nc.PublishMsg(out); err != nil {
+					b.log.Debug("relaying a forwarded reply", "err", err)
+				}
+			}
+			return
+		}
+		if !errors.Is(err, nats.ErrNoResponders) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(forwardRetry):
+			continue
+		}
+		break
+	}
+	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start,
+		res: rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d has no serving node right now (moving between nodes); retry the same operation_id", shard))}
+	b.pending.Add(1) // respond accounts for it
+	b.respond(c)
+}
+
+// Accept starts taking forwarded requests for shard k (this node now serves it).
+func (b *Bridge) Accept(k uint32) error {
+	if b.cfg.Routing == nil {
+		return errors.New("bridge: not in a cluster")
+	}
+	sub, err := b.nc.Subscribe(b.cfg.Routing.ShardSubject(k), b.handleForwarded)
+	if err != nil {
+		return err
+	}
+	_ = sub.SetPendingLimits(b.cfg.QueueLen, -1)
+	b.mu.Lock()
+	if b.shardSubs == nil {
+		b.shardSubs = make(map[uint32]*nats.Subscription)
+	}
+	if old := b.shardSubs[k]; old != nil {
+		_ = old.Unsubscribe()
+	}
+	b.shardSubs[k] = sub
+	b.mu.Unlock()
+	return b.nc.Flush()
+}
+
+// Release stops taking forwarded requests for shard k; those already received are
+// still served (by the shard, or engine_halted once it has closed).
+func (b *Bridge) Release(k uint32) {
+	b.mu.Lock()
+	sub := b.shardSubs[k]
+	delete(b.shardSubs, k)
+	b.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+		_ = b.nc.Flush()
+	}
+}
+
+// handleForwarded takes a request another node forwarded here, as handle does a
+// client's.
+func (b *Bridge) handleForwarded(m *nats.Msg) {
+	subject := m.Header.Get(headerSubject)
+	spec := b.specFor(subject)
+	if spec == nil {
+		return // not a request subject of this prefix: nothing to answer
+	}
+	b.handleJob(&job{spec: spec, subject: subject, reply: m.Reply, data: m.Data, header: m.Header,
+		proto: isProtobuf(micro.Headers(m.Header)), forwarded: true, start: time.Now()})
+}
+
+// specFor finds the verb of a public request subject.
+func (b *Bridge) specFor(subject string) *verbSpec {
+	for _, s := range b.specs {
+		if len(subject) > s.tenantStart+s.suffixLen && strings.HasPrefix(subject, b.cfg.Prefix+".v1.") &&
+			strings.HasSuffix(subject, "."+s.verb.Object()+"."+s.verb.Action()) &&
+			!strings.Contains(subject[s.tenantStart:len(subject)-s.suffixLen], ".") {
+			return s
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/persistence"
+)
+
+// snapshotsKept is how many snapshots of a shard the object store keeps: the newest and
+// one to fall back on.
+const snapshotsKept = 2
+
+// Storage is a shard's actors.Storage in JetStream: the journal in its stream, snapshots
+// in the object store, the published position in the cluster bucket. Any node can open
+// it; the journal's claim at Epoch decides which one can write.
+type Storage struct {
+	JS       jetstream.JetStream
+	Names    Names
+	Shard    uint32
+	Replicas int
+	Node     string
+	Epoch    uint64
+	Objects  jetstream.ObjectStore
+	Bucket   jetstream.KeyValue
+	Timeout  time.Duration
+}
+
+var _ actors.Storage = (*Storage)(nil)
+
+func (s *Storage) ctx() (context.Context, context.CancelFunc) {
+	t := s.Timeout
+	if t == 0 {
+		t = 30 * time.Second
+	}
+	return context.WithTimeout(context.Background(), t)
+}
+
+// OpenJournal claims the shard's journal at the storage's epoch.
+func (s *Storage) OpenJournal() (persistence.Journal, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	return OpenJournal(ctx, JournalConfig{JS: s.JS, Names: s.Names, Shard: s.Shard, Replicas: s.Replicas,
+		Node: s.Node, Epoch: s.Epoch})
+}
+
+func (s *Storage) snapshotPrefix() string { return fmt.Sprintf("shard-%d/", s.Shard) }
+
+// snapshotName sorts by lsn.
+func (s *Storage) snapshotName(lsn uint64) string { return fmt.Sprintf("%s%020d", s.snapshotPrefix(), lsn) }
+
+// snapshots lists this shard's snapshot objects, newest first.
+func (s *Storage) snapshots(ctx context.Context) ([]*jetstream.ObjectInfo, error) {
+	all, err := s.Objects.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var mine []*jetstream.ObjectInfo
+	for _, o := range all {
+		if !o.Deleted && strings.HasPrefix(o.Name, s.snapshotPrefix()) {
+			mine = append(mine, o)
+		}
+	}
+	sort.Slice(mine, func(a, b int) bool { return mine[a].Name > mine[b].Name })
+	return mine, nil
+}
+
+// LoadSnapshot reads the newest snapshot; one that cannot be read or does not check out
+// is skipped for the one before it (the object store verifies its digest).
+func (s *Storage) LoadSnapshot() (persistence.Snapshot, bool, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	objs, err := s.snapshots(ctx)
+	if err != nil {
+		return persistence.Snapshot{}, false, fmt.Errorf("listing snapshots of shard %d: %w", s.Shard, err)
+	}
+	var skipped []string
+	for _, o := range objs {
+		lsn, err1 := strconv.ParseUint(o.Metadata["lsn"], 10, 64)
+		slot, err2 := strconv.ParseUint(o.Metadata["slot"], 10, 64)
+		if err1 != nil || err2 != nil {
+			skipped = append(skipped, o.Name+": no lsn and slot")
+			continue
+		}
+		data, err := s.Objects.GetBytes(ctx, o.Name)
+		if err != nil {
+			skipped = append(skipped, o.Name+": "+err.Error())
+			continue
+		}
+		return persistence.Snapshot{LSN: lsn, Slot: slot, Payload: data, Skipped: skipped}, true, nil
+	}
+	return persistence.Snapshot{Skipped: skipped}, false, nil
+}
+
+// WriteSnapshot stores the state at lsn, then removes all but the newest snapshots. A
+// stale owner's snapshot is older than the current owner's and is never the newest.
+func (s *Storage) WriteSnapshot(lsn, slot uint64, payload []byte) error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	_, err := s.Objects.Put(ctx, jetstream.ObjectMeta{Name: s.snapshotName(lsn),
+		Metadata: map[string]string{"lsn": strconv.FormatUint(lsn, 10), "slot": strconv.FormatUint(slot, 10),
+			"node": s.Node, "epoch": strconv.FormatUint(s.Epoch, 10)}}, bytes.NewReader(payload))
+	if err != nil {
+		return fmt.Errorf("storing snapshot of shard %d at lsn %d: %w", s.Shard, lsn, err)
+	}
+	objs, err := s.snapshots(ctx)
+	if err != nil {
+		return nil // the snapshot is stored; old ones are removed next time
+	}
+	for i, o := range objs {
+		if i >= snapshotsKept {
+			_ = s.Objects.Delete(ctx, o.Name)
+		}
+	}
+	return nil
+}
+
+func (s *Storage) publishedKey() string { return "published." + strconv.FormatUint(uint64(s.Shard), 10) }
+
+// ReadPublished reads the shard's published position from the cluster bucket.
+func (s *Storage) ReadPublished() (uint64, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	e, err := s.Bucket.Get(ctx, s.publishedKey())
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(string(e.Value()), 10, 64)
+}
+
+// WritePublished records the shard's published position in the cluster bucket.
+func (s *Storage) WritePublished(lsn uint64) error {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	_, err := s.Bucket.Put(ctx, s.publishedKey(), []byte(strconv.FormatUint(lsn, 10)))
+	return err
+}
