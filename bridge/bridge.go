@@ -185,8 +185,8 @@ type Bridge struct {
 	mu        sync.Mutex
 	shardSubs map[uint32]*nats.Subscription // cluster: the shards served here
 	started   bool
-	drained bool
-	closed  bool
+	drained   bool
+	closed    bool
 }
 
 // New checks the configuration, creates or updates the HOLDFAST_EVENTS stream and

@@ -38,12 +38,12 @@ func (s *stubSystem) Read(shard uint32, q actors.ReadRequest, reply func(*actors
 }
 func (s *stubSystem) Published(uint32, uint64)       {}
 func (s *stubSystem) Stats(uint32) actors.ShardStats { return actors.ShardStats{} }
-func (s *stubSystem) IsOpen(uint32) bool { return true }
+func (s *stubSystem) IsOpen(uint32) bool             { return true }
 
-func (s *stubSystem) Halted(shard uint32) bool       { return s.halted[shard].Load() }
-func (s *stubSystem) Shards() uint32                 { return s.shards }
-func (s *stubSystem) Options() actors.Options        { return actors.Options{Kernel: stubKernel()} }
-func stubKernel() kernel.Config                      { k := kernel.DefaultConfig(); return k }
+func (s *stubSystem) Halted(shard uint32) bool { return s.halted[shard].Load() }
+func (s *stubSystem) Shards() uint32           { return s.shards }
+func (s *stubSystem) Options() actors.Options  { return actors.Options{Kernel: stubKernel()} }
+func stubKernel() kernel.Config                { k := kernel.DefaultConfig(); return k }
 func okRead(_ uint32, _ actors.ReadRequest, r func(*actors.Reply)) {
 	r(&actors.Reply{Code: contract.CodeResourceNotFound})
 }

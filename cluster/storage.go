@@ -56,7 +56,9 @@ func (s *Storage) OpenJournal() (persistence.Journal, error) {
 func (s *Storage) snapshotPrefix() string { return fmt.Sprintf("shard-%d/", s.Shard) }
 
 // snapshotName sorts by lsn.
-func (s *Storage) snapshotName(lsn uint64) string { return fmt.Sprintf("%s%020d", s.snapshotPrefix(), lsn) }
+func (s *Storage) snapshotName(lsn uint64) string {
+	return fmt.Sprintf("%s%020d", s.snapshotPrefix(), lsn)
+}
 
 // snapshots lists this shard's snapshot objects, newest first.
 func (s *Storage) snapshots(ctx context.Context) ([]*jetstream.ObjectInfo, error) {
@@ -127,7 +129,9 @@ func (s *Storage) WriteSnapshot(lsn, slot uint64, payload []byte) error {
 	return nil
 }
 
-func (s *Storage) publishedKey() string { return "published." + strconv.FormatUint(uint64(s.Shard), 10) }
+func (s *Storage) publishedKey() string {
+	return "published." + strconv.FormatUint(uint64(s.Shard), 10)
+}
 
 // ReadPublished reads the shard's published position from the cluster bucket.
 func (s *Storage) ReadPublished() (uint64, error) {
