@@ -26,6 +26,7 @@ import (
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/bridge"
+	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/persistence"
@@ -53,6 +54,14 @@ type Config struct {
 	Events        bridge.EventsConfig
 	Logger        *slog.Logger
 
+	// Cluster (API §7). Journal "file" (the default) keeps shard state in Data and makes
+	// this process the only one that may serve Prefix; "jetstream" keeps it in JetStream
+	// and joins the cluster of every process serving Prefix on the same NATS.
+	Journal      string
+	Node         string        // this process's name in the cluster; the host name when empty
+	Replicas     int           // JetStream replicas of journals, snapshots and the cluster bucket (1 or 3)
+	OwnershipTTL time.Duration // how long a shard claim lasts without renewal; 5s when 0
+
 	// Tests only: the slot clock and journal faults.
 	Clock  actors.Clock
 	Faults *persistence.Faults
@@ -67,6 +76,7 @@ type Server struct {
 	embedded   bool
 	br         *bridge.Bridge
 	sys        *actors.System
+	node       *cluster.Node
 
 	mu       sync.Mutex
 	cleanups []func() // run backwards by Shutdown
@@ -81,6 +91,9 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = contract.DefaultPrefix
+	}
+	if err := cfg.clusterDefaults(); err != nil {
+		return nil, err
 	}
 	s = &Server{cfg: cfg, log: cfg.Logger}
 	started := s // a failed Start returns a nil *Server: stop what it started
@@ -155,9 +168,26 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		return nil, fmt.Errorf("checking JetStream at %s: %w", s.url, err)
 	}
 
+	if err := s.register(ctx, js); err != nil {
+		return nil, err
+	}
+	var routing *bridge.Routing
+	if s.cfg.Journal == JournalJetStream {
+		names := cluster.NamesFor(cfg.Prefix)
+		routing = &bridge.Routing{ShardSubject: names.ShardSubject}
+		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		s.node, err = cluster.Join(jctx, cluster.Config{NC: nc, JS: js, Names: names, Node: s.cfg.Node, Shards: cfg.Shards,
+			Replicas: s.cfg.Replicas, OwnershipTTL: s.cfg.OwnershipTTL, Logger: s.log.With("component", "cluster")})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.add(s.node.Stop)
+	}
+
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: js, Prefix: cfg.Prefix,
-		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events})
+		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events, Routing: routing})
 	cancel()
 	if err != nil {
 		return nil, err
@@ -171,9 +201,13 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	})
 
 	s.log.Info("recovering shards", "data", cfg.Data, "shards", cfg.Shards)
-	s.sys, err = actors.Start(actors.Options{Dir: cfg.Data, Shards: cfg.Shards, Slot: cfg.Slot, Kernel: cfg.Kernel,
+	opts := actors.Options{Dir: cfg.Data, Shards: cfg.Shards, Slot: cfg.Slot, Kernel: cfg.Kernel,
 		Events: s.br.Events, Observer: s.br.Observer(), Logger: s.log.With("component", "actors"),
-		Clock: cfg.Clock, Faults: cfg.Faults})
+		Clock: cfg.Clock, Faults: cfg.Faults}
+	if s.node != nil {
+		opts.Lazy, opts.Storage, opts.Serving = true, s.node.Storage, s.node.Serving
+	}
+	s.sys, err = actors.Start(opts)
 	if err != nil {
 		return nil, fmt.Errorf("starting the shards: %w", err)
 	}
@@ -191,8 +225,22 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err := s.br.Start(s.sys); err != nil {
 		return nil, err
 	}
+	if s.node != nil {
+		s.node.Run(nodeHost{sys: s.sys, br: s.br})
+	}
 	return s, nil
 }
+
+// nodeHost is what a cluster node drives: the shards and the bridge's routing.
+type nodeHost struct {
+	sys *actors.System
+	br  *bridge.Bridge
+}
+
+func (h nodeHost) Open(k uint32) error   { return h.sys.Open(k) }
+func (h nodeHost) Close(k uint32)        { h.sys.Close(k) }
+func (h nodeHost) Accept(k uint32) error { return h.br.Accept(k) }
+func (h nodeHost) Release(k uint32)      { h.br.Release(k) }
 
 // serveMetrics runs the metrics listener: Prometheus, health, and Go's profiler on the
 // same loopback listener (how a slow server is diagnosed).
@@ -241,6 +289,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.mu.Unlock()
+	if s.node != nil {
+		s.node.Stop() // hand the shards over while the endpoints still forward to their new owners
+	}
 	dctx, cancel := context.WithTimeout(ctx, StopTimeout)
 	err := s.br.Drain(dctx)
 	cancel()

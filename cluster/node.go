@@ -1,0 +1,450 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/actors"
+)
+
+// Config is one node of a cluster.
+type Config struct {
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	Names    Names
+	Node     string // this node's name, unique among live nodes
+	Shards   uint32
+	Replicas int
+	// OwnershipTTL is how long a claim lasts without renewal. A node renews every quarter
+	// of it and stops serving a shard three quarters of it after sending its last
+	// successful renewal, so it has stopped before the claim can lapse.
+	OwnershipTTL time.Duration
+	Logger       *slog.Logger
+}
+
+// Host is what a node drives as it gains and loses shards: the shard runtime and the
+// bridge's routing.
+type Host interface {
+	Open(k uint32) error
+	Close(k uint32)
+	Accept(k uint32) error
+	Release(k uint32)
+}
+
+// claim is this node's hold on one shard.
+type claim struct {
+	rev uint64 // KV revision of the claim: the ownership epoch
+}
+
+// Node holds shard claims in the cluster bucket and opens and closes shards on its host
+// to match: it renews its own liveness and its claims, spreads shards evenly over live
+// nodes (one move at a time), takes shards whose owner has gone, and hands its shards
+// over when it stops.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	kv      jetstream.KeyValue
+	objects jetstream.ObjectStore
+	host    Host
+
+	// serveUntil[k] is the monotonic time (actors.MonoNow) until which shard k may be
+	// served here; 0 when not owned.
+	serveUntil []atomic.Int64
+
+	mu        sync.Mutex
+	abandoned bool
+	claims    map[uint32]*claim
+	memberRev uint64
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// Member is a live node as the cluster bucket shows it.
+type member struct {
+	Node    string `json:"node"`
+	Started string `json:"started"`
+}
+
+type ownerRecord struct {
+	Node string `json:"node"`
+}
+
+// Join opens the cluster's bucket and object store and makes this node a live member.
+// A node of the same name that is still live makes Join fail after waiting one
+// OwnershipTTL for it to lapse (a restart of this node after a crash).
+func Join(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.OwnershipTTL < time.Second {
+		return nil, fmt.Errorf("ownership ttl %v: at least 1s (JetStream key TTLs are whole seconds)", cfg.OwnershipTTL)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, claims: make(map[uint32]*claim), serveUntil: make([]atomic.Int64, cfg.Shards),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	var err error
+	if n.kv, err = OpenBucket(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
+		return nil, err
+	}
+	if n.objects, err = cfg.JS.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Names.Snapshots(),
+		Description: "Holdfast shard snapshots", Storage: jetstream.FileStorage, Replicas: cfg.Replicas}); err != nil {
+		return nil, fmt.Errorf("snapshot store %s: %w", cfg.Names.Snapshots(), err)
+	}
+	val, _ := json.Marshal(member{Node: cfg.Node, Started: time.Now().UTC().Format(time.RFC3339)})
+	deadline := time.Now().Add(cfg.OwnershipTTL + time.Second)
+	for {
+		rev, err := n.kv.Create(ctx, memberKey(cfg.Node), val, jetstream.KeyTTL(cfg.OwnershipTTL))
+		if err == nil {
+			n.memberRev = rev
+			return n, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("joining the cluster as %q: %w", cfg.Node, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("a live node is already named %q in this cluster (--node must be unique)", cfg.Node)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// OpenBucket creates or opens the cluster's KV bucket (per-key TTLs enabled).
+func OpenBucket(ctx context.Context, js jetstream.JetStream, names Names, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: names.Bucket(),
+		Description: "Holdfast cluster: registry, live nodes, shard claims, published positions",
+		History:     1, Storage: jetstream.FileStorage, Replicas: replicas, LimitMarkerTTL: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("cluster bucket %s: %w", names.Bucket(), err)
+	}
+	return kv, nil
+}
+
+func memberKey(node string) string { return "node." + node }
+func shardKey(k uint32) string     { return "shard." + strconv.FormatUint(uint64(k), 10) }
+
+// Storage is the actors.Options.Storage of a cluster node: shard k's storage at the
+// epoch of this node's current claim.
+func (n *Node) Storage(k uint32) (actors.Storage, error) {
+	n.mu.Lock()
+	c := n.claims[k]
+	n.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("shard %d is not claimed by node %q", k, n.cfg.Node)
+	}
+	return &Storage{JS: n.cfg.JS, Names: n.cfg.Names, Shard: k, Replicas: n.cfg.Replicas, Node: n.cfg.Node,
+		Epoch: c.rev, Objects: n.objects, Bucket: n.kv}, nil
+}
+
+// Serving is the actors.Options.Serving of a cluster node: true while this node's claim
+// on shard k is certainly current.
+func (n *Node) Serving(k uint32) bool {
+	until := n.serveUntil[k].Load()
+	return until != 0 && actors.MonoNow() < until
+}
+
+// period is how often the node renews and rebalances.
+func (n *Node) period() time.Duration { return n.cfg.OwnershipTTL / 4 }
+
+// validFor is how long after sending a renewal the node may serve on it.
+func (n *Node) validFor() time.Duration { return n.cfg.OwnershipTTL * 3 / 4 }
+
+// Run drives host until Stop: claims, renewals, balance.
+func (n *Node) Run(host Host) {
+	n.host = host
+	go func() {
+		defer close(n.done)
+		t := time.NewTicker(n.period())
+		defer t.Stop()
+		n.step()
+		for {
+			select {
+			case <-n.stop:
+				return
+			case <-t.C:
+				n.step()
+			}
+		}
+	}()
+}
+
+// step is one round: renew, then move at most one shard towards the balanced spread.
+func (n *Node) step() {
+	ctx, cancel := context.WithTimeout(context.Background(), n.period()*2)
+	defer cancel()
+	n.renewMember(ctx)
+	for _, k := range n.owned() {
+		n.renew(ctx, k)
+	}
+	members, err := n.members(ctx)
+	if err != nil {
+		n.log.Warn("listing live nodes", "err", err)
+		return
+	}
+	owners := n.owners(ctx)
+	desired := Assign(members, n.cfg.Shards)
+	// Hand one shard on when its place is on another live node that does not have it yet.
+	for _, k := range n.owned() {
+		if desired[k] != n.cfg.Node {
+			n.handOff(k)
+			break
+		}
+	}
+	for k := uint32(0); k < n.cfg.Shards; k++ {
+		if desired[k] == n.cfg.Node && owners[k] == "" {
+			n.acquire(ctx, k)
+		}
+	}
+}
+
+// Assign places shards on nodes: sorted names, shard k on node k mod n, so counts differ
+// by at most one and every node computes the same placement from the same members.
+func Assign(members []string, shards uint32) []string {
+	out := make([]string, shards)
+	if len(members) == 0 {
+		return out
+	}
+	m := slices.Clone(members)
+	slices.Sort(m)
+	for k := range out {
+		out[k] = m[k%len(m)]
+	}
+	return out
+}
+
+func (n *Node) owned() []uint32 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ks := make([]uint32, 0, len(n.claims))
+	for k := range n.claims {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// renewMember keeps this node's liveness key; a lost key is created again.
+func (n *Node) renewMember(ctx context.Context) {
+	val, _ := json.Marshal(member{Node: n.cfg.Node})
+	rev, err := n.renewKey(ctx, memberKey(n.cfg.Node), val, n.memberRev)
+	if err != nil {
+		if rev, err = n.kv.Create(ctx, memberKey(n.cfg.Node), val, jetstream.KeyTTL(n.cfg.OwnershipTTL)); err != nil {
+			n.log.Warn("renewing node liveness", "err", err)
+			return
+		}
+	}
+	n.memberRev = rev
+}
+
+// renewKey rewrites a key with a fresh TTL if it is still at rev (kv.Update would drop
+// the TTL, so this publishes to the bucket's subject directly).
+func (n *Node) renewKey(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
+	ack, err := n.cfg.JS.Publish(ctx, "$KV."+n.cfg.Names.Bucket()+"."+key, val,
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(n.cfg.OwnershipTTL))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// renew extends this node's claim on shard k; a claim that is gone, or that could not
+// be renewed before it may have lapsed, is given up.
+func (n *Node) renew(ctx context.Context, k uint32) {
+	n.mu.Lock()
+	c := n.claims[k]
+	n.mu.Unlock()
+	if c == nil {
+		return
+	}
+	sent := actors.MonoNow()
+	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node})
+	rev, err := n.renewKey(ctx, shardKey(k), val, c.rev)
+	switch {
+	case err == nil:
+		n.mu.Lock()
+		c.rev = rev
+		n.mu.Unlock()
+		n.serveUntil[k].Store(sent + int64(n.validFor()))
+	case isWrongLast(err):
+		n.log.Warn("claim on shard lost to another node", "shard", k)
+		n.lose(k)
+	case !n.Serving(k):
+		n.log.Warn("claim on shard not renewed in time; giving it up", "shard", k, "err", err)
+		n.lose(k)
+	default:
+		n.log.Warn("renewing claim", "shard", k, "err", err)
+	}
+}
+
+// members lists live node names.
+func (n *Node) members(ctx context.Context) ([]string, error) {
+	l, err := n.kv.ListKeysFiltered(ctx, "node.*")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for key := range l.Keys() {
+		out = append(out, strings.TrimPrefix(key, "node."))
+	}
+	return out, nil
+}
+
+// owners reads who holds each shard ("" none; unknown counts as held).
+func (n *Node) owners(ctx context.Context) []string {
+	out := make([]string, n.cfg.Shards)
+	for k := range out {
+		e, err := n.kv.Get(ctx, shardKey(uint32(k)))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			out[k] = "?"
+		default:
+			var o ownerRecord
+			if json.Unmarshal(e.Value(), &o) != nil || o.Node == "" {
+				out[k] = "?"
+			} else {
+				out[k] = o.Node
+			}
+		}
+	}
+	return out
+}
+
+// Owners is the cluster's view of who serves each shard, for cluster.status.
+func (n *Node) Owners(ctx context.Context) ([]string, []string, error) {
+	members, err := n.members(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(members)
+	return members, n.owners(ctx), nil
+}
+
+// acquire claims an unclaimed shard and opens it: the claim's revision is the epoch at
+// which the shard's journal is claimed, which fences every earlier owner.
+func (n *Node) acquire(ctx context.Context, k uint32) {
+	sent := actors.MonoNow()
+	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node})
+	rev, err := n.kv.Create(ctx, shardKey(k), val, jetstream.KeyTTL(n.cfg.OwnershipTTL))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			n.log.Warn("claiming shard", "shard", k, "err", err)
+		}
+		return
+	}
+	n.mu.Lock()
+	n.claims[k] = &claim{rev: rev}
+	n.mu.Unlock()
+	n.serveUntil[k].Store(sent + int64(n.validFor()))
+	start := time.Now()
+	if err := n.host.Open(k); err != nil {
+		n.log.Error("opening claimed shard", "shard", k, "err", err)
+		n.release(k)
+		return
+	}
+	if err := n.host.Accept(k); err != nil {
+		n.log.Error("taking requests for shard", "shard", k, "err", err)
+		n.host.Close(k)
+		n.release(k)
+		return
+	}
+	n.log.Info("serving shard", "shard", k, "epoch", rev, "load", time.Since(start).Round(time.Millisecond))
+}
+
+// lose stops serving shard k at once: its claim may belong to another node already.
+func (n *Node) lose(k uint32) {
+	n.serveUntil[k].Store(0)
+	n.host.Release(k)
+	n.host.Close(k)
+	n.mu.Lock()
+	delete(n.claims, k)
+	n.mu.Unlock()
+}
+
+// handOff gives shard k up in order: no new requests, those taken answered, the
+// journal closed, then the claim deleted so the next owner need not wait for it to lapse.
+func (n *Node) handOff(k uint32) {
+	n.log.Info("handing shard over", "shard", k)
+	n.host.Release(k)
+	n.host.Close(k)
+	n.serveUntil[k].Store(0)
+	n.release(k)
+}
+
+// release deletes this node's claim on shard k (if it is still at our revision).
+func (n *Node) release(k uint32) {
+	n.serveUntil[k].Store(0)
+	n.mu.Lock()
+	c := n.claims[k]
+	delete(n.claims, k)
+	n.mu.Unlock()
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.kv.Delete(ctx, shardKey(k), jetstream.LastRevision(c.rev)); err != nil {
+		n.log.Warn("releasing claim", "shard", k, "err", err)
+	}
+}
+
+// Stop hands every shard over and leaves the cluster (a SIGTERM). The node's shards
+// are closed first, so every request they took is answered.
+func (n *Node) Stop() {
+	select {
+	case <-n.stop:
+		return
+	default:
+	}
+	close(n.stop)
+	if n.host != nil {
+		<-n.done
+	}
+	n.mu.Lock()
+	abandoned := n.abandoned
+	n.mu.Unlock()
+	if abandoned {
+		return
+	}
+	if n.host != nil {
+		for _, k := range n.owned() {
+			n.handOff(k)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = n.kv.Delete(ctx, memberKey(n.cfg.Node))
+}
+
+// Abandon stops the node's loop and its serving without handing anything over (tests:
+// a crash, after which the claims lapse by their TTL); a later Stop does nothing more.
+func (n *Node) Abandon() {
+	select {
+	case <-n.stop:
+		return
+	default:
+	}
+	n.mu.Lock()
+	n.abandoned = true
+	n.mu.Unlock()
+	close(n.stop)
+	if n.host != nil {
+		<-n.done
+	}
+	for k := range n.serveUntil {
+		n.serveUntil[k].Store(0)
+	}
+}

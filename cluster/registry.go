@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Registration is what a serving process records for its prefix before it serves: the
+// settings that decide what the journals mean, and where the state lives.
+type Registration struct {
+	Journal    string `json:"journal"`            // "file" or "jetstream"
+	Node       string `json:"node"`               // the node holding the data directory (file)
+	Instance   string `json:"instance,omitempty"` // that data directory's identity (file)
+	Shards     uint32 `json:"shards"`
+	SlotMillis uint64 `json:"slot_ms"`
+}
+
+const registryKey = "registry"
+
+// Register records reg for the prefix, or checks it against what is recorded: a prefix
+// whose state lives in one node's data directory (journal file) is served by that node
+// alone, also after it has died; a prefix whose state lives in JetStream is served by
+// nodes with journal jetstream only; and every node agrees on shards and slot. The
+// error says what is recorded and by whom.
+func Register(ctx context.Context, kv jetstream.KeyValue, prefix string, reg Registration) error {
+	val, _ := json.Marshal(reg)
+	for {
+		e, err := kv.Get(ctx, registryKey)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			if _, err := kv.Create(ctx, registryKey, val); errors.Is(err, jetstream.ErrKeyExists) {
+				continue // another node registered first: check against it
+			} else if err != nil {
+				return fmt.Errorf("registering prefix %q: %w", prefix, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the registry of prefix %q: %w", prefix, err)
+		}
+		var have Registration
+		if err := json.Unmarshal(e.Value(), &have); err != nil {
+			return fmt.Errorf("registry of prefix %q is unreadable: %w", prefix, err)
+		}
+		return compatible(prefix, have, reg)
+	}
+}
+
+func compatible(prefix string, have, want Registration) error {
+	switch {
+	case have.Journal == "file" && (want.Journal != "file" || want.Instance != have.Instance):
+		return fmt.Errorf("prefix %q is served by node %q from its own data directory (--journal file): no other process may serve it, also after that node has stopped; use another --prefix, or run that node with its data directory", prefix, have.Node)
+	case have.Journal == "jetstream" && want.Journal != "jetstream":
+		return fmt.Errorf("prefix %q is served by a cluster whose journals live in JetStream: join it with --journal jetstream, or use another --prefix", prefix)
+	case have.Shards != want.Shards:
+		return fmt.Errorf("prefix %q was created with --shards %d; this process has %d", prefix, have.Shards, want.Shards)
+	case have.SlotMillis != want.SlotMillis:
+		return fmt.Errorf("prefix %q was created with --slot %dms; this process has %dms", prefix, have.SlotMillis, want.SlotMillis)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/cluster"
+)
+
+// Journal kinds (--journal).
+const (
+	JournalFile      = "file"
+	JournalJetStream = "jetstream"
+)
+
+// DefaultOwnershipTTL is how long a shard claim lasts without renewal (--ownership-ttl).
+const DefaultOwnershipTTL = 5 * time.Second
+
+func (c *Config) clusterDefaults() error {
+	if c.Journal == "" {
+		c.Journal = JournalFile
+	}
+	if c.Journal != JournalFile && c.Journal != JournalJetStream {
+		return fmt.Errorf("journal %q: want %s or %s", c.Journal, JournalFile, JournalJetStream)
+	}
+	if c.Node == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "holdfast"
+		}
+		c.Node = host
+	}
+	if strings.ContainsAny(c.Node, ".*> \t") {
+		return fmt.Errorf("node %q: a name without dots, spaces or wildcards", c.Node)
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Replicas != 1 && c.Replicas != 3 {
+		return fmt.Errorf("replicas %d: want 1 or 3", c.Replicas)
+	}
+	if c.OwnershipTTL == 0 {
+		c.OwnershipTTL = DefaultOwnershipTTL
+	}
+	if c.OwnershipTTL < time.Second || c.OwnershipTTL%time.Second != 0 {
+		return fmt.Errorf("ownership ttl %v: whole seconds, at least 1s (JetStream key TTLs are seconds)", c.OwnershipTTL)
+	}
+	return nil
+}
+
+// register records this process for its prefix in the cluster bucket, or refuses to
+// serve: a prefix served from one node's data directory is that node's alone.
+func (s *Server) register(ctx context.Context, js jetstream.JetStream) error {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	kv, err := cluster.OpenBucket(rctx, js, cluster.NamesFor(s.cfg.Prefix), s.cfg.Replicas)
+	if err != nil {
+		return err
+	}
+	reg := cluster.Registration{Journal: s.cfg.Journal, Node: s.cfg.Node, Shards: s.cfg.Shards,
+		SlotMillis: uint64(s.cfg.Slot / time.Millisecond)}
+	if s.cfg.Journal == JournalFile {
+		if reg.Instance, err = instanceID(s.cfg.Data); err != nil {
+			return err
+		}
+	}
+	return cluster.Register(rctx, kv, s.cfg.Prefix, reg)
+}
+
+// instanceID names a data directory for good: created once, kept in the directory.
+func instanceID(data string) (string, error) {
+	path := filepath.Join(data, "instance")
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(raw[:])
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// crash stops the process the way a lost machine does as far as the cluster sees it:
+// no shard is handed over, claims lapse by their TTL (tests).
+func (s *Server) crash() {
+	if s.node != nil {
+		s.node.Abandon()
+	}
+	s.runCleanups()
+}
+
+// Owners is the cluster's view of live nodes and shard owners ("" none); nil outside a
+// cluster.
+func (s *Server) Owners(ctx context.Context) (nodes, owners []string, err error) {
+	if s.node == nil {
+		return nil, nil, nil
+	}
+	return s.node.Owners(ctx)
+}

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/internal/natstest"
+	"github.com/holdfast/holdfast/messages"
+)
+
+func connectClient(t *testing.T, url string) *client.Client {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cl, err := client.New(nc, client.WithTimeout(2*time.Second), client.WithRetry(20, 50*time.Millisecond, 500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// The reported double grant: a second process pointed at the NATS of a file-journal
+// server refuses to serve its prefix, naming the node that serves it, also once that
+// node has stopped.
+func TestSecondProcessOnAFileJournalPrefixIsRefused(t *testing.T) {
+	ctx := context.Background()
+	first := testConfig(t.TempDir())
+	first.Node = "alpha"
+	a, err := Start(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(ctx)
+	for _, journal := range []string{JournalFile, JournalJetStream} {
+		second := testConfig(t.TempDir())
+		second.NATSURL, second.Node, second.Journal = a.URL(), "beta", journal
+		second.MetricsListen = ""
+		b, err := Start(ctx, second)
+		if err == nil {
+			b.Shutdown(ctx)
+			t.Fatalf("journal %s: a second process served the prefix", journal)
+		}
+		if !strings.Contains(err.Error(), `"alpha"`) && journal == JournalFile {
+			t.Fatalf("refusal does not name the serving node: %v", err)
+		}
+	}
+	// The same data directory starts again (a restart of the same node).
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterNode starts one node of a jetstream-journal cluster.
+func clusterNode(t *testing.T, url, name string, shards uint32, replicas int) *Server {
+	t.Helper()
+	cfg := testConfig(t.TempDir())
+	cfg.Shards, cfg.NATSURL, cfg.Node, cfg.Journal, cfg.Replicas = shards, url, name, JournalJetStream, replicas
+	cfg.OwnershipTTL = time.Second
+	cfg.MetricsListen = ""
+	s, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("node %s: %v", name, err)
+	}
+	return s
+}
+
+// waitBalanced waits until every shard has an owner and counts per node differ by at
+// most one, among the nodes given.
+func waitBalanced(t *testing.T, s *Server, nodes int) []string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		live, owners, err := s.Owners(context.Background())
+		if err == nil && len(live) == nodes {
+			count := map[string]int{}
+			ok := true
+			for _, o := range owners {
+				if o == "" || o == "?" {
+					ok = false
+				}
+				count[o]++
+			}
+			lo, hi := len(owners), 0
+			for _, n := range live {
+				lo, hi = min(lo, count[n]), max(hi, count[n])
+			}
+			if ok && hi-lo <= 1 && len(count) == nodes {
+				return owners
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not balanced over %d nodes: live %v owners %v err %v", nodes, live, owners, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Three Holdfast nodes on a JetStream cluster of three NATS servers: one owner per shard,
+// any node answers for any shard, a seat is granted once whichever nodes are asked,
+// and when the owner of the seat's shard dies another node serves it with every
+// acknowledged write, and idempotent retries keep their first outcome.
+func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	for _, replicas := range []int{1, 3} {
+		t.Run(fmt.Sprintf("R%d", replicas), func(t *testing.T) {
+			ctx := context.Background()
+			nats := natstest.Start(t, 3)
+			const shards = 4
+			nodes := map[string]*Server{}
+			for _, name := range []string{"n1", "n2", "n3"} {
+				nodes[name] = clusterNode(t, nats.URL(), name, shards, replicas)
+				defer nodes[name].Shutdown(ctx)
+			}
+			owners := waitBalanced(t, nodes["n1"], 3)
+			c1 := connectClient(t, nodes["n1"].URL())
+			c2 := connectClient(t, nodes["n2"].URL())
+
+			const seat = "seat-7"
+			if r, err := c1.CreateResource(ctx, seat); err != nil || !r.OK() {
+				t.Fatalf("create: %v %+v", err, r)
+			}
+			res, err := c1.Reserve(ctx, client.ReserveRequest{Holder: "h1", Members: []*messages.Member{client.Resource(seat)}, TTL: time.Hour},
+				client.WithOperationID("reserve-h1"))
+			if err != nil || !res.OK() {
+				t.Fatalf("reserve h1: %v %+v", err, res)
+			}
+			if r, err := c2.Reserve(ctx, client.ReserveRequest{Holder: "h2", Members: []*messages.Member{client.Resource(seat)}, TTL: time.Hour}); err != nil || r.Code != messages.CodeResourceBusy {
+				t.Fatalf("second reserve through another node: %v %+v", err, r)
+			}
+
+			// Kill the owner of the seat's shard.
+			shard := contract.ShardOf("default", seat, shards)
+			victim := owners[shard]
+			nodes[victim].crash()
+			var survivor *Server
+			for name, s := range nodes {
+				if name != victim {
+					survivor = s
+				}
+			}
+			cs := connectClient(t, survivor.URL())
+			start := time.Now()
+			var got *client.LeaseResult
+			for {
+				got, err = cs.GetLease(ctx, res.Fence().LeaseID)
+				if err == nil && got.OK() {
+					break
+				}
+				if time.Since(start) > 30*time.Second {
+					t.Fatalf("lease not readable after failover: %v %+v", err, got)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Logf("R%d: shard %d readable again %v after its owner %s died", replicas, shard, time.Since(start).Round(time.Millisecond), victim)
+			if got.Lease.GetHolderId() != "h1" || got.Fence() != res.Fence() {
+				t.Fatalf("after failover: %+v", got.Lease)
+			}
+			again, err := cs.Reserve(ctx, client.ReserveRequest{Holder: "h1", Members: []*messages.Member{client.Resource(seat)}, TTL: time.Hour},
+				client.WithOperationID("reserve-h1"))
+			if err != nil || !again.OK() || again.Fence() != res.Fence() {
+				t.Fatalf("retry after failover executed again or failed: %v %+v", err, again)
+			}
+			if r, err := cs.Reserve(ctx, client.ReserveRequest{Holder: "h3", Members: []*messages.Member{client.Resource(seat)}, TTL: time.Hour}); err != nil || r.Code != messages.CodeResourceBusy {
+				t.Fatalf("seat granted twice after failover: %v %+v", err, r)
+			}
+			if r, err := cs.Release(ctx, "h1", res.Fence()); err != nil || !r.OK() {
+				t.Fatalf("release after failover: %v %+v", err, r)
+			}
+			waitBalanced(t, survivor, 2)
+		})
+	}
+}
