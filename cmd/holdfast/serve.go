@@ -58,6 +58,10 @@ type serveConfig struct {
 	events         bridge.EventsConfig
 	listenExplicit bool
 	testHooksDir   string
+	journal        string
+	node           string
+	replicas       int
+	ownershipTTL   time.Duration
 }
 
 // parseServeFlags parses and checks the flags; the error is for the user.
@@ -98,6 +102,10 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	fs.Var(&eventsMaxBytes, "events-max-bytes", "max `bytes` of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
 	testHooksDir := fs.String("test-hooks-dir", "", "TESTS ONLY: a `directory` whose files move the clock and fail journal writes (see testhooks.go)")
 	eventsDup := fs.Duration("events-duplicate-window", bridge.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 10s): a restart republishes what may not have been stored, and the stream drops the copies within it, so it should cover a restart")
+	journal := fs.String("journal", "", "where shard journals and snapshots live: `file` (this process's --data; the default with an embedded NATS) or jetstream (replicated in JetStream, shared by a cluster of processes; the default with --nats)")
+	node := fs.String("node", "", "this process's `name` in a cluster (default: the host name)")
+	replicas := fs.Int("replicas", 1, "JetStream replicas of journals, snapshots and the cluster bucket: 1 or 3")
+	ownershipTTL := fs.Duration("ownership-ttl", server.DefaultOwnershipTTL, "how long a node's claim on a shard lasts without renewal (whole seconds); a node stops serving a shard before it lapses")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -113,6 +121,22 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 		testHooksDir: *testHooksDir, maxMemory: uint64(maxMemory), explicitBounds: explicit}
 	if c.data == "" {
 		return nil, errors.New("--data: must not be empty")
+	}
+	c.journal, c.node, c.replicas, c.ownershipTTL = *journal, *node, *replicas, *ownershipTTL
+	if c.journal == "" {
+		c.journal = server.JournalFile
+		if c.natsURL != "" {
+			c.journal = server.JournalJetStream
+		}
+	}
+	if c.journal != server.JournalFile && c.journal != server.JournalJetStream {
+		return nil, fmt.Errorf("--journal: file or jetstream, got %q", c.journal)
+	}
+	if c.replicas != 1 && c.replicas != 3 {
+		return nil, fmt.Errorf("--replicas: 1 or 3, got %d", c.replicas)
+	}
+	if c.ownershipTTL < time.Second || c.ownershipTTL%time.Second != 0 {
+		return nil, fmt.Errorf("--ownership-ttl: whole seconds, at least 1s, got %v", c.ownershipTTL)
 	}
 	if err := contract.ValidPrefix(c.prefix); err != nil {
 		return nil, fmt.Errorf("--prefix: %w", err)
@@ -387,7 +411,8 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		log.Warn("--listen is ignored with --nats")
 	}
 	cfg := server.Config{Data: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel, Prefix: c.prefix,
-		NATSURL: c.natsURL, Listen: c.listen, MetricsListen: c.metricsListen, Events: c.events, Logger: log}
+		NATSURL: c.natsURL, Listen: c.listen, MetricsListen: c.metricsListen, Events: c.events, Logger: log,
+		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL}
 	if c.testHooksDir != "" {
 		hooks := startTestHooks(c.testHooksDir)
 		cleanups = append(cleanups, hooks.close)
@@ -400,7 +425,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		return err
 	}
 	log.Info("ready", "nats", srv.URL(), "prefix", c.prefix, "shards", c.shards, "data", c.data,
-		"embedded_nats", srv.Embedded(), "metrics", srv.MetricsURL(), "version", bridge.Version)
+		"embedded_nats", srv.Embedded(), "metrics", srv.MetricsURL(), "version", bridge.Version, "journal", c.journal)
 
 	<-ctx.Done()
 	log.Info("stopping: draining requests")

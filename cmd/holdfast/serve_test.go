@@ -238,6 +238,9 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--max-memory", "lots"}, "max-memory"},
 		{[]string{"--events-max-bytes", "-1"}, "events-max-bytes"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"--journal", "disk"}, "--journal"},
+		{[]string{"--replicas", "2"}, "--replicas"},
+		{[]string{"--ownership-ttl", "1500ms"}, "--ownership-ttl"},
 		{[]string{"extra"}, "extra"},
 	} {
 		var out bytes.Buffer
