@@ -396,7 +396,8 @@ type job struct {
 	data      []byte
 	header    nats.Header
 	proto     bool
-	forwarded bool // sent here by another node of the cluster
+	forwarded bool   // sent here by another node of the cluster
+	part      uint32 // k+1: another node's lease.list asks for shard k's part only; 0: none
 	start     time.Time
 }
 
@@ -501,6 +502,10 @@ func (b *Bridge) serve(j *job) {
 		b.respond(c)
 		return
 	}
+	if j.part > 0 {
+		b.servePart(j, c)
+		return
+	}
 	if b.mustForward(j, c) {
 		go b.forward(j, c.op.shard)
 		return
@@ -527,6 +532,10 @@ func (b *Bridge) serve(j *job) {
 		c.parts = make([]*actors.Reply, n)
 		c.left.Store(int32(n))
 		for i := 0; i < n; i++ {
+			if b.cfg.Routing != nil && !b.sys.IsOpen(uint32(i)) {
+				go b.remotePart(j, uint32(i), c.part(i))
+				continue
+			}
 			b.sys.Read(uint32(i), c.op.read, c.part(i))
 		}
 	}

@@ -2,15 +2,19 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
 )
 
 // Cluster routing (API §7). Every node serves the public subjects; a request for a shard
@@ -23,6 +27,7 @@ import (
 const (
 	headerSubject   = "Holdfast-Subject"   // the public subject the client used
 	headerForwarded = "Holdfast-Forwarded" // set on forwarded requests: never forwarded again
+	headerPart      = "Holdfast-Part"      // a lease.list part: the shard whose leases are asked for
 )
 
 // Routing tells the bridge where shards are served in a cluster.
@@ -121,8 +126,16 @@ func (b *Bridge) handleForwarded(m *nats.Msg) {
 	if spec == nil {
 		return // not a request subject of this prefix: nothing to answer
 	}
+	var part uint32
+	if v := m.Header.Get(headerPart); v != "" {
+		k, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || k >= uint64(b.cfg.Shards) || spec.verb != contract.VerbListLeases {
+			return
+		}
+		part = uint32(k) + 1
+	}
 	b.handleJob(&job{spec: spec, subject: subject, reply: m.Reply, data: m.Data, header: m.Header,
-		proto: isProtobuf(micro.Headers(m.Header)), forwarded: true, start: time.Now()})
+		proto: isProtobuf(micro.Headers(m.Header)), forwarded: true, start: time.Now(), part: part})
 }
 
 // specFor finds the verb of a public request subject.
@@ -135,4 +148,55 @@ func (b *Bridge) specFor(subject string) *verbSpec {
 		}
 	}
 	return nil
+}
+
+// partReply is one shard's part of a lease.list between nodes (internal JSON; both
+// ends run the same build).
+type partReply struct {
+	Code      contract.Code      `json:"code"`
+	Message   string             `json:"message,omitempty"`
+	Leases    []kernel.LeaseView `json:"leases,omitempty"`
+	Truncated bool               `json:"truncated,omitempty"`
+}
+
+// remotePart asks the owner of shard k for its part of a lease.list.
+func (b *Bridge) remotePart(j *job, k uint32, done func(*actors.Reply)) {
+	msg := &nats.Msg{Subject: b.cfg.Routing.ShardSubject(k), Data: j.data, Header: nats.Header{}}
+	msg.Header.Set(headerSubject, j.subject)
+	msg.Header.Set(headerForwarded, "1")
+	msg.Header.Set(headerPart, strconv.FormatUint(uint64(k), 10))
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	defer cancel()
+	for {
+		resp, err := b.nc.RequestMsgWithContext(ctx, msg)
+		if err == nil {
+			var p partReply
+			if err := json.Unmarshal(resp.Data, &p); err != nil {
+				break
+			}
+			done(&actors.Reply{Code: p.Code, Message: p.Message, Leases: p.Leases, Truncated: p.Truncated, MemberIndex: -1})
+			return
+		}
+		if !errors.Is(err, nats.ErrNoResponders) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(forwardRetry):
+			continue
+		}
+		break
+	}
+	done(rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d has no serving node right now; retry", k)))
+}
+
+// servePart answers another node's request for shard k's part of a lease.list.
+func (b *Bridge) servePart(j *job, c *call) {
+	b.sys.Read(j.part-1, c.op.read, func(r *actors.Reply) {
+		defer b.pending.Add(-1)
+		body, _ := json.Marshal(partReply{Code: r.Code, Message: r.Message, Leases: r.Leases, Truncated: r.Truncated})
+		if j.reply != "" {
+			_ = b.nc.Publish(j.reply, body)
+		}
+	})
 }

@@ -140,6 +140,19 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 				t.Fatalf("second reserve through another node: %v %+v", err, r)
 			}
 
+			// lease.list gathers every shard's part, wherever it is served.
+			for _, other := range []string{"seat-a", "seat-b", "seat-c", "seat-d", "seat-e"} {
+				if r, err := c2.CreateResource(ctx, other); err != nil || !r.OK() {
+					t.Fatalf("create %s: %v %+v", other, err, r)
+				}
+				if r, err := c2.Reserve(ctx, client.ReserveRequest{Holder: "h1", Members: []*messages.Member{client.Resource(other)}, TTL: time.Hour}); err != nil || !r.OK() {
+					t.Fatalf("reserve %s: %v %+v", other, err, r)
+				}
+			}
+			if l, err := c2.ListLeases(ctx, "h1", 0); err != nil || !l.OK() || len(l.Leases) != 6 {
+				t.Fatalf("lease.list across nodes: %v %+v", err, l)
+			}
+
 			// Kill the owner of the seat's shard.
 			shard := contract.ShardOf("default", seat, shards)
 			victim := owners[shard]
