@@ -49,6 +49,8 @@ type EventsConfig struct {
 	// existing stream keeps its limits.
 	MaxAge   time.Duration
 	MaxBytes int64
+	// Replicas of the stream when the bridge creates it (0: 1).
+	Replicas int
 	// MaxQueuedEvents bounds the events per shard waiting to be published (beyond the
 	// ones being published). When a shard's queue would pass it, that shard's events
 	// are dropped from then on and its published position stops: the shard republishes
@@ -101,6 +103,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, prefix string, cf
 				Duplicates:  cfg.DuplicateWindow,
 				MaxAge:      cfg.MaxAge,
 				MaxBytes:    orUnlimited(cfg.MaxBytes),
+				Replicas:    max(cfg.Replicas, 1),
 			})
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				continue // created meanwhile by another process: update it

@@ -185,6 +185,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		s.add(s.node.Stop)
 	}
 
+	cfg.Events.Replicas = s.cfg.Replicas
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: js, Prefix: cfg.Prefix,
 		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events, Routing: routing})
