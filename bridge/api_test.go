@@ -514,7 +514,7 @@ func TestMicroServiceDiscovery(t *testing.T) {
 	}
 	want := map[string]bool{}
 	for _, v := range []string{"resource.create", "resource.get", "pool.create", "pool.get", "range.create", "range.get",
-		"lease.reserve", "lease.activate", "lease.renew", "lease.release", "lease.revoke", "lease.reclaim", "lease.get", "lease.list"} {
+		"lease.reserve", "lease.activate", "lease.renew", "lease.release", "lease.revoke", "lease.reclaim", "lease.get", "lease.list", "cluster.status"} {
 		want["holdfast.v1.*."+v] = true
 	}
 	for _, e := range info.Endpoints {
@@ -532,7 +532,7 @@ func TestMicroServiceDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stats micro.Stats
-	if err := json.Unmarshal(m.Data, &stats); err != nil || len(stats.Endpoints) != 14 {
+	if err := json.Unmarshal(m.Data, &stats); err != nil || len(stats.Endpoints) != 15 {
 		t.Fatalf("stats: %v %s", err, m.Data)
 	}
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/messages"
 )
 
 // ServiceName is the micro service name every Holdfast process registers.
@@ -98,6 +99,10 @@ type Config struct {
 	Timeout time.Duration
 
 	Events EventsConfig
+	// Node names this process in cluster.status; Status, in a cluster, is the cluster's
+	// view (nil: this process serves every shard).
+	Node   string
+	Status StatusSource
 	// Routing, in a cluster, forwards requests for shards served elsewhere (forward.go);
 	// nil: this process serves every shard.
 	Routing *Routing
@@ -486,12 +491,13 @@ type call struct {
 	start  time.Time
 	op     op
 
-	done  atomic.Bool // the first of answer and timeout wins
-	timer *time.Timer
-	slot  bool // holds an in-flight slot
-	res   *actors.Reply
-	parts []*actors.Reply // lease.list, per shard
-	left  atomic.Int32
+	done   atomic.Bool // the first of answer and timeout wins
+	timer  *time.Timer
+	slot   bool // holds an in-flight slot
+	res    *actors.Reply
+	parts  []*actors.Reply // lease.list, per shard
+	status *messages.Reply // cluster.status, built whole by serveStatus
+	left   atomic.Int32
 }
 
 // serve decodes, validates and routes one request.
@@ -527,6 +533,8 @@ func (b *Bridge) serve(j *job) {
 		b.sys.Write(c.op.shard, c.op.cmd, c.answer)
 	case opRead:
 		b.sys.Read(c.op.shard, c.op.read, c.answer)
+	case opStatus:
+		go b.serveStatus(c, j)
 	case opList:
 		n := int(b.cfg.Shards)
 		c.parts = make([]*actors.Reply, n)

@@ -39,15 +39,17 @@ const (
 	opWrite opKind = iota + 1
 	opRead
 	opList
+	opStatus // cluster.status: answered by the bridge from the cluster's view
 )
 
 // op is a validated request, routed: a command or a read of one shard, or a read of
 // every shard (lease.list).
 type op struct {
-	kind  opKind
-	shard uint32
-	cmd   *kernel.Command
-	read  actors.ReadRequest
+	kind   opKind
+	shard  uint32
+	hasKey bool // cluster.status with a placement_key: shard is the key's
+	cmd    *kernel.Command
+	read   actors.ReadRequest
 }
 
 // bind fixes the spec's subject under prefix, and where a request subject's tenant is.
@@ -87,6 +89,8 @@ func verbSpecs() []*verbSpec {
 			newReq: func() proto.Message { return new(messages.GetLeaseRequest) }, prepare: prepGetLease},
 		{verb: contract.VerbListLeases,
 			newReq: func() proto.Message { return new(messages.ListLeasesRequest) }, prepare: prepListLeases},
+		{verb: contract.VerbClusterStatus,
+			newReq: func() proto.Message { return new(messages.ClusterStatusRequest) }, prepare: prepClusterStatus},
 	}
 }
 
@@ -353,5 +357,18 @@ func prepListLeases(_ *Bridge, _ string, m proto.Message, o *op) *kernel.Rejecti
 		limit = *r.Limit
 	}
 	*o = op{kind: opList, read: actors.ReadRequest{ID: r.HolderId, Limit: int(limit)}}
+	return nil
+}
+
+func prepClusterStatus(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.ClusterStatusRequest)
+	*o = op{kind: opStatus}
+	if r.PlacementKey != "" {
+		if rej := objectID("placement_key", r.PlacementKey); rej != nil {
+			return rej
+		}
+		o.hasKey = true
+		o.shard = contract.ShardOf(tenant, contract.PlacementKey(r.PlacementKey), b.cfg.Shards)
+	}
 	return nil
 }

@@ -37,6 +37,10 @@ func replyMessage(c *call) *messages.Reply {
 		}
 		return m
 	}
+	if c.status != nil {
+		c.status.Outcome, c.status.Code = messages.OutcomeCommitted, r.Code.String()
+		return c.status
+	}
 	m.Outcome = messages.OutcomeCommitted
 	m.FromRetryCache = r.FromRetryCache
 	if read {

@@ -41,7 +41,7 @@ const forwardRetry = 50 * time.Millisecond
 
 // mustForward reports whether a prepared request goes to another node.
 func (b *Bridge) mustForward(j *job, c *call) bool {
-	return b.cfg.Routing != nil && !j.forwarded && c.op.kind != opList && !b.sys.IsOpen(c.op.shard)
+	return b.cfg.Routing != nil && !j.forwarded && c.op.kind != opList && c.op.kind != opStatus && !b.sys.IsOpen(c.op.shard)
 }
 
 // forward sends the request to its shard's owner and relays the answer, on a goroutine
@@ -129,7 +129,7 @@ func (b *Bridge) handleForwarded(m *nats.Msg) {
 	var part uint32
 	if v := m.Header.Get(headerPart); v != "" {
 		k, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || k >= uint64(b.cfg.Shards) || spec.verb != contract.VerbListLeases {
+		if err != nil || k >= uint64(b.cfg.Shards) || (spec.verb != contract.VerbListLeases && spec.verb != contract.VerbClusterStatus) {
 			return
 		}
 		part = uint32(k) + 1
@@ -157,6 +157,8 @@ type partReply struct {
 	Message   string             `json:"message,omitempty"`
 	Leases    []kernel.LeaseView `json:"leases,omitempty"`
 	Truncated bool               `json:"truncated,omitempty"`
+	// AppliedLSN is the shard's applied position (cluster.status parts).
+	AppliedLSN uint64 `json:"applied_lsn,omitempty"`
 }
 
 // remotePart asks the owner of shard k for its part of a lease.list.
@@ -192,6 +194,18 @@ func (b *Bridge) remotePart(j *job, k uint32, done func(*actors.Reply)) {
 
 // servePart answers another node's request for shard k's part of a lease.list.
 func (b *Bridge) servePart(j *job, c *call) {
+	if j.spec.verb == contract.VerbClusterStatus {
+		defer b.pending.Add(-1)
+		p := partReply{Code: contract.CodeEngineHalted}
+		if b.sys.IsOpen(j.part - 1) {
+			p = partReply{Code: contract.CodeOK, AppliedLSN: b.sys.Stats(j.part - 1).AppliedLSN}
+		}
+		body, _ := json.Marshal(p)
+		if j.reply != "" {
+			_ = b.nc.Publish(j.reply, body)
+		}
+		return
+	}
 	b.sys.Read(j.part-1, c.op.read, func(r *actors.Reply) {
 		defer b.pending.Add(-1)
 		body, _ := json.Marshal(partReply{Code: r.Code, Message: r.Message, Leases: r.Leases, Truncated: r.Truncated})

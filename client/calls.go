@@ -279,3 +279,14 @@ func (c *Client) ListLeases(ctx context.Context, holder string, limit int) (*Lis
 	}
 	return res, nil
 }
+
+// ClusterStatus reads who serves which shard (API §7): the live nodes with their
+// shards, every shard's owner and applied position, and, given a placement key, the
+// shard it maps to in the client's tenant.
+func (c *Client) ClusterStatus(ctx context.Context, placementKey string) (*ClusterResult, error) {
+	r, err := c.call(ctx, contract.VerbClusterStatus, &messages.ClusterStatusRequest{PlacementKey: placementKey}, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	return &ClusterResult{Result: *r, Nodes: r.Reply.Nodes, Shards: r.Reply.Shards, Shard: r.Reply.Shard}, nil
+}

@@ -131,3 +131,14 @@ func (l Lease) String() string {
 	}
 	return fmt.Sprintf("%s holder=%s state=%s epoch=%d", l.LeaseId, l.HolderId, l.State, l.LeaseEpoch)
 }
+
+// ClusterResult is the result of cluster.status.
+type ClusterResult struct {
+	Result
+	// Nodes are the live nodes, sorted by name, with the shards each serves.
+	Nodes []*messages.ClusterNode
+	// Shards are every shard in order with its owner ("" while it moves) and applied lsn.
+	Shards []*messages.ClusterShard
+	// Shard is the placement key's shard when one was given.
+	Shard *uint32
+}

@@ -26,6 +26,8 @@ const (
 	VerbGetRange
 	VerbGetLease
 	VerbListLeases
+	// VerbClusterStatus answers who serves which shard (API §7); no shard answers it.
+	VerbClusterStatus
 	// VerbCount is how many verbs there are: one past the last.
 	VerbCount
 )
@@ -48,9 +50,10 @@ var verbParts = [VerbCount][2]string{
 	VerbGetRange:       {"range", "get"},
 	VerbGetLease:       {"lease", "get"},
 	VerbListLeases:     {"lease", "list"},
+	VerbClusterStatus:  {"cluster", "status"},
 }
 
-// Object is the verb's object: "resource", "pool", "range" or "lease".
+// Object is the verb's object: "resource", "pool", "range", "lease" or "cluster".
 func (v Verb) Object() string { return v.parts()[0] }
 
 // Action is the verb's action: "create", "get", "reserve", ...

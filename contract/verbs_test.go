@@ -19,8 +19,8 @@ func TestVerbs(t *testing.T) {
 		}
 	}
 	want := "resource.create pool.create range.create lease.reserve lease.activate lease.renew lease.release " +
-		"lease.revoke lease.reclaim resource.get pool.get range.get lease.get lease.list"
-	if got := strings.Join(names, " "); got != want || reads != 5 {
+		"lease.revoke lease.reclaim resource.get pool.get range.get lease.get lease.list cluster.status"
+	if got := strings.Join(names, " "); got != want || reads != 6 {
 		t.Errorf("verbs %q (%d reads), want %q", got, reads, want)
 	}
 	if s := VerbReserve.Subject("acme.hf", "t1"); s != "acme.hf.v1.t1.lease.reserve" {

@@ -11,7 +11,8 @@ import (
 // protojson with UseProtoNames exactly — fields in field-number order, zero values and
 // nil messages omitted, 64-bit integers as decimal strings, optional fields emitted
 // when present — with one deliberate difference that docs/api.md asks for: `shard` is always
-// emitted in events and in applied_lsns, so shard 0 reads {"shard": 0, ...}.
+// emitted in events, in applied_lsns and in a cluster.status reply's shards, so shard 0
+// reads {"shard": 0, ...}.
 // TestFastJSONMatchesProtojson checks them against protojson on random messages.
 
 // AppendReplyJSON appends the JSON form of m.
@@ -66,6 +67,49 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 			w.b = append(w.b, '}')
 		}
 		w.b = append(w.b, ']')
+	}
+	if len(m.Nodes) > 0 {
+		w.key("nodes")
+		w.b = append(w.b, '[')
+		for i, n := range m.Nodes {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.object(func() {
+				w.str("node", n.GetNode())
+				if len(n.GetShards()) > 0 {
+					w.key("shards")
+					w.b = append(w.b, '[')
+					for j, k := range n.GetShards() {
+						if j > 0 {
+							w.b = append(w.b, ',')
+						}
+						w.b = strconv.AppendUint(w.b, uint64(k), 10)
+					}
+					w.b = append(w.b, ']')
+				}
+			})
+		}
+		w.b = append(w.b, ']')
+	}
+	if len(m.Shards) > 0 {
+		w.key("shards")
+		w.b = append(w.b, '[')
+		for i, s := range m.Shards {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = append(w.b, `{"shard":`...)
+			w.b = strconv.AppendUint(w.b, uint64(s.GetShard()), 10)
+			w.str("owner", s.GetOwner())
+			w.u64("applied_lsn", s.GetAppliedLsn())
+			w.b = append(w.b, '}')
+		}
+		w.b = append(w.b, ']')
+	}
+	if m.Shard != nil {
+		w.key("shard")
+		w.b = strconv.AppendUint(w.b, uint64(m.GetShard()), 10)
 	}
 	return append(w.b, '}')
 }

@@ -1535,6 +1535,168 @@ func (x *ListLeasesRequest) GetLimit() uint32 {
 	return 0
 }
 
+// cluster.status: the nodes serving this prefix and the owner of each shard.
+type ClusterStatusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional: also answer the shard this placement key maps to in the
+	// caller's tenant.
+	PlacementKey  string `protobuf:"bytes,1,opt,name=placement_key,json=placementKey,proto3" json:"placement_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterStatusRequest) Reset() {
+	*x = ClusterStatusRequest{}
+	mi := &file_holdfast_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterStatusRequest) ProtoMessage() {}
+
+func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
+func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ClusterStatusRequest) GetPlacementKey() string {
+	if x != nil {
+		return x.PlacementKey
+	}
+	return ""
+}
+
+// A node of the cluster and the shards it serves.
+type ClusterNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Shards        []uint32               `protobuf:"varint,2,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterNode) Reset() {
+	*x = ClusterNode{}
+	mi := &file_holdfast_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterNode) ProtoMessage() {}
+
+func (x *ClusterNode) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
+func (*ClusterNode) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ClusterNode) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetShards() []uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+// A shard, the node serving it (empty while it moves) and the position it
+// has applied (0 when its owner did not answer).
+type ClusterShard struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	AppliedLsn    uint64                 `protobuf:"varint,3,opt,name=applied_lsn,json=appliedLsn,proto3" json:"applied_lsn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterShard) Reset() {
+	*x = ClusterShard{}
+	mi := &file_holdfast_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterShard) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterShard) ProtoMessage() {}
+
+func (x *ClusterShard) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterShard.ProtoReflect.Descriptor instead.
+func (*ClusterShard) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ClusterShard) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ClusterShard) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ClusterShard) GetAppliedLsn() uint64 {
+	if x != nil {
+		return x.AppliedLsn
+	}
+	return 0
+}
+
 // Reply is the reply of every operation, write or read. Only the fields of
 // the operation's outcome are set; a field absent from the JSON form means
 // zero, empty or false.
@@ -1574,14 +1736,20 @@ type Reply struct {
 	Truncated bool `protobuf:"varint,13,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	// `lease.list`: the position each shard's part of the answer reflects, one
 	// per shard.
-	AppliedLsns   []*ShardLsn `protobuf:"bytes,14,rep,name=applied_lsns,json=appliedLsns,proto3" json:"applied_lsns,omitempty"`
+	AppliedLsns []*ShardLsn `protobuf:"bytes,14,rep,name=applied_lsns,json=appliedLsns,proto3" json:"applied_lsns,omitempty"`
+	// `cluster.status`: the live nodes, sorted by name, with the shards each serves.
+	Nodes []*ClusterNode `protobuf:"bytes,15,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// `cluster.status`: every shard, in order, with its owner.
+	Shards []*ClusterShard `protobuf:"bytes,16,rep,name=shards,proto3" json:"shards,omitempty"`
+	// `cluster.status` with `placement_key`: the shard the key maps to.
+	Shard         *uint32 `protobuf:"varint,17,opt,name=shard,proto3,oneof" json:"shard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_holdfast_proto_msgTypes[20]
+	mi := &file_holdfast_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1761,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[20]
+	mi := &file_holdfast_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1774,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{20}
+	return file_holdfast_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Reply) GetOutcome() string {
@@ -1707,6 +1875,27 @@ func (x *Reply) GetAppliedLsns() []*ShardLsn {
 	return nil
 }
 
+func (x *Reply) GetNodes() []*ClusterNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *Reply) GetShards() []*ClusterShard {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+func (x *Reply) GetShard() uint32 {
+	if x != nil && x.Shard != nil {
+		return *x.Shard
+	}
+	return 0
+}
+
 // Event is the payload published on `<prefix>.v1.<tenant>.events.<object>.<verb>`
 // after an entry is applied, and stored in the `HOLDFAST_EVENTS` JetStream
 // stream with message id `<shard>-<lsn>-<n>`. Per shard, events appear in
@@ -1740,7 +1929,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_holdfast_proto_msgTypes[21]
+	mi := &file_holdfast_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1941,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[21]
+	mi := &file_holdfast_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1954,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{21}
+	return file_holdfast_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Event) GetEvent() string {
@@ -1951,7 +2140,17 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x11ListLeasesRequest\x12\x1b\n" +
 	"\tholder_id\x18\x01 \x01(\tR\bholderId\x12\x19\n" +
 	"\x05limit\x18\x02 \x01(\rH\x00R\x05limit\x88\x01\x01B\b\n" +
-	"\x06_limit\"\xfa\x03\n" +
+	"\x06_limit\";\n" +
+	"\x14ClusterStatusRequest\x12#\n" +
+	"\rplacement_key\x18\x01 \x01(\tR\fplacementKey\"9\n" +
+	"\vClusterNode\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
+	"\x06shards\x18\x02 \x03(\rR\x06shards\"[\n" +
+	"\fClusterShard\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1f\n" +
+	"\vapplied_lsn\x18\x03 \x01(\x04R\n" +
+	"appliedLsn\"\x82\x05\n" +
 	"\x05Reply\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x1a\n" +
@@ -1968,7 +2167,11 @@ const file_holdfast_proto_rawDesc = "" +
 	"appliedLsn\x12*\n" +
 	"\x06leases\x18\f \x03(\v2\x12.holdfast.v1.LeaseR\x06leases\x12\x1c\n" +
 	"\ttruncated\x18\r \x01(\bR\ttruncated\x128\n" +
-	"\fapplied_lsns\x18\x0e \x03(\v2\x15.holdfast.v1.ShardLsnR\vappliedLsns\"\x9f\x02\n" +
+	"\fapplied_lsns\x18\x0e \x03(\v2\x15.holdfast.v1.ShardLsnR\vappliedLsns\x12.\n" +
+	"\x05nodes\x18\x0f \x03(\v2\x18.holdfast.v1.ClusterNodeR\x05nodes\x121\n" +
+	"\x06shards\x18\x10 \x03(\v2\x19.holdfast.v1.ClusterShardR\x06shards\x12\x19\n" +
+	"\x05shard\x18\x11 \x01(\rH\x00R\x05shard\x88\x01\x01B\b\n" +
+	"\x06_shard\"\x9f\x02\n" +
 	"\x05Event\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -1992,7 +2195,7 @@ func file_holdfast_proto_rawDescGZIP() []byte {
 	return file_holdfast_proto_rawDescData
 }
 
-var file_holdfast_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_holdfast_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_holdfast_proto_goTypes = []any{
 	(*Member)(nil),                // 0: holdfast.v1.Member
 	(*ShardLsn)(nil),              // 1: holdfast.v1.ShardLsn
@@ -2014,8 +2217,11 @@ var file_holdfast_proto_goTypes = []any{
 	(*GetPoolRequest)(nil),        // 17: holdfast.v1.GetPoolRequest
 	(*GetRangeRequest)(nil),       // 18: holdfast.v1.GetRangeRequest
 	(*ListLeasesRequest)(nil),     // 19: holdfast.v1.ListLeasesRequest
-	(*Reply)(nil),                 // 20: holdfast.v1.Reply
-	(*Event)(nil),                 // 21: holdfast.v1.Event
+	(*ClusterStatusRequest)(nil),  // 20: holdfast.v1.ClusterStatusRequest
+	(*ClusterNode)(nil),           // 21: holdfast.v1.ClusterNode
+	(*ClusterShard)(nil),          // 22: holdfast.v1.ClusterShard
+	(*Reply)(nil),                 // 23: holdfast.v1.Reply
+	(*Event)(nil),                 // 24: holdfast.v1.Event
 }
 var file_holdfast_proto_depIdxs = []int32{
 	0,  // 0: holdfast.v1.Lease.members:type_name -> holdfast.v1.Member
@@ -2026,15 +2232,17 @@ var file_holdfast_proto_depIdxs = []int32{
 	5,  // 5: holdfast.v1.Reply.range:type_name -> holdfast.v1.Range
 	3,  // 6: holdfast.v1.Reply.leases:type_name -> holdfast.v1.Lease
 	1,  // 7: holdfast.v1.Reply.applied_lsns:type_name -> holdfast.v1.ShardLsn
-	3,  // 8: holdfast.v1.Event.lease:type_name -> holdfast.v1.Lease
-	2,  // 9: holdfast.v1.Event.resource:type_name -> holdfast.v1.Resource
-	4,  // 10: holdfast.v1.Event.pool:type_name -> holdfast.v1.Pool
-	5,  // 11: holdfast.v1.Event.range:type_name -> holdfast.v1.Range
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	21, // 8: holdfast.v1.Reply.nodes:type_name -> holdfast.v1.ClusterNode
+	22, // 9: holdfast.v1.Reply.shards:type_name -> holdfast.v1.ClusterShard
+	3,  // 10: holdfast.v1.Event.lease:type_name -> holdfast.v1.Lease
+	2,  // 11: holdfast.v1.Event.resource:type_name -> holdfast.v1.Resource
+	4,  // 12: holdfast.v1.Event.pool:type_name -> holdfast.v1.Pool
+	5,  // 13: holdfast.v1.Event.range:type_name -> holdfast.v1.Range
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_holdfast_proto_init() }
@@ -2048,13 +2256,14 @@ func file_holdfast_proto_init() {
 	file_holdfast_proto_msgTypes[17].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[18].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[19].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_holdfast_proto_rawDesc), len(file_holdfast_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -125,6 +125,16 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			}
 			owners := waitBalanced(t, nodes["n1"], 3)
 			c1 := connectClient(t, nodes["n1"].URL())
+			st, err := c1.ClusterStatus(ctx, "seat-7")
+			if err != nil || !st.OK() || len(st.Nodes) != 3 || len(st.Shards) != shards || st.Shard == nil ||
+				*st.Shard != contract.ShardOf("default", "seat-7", shards) {
+				t.Fatalf("cluster.status: %v %+v", err, st)
+			}
+			for k, sh := range st.Shards {
+				if sh.GetOwner() != owners[k] {
+					t.Fatalf("cluster.status says shard %d is on %q, the bucket says %q", k, sh.GetOwner(), owners[k])
+				}
+			}
 			c2 := connectClient(t, nodes["n2"].URL())
 
 			const seat = "seat-7"

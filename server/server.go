@@ -172,6 +172,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		return nil, err
 	}
 	var routing *bridge.Routing
+	var status bridge.StatusSource
 	if s.cfg.Journal == JournalJetStream {
 		names := cluster.NamesFor(cfg.Prefix)
 		routing = &bridge.Routing{ShardSubject: names.ShardSubject}
@@ -183,12 +184,14 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			return nil, err
 		}
 		s.add(s.node.Stop)
+		status = s.node.Owners
 	}
 
 	cfg.Events.Replicas = s.cfg.Replicas
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: js, Prefix: cfg.Prefix,
-		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events, Routing: routing})
+		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events, Routing: routing,
+		Node: s.cfg.Node, Status: status})
 	cancel()
 	if err != nil {
 		return nil, err

@@ -1,0 +1,96 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// StatusSource is the cluster's view for cluster.status: the live nodes and each
+// shard's owner ("" while nobody serves it).
+type StatusSource func(ctx context.Context) (nodes, owners []string, err error)
+
+// serveStatus answers cluster.status: the nodes, the owner of every shard and the
+// position it has applied (asked of the owner; 0 when it does not answer in time).
+func (b *Bridge) serveStatus(c *call, j *job) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	defer cancel()
+	n := int(b.cfg.Shards)
+	nodes, owners := []string{b.cfg.Node}, make([]string, n)
+	for k := range owners {
+		owners[k] = b.cfg.Node
+	}
+	if b.cfg.Status != nil {
+		var err error
+		if nodes, owners, err = b.cfg.Status(ctx); err != nil {
+			c.res = rejectReply(contract.CodeEngineHalted, "the cluster's state could not be read; retry")
+			b.respond(c)
+			return
+		}
+	}
+	applied := make([]uint64, n)
+	var wg sync.WaitGroup
+	for k := 0; k < n; k++ {
+		switch {
+		case b.sys.IsOpen(uint32(k)):
+			applied[k] = b.sys.Stats(uint32(k)).AppliedLSN
+		case b.cfg.Routing != nil && owners[k] != "":
+			wg.Add(1)
+			go func(k int) {
+				defer wg.Done()
+				applied[k] = b.remoteApplied(ctx, j, uint32(k))
+			}(k)
+		}
+	}
+	wg.Wait()
+	m := &messages.Reply{}
+	for _, node := range nodes {
+		cn := &messages.ClusterNode{Node: node}
+		for k, o := range owners {
+			if o == node {
+				cn.Shards = append(cn.Shards, uint32(k))
+			}
+		}
+		m.Nodes = append(m.Nodes, cn)
+	}
+	for k, o := range owners {
+		if o == "?" {
+			o = ""
+		}
+		m.Shards = append(m.Shards, &messages.ClusterShard{Shard: uint32(k), Owner: o, AppliedLsn: applied[k]})
+	}
+	if c.op.hasKey {
+		k := c.op.shard
+		m.Shard = &k
+	}
+	c.status = m
+	c.res = &actors.Reply{Code: contract.CodeOK, MemberIndex: -1}
+	b.respond(c)
+}
+
+// remoteApplied asks the owner of shard k for its applied position.
+func (b *Bridge) remoteApplied(ctx context.Context, j *job, k uint32) uint64 {
+	msg := &nats.Msg{Subject: b.cfg.Routing.ShardSubject(k), Data: j.data, Header: nats.Header{}}
+	msg.Header.Set(headerSubject, j.subject)
+	msg.Header.Set(headerForwarded, "1")
+	msg.Header.Set(headerPart, strconv.FormatUint(uint64(k), 10))
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := b.nc.RequestMsgWithContext(rctx, msg)
+	if err != nil {
+		return 0
+	}
+	var p partReply
+	if json.Unmarshal(resp.Data, &p) != nil {
+		return 0
+	}
+	return p.AppliedLSN
+}
