@@ -29,6 +29,7 @@ import (
 	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/natsconn"
 	"github.com/holdfast/holdfast/persistence"
 )
 
@@ -48,7 +49,9 @@ type Config struct {
 	// NATSURL connects to an existing NATS deployment (JetStream required). Empty: embed a
 	// NATS server listening on Listen ("127.0.0.1:0" when empty) with its store under Data.
 	NATSURL string
-	Listen  string
+	// NATSOptions carry the external NATS's credentials and TLS settings (natsconn).
+	NATSOptions []nats.Option
+	Listen      string
 	// MetricsListen serves /metrics, /healthz and /debug/pprof; empty: none.
 	MetricsListen string
 	Events        bridge.EventsConfig
@@ -116,6 +119,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	} else {
 		s.url = cfg.NATSURL
 		conn = append(conn, nats.MaxReconnects(-1))
+		conn = append(conn, cfg.NATSOptions...)
 	}
 	conn = append(conn, nats.Name("holdfast-serve"),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -127,7 +131,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	connect := func(name string) (*nats.Conn, error) {
 		nc, err := nats.Connect(s.url, append(conn[:len(conn):len(conn)], nats.Name(name))...)
 		if err != nil {
-			return nil, fmt.Errorf("connecting to NATS at %s: %w", s.url, err)
+			return nil, fmt.Errorf("connecting to NATS at %s: %s", natsconn.Redact(s.url), natsconn.RedactError(err, s.url))
 		}
 		s.add(func() {
 			_ = nc.FlushTimeout(2 * time.Second)
@@ -162,10 +166,10 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	_, err = js.AccountInfo(actx)
 	cancel()
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return nil, fmt.Errorf("NATS at %s has no JetStream for this account; Holdfast needs it for the %s stream (enable JetStream, or run without --nats to embed a NATS server)", s.url, contract.StreamName)
+		return nil, fmt.Errorf("NATS at %s has no JetStream for this account; Holdfast needs it for the %s stream (enable JetStream, or run without --nats to embed a NATS server)", natsconn.Redact(s.url), contract.StreamName)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checking JetStream at %s: %w", s.url, err)
+		return nil, fmt.Errorf("checking JetStream at %s: %s", natsconn.Redact(s.url), natsconn.RedactError(err, s.url))
 	}
 
 	if err := s.register(ctx, js); err != nil {

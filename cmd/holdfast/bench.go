@@ -146,9 +146,9 @@ func cmdBench(e *env, args []string) int {
 	}
 	conns := make([]*nats.Conn, cfg.conns)
 	for i := range conns {
-		nc, err := nats.Connect(cfg.cf.server, nats.Name("holdfast bench"), nats.Timeout(min(cfg.cf.timeout, 5*time.Second)))
+		nc, err := cfg.cf.dial("bench", nats.Timeout(min(cfg.cf.timeout, 5*time.Second)))
 		if err != nil {
-			e.errorf("cannot connect to %s: %v", cfg.cf.server, err)
+			e.errorf("%v", err)
 			return exitConnect
 		}
 		defer nc.Close()
@@ -630,7 +630,7 @@ func benchSetup(ctx context.Context, cfg *benchConfig, conns []*nats.Conn, resou
 // private subject over its own connection, at the same concurrency, with
 // payloads of the size of a reserve request.
 func benchEcho(ctx context.Context, e *env, cfg *benchConfig, conns []*nats.Conn, runID string, sample []byte) (*phaseReport, error) {
-	rc, err := nats.Connect(cfg.cf.server, nats.Name("holdfast bench echo responder"))
+	rc, err := cfg.cf.dial("bench echo responder")
 	if err != nil {
 		return nil, fmt.Errorf("echo responder: %w", err)
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/holdfast/holdfast/natsconn"
+
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/messages"
 )
@@ -69,6 +71,7 @@ func (e *env) errorf(format string, args ...any) {
 // connFlags are the flags every client command has.
 type connFlags struct {
 	server  string
+	auth    natsconn.Settings
 	tenant  string
 	prefix  string
 	timeout time.Duration
@@ -76,7 +79,8 @@ type connFlags struct {
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS server `URL`")
+	fs.StringVar(&c.server, "server", "", "NATS server `URL`s, comma-separated (default: $NATS_URL, the nats context's, or "+nats.DefaultURL+")")
+	registerAuthFlags(fs, &c.auth)
 	fs.StringVar(&c.tenant, "tenant", client.DefaultTenant, "tenant")
 	fs.StringVar(&c.prefix, "prefix", client.DefaultPrefix, "subject prefix (the server's --prefix)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long in total, retries included")
@@ -96,13 +100,9 @@ func (c *connFlags) validate() error {
 // connect opens the NATS connection and the client. Its error is reported
 // with exitConnect (connection) or exitUsage (client options).
 func (c *connFlags) connect(name string, opts ...client.Option) (*nats.Conn, *client.Client, int, error) {
-	nc, err := nats.Connect(c.server,
-		nats.Name("holdfast "+name),
-		nats.Timeout(min(c.timeout, 5*time.Second)),
-		nats.MaxReconnects(-1),
-	)
+	nc, err := c.dial(name, nats.Timeout(min(c.timeout, 5*time.Second)), nats.MaxReconnects(-1))
 	if err != nil {
-		return nil, nil, exitConnect, fmt.Errorf("cannot connect to %s: %w", c.server, err)
+		return nil, nil, exitConnect, err
 	}
 	base := []client.Option{
 		client.WithPrefix(c.prefix),
@@ -301,4 +301,34 @@ func resultExit(r *client.Result) int {
 		return exitOK
 	}
 	return exitDomain
+}
+
+// registerAuthFlags adds the NATS credential, TLS and context flags of the nats CLI.
+func registerAuthFlags(fs *flag.FlagSet, s *natsconn.Settings) {
+	fs.StringVar(&s.Context, "context", "", "nats CLI context `name` to take the server and credentials from (default: $NATS_CONTEXT, or the selected context)")
+	fs.StringVar(&s.Creds, "creds", "", "NATS credentials `file`")
+	fs.StringVar(&s.NKey, "nkey", "", "NATS nkey seed `file`")
+	fs.StringVar(&s.User, "user", "", "NATS `user`")
+	fs.StringVar(&s.Password, "password", "", "NATS `password`")
+	fs.StringVar(&s.Token, "token", "", "NATS auth `token`")
+	fs.StringVar(&s.TLSCA, "tlsca", "", "CA certificate `file` to verify the NATS server")
+	fs.StringVar(&s.TLSCert, "tlscert", "", "TLS client certificate `file`")
+	fs.StringVar(&s.TLSKey, "tlskey", "", "TLS client key `file`")
+}
+
+// dial connects with the command's server and credentials; its error never shows a
+// password or token.
+func (c *connFlags) dial(name string, extra ...nats.Option) (*nats.Conn, error) {
+	s := c.auth
+	s.URL = c.server
+	url, opts, err := s.Resolve(nats.DefaultURL)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(append(opts, nats.Name("holdfast "+name)), extra...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to %s: %s", natsconn.Redact(url), natsconn.RedactError(err, url))
+	}
+	return nc, nil
 }

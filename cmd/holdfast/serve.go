@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/nats-io/nats.go"
 	"io"
 	"log/slog"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/natsconn"
 	"github.com/holdfast/holdfast/server"
 )
 
@@ -39,13 +41,14 @@ const (
 
 // serveConfig is the parsed command line of `holdfast serve`.
 type serveConfig struct {
-	data    string
-	listen  string
-	natsURL string
-	prefix  string
-	shards  uint32
-	slot    time.Duration
-	kernel  kernel.Config
+	data     string
+	listen   string
+	natsURL  string
+	natsOpts []nats.Option // credentials and TLS of an external NATS
+	prefix   string
+	shards   uint32
+	slot     time.Duration
+	kernel   kernel.Config
 	// maxMemory is the retention memory of the whole process, split evenly over the shards
 	// once their count is known (the data directory may fix it); explicit table bounds win.
 	maxMemory      uint64
@@ -102,6 +105,8 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	fs.Var(&eventsMaxBytes, "events-max-bytes", "max `bytes` of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
 	testHooksDir := fs.String("test-hooks-dir", "", "TESTS ONLY: a `directory` whose files move the clock and fail journal writes (see testhooks.go)")
 	eventsDup := fs.Duration("events-duplicate-window", bridge.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 10s): a restart republishes what may not have been stored, and the stream drops the copies within it, so it should cover a restart")
+	var auth natsconn.Settings
+	registerAuthFlags(fs, &auth)
 	journal := fs.String("journal", "", "where shard journals and snapshots live: `file` (this process's --data; the default with an embedded NATS) or jetstream (replicated in JetStream, shared by a cluster of processes; the default with --nats)")
 	node := fs.String("node", "", "this process's `name` in a cluster (default: the host name)")
 	replicas := fs.Int("replicas", 1, "JetStream replicas of journals, snapshots and the cluster bucket: 1 or 3")
@@ -123,6 +128,21 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 		return nil, errors.New("--data: must not be empty")
 	}
 	c.journal, c.node, c.replicas, c.ownershipTTL = *journal, *node, *replicas, *ownershipTTL
+	// An external NATS is named by --nats, NATS_URL or a nats context given by --context
+	// or NATS_CONTEXT; its credentials come from the flags or the context.
+	if c.natsURL != "" || os.Getenv("NATS_URL") != "" || auth.Context != "" || os.Getenv("NATS_CONTEXT") != "" {
+		auth.URL = c.natsURL
+		u, opts, err := auth.Resolve("")
+		if err != nil {
+			return nil, fmt.Errorf("--nats: %w", err)
+		}
+		if u == "" {
+			return nil, errors.New("--nats: the nats context names no server URL")
+		}
+		c.natsURL, c.natsOpts = u, opts
+	} else if auth != (natsconn.Settings{}) {
+		return nil, errors.New("--creds, --nkey, --user, --password, --token and --tls* are for an external NATS (--nats); the embedded one takes no credentials")
+	}
 	if c.journal == "" {
 		c.journal = server.JournalFile
 		if c.natsURL != "" {
@@ -411,7 +431,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		log.Warn("--listen is ignored with --nats")
 	}
 	cfg := server.Config{Data: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel, Prefix: c.prefix,
-		NATSURL: c.natsURL, Listen: c.listen, MetricsListen: c.metricsListen, Events: c.events, Logger: log,
+		NATSURL: c.natsURL, NATSOptions: c.natsOpts, Listen: c.listen, MetricsListen: c.metricsListen, Events: c.events, Logger: log,
 		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL}
 	if c.testHooksDir != "" {
 		hooks := startTestHooks(c.testHooksDir)
@@ -424,7 +444,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	if err != nil {
 		return err
 	}
-	log.Info("ready", "nats", srv.URL(), "prefix", c.prefix, "shards", c.shards, "data", c.data,
+	log.Info("ready", "nats", natsconn.Redact(srv.URL()), "prefix", c.prefix, "shards", c.shards, "data", c.data,
 		"embedded_nats", srv.Embedded(), "metrics", srv.MetricsURL(), "version", bridge.Version, "journal", c.journal)
 
 	<-ctx.Done()

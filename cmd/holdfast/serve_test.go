@@ -347,3 +347,37 @@ func startServeTestNATS(t *testing.T, jetStream bool) string {
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns.ClientURL()
 }
+
+// A NATS deployment that asks for a password: serve connects with it in the URL, and
+// neither its log nor a client's error shows it; a client with --user/--password is
+// served, one with a wrong password exits 5 without echoing it.
+func TestServeExternalNATSWithPasswordNeverPrintsIt(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true, Username: "admin", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	plain := ns.ClientURL()
+	withPassword := strings.Replace(plain, "nats://", "nats://admin:s3cret@", 1)
+	srv := startServe(t, "--data", t.TempDir(), "--nats", withPassword, "--metrics-listen", "", "--journal", "file")
+	srv.ready(t)
+	code, out, errOut := run(t, cmdResource, "create", "seat-1", "--server", plain, "--user", "admin", "--password", "s3cret")
+	if code != exitOK {
+		t.Fatalf("client with --user/--password: exit %d %s %s", code, out, errOut)
+	}
+	code, _, errOut = run(t, cmdResource, "get", "seat-1", "--server", strings.Replace(plain, "nats://", "nats://admin:wr0ng@", 1), "--timeout", "2s")
+	if code != exitConnect || strings.Contains(errOut, "wr0ng") {
+		t.Fatalf("wrong password: exit %d, stderr %q", code, errOut)
+	}
+	if c := srv.stop(t); c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+	if strings.Contains(srv.log.String(), "s3cret") {
+		t.Fatalf("the password is in the log:\n%s", srv.log)
+	}
+}
