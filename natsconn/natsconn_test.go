@@ -15,11 +15,11 @@ import (
 
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
-		"nats://admin:s3cret@h:4222":                 "nats://admin:REDACTED@h:4222",
-		"nats://tok3n@h:4222":                        "nats://REDACTED@h:4222",
-		"nats://h:4222":                              "nats://h:4222",
+		"nats://admin:s3cret@h:4222":                  "nats://admin:REDACTED@h:4222",
+		"nats://tok3n@h:4222":                         "nats://REDACTED@h:4222",
+		"nats://h:4222":                               "nats://h:4222",
 		"nats://a:b@h1:1, nats://h2:2,tls://c:d@h3:3": "nats://a:REDACTED@h1:1,nats://h2:2,tls://c:REDACTED@h3:3",
-		"nats://a:%zz@h:1":                           "nats://REDACTED@h:1",
+		"nats://a:%zz@h:1":                            "nats://REDACTED@h:1",
 	} {
 		if got := Redact(in); got != want || strings.Contains(got, "s3cret") || strings.Contains(got, "tok3n") {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
