@@ -453,3 +453,10 @@ func (s *Server) ShardMetric(ctx context.Context, name string) (map[uint32]float
 	}
 	return out, nil
 }
+
+// StartProcess starts cmd so that it dies with the test process (Linux), for tests that
+// run their own arrangement of server processes.
+func StartProcess(cmd *exec.Cmd) error {
+	setDeathSignal(cmd)
+	return spawn(cmd)
+}

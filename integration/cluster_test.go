@@ -1,0 +1,259 @@
+//go:build unix
+
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/integration/internal/harness"
+	"github.com/holdfast/holdfast/internal/natstest"
+	"github.com/holdfast/holdfast/messages"
+)
+
+var flagClusterRun = 20 * time.Second
+
+// clusterNode is one `holdfast serve` process of a cluster test.
+type clusterNode struct {
+	name, dir, url string
+	t              *testing.T
+	mu             sync.Mutex
+	cmd            *exec.Cmd
+	log            strings.Builder
+	ready          chan struct{}
+}
+
+func (n *clusterNode) start() {
+	n.t.Helper()
+	cmd := exec.Command(binary, "serve", "--nats", n.url, "--node", n.name, "--data", n.dir, "--journal", "jetstream",
+		"--replicas", "3", "--ownership-ttl", "1s", "--shards", "4", "--metrics-listen", "")
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	cmd.Stdout = cmd.Stderr
+	ready := make(chan struct{})
+	if err := harness.StartProcess(cmd); err != nil {
+		n.t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.cmd, n.ready = cmd, ready
+	n.mu.Unlock()
+	go func() {
+		sc := bufio.NewScanner(out)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			n.mu.Lock()
+			if n.log.Len() < 1<<20 {
+				n.log.WriteString(line + "\n")
+			}
+			n.mu.Unlock()
+			if strings.Contains(line, " msg=ready") {
+				once.Do(func() { close(ready) })
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	go func() { _ = cmd.Wait() }()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		n.t.Fatalf("node %s not ready:\n%s", n.name, n.logTail())
+	}
+}
+
+func (n *clusterNode) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil && n.cmd.Process != nil {
+		_ = n.cmd.Process.Signal(sig)
+	}
+}
+
+func (n *clusterNode) logTail() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.log.String()
+	if len(s) > 4000 {
+		s = s[len(s)-4000:]
+	}
+	return s
+}
+
+// grant is one lease a client was told it holds.
+type grant struct {
+	seat, lease, holder string
+	reserveLSN          uint64
+	releaseLSN          uint64 // from the release's reply; 0 when not acknowledged
+}
+
+// Three `holdfast serve` processes on a JetStream cluster of three NATS servers
+// (replicas 3), under clients that reserve and release seats through any node, while a
+// nemesis kills owners with SIGKILL and pauses them with SIGSTOP for longer than the
+// ownership TTL (their claims pass to other nodes; when they resume, the journal refuses
+// their appends). Afterwards: every acknowledged reserve and release is in the state,
+// and on every seat the granted leases never overlap in the shard's log order.
+func TestClusterSurvivesKillsAndPauses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster fault test")
+	}
+	ns := natstest.Start(t, 3)
+	url := ns.URL()
+	nodes := make([]*clusterNode, 3)
+	for i := range nodes {
+		nodes[i] = &clusterNode{name: fmt.Sprintf("n%d", i+1), dir: filepath.Join(t.TempDir(), fmt.Sprint(i)), url: url, t: t}
+		nodes[i].start()
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.signal(syscall.SIGCONT)
+			n.signal(syscall.SIGKILL)
+		}
+	}()
+	newClient := func() *client.Client {
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		cl, err := client.New(nc, client.WithTimeout(2*time.Second), client.WithRetry(40, 100*time.Millisecond, time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	ctx := context.Background()
+	setup := newClient()
+	const seats = 12
+	for i := 0; i < seats; i++ {
+		if r, err := setup.CreateResource(ctx, fmt.Sprintf("seat-%d", i), client.WithOperationID(fmt.Sprintf("create-%d", i))); err != nil || !r.OK() {
+			t.Fatalf("create seat-%d: %v %+v", i, err, r)
+		}
+	}
+
+	var (
+		mu      sync.Mutex
+		grants  []*grant
+		unknown int
+		stats   = map[string]int{}
+	)
+	runCtx, stop := context.WithTimeout(ctx, flagClusterRun)
+	defer stop()
+	var wg sync.WaitGroup
+	for c := 0; c < 8; c++ {
+		cl := newClient()
+		holder := fmt.Sprintf("h%d", c)
+		rng := rand.New(rand.NewSource(int64(c)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; runCtx.Err() == nil; i++ {
+				seat := fmt.Sprintf("seat-%d", rng.Intn(seats))
+				res, err := cl.Reserve(ctx, client.ReserveRequest{Holder: holder, TTL: 10 * time.Minute,
+					Members: []*messages.Member{client.Resource(seat)}}, client.WithOperationID(fmt.Sprintf("%s-r%d", holder, i)))
+				mu.Lock()
+				switch {
+				case err != nil:
+					unknown++
+					stats["reserve unknown"]++
+				default:
+					stats["reserve "+res.Code]++
+				}
+				mu.Unlock()
+				if err != nil || !res.OK() {
+					continue
+				}
+				g := &grant{seat: seat, lease: res.Fence().LeaseID, holder: holder, reserveLSN: res.Reply.GetLsn()}
+				mu.Lock()
+				grants = append(grants, g)
+				mu.Unlock()
+				rel, err := cl.Release(ctx, holder, res.Fence(), client.WithOperationID(fmt.Sprintf("%s-x%d", holder, i)))
+				mu.Lock()
+				if err != nil {
+					stats["release unknown"]++
+				} else {
+					stats["release "+rel.Code]++
+					if rel.OK() {
+						g.releaseLSN = rel.Reply.GetLsn()
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+
+	// The nemesis: kill -9 and restart, or pause past the ownership TTL.
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	faults := 0
+	for runCtx.Err() == nil {
+		time.Sleep(2500 * time.Millisecond)
+		if runCtx.Err() != nil {
+			break
+		}
+		n := nodes[rng.Intn(len(nodes))]
+		faults++
+		if faults%2 == 1 {
+			t.Logf("kill -9 %s", n.name)
+			n.signal(syscall.SIGKILL)
+			time.Sleep(500 * time.Millisecond)
+			n.start()
+		} else {
+			t.Logf("pause %s for 2.5s", n.name)
+			n.signal(syscall.SIGSTOP)
+			time.Sleep(2500 * time.Millisecond)
+			n.signal(syscall.SIGCONT)
+		}
+	}
+	wg.Wait()
+	t.Logf("%d faults; %d grants; %v", faults, len(grants), stats)
+	if len(grants) == 0 {
+		t.Fatal("no seat was ever granted")
+	}
+
+	// Every acknowledged write is in the state; the authoritative end of each grant is
+	// its lease's released_lsn.
+	check := newClient()
+	bySeat := map[string][]*grant{}
+	for _, g := range grants {
+		r, err := check.GetLease(ctx, g.lease)
+		if err != nil || !r.OK() {
+			for _, n := range nodes {
+				t.Logf("node %s:\n%s", n.name, n.logTail())
+			}
+			t.Fatalf("acknowledged lease %s of %s on %s not readable: %v %+v", g.lease, g.holder, g.seat, err, r)
+		}
+		if r.Lease.GetHolderId() != g.holder || r.Lease.GetCreatedLsn() != g.reserveLSN {
+			t.Fatalf("lease %s: holder %s created_lsn %d, acknowledged to %s at %d", g.lease, r.Lease.GetHolderId(), r.Lease.GetCreatedLsn(), g.holder, g.reserveLSN)
+		}
+		if g.releaseLSN != 0 && (r.Lease.GetState() != "released" || r.Lease.GetReleasedLsn() != g.releaseLSN) {
+			t.Fatalf("lease %s: acknowledged release at %d, state %s released_lsn %d", g.lease, g.releaseLSN, r.Lease.GetState(), r.Lease.GetReleasedLsn())
+		}
+		g.releaseLSN = r.Lease.GetReleasedLsn()
+		bySeat[g.seat] = append(bySeat[g.seat], g)
+	}
+	for seat, gs := range bySeat {
+		sort.Slice(gs, func(a, b int) bool { return gs[a].reserveLSN < gs[b].reserveLSN })
+		for i := 1; i < len(gs); i++ {
+			prev := gs[i-1]
+			if prev.releaseLSN == 0 || prev.releaseLSN > gs[i].reserveLSN {
+				t.Fatalf("%s granted twice: %s (lsn %d, released at %d) and %s (lsn %d)", seat,
+					prev.lease, prev.reserveLSN, prev.releaseLSN, gs[i].lease, gs[i].reserveLSN)
+			}
+		}
+	}
+}
