@@ -89,6 +89,20 @@ func EventSubjects(prefix string) string { return prefix + ".v1.*.events.>" }
 // event subjects with a large enough duplicate window (its other settings, e.g.
 // replicas or limits chosen by an operator, are left alone).
 func ensureStream(ctx context.Context, js jetstream.JetStream, prefix string, cfg EventsConfig) error {
+	// A replicated stream being created by another process (a cluster starting) may not
+	// answer for a while: each attempt is short, and a silent one is tried again.
+	for {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := ensureStreamOnce(actx, js, prefix, cfg)
+		cancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string, cfg EventsConfig) error {
 	subject := EventSubjects(prefix)
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := js.Stream(ctx, contract.StreamName)

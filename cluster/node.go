@@ -100,9 +100,8 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if n.kv, err = OpenBucket(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	if n.objects, err = cfg.JS.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Names.Snapshots(),
-		Description: "Holdfast shard snapshots", Storage: jetstream.FileStorage, Replicas: cfg.Replicas}); err != nil {
-		return nil, fmt.Errorf("snapshot store %s: %w", cfg.Names.Snapshots(), err)
+	if n.objects, err = openSnapshots(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
+		return nil, err
 	}
 	val, _ := json.Marshal(member{Node: cfg.Node, Started: time.Now().UTC().Format(time.RFC3339)})
 	deadline := time.Now().Add(cfg.OwnershipTTL + time.Second)
@@ -111,6 +110,10 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		if err == nil {
 			n.memberRev = rev
 			return n, nil
+		}
+		if transient(err) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("joining the cluster as %q: %w", cfg.Node, err)
@@ -122,15 +125,54 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 }
 
-// OpenBucket creates or opens the cluster's KV bucket (per-key TTLs enabled).
+// OpenBucket creates the cluster's KV bucket (per-key TTLs enabled) or opens it. Nodes
+// starting together race here: one creates it and the others open what it created
+// (creating-or-updating from several nodes at once was measured to stall on R3).
 func OpenBucket(ctx context.Context, js jetstream.JetStream, names Names, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: names.Bucket(),
-		Description: "Holdfast cluster: registry, live nodes, shard claims, published positions",
-		History:     1, Storage: jetstream.FileStorage, Replicas: replicas, LimitMarkerTTL: time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("cluster bucket %s: %w", names.Bucket(), err)
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		kv, err := js.CreateKeyValue(actx, jetstream.KeyValueConfig{Bucket: names.Bucket(),
+			Description: "Holdfast cluster: registry, live nodes, shard claims, published positions",
+			History:     1, Storage: jetstream.FileStorage, Replicas: replicas, LimitMarkerTTL: time.Second})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(actx, names.Bucket())
+		}
+		var st jetstream.KeyValueStatus
+		if err == nil {
+			st, err = kv.Status(actx)
+		}
+		cancel()
+		if err == nil {
+			if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
+				return nil, fmt.Errorf("cluster bucket %s exists without per-key TTLs (limit marker TTL); delete it or use another --prefix", names.Bucket())
+			}
+			return kv, nil
+		}
+		if !(errors.Is(err, jetstream.ErrBucketNotFound) || retryable(err)) || ctx.Err() != nil {
+			return nil, fmt.Errorf("cluster bucket %s: %w", names.Bucket(), err)
+		}
+		time.Sleep(50 * time.Millisecond) // created and not yet visible: look again
 	}
-	return kv, nil
+}
+
+// openSnapshots creates or opens the snapshot object store, the same way.
+func openSnapshots(ctx context.Context, js jetstream.JetStream, names Names, replicas int) (jetstream.ObjectStore, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		obs, err := js.CreateObjectStore(actx, jetstream.ObjectStoreConfig{Bucket: names.Snapshots(),
+			Description: "Holdfast shard snapshots", Storage: jetstream.FileStorage, Replicas: replicas})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			obs, err = js.ObjectStore(actx, names.Snapshots())
+		}
+		cancel()
+		if err == nil {
+			return obs, nil
+		}
+		if !(errors.Is(err, jetstream.ErrBucketNotFound) || retryable(err)) || ctx.Err() != nil {
+			return nil, fmt.Errorf("snapshot store %s: %w", names.Snapshots(), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func memberKey(node string) string { return "node." + node }
@@ -447,4 +489,14 @@ func (n *Node) Abandon() {
 	for k := range n.serveUntil {
 		n.serveUntil[k].Store(0)
 	}
+}
+
+// attemptTimeout bounds one JetStream API call at start-up: a replicated asset another
+// node is creating may not answer until its group has a leader, and a silent call is
+// better sent again than waited on.
+const attemptTimeout = 3 * time.Second
+
+// retryable is an error worth one more attempt at start-up.
+func retryable(err error) bool {
+	return transient(err) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,10 +31,16 @@ const registryKey = "registry"
 func Register(ctx context.Context, kv jetstream.KeyValue, prefix string, reg Registration) error {
 	val, _ := json.Marshal(reg)
 	for {
-		e, err := kv.Get(ctx, registryKey)
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		e, err := kv.Get(actx, registryKey)
+		cancel()
+		if retryable(err) && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond) // a bucket just created may not answer yet
+			continue
+		}
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			if _, err := kv.Create(ctx, registryKey, val); errors.Is(err, jetstream.ErrKeyExists) {
-				continue // another node registered first: check against it
+			if _, err := kv.Create(ctx, registryKey, val); errors.Is(err, jetstream.ErrKeyExists) || (retryable(err) && ctx.Err() == nil) {
+				continue // another node registered first (check against it), or not ready yet
 			} else if err != nil {
 				return fmt.Errorf("registering prefix %q: %w", prefix, err)
 			}
@@ -61,4 +69,11 @@ func compatible(prefix string, have, want Registration) error {
 		return fmt.Errorf("prefix %q was created with --slot %dms; this process has %dms", prefix, have.SlotMillis, want.SlotMillis)
 	}
 	return nil
+}
+
+// transient is an error of a JetStream asset that is being created or whose leader is
+// being elected: worth asking again.
+func transient(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse)
 }
