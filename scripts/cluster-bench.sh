@@ -1,0 +1,46 @@
+#!/bin/bash
+# Benchmarks a Holdfast deployment on this machine (docs/benchmarks.md, "Cluster"):
+#   scripts/cluster-bench.sh single-file   one process, file journal, embedded NATS
+#   scripts/cluster-bench.sh r1-one        one node, jetstream journal, one nats-server
+#   scripts/cluster-bench.sh r3-three      three nodes, replicas 3, three nats-servers
+# Needs /tmp/holdfast (go build -o /tmp/holdfast ./cmd/holdfast) and /tmp/nats-server
+# (go build -o /tmp/nats-server github.com/nats-io/nats-server/v2). The nats-servers run
+# with sync_interval: always unless SYNC= (empty) is set. DUR, CLIENTS, SETTLE tune it.
+set -u
+MODE=$1
+W=${WORK:-/tmp/cb}
+rm -rf $W/$MODE; mkdir -p $W/$MODE; cd $W/$MODE
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 $p 2>/dev/null; done; }
+trap cleanup EXIT
+start_nats() { # n, port, cluster_port, routes
+  cat > n$1.conf <<CONF
+server_name: n$1
+listen: 127.0.0.1:$2
+jetstream { store_dir: "$W/$MODE/js$1" ${SYNC-, sync_interval: always} }
+$4
+CONF
+  /tmp/nats-server -c n$1.conf > n$1.log 2>&1 & pids+=($!)
+}
+case $MODE in
+single-file)
+  /tmp/holdfast serve --data data --listen 127.0.0.1:14222 --metrics-listen "" > hf.log 2>&1 & pids+=($!)
+  URL=nats://127.0.0.1:14222 ;;
+r1-one)
+  start_nats 1 14222 0 ""
+  sleep 1
+  /tmp/holdfast serve --nats nats://127.0.0.1:14222 --node a --data data --metrics-listen "" > hf.log 2>&1 & pids+=($!)
+  URL=nats://127.0.0.1:14222 ;;
+r3-three)
+  for i in 1 2 3; do
+    start_nats $i 1422$i 0 "cluster { name: hf, listen: 127.0.0.1:1522$i, routes: [nats://127.0.0.1:15221, nats://127.0.0.1:15222, nats://127.0.0.1:15223] }"
+  done
+  sleep 3
+  URL=nats://127.0.0.1:14221,nats://127.0.0.1:14222,nats://127.0.0.1:14223
+  for n in a b c; do
+    /tmp/holdfast serve --nats $URL --node $n --replicas 3 --data data-$n --metrics-listen "" > hf-$n.log 2>&1 & pids+=($!)
+  done ;;
+esac
+for i in $(seq 1 60); do grep -q "msg=ready" hf*.log 2>/dev/null && break; sleep 0.5; done
+sleep ${SETTLE:-8}; for f in hf*.log; do grep -q "msg=ready" $f || { echo "NOT READY $f"; pkill -QUIT -f "data-$(basename ${f#hf-} .log)" ; }; done; sleep 1
+/tmp/holdfast bench --server $URL --scenario spread --duration ${DUR:-20s} --clients ${CLIENTS:-64} 2>/dev/null | tail -25
