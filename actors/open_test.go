@@ -1,10 +1,15 @@
 package actors
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/persistence"
 )
 
 // A lazy system serves only the shards opened on it; a closed shard keeps its state in
@@ -49,4 +54,47 @@ func TestShardNotServingAnswersEngineHalted(t *testing.T) {
 	wantCode(t, do(t, sys, 0, createResource("c2", "seat2")), contract.CodeEngineHalted)
 	serving.Store(true)
 	wantCode(t, do(t, sys, 0, createResource("c2", "seat2")), contract.CodeOK)
+}
+
+// anchoredStorage is file storage whose journal says it was claimed at a given time.
+type anchoredStorage struct {
+	FileStorage
+	claimed int64
+}
+
+type anchoredJournal struct {
+	persistence.Journal
+	claimed, local int64
+}
+
+func (j anchoredJournal) Anchor() (int64, int64) { return j.claimed, j.local }
+
+func (a anchoredStorage) OpenJournal() (persistence.Journal, error) {
+	j, err := a.FileStorage.OpenJournal()
+	return anchoredJournal{Journal: j, claimed: a.claimed, local: MonoNow()}, err
+}
+
+// A shard on an Anchored journal runs its slot clock from the claim's time, not from a
+// node clock that runs an hour ahead: a lease reserved for 1 s gets a deadline about one
+// second after the claim, so it cannot expire an hour early.
+func TestAnchoredJournalDrivesTheSlotClock(t *testing.T) {
+	o := testOptions(t.TempDir())
+	claimed := time.Now()
+	o.Clock = newFakeClock(uint64(claimed.Add(time.Hour).UnixNano()/int64(o.Slot)), o.Slot) // an hour ahead
+	o.Storage = func(shard uint32) (Storage, error) {
+		dir := filepath.Join(o.Dir, fmt.Sprintf("shard-%03d", shard))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		return anchoredStorage{FileStorage: FileStorage{Dir: dir}, claimed: claimed.UnixNano()}, nil
+	}
+	sys := startSystem(t, o)
+	defer sys.Stop()
+	wantCode(t, do(t, sys, 0, createResource("c1", "seat")), contract.CodeOK)
+	r := do(t, sys, 0, reserve("r1", "h1", "seat", 1000))
+	wantCode(t, r, contract.CodeOK)
+	claimSlot := uint64(claimed.UnixNano() / int64(o.Slot))
+	if d := r.Lease.DeadlineSlot; d < claimSlot+100 || d > claimSlot+100+uint64(time.Minute/o.Slot) {
+		t.Fatalf("deadline slot %d, claim at slot %d: the clock did not run from the claim", d, claimSlot)
+	}
 }

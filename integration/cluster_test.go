@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/integration/internal/harness"
@@ -246,6 +247,7 @@ func TestClusterSurvivesKillsAndPauses(t *testing.T) {
 		g.releaseLSN = r.Lease.GetReleasedLsn()
 		bySeat[g.seat] = append(bySeat[g.seat], g)
 	}
+	checkClusterEvents(t, url, grants)
 	for seat, gs := range bySeat {
 		sort.Slice(gs, func(a, b int) bool { return gs[a].reserveLSN < gs[b].reserveLSN })
 		for i := 1; i < len(gs); i++ {
@@ -256,4 +258,95 @@ func TestClusterSurvivesKillsAndPauses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkClusterEvents reads the whole events stream: every message id once, per shard in
+// lsn order, and for every grant exactly one lease.reserved event and, when it ended by a
+// release, exactly one lease.released event — across every failover and hand-off.
+func checkClusterEvents(t *testing.T, url string, grants []*grant) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	want := 0
+	for _, g := range grants {
+		want++
+		if g.releaseLSN != 0 {
+			want++
+		}
+	}
+	var reserved, released map[string]int
+	var seen map[string]bool
+	var events int
+	for attempt := 0; ; attempt++ {
+		reserved, released, seen = map[string]int{}, map[string]int{}, map[string]bool{}
+		lastLSN := map[uint32]uint64{}
+		events = 0
+		cons, err := js.OrderedConsumer(ctx, "HOLDFAST_EVENTS", jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			batch, err := cons.FetchNoWait(1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for msg := range batch.Messages() {
+				got++
+				events++
+				id := msg.Headers().Get(nats.MsgIdHdr)
+				if seen[id] {
+					t.Fatalf("event %s stored twice", id)
+				}
+				seen[id] = true
+				var e messages.Event
+				if err := messages.UnmarshalJSON(msg.Data(), &e); err != nil {
+					t.Fatalf("event %s: %v", id, err)
+				}
+				if e.GetLsn() < lastLSN[e.GetShard()] {
+					t.Fatalf("shard %d: event at lsn %d after lsn %d", e.GetShard(), e.GetLsn(), lastLSN[e.GetShard()])
+				}
+				lastLSN[e.GetShard()] = e.GetLsn()
+				switch e.GetEvent() {
+				case "lease.reserved":
+					reserved[e.GetLease().GetLeaseId()]++
+				case "lease.released":
+					released[e.GetLease().GetLeaseId()]++
+				}
+			}
+			if got == 0 {
+				break
+			}
+		}
+		complete := true
+		for _, g := range grants {
+			if reserved[g.lease] != 1 || (g.releaseLSN != 0 && released[g.lease] != 1) {
+				complete = false
+			}
+		}
+		if complete {
+			break
+		}
+		if attempt == 30 {
+			for _, g := range grants {
+				if reserved[g.lease] > 1 || released[g.lease] > 1 {
+					t.Fatalf("lease %s: %d reserved and %d released events", g.lease, reserved[g.lease], released[g.lease])
+				}
+				if reserved[g.lease] == 0 || (g.releaseLSN != 0 && released[g.lease] == 0) {
+					t.Fatalf("lease %s: %d reserved and %d released events after 30 s (released at %d)", g.lease, reserved[g.lease], released[g.lease], g.releaseLSN)
+				}
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("%d events, %d expected for the grants", events, want)
 }

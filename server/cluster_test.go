@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/contract"
@@ -67,6 +68,7 @@ func clusterNode(t *testing.T, url, name string, shards uint32, replicas int) *S
 	cfg.Shards, cfg.NATSURL, cfg.Node, cfg.Journal, cfg.Replicas = shards, url, name, JournalJetStream, replicas
 	cfg.OwnershipTTL = time.Second
 	cfg.MetricsListen = ""
+	cfg.SnapshotEvery = 5 // failover loads a snapshot from the object store, then the journal's tail
 	s, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("node %s: %v", name, err)
@@ -116,11 +118,11 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 	for _, replicas := range []int{1, 3} {
 		t.Run(fmt.Sprintf("R%d", replicas), func(t *testing.T) {
 			ctx := context.Background()
-			nats := natstest.Start(t, 3)
+			nats_ := natstest.Start(t, 3)
 			const shards = 4
 			nodes := map[string]*Server{}
 			for _, name := range []string{"n1", "n2", "n3"} {
-				nodes[name] = clusterNode(t, nats.URL(), name, shards, replicas)
+				nodes[name] = clusterNode(t, nats_.URL(), name, shards, replicas)
 				defer nodes[name].Shutdown(ctx)
 			}
 			owners := waitBalanced(t, nodes["n1"], 3)
@@ -162,6 +164,13 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			if l, err := c2.ListLeases(ctx, "h1", 0); err != nil || !l.OK() || len(l.Leases) != 6 {
 				t.Fatalf("lease.list across nodes: %v %+v", err, l)
 			}
+			// Enough entries on the seat's shard for snapshots and purges of its journal.
+			for i := 0; i < 12; i++ {
+				id := fmt.Sprintf("seat-7/%d", i)
+				if r, err := c1.CreateResource(ctx, id); err != nil || !r.OK() {
+					t.Fatalf("create %s: %v %+v", id, err, r)
+				}
+			}
 
 			// Kill the owner of the seat's shard.
 			shard := contract.ShardOf("default", seat, shards)
@@ -200,6 +209,32 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			}
 			if r, err := cs.Release(ctx, "h1", res.Fence()); err != nil || !r.OK() {
 				t.Fatalf("release after failover: %v %+v", err, r)
+			}
+			// The new owner recovered from a snapshot in the object store, and the journal
+			// below the snapshot was purged.
+			nc, err := nats.Connect(nats_.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			js, _ := jetstream.New(nc)
+			obs, err := js.ObjectStore(ctx, "HOLDFAST_SNAP")
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, _ := obs.List(ctx)
+			snaps := 0
+			for _, o := range objs {
+				if strings.HasPrefix(o.Name, fmt.Sprintf("shard-%d/", shard)) {
+					snaps++
+				}
+			}
+			stream, err := js.Stream(ctx, fmt.Sprintf("HOLDFAST_J_%d", shard))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info := stream.CachedInfo(); snaps == 0 || info.State.FirstSeq <= 1 {
+				t.Fatalf("shard %d: %d snapshots, journal starts at stream sequence %d", shard, snaps, info.State.FirstSeq)
 			}
 			waitBalanced(t, survivor, 2)
 		})

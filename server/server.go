@@ -65,6 +65,10 @@ type Config struct {
 	Replicas     int           // JetStream replicas of journals, snapshots and the cluster bucket (1 or 3)
 	OwnershipTTL time.Duration // how long a shard claim lasts without renewal; 5s when 0
 
+	// SnapshotEvery is the entries between a shard's snapshots (0: the shard runtime's
+	// default).
+	SnapshotEvery int
+
 	// Tests only: the slot clock and journal faults.
 	Clock  actors.Clock
 	Faults *persistence.Faults
@@ -211,7 +215,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	s.log.Info("recovering shards", "data", cfg.Data, "shards", cfg.Shards)
 	opts := actors.Options{Dir: cfg.Data, Shards: cfg.Shards, Slot: cfg.Slot, Kernel: cfg.Kernel,
 		Events: s.br.Events, Observer: s.br.Observer(), Logger: s.log.With("component", "actors"),
-		Clock: cfg.Clock, Faults: cfg.Faults}
+		Clock: cfg.Clock, Faults: cfg.Faults, SnapshotEvery: cfg.SnapshotEvery}
 	if s.node != nil {
 		opts.Lazy, opts.Storage, opts.Serving = true, s.node.Storage, s.node.Serving
 	}

@@ -1,0 +1,55 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/holdfast/holdfast/internal/natstest"
+)
+
+// Snapshots go to the object store, the newest is loaded, only the newest two are kept,
+// a stale owner's older snapshot never becomes the newest; the published position
+// round-trips through the cluster bucket.
+func TestStorageSnapshotsAndPublished(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	ctx := context.Background()
+	kv, err := OpenBucket(ctx, js, NamesFor("holdfast"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := openSnapshots(ctx, js, NamesFor("holdfast"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &Storage{JS: js, Names: NamesFor("holdfast"), Shard: 2, Node: "a", Epoch: 5, Objects: obs, Bucket: kv}
+	if _, ok, err := st.LoadSnapshot(); err != nil || ok {
+		t.Fatalf("empty store: %v %v", ok, err)
+	}
+	for _, lsn := range []uint64{10, 30, 20} { // 20: a stale owner's, written last
+		if err := st.WriteSnapshot(lsn, lsn*2, bytes.Repeat([]byte{byte(lsn)}, 300_000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, ok, err := st.LoadSnapshot()
+	if err != nil || !ok || s.LSN != 30 || s.Slot != 60 || len(s.Payload) != 300_000 || s.Payload[0] != 30 {
+		t.Fatalf("loaded lsn %d slot %d (%d bytes), ok %v, err %v", s.LSN, s.Slot, len(s.Payload), ok, err)
+	}
+	objs, err := st.snapshots(ctx)
+	if err != nil || len(objs) != 2 {
+		t.Fatalf("kept %d snapshots: %v", len(objs), err)
+	}
+	other := &Storage{JS: js, Names: NamesFor("holdfast"), Shard: 3, Objects: obs, Bucket: kv}
+	if _, ok, _ := other.LoadSnapshot(); ok {
+		t.Fatal("shard 3 loaded shard 2's snapshot")
+	}
+	if p, err := st.ReadPublished(); err != nil || p != 0 {
+		t.Fatalf("published %d %v", p, err)
+	}
+	if err := st.WritePublished(42); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := st.ReadPublished(); err != nil || p != 42 {
+		t.Fatalf("published %d %v", p, err)
+	}
+}
