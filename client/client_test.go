@@ -193,7 +193,9 @@ func TestContextEndsDuringRetries(t *testing.T) {
 	defer cancel()
 	_, err := c.Release(ctx, "alice", Fence{LeaseID: "1-5", Epoch: 1})
 	var ie *IndefiniteError
-	if !errors.As(err, &ie) || ie.Code != messages.CodeStorageFailure || ie.OperationID == "" {
+	// The context may end between attempts (the last answer, storage_failure, is kept)
+	// or during one (a busy machine: that attempt's timeout).
+	if !errors.As(err, &ie) || (ie.Code != messages.CodeStorageFailure && ie.Code != "timeout") || ie.OperationID == "" || ie.Attempts < 2 {
 		t.Fatalf("err = %#v", err)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
