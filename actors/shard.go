@@ -2,23 +2,13 @@ package actors
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
-	"github.com/holdfast/holdfast/persistence"
 )
-
-// entry is a sequenced command waiting for its batch to become durable.
-type entry struct {
-	e       kernel.Entry
-	opKey   string // tenant\x00operation_id, "" for expire
-	payload []byte // the journaled encoding, also what a duplicate is compared by
-	waiters []replyFunc
-}
 
 // shard is the actor owning one kernel. A restarted actor is a fresh instance: it
 // recovers from the journal in Started and serves nothing before that.
@@ -33,21 +23,15 @@ type shard struct {
 	// answers engine_halted until the process restarts and replays.
 	halted error
 
-	gen     uint64 // writer generation, so a stale report from before a restart is ignored
-	w       *writer
-	writing bool
+	gen uint64 // writer generation, so a stale report from before a restart is ignored
+	w   *writer
+	// q decides the write path (sequencer.go); the actor carries its decisions out.
+	q *Sequencer[replyFunc]
 	// flushQueued is set while a flushNow is in the mailbox.
 	flushQueued bool
 	// inflightJob carries the writer's result for the batch in flight, for a
 	// synchronous wait at stop (the same result also arrives as a batchDone message).
 	inflightJob chan error
-	inflight    []*entry // the batch the writer is making durable
-	pending     []*entry // the next batch, filling
-	ops         map[string]*entry
-	expiring    map[uint64]bool // leases with an expire entry sequenced but not applied
-
-	nextLSN uint64 // lsn the next entry gets
-	seqSlot uint64 // slot of the last sequenced entry: stamps never go back
 
 	readers []*readMsg // reads waiting for min_lsn
 
@@ -89,7 +73,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.h.queued.Add(-1)
 		s.read(m)
 	case *batchDone:
-		if m.gen == s.gen && s.writing {
+		if m.gen == s.gen && s.q != nil && s.q.Writing() {
 			s.applyInflight(m.err)
 			s.flushSoon(ctx)
 		}
@@ -126,8 +110,6 @@ func (s *shard) Receive(ctx actor.Context) {
 
 // start recovers snapshot + journal; until it succeeds the shard answers engine_halted.
 func (s *shard) start() {
-	s.ops = make(map[string]*entry)
-	s.expiring = make(map[uint64]bool)
 	s.cfg = s.h.sys.opts.Kernel
 	s.cfg.Shard = s.h.shard
 	s.gen = s.h.nextGeneration()
@@ -147,8 +129,7 @@ func (s *shard) start() {
 		s.anchorClaimed, s.anchorLocal = a.Anchor()
 	}
 	last, lastSlot := rec.journal.Last()
-	s.nextLSN = max(last, s.k.LastLSN()) + 1
-	s.seqSlot = max(lastSlot, s.k.LastSlot())
+	s.q = NewSequencer[replyFunc](s.k, last, lastSlot, s.h.sys.opts.MaxCommandBytes, s.h.sys.opts.MaxBatch)
 	s.w = startWriter(rec.journal, s.h.sys.root, s.self)
 	s.h.setWriter(s.w)
 	s.h.halted.Store(false)
@@ -164,8 +145,8 @@ func (s *shard) stop() {
 	if s.w == nil {
 		return
 	}
-	for s.writing || len(s.pending) > 0 {
-		if s.writing {
+	for s.q.Writing() || (s.q.Pending() && !s.q.Halted()) {
+		if s.q.Writing() {
 			job := s.inflightJob
 			err := <-job
 			s.applyInflight(err)
@@ -215,10 +196,7 @@ func (s *shard) serving() bool {
 }
 
 // stampSlot is the slot a new entry gets: the clock's, but never before the last one.
-func (s *shard) stampSlot() uint64 {
-	s.seqSlot = max(s.seqSlot, s.h.sys.opts.slotAt(s.now()))
-	return s.seqSlot
-}
+func (s *shard) stampSlot() uint64 { return s.q.Stamp(s.h.sys.opts.slotAt(s.now())) }
 
 // now is the shard's wall clock: the configured clock, or, on a journal that is
 // Anchored, the claim's time advanced by the monotonic time since.
@@ -229,8 +207,8 @@ func (s *shard) now() time.Time {
 	return s.h.sys.opts.Clock.Now()
 }
 
-// write takes one client command: the kernel's admission decides (kernel.Admit), the
-// shard answers, joins the command to its duplicate in flight, or sequences it.
+// write takes one client command; the sequencer decides (answer now, join the same
+// command in flight, or sequence it).
 func (s *shard) write(m *writeMsg) {
 	if s.halted != nil {
 		m.reply(rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", s.applied()))
@@ -240,43 +218,16 @@ func (s *shard) write(m *writeMsg) {
 		m.reply(rejection(contract.CodeEngineHalted, notOwner, s.applied()))
 		return
 	}
-	c := m.cmd
-	slot := s.stampSlot()
-	a := s.k.Admit(c, slot, s.h.sys.opts.MaxCommandBytes, s.nextLSN, inFlight(s.ops), &s.out)
-	switch {
-	case a.Rejection != nil:
-		m.reply(rejection(a.Rejection.Code, a.Rejection.Message, s.applied()))
-	case a.Stage == kernel.StageRetry:
-		m.reply(replyFromOutput(&s.out, s.applied()))
-	case a.Join():
-		dup := s.ops[a.Key]
-		dup.waiters = append(dup.waiters, m.reply) // the same command in flight: share its result
-	case a.Sequence():
-		en := &entry{e: kernel.Entry{LSN: s.nextLSN, Slot: slot, Cmd: c}, opKey: a.Key, payload: a.Payload, waiters: []replyFunc{m.reply}}
-		s.nextLSN++
-		s.ops[a.Key] = en
-		s.pending = append(s.pending, en)
+	if d, r := s.q.Write(m.cmd, s.stampSlot(), m.reply); d == Answered {
+		m.reply(r)
 	}
 }
-
-// inFlight shows the shard's sequenced, unapplied writes to admission.
-type inFlight map[string]*entry
-
-func (f inFlight) Payload(key string) ([]byte, bool) {
-	en, ok := f[key]
-	if !ok {
-		return nil, false
-	}
-	return en.payload, true
-}
-
-func (f inFlight) Len() int { return len(f) }
 
 // flushSoon arranges a flush after the messages already in the mailbox: under load
 // they are mostly writes, and one fsync then covers them all instead of the first
 // write going alone. An idle shard pays one extra mailbox hop.
 func (s *shard) flushSoon(ctx actor.Context) {
-	if s.flushQueued || s.writing || len(s.pending) == 0 || s.halted != nil {
+	if s.flushQueued || s.q.Writing() || !s.q.Pending() || s.halted != nil {
 		return
 	}
 	s.flushQueued = true
@@ -285,19 +236,15 @@ func (s *shard) flushSoon(ctx actor.Context) {
 
 // flush hands the filling batch to the writer when it is idle.
 func (s *shard) flush() {
-	if s.writing || len(s.pending) == 0 || s.halted != nil {
+	if s.halted != nil {
 		return
 	}
-	n := min(len(s.pending), s.h.sys.opts.MaxBatch)
-	s.inflight = append(s.inflight[:0], s.pending[:n]...)
-	s.pending = append(s.pending[:0], s.pending[n:]...)
-	records := make([]persistence.Record, n)
-	for i, en := range s.inflight {
-		records[i] = persistence.Record{LSN: en.e.LSN, Slot: en.e.Slot, Payload: en.payload}
+	records := s.q.Batch()
+	if records == nil {
+		return
 	}
 	done := make(chan error, 1)
 	s.inflightJob = done
-	s.writing = true
 	s.batchStart = time.Now()
 	s.w.jobs <- writeJob{records: records, gen: s.gen, done: done}
 }
@@ -305,53 +252,33 @@ func (s *shard) flush() {
 // applyInflight applies the durable batch in lsn order and answers its requests; a
 // failed append halts the shard, and the batch's outcome is unknown to its clients.
 func (s *shard) applyInflight(err error) {
-	s.writing = false
-	batch := s.inflight
-	s.inflight = s.inflight[:0]
-	if o := s.h.sys.opts.Observer; o != nil {
-		o.Batch(s.h.shard, len(batch), time.Since(s.batchStart))
-	}
 	if err != nil {
 		s.halt(fmt.Errorf("journal: %w", err))
 		s.h.log.Error("journal failed; shard halted", "shard", s.h.shard, "err", err)
-		for _, en := range batch {
-			for _, w := range en.waiters {
-				w(rejection(contract.CodeStorageFailure, "the journal failed; retry the same operation_id after the shard restarts", s.applied()))
-			}
+		for _, a := range s.q.Failed() {
+			a.To(a.Reply)
 		}
-		for _, en := range s.pending {
-			for _, w := range en.waiters {
-				w(rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
-			}
-		}
-		s.pending = s.pending[:0]
-		s.ops = make(map[string]*entry)
 		return
 	}
 	if s.events == nil {
-		s.events = make([]Event, 0, len(batch)) // the sink keeps each batch's slice
+		s.events = make([]Event, 0, 64) // the sink keeps each batch's slice
 	} else {
 		s.events = s.events[:0]
 	}
-	for _, en := range batch {
-		s.k.Apply(en.e, &s.out)
-		if en.opKey != "" {
-			delete(s.ops, en.opKey)
-		} else {
-			delete(s.expiring, en.e.Cmd.LeaseLSN)
+	sink := s.h.sys.opts.Events
+	answers, n := s.q.Durable(func(e kernel.Entry, out *kernel.Output) {
+		if out.Event != kernel.EventNone && sink != nil {
+			s.events = append(s.events, eventOf(s.h.shard, e, out))
 		}
-		if s.out.Event != kernel.EventNone && s.h.sys.opts.Events != nil {
-			s.events = append(s.events, eventOf(s.h.shard, en.e, &s.out))
-		}
-		if len(en.waiters) > 0 {
-			r := replyFromOutput(&s.out, en.e.LSN)
-			for _, w := range en.waiters {
-				w(r)
-			}
-		}
+	})
+	if o := s.h.sys.opts.Observer; o != nil {
+		o.Batch(s.h.shard, n, time.Since(s.batchStart))
 	}
-	s.sinceSnapshot += len(batch)
-	if sink := s.h.sys.opts.Events; sink != nil && len(batch) > 0 {
+	for _, a := range answers {
+		a.To(a.Reply)
+	}
+	s.sinceSnapshot += n
+	if sink != nil && n > 0 {
 		sink(s.h.shard, s.k.LastLSN(), s.events)
 		s.events = nil // the sink keeps the slice
 	}
@@ -385,21 +312,12 @@ func (s *shard) tick() {
 	}
 	s.answerReaders(s.now())
 	slot := s.stampSlot()
-	room := s.h.sys.opts.ExpirePerTick - len(s.expiring)
-	if room <= 0 {
+	perTick := s.h.sys.opts.ExpirePerTick
+	if s.q.Expiring() >= perTick {
 		return
 	}
-	s.dueBuf = s.k.DueExpirations(slot, room+len(s.expiring), s.dueBuf[:0])
+	s.dueBuf = s.k.DueExpirations(slot, perTick, s.dueBuf[:0])
 	s.h.gauges.backlog.Store(int64(len(s.dueBuf)))
-	for _, d := range s.dueBuf {
-		if s.expiring[d.LeaseLSN] || s.nextLSN == math.MaxUint64 {
-			continue
-		}
-		c := &kernel.Command{Verb: contract.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}
-		en := &entry{e: kernel.Entry{LSN: s.nextLSN, Slot: slot, Cmd: c}, payload: c.AppendBinary(nil)}
-		s.nextLSN++
-		s.expiring[d.LeaseLSN] = true
-		s.pending = append(s.pending, en)
-	}
+	s.q.Expire(slot, s.dueBuf, perTick)
 	s.flush()
 }

@@ -1,0 +1,213 @@
+package actors
+
+import (
+	"math"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/persistence"
+)
+
+// Sequencer is a shard's write path as plain data: it admits writes (kernel.Admit),
+// joins a duplicate to the same command in flight, gives entries consecutive lsns and
+// never-decreasing slots, hands out one batch at a time for the journal, and, when the
+// journal says the batch is durable (or failed), applies it and says whom to answer
+// with what. It does no I/O and starts no goroutine, so the rules of sequencing are
+// tested by scripts (testdata/sequencer) without a mailbox, a disk or a clock, as
+// etcd-raft's storage thread is; the shard actor only carries its decisions out.
+//
+// W is whatever identifies a waiting client: the actor's reply callback, a name in a
+// script.
+type Sequencer[W any] struct {
+	k        *kernel.Kernel
+	maxCmd   int
+	maxBatch int
+
+	ops      map[string]*seqEntry[W] // sequenced client writes by in-flight key
+	expiring map[uint64]bool         // leases with an expire entry sequenced
+	pending  []*seqEntry[W]          // the next batch, filling
+	inflight []*seqEntry[W]          // the batch the journal is making durable
+	writing  bool
+	halted   bool
+
+	nextLSN uint64
+	slot    uint64 // slot of the last stamped entry or read: never goes back
+	out     kernel.Output
+}
+
+type seqEntry[W any] struct {
+	e       kernel.Entry
+	opKey   string // tenant\x00operation_id; "" for expire
+	payload []byte
+	waiters []W
+}
+
+// Answer is a reply owed to a waiting client.
+type Answer[W any] struct {
+	To    W
+	Reply *Reply
+}
+
+// NewSequencer sequences after the journal's last record (lastLSN, lastSlot) over k.
+func NewSequencer[W any](k *kernel.Kernel, lastLSN, lastSlot uint64, maxCommandBytes, maxBatch int) *Sequencer[W] {
+	return &Sequencer[W]{k: k, maxCmd: maxCommandBytes, maxBatch: maxBatch,
+		ops: make(map[string]*seqEntry[W]), expiring: make(map[uint64]bool),
+		nextLSN: max(lastLSN, k.LastLSN()) + 1, slot: max(lastSlot, k.LastSlot())}
+}
+
+// Stamp is the slot of something happening at the clock's slot: never before the last.
+func (q *Sequencer[W]) Stamp(clockSlot uint64) uint64 {
+	q.slot = max(q.slot, clockSlot)
+	return q.slot
+}
+
+// Decision is what became of a write.
+type Decision uint8
+
+const (
+	// Answered: the write was answered at once (a rejection, or a retry's remembered result).
+	Answered Decision = iota
+	// Joined: the same command is in flight; the waiter gets its result.
+	Joined
+	// Sequenced: the write has the next lsn and waits for its batch.
+	Sequenced
+)
+
+// Write admits a client write at slot; with Answered the reply is for w now.
+func (q *Sequencer[W]) Write(c *kernel.Command, slot uint64, w W) (Decision, *Reply) {
+	if q.halted {
+		return Answered, rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", q.k.LastLSN())
+	}
+	a := q.k.Admit(c, slot, q.maxCmd, q.nextLSN, seqInFlight[W](q.ops), &q.out)
+	switch {
+	case a.Rejection != nil:
+		return Answered, rejection(a.Rejection.Code, a.Rejection.Message, q.k.LastLSN())
+	case a.Stage == kernel.StageRetry:
+		return Answered, replyFromOutput(&q.out, q.k.LastLSN())
+	case a.Join():
+		dup := q.ops[a.Key]
+		dup.waiters = append(dup.waiters, w)
+		return Joined, nil
+	}
+	en := &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, opKey: a.Key, payload: a.Payload, waiters: []W{w}}
+	q.nextLSN++
+	q.ops[a.Key] = en
+	q.pending = append(q.pending, en)
+	return Sequenced, nil
+}
+
+// seqInFlight shows the sequenced, unapplied writes to admission.
+type seqInFlight[W any] map[string]*seqEntry[W]
+
+func (f seqInFlight[W]) Payload(key string) ([]byte, bool) {
+	en, ok := f[key]
+	if !ok {
+		return nil, false
+	}
+	return en.payload, true
+}
+
+func (f seqInFlight[W]) Len() int { return len(f) }
+
+// Expire sequences expire entries for due leases at slot, at most room of them in
+// flight at once, skipping leases whose expiry is already sequenced.
+func (q *Sequencer[W]) Expire(slot uint64, due []kernel.Due, room int) {
+	if q.halted {
+		return
+	}
+	for _, d := range due {
+		if len(q.expiring) >= room {
+			return
+		}
+		if q.expiring[d.LeaseLSN] || q.nextLSN == math.MaxUint64 {
+			continue
+		}
+		c := &kernel.Command{Verb: contract.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}
+		q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, payload: c.AppendBinary(nil)})
+		q.nextLSN++
+		q.expiring[d.LeaseLSN] = true
+	}
+}
+
+// Expiring is the number of expire entries sequenced and not yet applied.
+func (q *Sequencer[W]) Expiring() int { return len(q.expiring) }
+
+// Batch takes the next batch for the journal: nil while one is being written, when
+// nothing waits, or once halted. One batch at a time: while it is written the next one
+// fills (group commit).
+func (q *Sequencer[W]) Batch() []persistence.Record {
+	if q.writing || len(q.pending) == 0 || q.halted {
+		return nil
+	}
+	n := min(len(q.pending), q.maxBatch)
+	q.inflight = append(q.inflight[:0], q.pending[:n]...)
+	q.pending = append(q.pending[:0], q.pending[n:]...)
+	records := make([]persistence.Record, n)
+	for i, en := range q.inflight {
+		records[i] = persistence.Record{LSN: en.e.LSN, Slot: en.e.Slot, Payload: en.payload}
+	}
+	q.writing = true
+	return records
+}
+
+// Writing reports whether a batch is with the journal.
+func (q *Sequencer[W]) Writing() bool { return q.writing }
+
+// Pending reports whether entries wait for a batch.
+func (q *Sequencer[W]) Pending() bool { return len(q.pending) > 0 }
+
+// Halted reports whether a journal failure stopped the sequencer.
+func (q *Sequencer[W]) Halted() bool { return q.halted }
+
+// Durable applies the batch the journal made durable, in lsn order, and returns whom to
+// answer with what. applied, when not nil, sees every entry's output as it is applied
+// (the shard derives its events there).
+func (q *Sequencer[W]) Durable(applied func(e kernel.Entry, out *kernel.Output)) (answers []Answer[W], entries int) {
+	batch := q.inflight
+	q.inflight = q.inflight[:0]
+	q.writing = false
+	for _, en := range batch {
+		q.k.Apply(en.e, &q.out)
+		if en.opKey != "" {
+			delete(q.ops, en.opKey)
+		} else {
+			delete(q.expiring, en.e.Cmd.LeaseLSN)
+		}
+		if applied != nil {
+			applied(en.e, &q.out)
+		}
+		if len(en.waiters) > 0 {
+			r := replyFromOutput(&q.out, en.e.LSN)
+			for _, w := range en.waiters {
+				answers = append(answers, Answer[W]{To: w, Reply: r})
+			}
+		}
+	}
+	clear(batch[len(batch):cap(batch)])
+	return answers, len(batch)
+}
+
+// Failed records that the journal failed the batch: its outcome is unknown to its
+// clients (storage_failure, indefinite), the writes behind it were never journaled
+// (engine_halted), and the sequencer is halted until the shard restarts and replays.
+func (q *Sequencer[W]) Failed() []Answer[W] {
+	q.halted, q.writing = true, false
+	applied := q.k.LastLSN()
+	var answers []Answer[W]
+	unknown := rejection(contract.CodeStorageFailure, "the journal failed; retry the same operation_id after the shard restarts", applied)
+	for _, en := range q.inflight {
+		for _, w := range en.waiters {
+			answers = append(answers, Answer[W]{To: w, Reply: unknown})
+		}
+	}
+	never := rejection(contract.CodeEngineHalted, "shard halted", applied)
+	for _, en := range q.pending {
+		for _, w := range en.waiters {
+			answers = append(answers, Answer[W]{To: w, Reply: never})
+		}
+	}
+	q.inflight, q.pending = q.inflight[:0], q.pending[:0]
+	q.ops = make(map[string]*seqEntry[W])
+	clear(q.expiring)
+	return answers
+}
