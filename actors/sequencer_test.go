@@ -168,4 +168,3 @@ func formatReply(r *Reply) string {
 	}
 	return b.String()
 }
-
