@@ -41,10 +41,10 @@ type Options struct {
 	SnapshotEvery   int // entries between snapshots (0: 200,000; negative: never)
 	SegmentSize     int64
 
-	// Events receives each applied batch's events, in lsn order per shard, with the lsn
-	// the batch ends at. It runs on the shard's goroutine and must not block. When nil,
-	// no events are produced and snapshots are not held back for publishing.
-	Events func(shard uint32, throughLSN uint64, events []Event)
+	// Events receives each applied batch's events and reports back how far they are
+	// published (EventSink). When nil, no events are produced and snapshots are not held
+	// back for publishing.
+	Events EventSink
 	// Faults injects journal write and fsync failures (tests only).
 	Faults *persistence.Faults
 	// Storage gives a shard its journal, snapshots and published position; the shard uses

@@ -135,7 +135,7 @@ func (s *shard) start() {
 	s.h.halted.Store(false)
 	s.publishGauges()
 	if sink := s.h.sys.opts.Events; sink != nil && len(rec.events) > 0 {
-		sink(s.h.shard, s.k.LastLSN(), rec.events) // republish what may not have been published
+		sink.Events(s.h.shard, s.k.LastLSN(), rec.events) // republish what may not have been published
 	}
 }
 
@@ -279,7 +279,7 @@ func (s *shard) applyInflight(err error) {
 	}
 	s.sinceSnapshot += n
 	if sink != nil && n > 0 {
-		sink(s.h.shard, s.k.LastLSN(), s.events)
+		sink.Events(s.h.shard, s.k.LastLSN(), s.events)
 		s.events = nil // the sink keeps the slice
 	}
 	s.answerReaders(time.Time{})

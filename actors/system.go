@@ -128,6 +128,10 @@ func Start(opts Options) (*System, error) {
 	}
 	sys.wg.Add(1)
 	go sys.ticker()
+	if opts.Events != nil {
+		sys.wg.Add(1)
+		go sys.positions()
+	}
 	return sys, nil
 }
 
@@ -256,14 +260,6 @@ func (s *System) admit(h *host, reply func(*Reply)) bool {
 // notServed answers a request for a shard that is not open here: in a cluster it is
 // moving between nodes (indefinite; a retry reaches its new owner).
 const notServed = "shard not served here (moving between nodes); retry the same operation_id"
-
-// Published tells a shard that its events through lsn are durably published, so its
-// snapshots may move past them.
-func (s *System) Published(shard uint32, lsn uint64) {
-	if pid := s.hosts[shard].pid.Load(); pid != nil {
-		s.root.Send(pid, &published{lsn: lsn})
-	}
-}
 
 // Halted reports whether a shard is halted.
 func (s *System) Halted(shard uint32) bool { return s.hosts[shard].halted.Load() }

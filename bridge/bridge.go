@@ -8,11 +8,11 @@
 // hands it the events to republish:
 //
 //	br, err := bridge.New(ctx, bridge.Config{Conn: nc, JetStream: js, Prefix: "holdfast", Shards: 8, Logger: log})
-//	sys, err := actors.Start(actors.Options{..., Events: br.Events, Observer: br.Observer()})
+//	sys, err := actors.Start(actors.Options{..., Events: br, Observer: br.Observer()})
 //	err = br.Start(sys)  // endpoints answer from here on
 //	...
 //	br.Drain(ctx)        // stop taking requests, answer those in flight
-//	sys.Stop()           // journals flushed; the last events reach br.Events
+//	sys.Stop()           // journals flushed; the last events reach br (an actors.EventSink)
 //	br.Close(ctx)        // publish what is queued, as far as ctx allows
 //
 // Request path. A micro endpoint runs its handler one message at a time, so the handler
@@ -154,7 +154,6 @@ func (c *Config) withDefaults() (Config, error) {
 type shardSystem interface {
 	Write(shard uint32, c *kernel.Command, reply func(*actors.Reply))
 	Read(shard uint32, q actors.ReadRequest, reply func(*actors.Reply))
-	Published(shard uint32, lsn uint64)
 	Stats(shard uint32) actors.ShardStats
 	Halted(shard uint32) bool
 	IsOpen(shard uint32) bool
@@ -225,6 +224,17 @@ func (b *Bridge) Events(shard uint32, throughLSN uint64, events []actors.Event) 
 	}
 	b.pub.sink(shard, throughLSN, events)
 }
+
+// Positions is the other half of actors.EventSink: how far each shard's events are
+// published (never, with events disabled).
+func (b *Bridge) Positions() <-chan actors.Position {
+	if b.pub == nil {
+		return nil
+	}
+	return b.pub.positions
+}
+
+var _ actors.EventSink = (*Bridge)(nil)
 
 // Observer is the actors.Options.Observer of the shard runtime's measurements.
 func (b *Bridge) Observer() actors.Observer { return b.metrics }
@@ -315,9 +325,6 @@ func (b *Bridge) start(sys shardSystem) error {
 		b.workers.Wait()
 		return fmt.Errorf("bridge: flushing the endpoint subscriptions: %w", err)
 	}
-	if b.pub != nil {
-		b.pub.attach(sys)
-	}
 	b.started = true
 	return nil
 }
@@ -367,9 +374,6 @@ func (b *Bridge) Drain(ctx context.Context) error {
 	}
 	close(b.quit)
 	b.workers.Wait()
-	if b.pub != nil {
-		b.pub.detach()
-	}
 	return firstErr
 }
 

@@ -158,13 +158,6 @@ func orUnlimited(v int64) int64 {
 	return v
 }
 
-// positionTarget receives published positions: the shards (actors.System.Published).
-type positionTarget interface {
-	Published(shard uint32, lsn uint64)
-}
-
-type targetBox struct{ t positionTarget }
-
 // publisher publishes each shard's events in order into the stream, and reports to the
 // shard how far its events are acknowledged. A publish carries the reply subject
 // <inbox>.<shard>.<seq>; one subscription takes every PubAck and marks its entry in
@@ -179,7 +172,8 @@ type publisher struct {
 	log     *slog.Logger
 	metrics *Metrics
 	shards  []*shardPub
-	target  atomic.Pointer[targetBox]
+	// positions carries published positions to the shards (actors.EventSink.Positions).
+	positions chan actors.Position
 
 	closing   chan struct{} // close requested: publish what is queued, then exit
 	abort     chan struct{} // give up: stop retrying
@@ -220,7 +214,7 @@ type shardPub struct {
 
 func newPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg EventsConfig, log *slog.Logger, m *Metrics) *publisher {
 	p := &publisher{js: js, nc: js.Conn(), inbox: js.Conn().NewInbox(), prefix: prefix, cfg: cfg, log: log, metrics: m,
-		closing: make(chan struct{}), abort: make(chan struct{})}
+		closing: make(chan struct{}), abort: make(chan struct{}), positions: make(chan actors.Position, 64*int(shards))}
 	for i := uint32(0); i < shards; i++ {
 		s := &shardPub{p: p, shard: i, label: strconv.FormatUint(uint64(i), 10), wake: make(chan struct{}, 1),
 			ackWake: make(chan struct{}, 1), win: events.NewWindow(), timer: time.NewTimer(time.Hour)}
@@ -289,18 +283,6 @@ func (p *publisher) sink(shard uint32, through uint64, events []actors.Event) {
 	default:
 	}
 }
-
-// attach starts reporting published positions to t (and reports what is acknowledged
-// already, e.g. events republished during recovery).
-func (p *publisher) attach(t positionTarget) {
-	p.target.Store(&targetBox{t: t})
-	for _, s := range p.shards {
-		s.report()
-	}
-}
-
-// detach stops reporting positions (the shards are about to stop).
-func (p *publisher) detach() { p.target.Store(nil) }
 
 // close publishes what is queued and waits for its acknowledgements, bounded by ctx.
 func (p *publisher) close(ctx context.Context) error {
@@ -623,16 +605,16 @@ func (s *shardPub) backoff(attempt int) bool {
 	}
 }
 
-// report tells the shard how far its events are acknowledged.
+// report tells the shard how far its events are acknowledged. It never blocks: when the
+// channel is full the position is sent with the next acknowledgement instead.
 func (s *shardPub) report() {
-	box := s.p.target.Load()
-	if box == nil {
-		return
-	}
 	s.repMu.Lock()
 	defer s.repMu.Unlock()
 	if a := s.acked.Load(); a > s.reported {
-		box.t.Published(s.shard, a)
-		s.reported = a
+		select {
+		case s.p.positions <- actors.Position{Shard: s.shard, LSN: a}:
+			s.reported = a
+		default:
+		}
 	}
 }

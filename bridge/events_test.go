@@ -302,11 +302,6 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 	}
 }
 
-// fakeTarget records published positions.
-type fakeTarget struct{ pos chan [2]uint64 }
-
-func (f *fakeTarget) Published(shard uint32, lsn uint64) { f.pos <- [2]uint64{uint64(shard), lsn} }
-
 func TestPublisherOverflowStopsThePosition(t *testing.T) {
 	ns := startNATS(t)
 	nc := connect(t, ns)
@@ -320,24 +315,22 @@ func TestPublisherOverflowStopsThePosition(t *testing.T) {
 	}
 	m := newMetrics(1, nc)
 	p := newPublisher(js, "holdfast", 1, cfg, testLogger(t), m)
-	target := &fakeTarget{pos: make(chan [2]uint64, 100)}
 	p.sink(0, 3, testEvents(1, 3)) // queued: 3
 	p.sink(0, 5, testEvents(4, 2)) // 3+2 > 4: overflow, dropped
 	p.sink(0, 6, testEvents(6, 1)) // dropped: the shard stays overflowed
 	p.sink(0, 7, nil)              // dropped too: the position must not pass the gap
-	p.attach(target)
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
-	got := <-target.pos
-	if got != [2]uint64{0, 3} {
+	got := <-p.positions
+	if got != (actors.Position{Shard: 0, LSN: 3}) {
 		t.Fatalf("published %v, want shard 0 through 3", got)
 	}
 	if err := p.close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case g := <-target.pos:
+	case g := <-p.positions:
 		t.Fatalf("position moved past the gap: %v", g)
 	default:
 	}

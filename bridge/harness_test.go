@@ -110,7 +110,7 @@ func startStack(t testing.TB, ns *server.Server, o stackOptions) *stack {
 		o.kernel(&kcfg)
 	}
 	sys, err := actors.Start(actors.Options{Dir: filepath.Join(o.dir, "shards"), Shards: o.shards, Slot: 10 * time.Millisecond,
-		Kernel: kcfg, SnapshotEvery: -1, Events: br.Events, Observer: br.Observer()})
+		Kernel: kcfg, SnapshotEvery: -1, Events: br, Observer: br.Observer()})
 	if err != nil {
 		t.Fatal(err)
 	}

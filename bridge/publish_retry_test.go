@@ -30,17 +30,17 @@ func newTestPublisher(t *testing.T, cfg EventsConfig, withStream bool) (*publish
 	return p, js, m
 }
 
-// waitPosition waits for the target to hear shard 0 reach lsn.
-func waitPosition(t *testing.T, target *fakeTarget, lsn uint64, within time.Duration) {
+// waitPosition waits for the publisher to report shard 0 reach lsn.
+func waitPosition(t *testing.T, p *publisher, lsn uint64, within time.Duration) {
 	t.Helper()
 	deadline := time.After(within)
 	for {
 		select {
-		case got := <-target.pos:
-			if got[1] > lsn {
-				t.Fatalf("position %d passed %d", got[1], lsn)
+		case got := <-p.positions:
+			if got.LSN > lsn {
+				t.Fatalf("position %d passed %d", got.LSN, lsn)
 			}
-			if got[1] == lsn {
+			if got.LSN == lsn {
 				return
 			}
 		case <-deadline:
@@ -54,15 +54,13 @@ func waitPosition(t *testing.T, target *fakeTarget, lsn uint64, within time.Dura
 // go out again together, in order, so a whole window recovers within a backoff or two.
 func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
 	p, js, m := newTestPublisher(t, EventsConfig{}, false)
-	target := &fakeTarget{pos: make(chan [2]uint64, 100)}
-	p.attach(target)
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
 	p.sink(0, 50, testEvents(1, 50))
 	time.Sleep(300 * time.Millisecond)
 	select {
-	case g := <-target.pos:
+	case g := <-p.positions:
 		t.Fatalf("position %v reported with no stream to hold the events", g)
 	default:
 	}
@@ -72,7 +70,7 @@ func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
 	if err := ensureStream(context.Background(), js, "holdfast", p.cfg); err != nil {
 		t.Fatal(err)
 	}
-	waitPosition(t, target, 50, 3*time.Second)
+	waitPosition(t, p, 50, 3*time.Second)
 	closeAndCheckStream(t, p, js, 50)
 }
 
@@ -80,8 +78,6 @@ func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
 // out again after AckWait with the same message id; the stream keeps one copy.
 func TestPublisherResendsWhenTheAcknowledgementIsLost(t *testing.T) {
 	p, js, _ := newTestPublisher(t, EventsConfig{AckWait: 200 * time.Millisecond}, true)
-	target := &fakeTarget{pos: make(chan [2]uint64, 100)}
-	p.attach(target)
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +90,7 @@ func TestPublisherResendsWhenTheAcknowledgementIsLost(t *testing.T) {
 	p.sink(0, 2, testEvents(1, 2))
 	time.Sleep(500 * time.Millisecond) // stored, but the acknowledgements went nowhere
 	select {
-	case g := <-target.pos:
+	case g := <-p.positions:
 		t.Fatalf("position %v reported without an acknowledgement", g)
 	default:
 	}
@@ -103,7 +99,7 @@ func TestPublisherResendsWhenTheAcknowledgementIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.sub = sub
-	waitPosition(t, target, 2, 15*time.Second)
+	waitPosition(t, p, 2, 15*time.Second)
 	closeAndCheckStream(t, p, js, 2)
 }
 

@@ -36,7 +36,6 @@ func (s *stubSystem) Write(shard uint32, c *kernel.Command, reply func(*actors.R
 func (s *stubSystem) Read(shard uint32, q actors.ReadRequest, reply func(*actors.Reply)) {
 	s.onRead(shard, q, reply)
 }
-func (s *stubSystem) Published(uint32, uint64)       {}
 func (s *stubSystem) Stats(uint32) actors.ShardStats { return actors.ShardStats{} }
 func (s *stubSystem) IsOpen(uint32) bool             { return true }
 

@@ -214,7 +214,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 
 	s.log.Info("recovering shards", "data", cfg.Data, "shards", cfg.Shards)
 	opts := actors.Options{Dir: cfg.Data, Shards: cfg.Shards, Slot: cfg.Slot, Kernel: cfg.Kernel,
-		Events: s.br.Events, Observer: s.br.Observer(), Logger: s.log.With("component", "actors"),
+		Events: s.br, Observer: s.br.Observer(), Logger: s.log.With("component", "actors"),
 		Clock: cfg.Clock, Faults: cfg.Faults, SnapshotEvery: cfg.SnapshotEvery}
 	if s.node != nil {
 		opts.Lazy, opts.Storage, opts.Serving = true, s.node.Storage, s.node.Serving
