@@ -46,6 +46,7 @@ import (
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
@@ -98,7 +99,7 @@ type Config struct {
 	// past it the request is answered timeout (indefinite) and a late answer is dropped.
 	Timeout time.Duration
 
-	Events EventsConfig
+	Events events.Config
 	// Node names this process in cluster.status; Status, in a cluster, is the cluster's
 	// view (nil: this process serves every shard).
 	Node   string
@@ -146,7 +147,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	o.Events = o.Events.withDefaults()
+	o.Events = o.Events.WithDefaults()
 	return o, nil
 }
 
@@ -167,7 +168,7 @@ type Bridge struct {
 	log     *slog.Logger
 	nc      *nats.Conn
 	metrics *Metrics
-	pub     *publisher
+	pub     *events.Publisher
 
 	sys    shardSystem
 	kcfg   kernel.Config
@@ -206,11 +207,11 @@ func New(ctx context.Context, cfg Config) (*Bridge, error) {
 	if c.Events.Disabled {
 		return b, nil
 	}
-	if err := ensureStream(ctx, c.JetStream, c.Prefix, c.Events); err != nil {
+	if err := events.EnsureStream(ctx, c.JetStream, c.Prefix, c.Events); err != nil {
 		return nil, err
 	}
-	b.pub = newPublisher(c.JetStream, c.Prefix, c.Shards, c.Events, c.Logger, b.metrics)
-	if err := b.pub.start(); err != nil {
+	b.pub = events.NewPublisher(c.JetStream, c.Prefix, c.Shards, c.Events, c.Logger, b.metrics)
+	if err := b.pub.Start(); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -218,11 +219,11 @@ func New(ctx context.Context, cfg Config) (*Bridge, error) {
 
 // Events is the actors.Options.Events sink: it queues a shard's applied events for
 // publishing and returns at once. It runs on the shard's goroutine.
-func (b *Bridge) Events(shard uint32, throughLSN uint64, events []actors.Event) {
+func (b *Bridge) Events(shard uint32, throughLSN uint64, evs []actors.Event) {
 	if b.pub == nil {
 		return
 	}
-	b.pub.sink(shard, throughLSN, events)
+	b.pub.Events(shard, throughLSN, evs)
 }
 
 // Positions is the other half of actors.EventSink: how far each shard's events are
@@ -231,7 +232,7 @@ func (b *Bridge) Positions() <-chan actors.Position {
 	if b.pub == nil {
 		return nil
 	}
-	return b.pub.positions
+	return b.pub.Positions()
 }
 
 var _ actors.EventSink = (*Bridge)(nil)
@@ -394,7 +395,7 @@ func (b *Bridge) Close(ctx context.Context) error {
 	if b.pub == nil {
 		return nil
 	}
-	return b.pub.close(ctx)
+	return b.pub.Close(ctx)
 }
 
 // job is a request accepted by an endpoint handler, waiting for a worker.

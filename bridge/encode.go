@@ -3,12 +3,11 @@ package bridge
 import (
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
+	"github.com/holdfast/holdfast/wire"
 )
 
 // encodeReply renders a call's result in the encoding of its request.
@@ -55,7 +54,7 @@ func replyMessage(c *call) *messages.Reply {
 		m.Leases = make([]*messages.Lease, 0, len(r.Leases))
 		for i := range r.Leases {
 			if r.Leases[i].Tenant == c.tenant {
-				m.Leases = append(m.Leases, leaseView(&r.Leases[i]))
+				m.Leases = append(m.Leases, wire.Lease(&r.Leases[i]))
 			}
 		}
 		m.Truncated = r.Truncated
@@ -69,19 +68,19 @@ func replyMessage(c *call) *messages.Reply {
 	switch r.Object {
 	case kernel.ObjectResource:
 		if r.Resource.Tenant == c.tenant {
-			m.Resource = resourceView(c.op.shard, &r.Resource)
+			m.Resource = wire.Resource(c.op.shard, &r.Resource)
 		}
 	case kernel.ObjectPool:
 		if r.Pool.Tenant == c.tenant {
-			m.Pool = poolView(&r.Pool)
+			m.Pool = wire.Pool(&r.Pool)
 		}
 	case kernel.ObjectRange:
 		if r.Range.Tenant == c.tenant {
-			m.Range = rangeView(&r.Range)
+			m.Range = wire.Range(&r.Range)
 		}
 	case kernel.ObjectLease:
 		if r.Lease.Tenant == c.tenant && r.Code == contract.CodeOK {
-			m.Lease = leaseView(&r.Lease)
+			m.Lease = wire.Lease(&r.Lease)
 		}
 	}
 	return m
@@ -117,67 +116,6 @@ func mergeList(parts []*actors.Reply, limit int) *actors.Reply {
 		}
 	}
 	return out
-}
-
-func resourceView(shard uint32, v *kernel.ResourceView) *messages.Resource {
-	r := &messages.Resource{ResourceId: v.ID, State: v.State.String(), Version: v.Version}
-	if v.LeaseLSN != 0 {
-		r.CurrentLeaseId = contract.FormatLeaseID(shard, v.LeaseLSN)
-	}
-	return r
-}
-
-func poolView(v *kernel.PoolView) *messages.Pool {
-	return &messages.Pool{PoolId: v.ID, Capacity: v.Capacity, Reserved: v.Reserved, Active: v.Active, Available: v.Available}
-}
-
-func rangeView(v *kernel.RangeView) *messages.Range {
-	return &messages.Range{RangeId: v.ID, First: v.First, Last: v.Last, Strategy: v.Strategy.String(),
-		Allocated: v.Allocated, Free: v.Free}
-}
-
-func leaseView(v *kernel.LeaseView) *messages.Lease {
-	l := &messages.Lease{
-		LeaseId:         contract.FormatLeaseID(v.Shard, v.LSN),
-		HolderId:        v.HolderID,
-		State:           v.State.String(),
-		LeaseEpoch:      v.Epoch,
-		CreatedLsn:      v.CreatedLSN,
-		DeadlineSlot:    v.DeadlineSlot,
-		ReleasedLsn:     v.ReleasedLSN,
-		RetireAfterSlot: v.RetireAfterSlot,
-		Members:         make([]*messages.Member, len(v.Members)),
-	}
-	for i := range v.Members {
-		mv := &v.Members[i]
-		m := &messages.Member{}
-		switch mv.Kind {
-		case kernel.MemberResource:
-			m.ResourceId = mv.ID
-		case kernel.MemberPool:
-			m.PoolId, m.Quantity = mv.ID, mv.Quantity
-		case kernel.MemberRange:
-			m.RangeId, m.Value = mv.ID, proto.Uint64(mv.Value)
-		}
-		l.Members[i] = m
-	}
-	return l
-}
-
-// eventMessage is the payload of one published event (docs/api.md §5).
-func eventMessage(e *actors.Event) *messages.Event {
-	m := &messages.Event{Event: e.Kind.String(), Tenant: e.Tenant, Shard: e.Shard, Lsn: e.LSN, Slot: e.Slot}
-	switch e.Object {
-	case kernel.ObjectResource:
-		m.Resource = resourceView(e.Shard, &e.Resource)
-	case kernel.ObjectPool:
-		m.Pool = poolView(&e.Pool)
-	case kernel.ObjectRange:
-		m.Range = rangeView(&e.Range)
-	case kernel.ObjectLease:
-		m.Lease = leaseView(&e.Lease)
-	}
-	return m
 }
 
 // domainMessage is the human text of a committed domain outcome. It names only what the

@@ -136,23 +136,23 @@ func (m *Metrics) request(v kernel.Verb, c kernel.Code, took time.Duration) {
 	}
 }
 
-func (m *Metrics) eventPublished(shard string, real bool) {
+func (m *Metrics) EventPublished(shard string, real bool) {
 	if real {
 		m.published.WithLabelValues(shard).Inc()
 	}
 }
 
-func (m *Metrics) publishError(shard string) { m.publishErrors.WithLabelValues(shard).Inc() }
+func (m *Metrics) PublishError(shard string) { m.publishErrors.WithLabelValues(shard).Inc() }
 
-func (m *Metrics) eventsDropped(shard string, n int) {
+func (m *Metrics) EventsDropped(shard string, n int) {
 	m.dropped.WithLabelValues(shard).Add(float64(n))
 }
 
-func (m *Metrics) eventsOverflowed(shard string) { m.overflowed.WithLabelValues(shard).Set(1) }
+func (m *Metrics) EventsOverflowed(shard string) { m.overflowed.WithLabelValues(shard).Set(1) }
 
-func (m *Metrics) eventsQueued(shard string, n int) { m.queued.WithLabelValues(shard).Add(float64(n)) }
+func (m *Metrics) EventsQueued(shard string, n int) { m.queued.WithLabelValues(shard).Add(float64(n)) }
 
-func (m *Metrics) publishedLSN(shard string, lsn uint64) {
+func (m *Metrics) PublishedLSN(shard string, lsn uint64) {
 	m.publishedLSNs.WithLabelValues(shard).Set(float64(lsn))
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -55,7 +56,7 @@ func startStub(t *testing.T, ns *server.Server, sys *stubSystem, cfg func(*Confi
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Config{Conn: nc, JetStream: js, Shards: sys.shards, Events: EventsConfig{Disabled: true}}
+	c := Config{Conn: nc, JetStream: js, Shards: sys.shards, Events: events.Config{Disabled: true}}
 	if cfg != nil {
 		cfg(&c)
 	}

@@ -3,6 +3,7 @@ package contract
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -62,3 +63,15 @@ const (
 	EventLeaseRevoking   = "lease.revoking"
 	EventLeaseRevoked    = "lease.revoked"
 )
+
+// EventMsgID is the JetStream message id of the n-th event of entry (shard, lsn):
+// "<shard>-<lsn>-<n>". The stream drops a republished event by it.
+func EventMsgID(shard uint32, lsn uint64, n int) string {
+	b := make([]byte, 0, 32)
+	b = strconv.AppendUint(b, uint64(shard), 10)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, lsn, 10)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return string(b)
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/natsconn"
 	"github.com/holdfast/holdfast/persistence"
@@ -54,7 +55,7 @@ type Config struct {
 	Listen      string
 	// MetricsListen serves /metrics, /healthz and /debug/pprof; empty: none.
 	MetricsListen string
-	Events        bridge.EventsConfig
+	Events        events.Config
 	Logger        *slog.Logger
 
 	// Cluster (API §7). Journal "file" (the default) keeps shard state in Data and makes

@@ -19,6 +19,7 @@ import (
 
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/natsconn"
 	"github.com/holdfast/holdfast/server"
@@ -58,7 +59,7 @@ type serveConfig struct {
 	metricsListen  string
 	logLevel       slog.Level
 	logJSON        bool
-	events         bridge.EventsConfig
+	events         events.Config
 	listenExplicit bool
 	testHooksDir   string
 	journal        string
@@ -100,11 +101,11 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	metricsListen := fs.String("metrics-listen", "127.0.0.1:9464", "Prometheus /metrics and /healthz `host:port` (empty: no metrics listener)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
-	eventsMaxAge := fs.Duration("events-max-age", bridge.DefaultMaxAge, "max age of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
-	eventsMaxBytes := byteSize(bridge.DefaultMaxBytes)
+	eventsMaxAge := fs.Duration("events-max-age", events.DefaultMaxAge, "max age of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
+	eventsMaxBytes := byteSize(events.DefaultMaxBytes)
 	fs.Var(&eventsMaxBytes, "events-max-bytes", "max `bytes` of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
 	testHooksDir := fs.String("test-hooks-dir", "", "TESTS ONLY: a `directory` whose files move the clock and fail journal writes (see testhooks.go)")
-	eventsDup := fs.Duration("events-duplicate-window", bridge.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 10s): a restart republishes what may not have been stored, and the stream drops the copies within it, so it should cover a restart")
+	eventsDup := fs.Duration("events-duplicate-window", events.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 10s): a restart republishes what may not have been stored, and the stream drops the copies within it, so it should cover a restart")
 	var auth natsconn.Settings
 	registerAuthFlags(fs, &auth)
 	journal := fs.String("journal", "", "where shard journals and snapshots live: `file` (this process's --data; the default with an embedded NATS) or jetstream (replicated in JetStream, shared by a cluster of processes; the default with --nats)")
@@ -122,7 +123,7 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 
 	c := &serveConfig{data: *data, listen: *listen, natsURL: *natsURL, prefix: *prefix,
 		listenExplicit: explicit["listen"], metricsListen: *metricsListen,
-		events:       bridge.EventsConfig{MaxAge: *eventsMaxAge, MaxBytes: int64(min(uint64(eventsMaxBytes), 1<<62)), DuplicateWindow: *eventsDup},
+		events:       events.Config{MaxAge: *eventsMaxAge, MaxBytes: int64(min(uint64(eventsMaxBytes), 1<<62)), DuplicateWindow: *eventsDup},
 		testHooksDir: *testHooksDir, maxMemory: uint64(maxMemory), explicitBounds: explicit}
 	if c.data == "" {
 		return nil, errors.New("--data: must not be empty")
@@ -183,8 +184,8 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 			return nil, fmt.Errorf("--%s: must be at least one slot (%v), got %v", w.name, c.slot, w.d)
 		}
 	}
-	if *eventsDup < bridge.MinDuplicateWindow {
-		return nil, fmt.Errorf("--events-duplicate-window: at least %v, got %v", bridge.MinDuplicateWindow, *eventsDup)
+	if *eventsDup < events.MinDuplicateWindow {
+		return nil, fmt.Errorf("--events-duplicate-window: at least %v, got %v", events.MinDuplicateWindow, *eventsDup)
 	}
 	if *eventsMaxAge != 0 && *eventsMaxAge < *eventsDup {
 		return nil, fmt.Errorf("--events-max-age: must not be shorter than the duplicate window (%v), got %v", *eventsDup, *eventsMaxAge)

@@ -1,4 +1,4 @@
-package bridge
+package events
 
 import (
 	"bytes"
@@ -19,11 +19,11 @@ import (
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
-	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/messages"
+	"github.com/holdfast/holdfast/wire"
 )
 
-// Defaults of EventsConfig.
+// Defaults of Config.
 const (
 	// DefaultDuplicateWindow covers a restart: a shard records its published position
 	// every second, so what a restart republishes twice was published moments before the
@@ -38,8 +38,8 @@ const (
 	DefaultAckWait         = 10 * time.Second
 )
 
-// EventsConfig configures event publishing.
-type EventsConfig struct {
+// Config configures event publishing.
+type Config struct {
 	// Disabled publishes nothing and creates no stream (the sink drops every event).
 	Disabled bool
 	// DuplicateWindow of the stream: a republished event within it is stored once.
@@ -63,7 +63,8 @@ type EventsConfig struct {
 	AckWait time.Duration
 }
 
-func (c EventsConfig) withDefaults() EventsConfig {
+// WithDefaults fills what c leaves zero.
+func (c Config) WithDefaults() Config {
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = DefaultDuplicateWindow
 	}
@@ -85,10 +86,10 @@ func (c EventsConfig) withDefaults() EventsConfig {
 // EventSubjects is the subject filter of the event stream for prefix.
 func EventSubjects(prefix string) string { return prefix + ".v1.*.events.>" }
 
-// ensureStream creates the event stream, or makes an existing one cover the prefix's
+// EnsureStream creates the event stream, or makes an existing one cover the prefix's
 // event subjects with a large enough duplicate window (its other settings, e.g.
 // replicas or limits chosen by an operator, are left alone).
-func ensureStream(ctx context.Context, js jetstream.JetStream, prefix string, cfg EventsConfig) error {
+func EnsureStream(ctx context.Context, js jetstream.JetStream, prefix string, cfg Config) error {
 	// A replicated stream being created by another process (a cluster starting) may not
 	// answer for a while: each attempt is short, and a silent one is tried again.
 	for {
@@ -102,7 +103,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, prefix string, cf
 	}
 }
 
-func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string, cfg EventsConfig) error {
+func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string, cfg Config) error {
 	subject := EventSubjects(prefix)
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := js.Stream(ctx, contract.StreamName)
@@ -123,12 +124,12 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string
 				continue // created meanwhile by another process: update it
 			}
 			if err != nil {
-				return fmt.Errorf("bridge: creating stream %s for %s: %w", contract.StreamName, subject, err)
+				return fmt.Errorf("events: creating stream %s for %s: %w", contract.StreamName, subject, err)
 			}
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("bridge: looking up stream %s: %w", contract.StreamName, err)
+			return fmt.Errorf("events: looking up stream %s: %w", contract.StreamName, err)
 		}
 		sc := s.CachedInfo().Config
 		changed := false
@@ -144,11 +145,11 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string
 			return nil
 		}
 		if _, err := js.UpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("bridge: updating stream %s (subjects %v, duplicate window %v): %w", contract.StreamName, sc.Subjects, sc.Duplicates, err)
+			return fmt.Errorf("events: updating stream %s (subjects %v, duplicate window %v): %w", contract.StreamName, sc.Subjects, sc.Duplicates, err)
 		}
 		return nil
 	}
-	return fmt.Errorf("bridge: stream %s could be neither created nor found", contract.StreamName)
+	return fmt.Errorf("events: stream %s could be neither created nor found", contract.StreamName)
 }
 
 func orUnlimited(v int64) int64 {
@@ -158,19 +159,19 @@ func orUnlimited(v int64) int64 {
 	return v
 }
 
-// publisher publishes each shard's events in order into the stream, and reports to the
+// Publisher publishes each shard's events in order into the stream, and reports to the
 // shard how far its events are acknowledged. A publish carries the reply subject
 // <inbox>.<shard>.<seq>; one subscription takes every PubAck and marks its entry in
 // the shard's window, so no per-event future, channel or JSON decoding is needed.
-type publisher struct {
+type Publisher struct {
 	js      jetstream.JetStream
 	nc      *nats.Conn
 	inbox   string             // acknowledgements come to <inbox>.<shard>.<seq>
 	sub     *nats.Subscription // on <inbox>.*.*
 	prefix  string
-	cfg     EventsConfig
+	cfg     Config
 	log     *slog.Logger
-	metrics *Metrics
+	metrics Metrics
 	shards  []*shardPub
 	// positions carries published positions to the shards (actors.EventSink.Positions).
 	positions chan actors.Position
@@ -189,7 +190,7 @@ type batch struct {
 }
 
 type shardPub struct {
-	p     *publisher
+	p     *Publisher
 	shard uint32
 	label string
 
@@ -201,9 +202,9 @@ type shardPub struct {
 	wake       chan struct{}
 
 	// win holds the entries sent and not yet acknowledged, and decides what to send
-	// again (events.Window). The publishing goroutine adds and sends; the
+	// again (Window). The publishing goroutine adds and sends; the
 	// acknowledgement handler marks entries and advances it; both under mu.
-	win     events.Window
+	win     Window
 	ackWake chan struct{} // an acknowledgement or a failure arrived
 	timer   *time.Timer   // owned by the publishing goroutine
 
@@ -212,29 +213,29 @@ type shardPub struct {
 	reported uint64
 }
 
-func newPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg EventsConfig, log *slog.Logger, m *Metrics) *publisher {
-	p := &publisher{js: js, nc: js.Conn(), inbox: js.Conn().NewInbox(), prefix: prefix, cfg: cfg, log: log, metrics: m,
+func NewPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg Config, log *slog.Logger, m Metrics) *Publisher {
+	p := &Publisher{js: js, nc: js.Conn(), inbox: js.Conn().NewInbox(), prefix: prefix, cfg: cfg, log: log, metrics: m,
 		closing: make(chan struct{}), abort: make(chan struct{}), positions: make(chan actors.Position, 64*int(shards))}
 	for i := uint32(0); i < shards; i++ {
 		s := &shardPub{p: p, shard: i, label: strconv.FormatUint(uint64(i), 10), wake: make(chan struct{}, 1),
-			ackWake: make(chan struct{}, 1), win: events.NewWindow(), timer: time.NewTimer(time.Hour)}
+			ackWake: make(chan struct{}, 1), win: NewWindow(), timer: time.NewTimer(time.Hour)}
 		s.timer.Stop()
 		p.shards = append(p.shards, s)
 	}
 	return p
 }
 
-// start subscribes to acknowledgements and runs one publishing goroutine per shard.
-func (p *publisher) start() error {
+// Start subscribes to acknowledgements and runs one publishing goroutine per shard.
+func (p *Publisher) Start() error {
 	sub, err := p.nc.Subscribe(p.inbox+".*.*", p.onAck)
 	if err != nil {
-		return fmt.Errorf("bridge: subscribing to event acknowledgements: %w", err)
+		return fmt.Errorf("events: subscribing to event acknowledgements: %w", err)
 	}
 	// Each shard has at most Window acknowledgements outstanding (plus late duplicates
 	// of resent ones): room for all of them, so none is dropped as a slow consumer.
 	if err := sub.SetPendingLimits(4*len(p.shards)*p.cfg.Window+1024, -1); err != nil {
 		_ = sub.Unsubscribe()
-		return fmt.Errorf("bridge: sizing the acknowledgement subscription: %w", err)
+		return fmt.Errorf("events: sizing the acknowledgement subscription: %w", err)
 	}
 	p.sub = sub
 	for _, s := range p.shards {
@@ -244,8 +245,9 @@ func (p *publisher) start() error {
 	return nil
 }
 
-// sink queues one batch; it runs on the shard's goroutine and never blocks.
-func (p *publisher) sink(shard uint32, through uint64, events []actors.Event) {
+// Events queues one batch (actors.EventSink); it runs on the shard's goroutine and
+// never blocks.
+func (p *Publisher) Events(shard uint32, through uint64, events []actors.Event) {
 	if int(shard) >= len(p.shards) {
 		p.log.Error("events of an unknown shard dropped", "shard", shard)
 		return
@@ -259,13 +261,13 @@ func (p *publisher) sink(shard uint32, through uint64, events []actors.Event) {
 		return
 	case s.overflowed:
 		s.mu.Unlock()
-		p.metrics.eventsDropped(s.label, len(events))
+		p.metrics.EventsDropped(s.label, len(events))
 		return
 	case s.queued > 0 && s.queued+len(events) > p.cfg.MaxQueuedEvents:
 		s.overflowed = true
 		s.mu.Unlock()
-		p.metrics.eventsDropped(s.label, len(events))
-		p.metrics.eventsOverflowed(s.label)
+		p.metrics.EventsDropped(s.label, len(events))
+		p.metrics.EventsOverflowed(s.label)
 		p.log.Error("event queue full: this shard's events are dropped and its published position stops until restart, which republishes them",
 			"shard", shard, "queued", s.queued, "through_lsn", through)
 		return
@@ -277,15 +279,15 @@ func (p *publisher) sink(shard uint32, through uint64, events []actors.Event) {
 		s.queued += len(events)
 	}
 	s.mu.Unlock()
-	p.metrics.eventsQueued(s.label, len(events))
+	p.metrics.EventsQueued(s.label, len(events))
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-// close publishes what is queued and waits for its acknowledgements, bounded by ctx.
-func (p *publisher) close(ctx context.Context) error {
+// Close publishes what is queued and waits for its acknowledgements, bounded by ctx.
+func (p *Publisher) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
 		for _, s := range p.shards {
 			s.mu.Lock()
@@ -316,7 +318,7 @@ func (p *publisher) close(ctx context.Context) error {
 		s.mu.Unlock()
 		left += s.win.Pending()
 	}
-	return fmt.Errorf("bridge: event publishing cut short (%d events unconfirmed; the shards republish them at their next start): %w", left, ctx.Err())
+	return fmt.Errorf("events: event publishing cut short (%d events unconfirmed; the shards republish them at their next start): %w", left, ctx.Err())
 }
 
 // take waits for queued batches; nil when closing and nothing is left.
@@ -328,7 +330,7 @@ func (s *shardPub) take() []batch {
 			n := s.queued
 			s.waiting, s.queued = nil, 0
 			s.mu.Unlock()
-			s.p.metrics.eventsQueued(s.label, -n)
+			s.p.metrics.EventsQueued(s.label, -n)
 			return b
 		}
 		s.mu.Unlock()
@@ -381,27 +383,16 @@ func (s *shardPub) run() {
 }
 
 // message builds the NATS message of an event.
-func (p *publisher) message(e *actors.Event) (*nats.Msg, error) {
-	data, err := messages.MarshalJSON(eventMessage(e))
+func (p *Publisher) message(e *actors.Event) (*nats.Msg, error) {
+	data, err := messages.MarshalJSON(wire.Event(e))
 	if err != nil {
 		return nil, err
 	}
 	msg := nats.NewMsg(p.prefix + ".v1." + e.Tenant + ".events." + e.Kind.String())
 	msg.Data = data
-	msg.Header.Set(jetstream.MsgIDHeader, MsgID(e.Shard, e.LSN, e.N))
-	msg.Header.Set(headerContentType, contentTypeJSON)
+	msg.Header.Set(jetstream.MsgIDHeader, contract.EventMsgID(e.Shard, e.LSN, e.N))
+	msg.Header.Set(messages.HeaderContentType, messages.ContentTypeJSON)
 	return msg, nil
-}
-
-// MsgID is the JetStream message id of the n-th event of entry (shard, lsn).
-func MsgID(shard uint32, lsn uint64, n int) string {
-	b := make([]byte, 0, 32)
-	b = strconv.AppendUint(b, uint64(shard), 10)
-	b = append(b, '-')
-	b = strconv.AppendUint(b, lsn, 10)
-	b = append(b, '-')
-	b = strconv.AppendInt(b, int64(n), 10)
-	return string(b)
 }
 
 // publish sends one event and keeps it in the window; through is the lsn its batch
@@ -416,7 +407,7 @@ func (s *shardPub) publish(e *actors.Event, through uint64) bool {
 		s.win.Add(nil, through, time.Time{})
 		s.advanceLocked()
 		s.mu.Unlock()
-		s.p.metrics.publishError(s.label)
+		s.p.metrics.PublishError(s.label)
 		s.p.log.Error("event cannot be encoded; skipped", "shard", s.shard, "lsn", e.LSN, "err", err)
 		return true
 	}
@@ -449,10 +440,10 @@ func (s *shardPub) markFailed(seq uint64, err error) {
 // advanceLocked drops acknowledged entries from the head of the window and reports the
 // position they reach.
 func (s *shardPub) advanceLocked() {
-	through := s.win.Advance(func(published bool) { s.p.metrics.eventPublished(s.label, published) })
+	through := s.win.Advance(func(published bool) { s.p.metrics.EventPublished(s.label, published) })
 	if through > 0 {
 		s.acked.Store(through)
-		s.p.metrics.publishedLSN(s.label, through)
+		s.p.metrics.PublishedLSN(s.label, through)
 		// report takes repMu, never mu: the order mu → repMu is the only one.
 		s.report()
 	}
@@ -460,7 +451,7 @@ func (s *shardPub) advanceLocked() {
 
 // onAck handles the stream's answer to one send: a PubAck (also for a duplicate), an
 // error, or a no-responders status when no stream takes the subject.
-func (p *publisher) onAck(m *nats.Msg) {
+func (p *Publisher) onAck(m *nats.Msg) {
 	subj := m.Subject[len(p.inbox)+1:]
 	dot := strings.IndexByte(subj, '.')
 	if dot < 0 {
@@ -521,7 +512,7 @@ func ackError(m *nats.Msg) error {
 }
 
 // drain waits until at most limit entries are unacknowledged (or, with orWork, until
-// more events are queued), sending again what the window plans (events.Window.Plan: a
+// more events are queued), sending again what the window plans (Window.Plan: a
 // probe after a refusal, the rest in order behind it, an overdue entry on its own), with
 // the same message id (the stream stores it once). False when publishing was aborted.
 func (s *shardPub) drain(limit int, orWork bool) bool {
@@ -542,7 +533,7 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 		}
 		s.mu.Unlock()
 		if overdue != nil {
-			s.p.metrics.publishError(s.label)
+			s.p.metrics.PublishError(s.label)
 			if tries == 1 || tries%50 == 0 {
 				s.p.log.Warn("event not acknowledged in time; sending it again", "shard", s.shard,
 					"msg_id", id, "attempt", tries+1, "ack_wait", s.p.cfg.AckWait)
@@ -585,7 +576,7 @@ func (s *shardPub) resend(seqs []uint64) {
 }
 
 func (s *shardPub) failedLog(msg *nats.Msg, attempt int, err error) {
-	s.p.metrics.publishError(s.label)
+	s.p.metrics.PublishError(s.label)
 	if attempt == 0 || attempt%50 == 0 {
 		s.p.log.Warn("event publish failed; retrying", "shard", s.shard, "subject", msg.Subject,
 			"msg_id", msg.Header.Get(jetstream.MsgIDHeader), "attempt", attempt+1, "err", err)
@@ -603,6 +594,26 @@ func (s *shardPub) backoff(attempt int) bool {
 		s.timer.Stop()
 		return false
 	}
+}
+
+// Acked is how far shard k's events are acknowledged by the stream.
+func (p *Publisher) Acked(k uint32) uint64 { return p.shards[k].acked.Load() }
+
+// Positions is the other half of actors.EventSink: how far each shard's events are
+// acknowledged by the stream.
+func (p *Publisher) Positions() <-chan actors.Position { return p.positions }
+
+var _ actors.EventSink = (*Publisher)(nil)
+
+// Metrics is what the publisher reports about itself; the bridge's Prometheus metrics
+// implement it.
+type Metrics interface {
+	EventsQueued(shard string, n int)
+	EventsDropped(shard string, n int)
+	EventsOverflowed(shard string)
+	EventPublished(shard string, real bool)
+	PublishError(shard string)
+	PublishedLSN(shard string, lsn uint64)
 }
 
 // report tells the shard how far its events are acknowledged. It never blocks: when the

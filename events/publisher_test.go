@@ -1,0 +1,259 @@
+package events
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/internal/eventstest"
+	"github.com/holdfast/holdfast/internal/natstest"
+)
+
+// countingMetrics is Metrics that counts, per name and shard.
+type countingMetrics struct {
+	mu sync.Mutex
+	n  map[string]float64
+}
+
+func newCountingMetrics() *countingMetrics { return &countingMetrics{n: map[string]float64{}} }
+
+func (c *countingMetrics) add(name, shard string, v float64) {
+	c.mu.Lock()
+	c.n[name+"/"+shard] += v
+	c.mu.Unlock()
+}
+
+func (c *countingMetrics) get(name, shard string) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name+"/"+shard]
+}
+
+func (c *countingMetrics) EventsQueued(shard string, n int)  { c.add("queued", shard, float64(n)) }
+func (c *countingMetrics) EventsDropped(shard string, n int) { c.add("dropped", shard, float64(n)) }
+func (c *countingMetrics) EventsOverflowed(shard string)     { c.add("overflowed", shard, 1) }
+func (c *countingMetrics) EventPublished(shard string, real bool) {
+	if real {
+		c.add("published", shard, 1)
+	}
+}
+func (c *countingMetrics) PublishError(shard string)             { c.add("errors", shard, 1) }
+func (c *countingMetrics) PublishedLSN(shard string, lsn uint64) { c.add("lsn", shard, 0) }
+
+func connectNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(natstest.Start(t, 1).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// newTestPublisher is a one-shard publisher on a fresh embedded server.
+func newTestPublisher(t *testing.T, cfg Config, withStream bool) (*Publisher, jetstream.JetStream, *countingMetrics) {
+	t.Helper()
+	_, js := connectNATS(t)
+	cfg = cfg.WithDefaults()
+	if withStream {
+		if err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newCountingMetrics()
+	p := NewPublisher(js, "holdfast", 1, cfg, slog.New(slog.DiscardHandler), m)
+	return p, js, m
+}
+
+// waitPosition waits for the publisher to report shard 0 reach lsn.
+func waitPosition(t *testing.T, p *Publisher, lsn uint64, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case got := <-p.positions:
+			if got.LSN > lsn {
+				t.Fatalf("position %d passed %d", got.LSN, lsn)
+			}
+			if got.LSN == lsn {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("position did not reach %d within %v", lsn, within)
+		}
+	}
+}
+
+// With no stream for the subjects the server answers "no responders": the events are
+// sent again until a stream takes them, and the position waits for that. Failed sends
+// go out again together, in order, so a whole window recovers within a backoff or two.
+func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
+	p, js, m := newTestPublisher(t, Config{}, false)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.Events(0, 50, eventstest.Events(1, 50))
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case g := <-p.positions:
+		t.Fatalf("position %v reported with no stream to hold the events", g)
+	default:
+	}
+	if m.get("errors", "0") == 0 {
+		t.Fatal("failed sends not counted")
+	}
+	if err := EnsureStream(context.Background(), js, "holdfast", p.cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitPosition(t, p, 50, 3*time.Second)
+	closeAndCheckStream(t, p, js, 50)
+}
+
+// An acknowledgement that never comes (here: nobody listens for it) makes the event go
+// out again after AckWait with the same message id; the stream keeps one copy.
+func TestPublisherResendsWhenTheAcknowledgementIsLost(t *testing.T) {
+	p, js, _ := newTestPublisher(t, Config{AckWait: 200 * time.Millisecond}, true)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.Events(0, 2, eventstest.Events(1, 2))
+	time.Sleep(500 * time.Millisecond) // stored, but the acknowledgements went nowhere
+	select {
+	case g := <-p.positions:
+		t.Fatalf("position %v reported without an acknowledgement", g)
+	default:
+	}
+	sub, err := p.nc.Subscribe(p.inbox+".*.*", p.onAck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.sub = sub
+	waitPosition(t, p, 2, 15*time.Second)
+	closeAndCheckStream(t, p, js, 2)
+}
+
+// closeAndCheckStream closes the publisher and checks that the stream holds want events,
+// one per message id, in order.
+func closeAndCheckStream(t *testing.T, p *Publisher, js jetstream.JetStream, want int) {
+	t.Helper()
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	evs := eventstest.Stream(t, js)
+	if len(evs) != want {
+		t.Fatalf("stream holds %d events, want %d (one per message id)", len(evs), want)
+	}
+	eventstest.CheckOrder(t, evs)
+}
+
+func TestAckError(t *testing.T) {
+	for _, c := range []struct {
+		data, status string
+		bad          bool
+	}{
+		{data: `{"stream":"HOLDFAST_EVENTS","seq":7}`},
+		{data: `{"stream":"HOLDFAST_EVENTS","seq":7,"duplicate":true}`},
+		{data: `{"stream":"HOLDFAST_EVENTS","domain":"error","seq":7}`},
+		{data: `{"error":{"code":503,"err_code":10077,"description":"maximum messages exceeded"},"stream":"HOLDFAST_EVENTS","seq":0}`, bad: true},
+		{data: `{"error"`, bad: true},
+		{status: "503", bad: true},
+		{status: "408", bad: true},
+		{bad: true},
+	} {
+		m := &nats.Msg{Data: []byte(c.data), Header: nats.Header{}}
+		if c.status != "" {
+			m.Header.Set("Status", c.status)
+		}
+		if err := ackError(m); (err != nil) != c.bad {
+			t.Errorf("ackError(%q, status %q) = %v, want error %v", c.data, c.status, err, c.bad)
+		}
+	}
+}
+
+func TestStreamIsCreatedAndUpdated(t *testing.T) {
+	_, js := connectNATS(t)
+	ctx := context.Background()
+	// An operator's stream with a short duplicate window and another subject.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: contract.StreamName, Subjects: []string{"ops.>"},
+		Duplicates: 30 * time.Second, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureStream(ctx, js, "hf.eu", Config{}.WithDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, contract.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if cfg.Duplicates != DefaultDuplicateWindow || len(cfg.Subjects) != 2 || cfg.Subjects[1] != "hf.eu.v1.*.events.>" ||
+		cfg.Storage != jetstream.MemoryStorage {
+		t.Fatalf("updated stream: %+v", cfg)
+	}
+	// A fresh deployment gets a file stream.
+	if err := js.DeleteStream(ctx, contract.StreamName); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureStream(ctx, js, "holdfast", Config{}.WithDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = js.Stream(ctx, contract.StreamName)
+	cfg = st.CachedInfo().Config
+	if cfg.Storage != jetstream.FileStorage || cfg.Duplicates != DefaultDuplicateWindow || cfg.Subjects[0] != "holdfast.v1.*.events.>" {
+		t.Fatalf("created stream: %+v", cfg)
+	}
+}
+
+func TestPublisherOverflowStopsThePosition(t *testing.T) {
+	_, js := connectNATS(t)
+	cfg := Config{MaxQueuedEvents: 4}.WithDefaults()
+	if err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
+		t.Fatal(err)
+	}
+	m := newCountingMetrics()
+	p := NewPublisher(js, "holdfast", 1, cfg, slog.New(slog.DiscardHandler), m)
+	p.Events(0, 3, eventstest.Events(1, 3)) // queued: 3
+	p.Events(0, 5, eventstest.Events(4, 2)) // 3+2 > 4: overflow, dropped
+	p.Events(0, 6, eventstest.Events(6, 1)) // dropped: the shard stays overflowed
+	p.Events(0, 7, nil)                     // dropped too: the position must not pass the gap
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got := <-p.positions
+	if got != (actors.Position{Shard: 0, LSN: 3}) {
+		t.Fatalf("published %v, want shard 0 through 3", got)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-p.positions:
+		t.Fatalf("position moved past the gap: %v", g)
+	default:
+	}
+	evs := eventstest.Stream(t, js)
+	if len(evs) != 3 {
+		t.Fatalf("stream holds %d events, want 3", len(evs))
+	}
+	eventstest.CheckOrder(t, evs)
+	if m.get("dropped", "0") != 3 {
+		t.Fatalf("dropped events counted %v, want 3", m.get("dropped", "0"))
+	}
+}

@@ -1,0 +1,91 @@
+// Package eventstest reads the events stream back for tests of event publishing.
+package eventstest
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// Stored is one message of the event stream.
+type Stored struct {
+	Seq     uint64
+	Subject string
+	MsgID   string
+	Raw     string
+	Obj     map[string]any
+	Ev      *messages.Event
+}
+
+func Decode(t testing.TB, subject, msgID string, data []byte) Stored {
+	t.Helper()
+	e := Stored{Subject: subject, MsgID: msgID, Raw: string(data), Ev: &messages.Event{}}
+	if err := json.Unmarshal(data, &e.Obj); err != nil {
+		t.Fatalf("event is not JSON: %v: %q", err, data)
+	}
+	if err := messages.UnmarshalJSON(data, e.Ev); err != nil {
+		t.Fatalf("event does not decode: %v: %s", err, data)
+	}
+	return e
+}
+
+// Stream reads the whole event stream.
+func Stream(t testing.TB, js jetstream.JetStream) []Stored {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, contract.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Stored
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get %d: %v", seq, err)
+		}
+		e := Decode(t, m.Subject, m.Header.Get(jetstream.MsgIDHeader), m.Data)
+		e.Seq = seq
+		out = append(out, e)
+	}
+	return out
+}
+
+// CheckOrder checks message ids against payloads and lsn order per shard.
+func CheckOrder(t testing.TB, evs []Stored) {
+	t.Helper()
+	last := map[uint32]uint64{}
+	for _, e := range evs {
+		if want := contract.EventMsgID(e.Ev.Shard, e.Ev.Lsn, 0); e.MsgID != want {
+			t.Fatalf("message id %q, want %q: %s", e.MsgID, want, e.Raw)
+		}
+		if e.Ev.Lsn <= last[e.Ev.Shard] {
+			t.Fatalf("shard %d: lsn %d after %d", e.Ev.Shard, e.Ev.Lsn, last[e.Ev.Shard])
+		}
+		last[e.Ev.Shard] = e.Ev.Lsn
+	}
+}
+
+// Events makes n resource.created events from lsn first on.
+func Events(first uint64, n int) []actors.Event {
+	out := make([]actors.Event, n)
+	for i := range out {
+		lsn := first + uint64(i)
+		out[i] = actors.Event{Shard: 0, LSN: lsn, Slot: 1, Kind: kernel.EventResourceCreated, Tenant: "t",
+			Object: kernel.ObjectResource, Resource: kernel.ResourceView{Tenant: "t", ID: "r" + strconv.FormatUint(lsn, 10)}}
+	}
+	return out
+}

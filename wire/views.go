@@ -1,0 +1,78 @@
+// Package wire maps the kernel's read views and the shards' events to the protobuf
+// messages of the wire contract: the one place the views' wire form is written, shared
+// by replies (bridge) and published events (events).
+package wire
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// Resource is a resource's wire view; shard names its current lease.
+func Resource(shard uint32, v *kernel.ResourceView) *messages.Resource {
+	r := &messages.Resource{ResourceId: v.ID, State: v.State.String(), Version: v.Version}
+	if v.LeaseLSN != 0 {
+		r.CurrentLeaseId = contract.FormatLeaseID(shard, v.LeaseLSN)
+	}
+	return r
+}
+
+// Pool is a pool's wire view.
+func Pool(v *kernel.PoolView) *messages.Pool {
+	return &messages.Pool{PoolId: v.ID, Capacity: v.Capacity, Reserved: v.Reserved, Active: v.Active, Available: v.Available}
+}
+
+// Range is a value range's wire view.
+func Range(v *kernel.RangeView) *messages.Range {
+	return &messages.Range{RangeId: v.ID, First: v.First, Last: v.Last, Strategy: v.Strategy.String(),
+		Allocated: v.Allocated, Free: v.Free}
+}
+
+// Lease is a lease's wire view, its members in request order.
+func Lease(v *kernel.LeaseView) *messages.Lease {
+	l := &messages.Lease{
+		LeaseId:         contract.FormatLeaseID(v.Shard, v.LSN),
+		HolderId:        v.HolderID,
+		State:           v.State.String(),
+		LeaseEpoch:      v.Epoch,
+		CreatedLsn:      v.CreatedLSN,
+		DeadlineSlot:    v.DeadlineSlot,
+		ReleasedLsn:     v.ReleasedLSN,
+		RetireAfterSlot: v.RetireAfterSlot,
+		Members:         make([]*messages.Member, len(v.Members)),
+	}
+	for i := range v.Members {
+		mv := &v.Members[i]
+		m := &messages.Member{}
+		switch mv.Kind {
+		case kernel.MemberResource:
+			m.ResourceId = mv.ID
+		case kernel.MemberPool:
+			m.PoolId, m.Quantity = mv.ID, mv.Quantity
+		case kernel.MemberRange:
+			m.RangeId, m.Value = mv.ID, proto.Uint64(mv.Value)
+		}
+		l.Members[i] = m
+	}
+	return l
+}
+
+// Event is the payload of one published event (docs/api.md §5).
+func Event(e *actors.Event) *messages.Event {
+	m := &messages.Event{Event: e.Kind.String(), Tenant: e.Tenant, Shard: e.Shard, Lsn: e.LSN, Slot: e.Slot}
+	switch e.Object {
+	case kernel.ObjectResource:
+		m.Resource = Resource(e.Shard, &e.Resource)
+	case kernel.ObjectPool:
+		m.Pool = Pool(&e.Pool)
+	case kernel.ObjectRange:
+		m.Range = Range(&e.Range)
+	case kernel.ObjectLease:
+		m.Lease = Lease(&e.Lease)
+	}
+	return m
+}
