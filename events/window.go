@@ -1,7 +1,6 @@
-// Package events holds what Holdfast's event publishing decides, as plain data: a shard's
-// window of events sent and not yet acknowledged, and what to send again when. The
-// publisher that executes the plan (NATS, goroutines, timers) lives in package bridge
-// with the event wire form and the metrics it shares with the service.
+// Package events is Holdfast's event publishing: what it decides, as plain data (Window: a
+// shard's events sent and not yet acknowledged, and what to send again when), and the
+// Publisher that carries the plan out on NATS with goroutines and timers.
 package events
 
 import (
@@ -16,7 +15,7 @@ import (
 // (how far the published position advances, when to probe after a refusal, that the
 // entries behind a successful probe go out again in order, that an overdue entry goes out
 // again) are tested on their own (window_test.go), without NATS, goroutines or
-// timers. Time comes in as an argument. It is not safe for concurrent use: the shard
+// timers, and scripted in testdata/window. Time comes in as an argument. It is not safe for concurrent use: the shard
 // publisher holds its mutex around every call.
 type Window struct {
 	entries []Entry // from head on: sent and not yet acknowledged, in order
