@@ -183,6 +183,7 @@ func (s *System) closeLocked(h *host) {
 	}
 	_ = s.root.PoisonFuture(pid).Wait()
 	h.closeWriter()
+	h.halted.Store(false) // a closed shard is not served here, neither up nor halted
 	if h.disp != nil {
 		h.disp.stop()
 	}

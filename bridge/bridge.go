@@ -240,6 +240,9 @@ var _ actors.EventSink = (*Bridge)(nil)
 // Observer is the actors.Options.Observer of the shard runtime's measurements.
 func (b *Bridge) Observer() actors.Observer { return b.metrics }
 
+// Metrics is the process's metrics (also the cluster node's).
+func (b *Bridge) Metrics() *Metrics { return b.metrics }
+
 // Registry is the bridge's Prometheus registry (not the global one).
 func (b *Bridge) Registry() *prometheus.Registry { return b.metrics.reg }
 

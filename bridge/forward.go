@@ -59,6 +59,7 @@ func (b *Bridge) forward(j *job, shard uint32) {
 	for {
 		resp, err := b.nc.RequestMsgWithContext(ctx, msg)
 		if err == nil {
+			b.metrics.forward("answered")
 			if j.reply != "" {
 				out := &nats.Msg{Subject: j.reply, Data: resp.Data, Header: resp.Header}
 				if err := b.nc.PublishMsg(out); err != nil {
@@ -77,6 +78,7 @@ func (b *Bridge) forward(j *job, shard uint32) {
 		}
 		break
 	}
+	b.metrics.forward("no_owner")
 	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start,
 		res: rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d has no serving node right now (moving between nodes); retry the same operation_id", shard))}
 	b.pending.Add(1) // respond accounts for it

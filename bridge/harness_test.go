@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -321,15 +319,3 @@ func keyOnShard(tenant string, shard, shards uint32, prefix string) string {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-func testLogger(testing.TB) *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// gather renders the metrics in the text exposition format.
-func gather(t testing.TB, m *Metrics) string {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	m.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if rec.Code != 200 {
-		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body)
-	}
-	return rec.Body.String()
-}

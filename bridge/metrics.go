@@ -37,6 +37,13 @@ type Metrics struct {
 	overflowed    *prometheus.GaugeVec
 	queued        *prometheus.GaugeVec
 	publishedLSNs *prometheus.GaugeVec
+
+	renewals     *prometheus.CounterVec
+	claimsLost   prometheus.Counter
+	acquisitions prometheus.Counter
+	handoffs     prometheus.Counter
+	shardsOwned  prometheus.Gauge
+	forwarded    *prometheus.CounterVec
 }
 
 type sysBox struct {
@@ -100,8 +107,33 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 		Name: "holdfast_events_published_lsn",
 		Help: "Every event of the shard through this lsn is acknowledged by the stream.",
 	}, []string{"shard"})
+	m.renewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "holdfast_cluster_claim_renewals_total",
+		Help: "Renewals of this node's shard claims, by result (ok, failed).",
+	}, []string{"result"})
+	m.claimsLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "holdfast_cluster_claims_lost_total",
+		Help: "Shard claims this node gave up without a hand-off (not renewed in time, or taken).",
+	})
+	m.acquisitions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "holdfast_cluster_shards_acquired_total",
+		Help: "Shards this node claimed and opened.",
+	})
+	m.handoffs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "holdfast_cluster_handoffs_total",
+		Help: "Shards this node handed over in order (balance, stop).",
+	})
+	m.shardsOwned = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "holdfast_cluster_shards_owned",
+		Help: "Shards this node serves.",
+	})
+	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "holdfast_forwarded_requests_total",
+		Help: "Requests forwarded to the node serving their shard, by result (answered, no_owner, error).",
+	}, []string{"result"})
 	reg.MustRegister(batch, latency, m.requests, dur, m.published, m.publishErrors, m.dropped,
-		m.overflowed, m.queued, m.publishedLSNs, &shardCollector{m: m},
+		m.overflowed, m.queued, m.publishedLSNs, m.renewals, m.claimsLost, m.acquisitions, m.handoffs,
+		m.shardsOwned, m.forwarded, &shardCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -237,11 +269,15 @@ func (m *Metrics) handler() http.Handler {
 // healthz answers 200 when every shard is up and not halted and NATS is connected.
 func (m *Metrics) healthz(w http.ResponseWriter, _ *http.Request) {
 	var problems []string
+	up := 0
 	box := m.sys.Load()
 	if box == nil {
 		problems = append(problems, "shards: not started")
 	} else {
 		for i := uint32(0); i < m.shards; i++ {
+			if box.sys.IsOpen(i) {
+				up++ // in a cluster, a node serves only its own shards
+			}
 			if box.sys.Halted(i) {
 				problems = append(problems, fmt.Sprintf("shard %d: halted", i))
 			}
@@ -257,5 +293,28 @@ func (m *Metrics) healthz(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, strings.Join(problems, "\n"))
 		return
 	}
-	fmt.Fprintf(w, "ok: %d shards up\n", m.shards)
+	fmt.Fprintf(w, "ok: %d shards up\n", up)
 }
+
+// ClaimRenewed counts a claim renewal (cluster.Metrics).
+func (m *Metrics) ClaimRenewed(ok bool) {
+	if ok {
+		m.renewals.WithLabelValues("ok").Inc()
+	} else {
+		m.renewals.WithLabelValues("failed").Inc()
+	}
+}
+
+// ClaimLost counts a shard given up without a hand-off (cluster.Metrics).
+func (m *Metrics) ClaimLost() { m.claimsLost.Inc() }
+
+// ShardAcquired counts a shard claimed and opened (cluster.Metrics).
+func (m *Metrics) ShardAcquired() { m.acquisitions.Inc() }
+
+// ShardHandedOff counts a shard handed over (cluster.Metrics).
+func (m *Metrics) ShardHandedOff() { m.handoffs.Inc() }
+
+// ShardsOwned sets how many shards this node serves (cluster.Metrics).
+func (m *Metrics) ShardsOwned(n int) { m.shardsOwned.Set(float64(n)) }
+
+func (m *Metrics) forward(result string) { m.forwarded.WithLabelValues(result).Inc() }

@@ -32,7 +32,25 @@ type Config struct {
 	// successful renewal, so it has stopped before the claim can lapse.
 	OwnershipTTL time.Duration
 	Logger       *slog.Logger
+	Metrics      Metrics // nil: none
 }
+
+// Metrics is what a node reports about its claims; the bridge's metrics implement it.
+type Metrics interface {
+	ClaimRenewed(ok bool)
+	ClaimLost()
+	ShardAcquired()
+	ShardHandedOff()
+	ShardsOwned(n int)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) ClaimRenewed(bool) {}
+func (noMetrics) ClaimLost()        {}
+func (noMetrics) ShardAcquired()    {}
+func (noMetrics) ShardHandedOff()   {}
+func (noMetrics) ShardsOwned(int)   {}
 
 // Host is what a node drives as it gains and loses shards: the shard runtime and the
 // bridge's routing.
@@ -93,6 +111,9 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, claims: make(map[uint32]*claim), serveUntil: make([]atomic.Int64, cfg.Shards),
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -320,13 +341,17 @@ func (n *Node) renew(ctx context.Context, k uint32) {
 		c.rev = rev
 		n.mu.Unlock()
 		n.serveUntil[k].Store(sent + int64(n.validFor()))
+		n.cfg.Metrics.ClaimRenewed(true)
 	case isWrongLast(err):
+		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("claim on shard lost to another node", "shard", k)
 		n.lose(k)
 	case !n.Serving(k):
+		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("claim on shard not renewed in time; giving it up", "shard", k, "err", err)
 		n.lose(k)
 	default:
+		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("renewing claim", "shard", k, "err", err)
 	}
 }
@@ -404,6 +429,8 @@ func (n *Node) acquire(ctx context.Context, k uint32) {
 		return
 	}
 	n.log.Info("serving shard", "shard", k, "epoch", rev, "load", time.Since(start).Round(time.Millisecond))
+	n.cfg.Metrics.ShardAcquired()
+	n.cfg.Metrics.ShardsOwned(len(n.owned()))
 }
 
 // lose stops serving shard k at once: its claim may belong to another node already.
@@ -414,6 +441,8 @@ func (n *Node) lose(k uint32) {
 	n.mu.Lock()
 	delete(n.claims, k)
 	n.mu.Unlock()
+	n.cfg.Metrics.ClaimLost()
+	n.cfg.Metrics.ShardsOwned(len(n.owned()))
 }
 
 // handOff gives shard k up in order: no new requests, those taken answered, the
@@ -424,6 +453,8 @@ func (n *Node) handOff(k uint32) {
 	n.host.Close(k)
 	n.serveUntil[k].Store(0)
 	n.release(k)
+	n.cfg.Metrics.ShardHandedOff()
+	n.cfg.Metrics.ShardsOwned(len(n.owned()))
 }
 
 // release deletes this node's claim on shard k (if it is still at our revision).

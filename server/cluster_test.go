@@ -172,6 +172,16 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 				}
 			}
 
+			// Each node's metrics: the shards it serves add up, and requests were forwarded.
+			owned, forwarded := 0.0, 0.0
+			for _, n := range nodes {
+				owned += metricValue(t, n, "holdfast_cluster_shards_owned")
+				forwarded += metricValue(t, n, "holdfast_forwarded_requests_total")
+			}
+			if owned != shards || forwarded == 0 {
+				t.Fatalf("metrics: %v shards owned over the nodes, %v requests forwarded", owned, forwarded)
+			}
+
 			// Kill the owner of the seat's shard.
 			shard := contract.ShardOf("default", seat, shards)
 			victim := owners[shard]
@@ -239,4 +249,23 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			waitBalanced(t, survivor, 2)
 		})
 	}
+}
+
+// metricValue sums a metric's samples in a node's registry.
+func metricValue(t *testing.T, s *Server, name string) float64 {
+	t.Helper()
+	mfs, err := s.br.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }

@@ -180,22 +180,14 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err := s.register(ctx, js); err != nil {
 		return nil, err
 	}
+	clustered := s.cfg.Journal == JournalJetStream
+	names := cluster.NamesFor(cfg.Prefix)
 	var routing *bridge.Routing
 	var status bridge.StatusSource
-	if s.cfg.Journal == JournalJetStream {
-		names := cluster.NamesFor(cfg.Prefix)
+	if clustered {
 		routing = &bridge.Routing{ShardSubject: names.ShardSubject}
-		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		s.node, err = cluster.Join(jctx, cluster.Config{NC: nc, JS: js, Names: names, Node: s.cfg.Node, Shards: cfg.Shards,
-			Replicas: s.cfg.Replicas, OwnershipTTL: s.cfg.OwnershipTTL, Logger: s.log.With("component", "cluster")})
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		s.add(s.node.Stop)
-		status = s.node.Owners
+		status = func(ctx context.Context) ([]string, []string, error) { return s.node.Owners(ctx) }
 	}
-
 	cfg.Events.Replicas = s.cfg.Replicas
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: js, Prefix: cfg.Prefix,
@@ -212,6 +204,17 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			s.log.Warn("event publishing did not finish", "err", err)
 		}
 	})
+	if clustered {
+		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		s.node, err = cluster.Join(jctx, cluster.Config{NC: nc, JS: js, Names: names, Node: s.cfg.Node, Shards: cfg.Shards,
+			Replicas: s.cfg.Replicas, OwnershipTTL: s.cfg.OwnershipTTL, Logger: s.log.With("component", "cluster"),
+			Metrics: s.br.Metrics()})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.add(s.node.Stop)
+	}
 
 	s.log.Info("recovering shards", "data", cfg.Data, "shards", cfg.Shards)
 	opts := actors.Options{Dir: cfg.Data, Shards: cfg.Shards, Slot: cfg.Slot, Kernel: cfg.Kernel,
