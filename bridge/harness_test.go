@@ -318,4 +318,3 @@ func keyOnShard(tenant string, shard, shards uint32, prefix string) string {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
