@@ -240,6 +240,22 @@ var _ actors.EventSink = (*Bridge)(nil)
 // Observer is the actors.Options.Observer of the shard runtime's measurements.
 func (b *Bridge) Observer() actors.Observer { return b.metrics }
 
+// FlushEvents waits until shard k's events are published (bounded by ctx) and returns
+// how far they are (0: none were handed over).
+func (b *Bridge) FlushEvents(ctx context.Context, k uint32) uint64 {
+	if b.pub == nil {
+		return 0
+	}
+	return b.pub.Flush(ctx, k)
+}
+
+// DropEvents forgets shard k's unpublished events: another node serves it now.
+func (b *Bridge) DropEvents(k uint32) {
+	if b.pub != nil {
+		b.pub.Drop(k)
+	}
+}
+
 // Metrics is the process's metrics (also the cluster node's).
 func (b *Bridge) Metrics() *Metrics { return b.metrics }
 

@@ -59,6 +59,10 @@ type Host interface {
 	Close(k uint32)
 	Accept(k uint32) error
 	Release(k uint32)
+	// FlushEvents waits (bounded) until a closed shard's events are published and
+	// returns how far they are; DropEvents forgets the ones not yet published.
+	FlushEvents(k uint32) uint64
+	DropEvents(k uint32)
 }
 
 // claim is this node's hold on one shard.
@@ -433,11 +437,13 @@ func (n *Node) acquire(ctx context.Context, k uint32) {
 	n.cfg.Metrics.ShardsOwned(len(n.owned()))
 }
 
-// lose stops serving shard k at once: its claim may belong to another node already.
+// lose stops serving shard k at once: its claim may belong to another node already, and
+// its owner publishes the events this node had not published yet.
 func (n *Node) lose(k uint32) {
 	n.serveUntil[k].Store(0)
 	n.host.Release(k)
 	n.host.Close(k)
+	n.host.DropEvents(k)
 	n.mu.Lock()
 	delete(n.claims, k)
 	n.mu.Unlock()
@@ -446,11 +452,20 @@ func (n *Node) lose(k uint32) {
 }
 
 // handOff gives shard k up in order: no new requests, those taken answered, the
-// journal closed, then the claim deleted so the next owner need not wait for it to lapse.
+// journal closed, its events published and the position recorded for the next owner,
+// then the claim deleted so the next owner need not wait for it to lapse.
 func (n *Node) handOff(k uint32) {
 	n.log.Info("handing shard over", "shard", k)
 	n.host.Release(k)
 	n.host.Close(k)
+	if published := n.host.FlushEvents(k); published > 0 {
+		if st, err := n.Storage(k); err == nil {
+			if err := st.WritePublished(published); err != nil {
+				n.log.Warn("recording the published position at hand-off", "shard", k, "err", err)
+			}
+		}
+	}
+	n.host.DropEvents(k)
 	n.serveUntil[k].Store(0)
 	n.release(k)
 	n.cfg.Metrics.ShardHandedOff()
@@ -494,7 +509,16 @@ func (n *Node) Stop() {
 	}
 	if n.host != nil {
 		for _, k := range n.owned() {
-			n.handOff(k)
+			// The loop no longer renews: renew the claim just before handing the shard
+			// over, so it is still served while its last events are published.
+			ctx, cancel := context.WithTimeout(context.Background(), n.period())
+			n.renew(ctx, k)
+			cancel()
+			if n.Serving(k) {
+				n.handOff(k)
+			} else {
+				n.lose(k)
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -147,10 +147,30 @@ func (s *Storage) ReadPublished() (uint64, error) {
 	return strconv.ParseUint(string(e.Value()), 10, 64)
 }
 
-// WritePublished records the shard's published position in the cluster bucket.
+// WritePublished records the shard's published position in the cluster bucket. The
+// position only moves forward: a lower one (a former owner's, late) is not written.
 func (s *Storage) WritePublished(lsn uint64) error {
 	ctx, cancel := s.ctx()
 	defer cancel()
-	_, err := s.Bucket.Put(ctx, s.publishedKey(), []byte(strconv.FormatUint(lsn, 10)))
-	return err
+	val := []byte(strconv.FormatUint(lsn, 10))
+	for attempt := 0; attempt < 5; attempt++ {
+		e, err := s.Bucket.Get(ctx, s.publishedKey())
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			if _, err = s.Bucket.Create(ctx, s.publishedKey(), val); errors.Is(err, jetstream.ErrKeyExists) {
+				continue
+			}
+			return err
+		case err != nil:
+			return err
+		}
+		if have, perr := strconv.ParseUint(string(e.Value()), 10, 64); perr == nil && have >= lsn {
+			return nil
+		}
+		if _, err = s.Bucket.Update(ctx, s.publishedKey(), val, e.Revision()); errors.Is(err, jetstream.ErrKeyExists) || isWrongLast(err) {
+			continue // written meanwhile: compare again
+		}
+		return err
+	}
+	return nil
 }

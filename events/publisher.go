@@ -61,6 +61,9 @@ type Config struct {
 	// AckWait bounds the wait for one acknowledgement before the event is sent again
 	// (with the same message id, so the stream stores it once).
 	AckWait time.Duration
+	// Serving, in a cluster, says whether this node still serves a shard: a shard's
+	// events are published only while it does (nil: always).
+	Serving func(shard uint32) bool
 }
 
 // WithDefaults fills what c leaves zero.
@@ -199,7 +202,12 @@ type shardPub struct {
 	queued     int // events in waiting
 	overflowed bool
 	closed     bool
-	wake       chan struct{}
+	// gen counts Drops: a batch taken before a Drop is not published any further.
+	gen uint64
+	// handed is the last lsn the shard handed over since the last Drop (Flush waits for
+	// the acknowledgements to reach it).
+	handed atomic.Uint64
+	wake   chan struct{}
 
 	// win holds the entries sent and not yet acknowledged, and decides what to send
 	// again (Window). The publishing goroutine adds and sends; the
@@ -272,6 +280,7 @@ func (p *Publisher) Events(shard uint32, through uint64, events []actors.Event) 
 			"shard", shard, "queued", s.queued, "through_lsn", through)
 		return
 	}
+	s.handed.Store(max(s.handed.Load(), through))
 	if n := len(s.waiting); n > 0 && len(events) == 0 {
 		s.waiting[n-1].through = through
 	} else {
@@ -322,16 +331,16 @@ func (p *Publisher) Close(ctx context.Context) error {
 }
 
 // take waits for queued batches; nil when closing and nothing is left.
-func (s *shardPub) take() []batch {
+func (s *shardPub) take() ([]batch, uint64) {
 	for {
 		s.mu.Lock()
 		if len(s.waiting) > 0 {
-			b := s.waiting
+			b, gen := s.waiting, s.gen
 			n := s.queued
 			s.waiting, s.queued = nil, 0
 			s.mu.Unlock()
 			s.p.metrics.EventsQueued(s.label, -n)
-			return b
+			return b, gen
 		}
 		s.mu.Unlock()
 		select {
@@ -341,10 +350,10 @@ func (s *shardPub) take() []batch {
 			empty := len(s.waiting) == 0
 			s.mu.Unlock()
 			if empty {
-				return nil
+				return nil, 0
 			}
 		case <-s.p.abort:
-			return nil
+			return nil, 0
 		}
 	}
 }
@@ -352,7 +361,7 @@ func (s *shardPub) take() []batch {
 func (s *shardPub) run() {
 	defer s.p.wg.Done()
 	for {
-		batches := s.take()
+		batches, gen := s.take()
 		if batches == nil {
 			s.drain(0, false)
 			return
@@ -363,14 +372,16 @@ func (s *shardPub) run() {
 				if i == len(b.events)-1 {
 					through = b.through
 				}
-				if !s.publish(&b.events[i], through) {
+				if !s.publish(&b.events[i], through, gen) {
 					return
 				}
 			}
 			if len(b.events) == 0 {
 				s.mu.Lock()
-				s.win.Add(nil, b.through, time.Time{})
-				s.advanceLocked()
+				if s.gen == gen {
+					s.win.Add(nil, b.through, time.Time{})
+					s.advanceLocked()
+				}
 				s.mu.Unlock()
 			}
 		}
@@ -397,9 +408,16 @@ func (p *Publisher) message(e *actors.Event) (*nats.Msg, error) {
 
 // publish sends one event and keeps it in the window; through is the lsn its batch
 // ends at when it is the batch's last event. False when publishing was aborted.
-func (s *shardPub) publish(e *actors.Event, through uint64) bool {
+func (s *shardPub) publish(e *actors.Event, through, gen uint64) bool {
 	msg, err := s.p.message(e)
 	s.mu.Lock()
+	if s.gen != gen || !s.p.serving(s.shard) {
+		// Dropped, or another node may serve the shard by now: its owner publishes
+		// (republishing from the durable published position), never two nodes at once.
+		s.dropLocked()
+		s.mu.Unlock()
+		return true
+	}
 	if err != nil {
 		// Views hold validated ASCII ids, so this cannot happen; if it does, the event
 		// cannot be published at all and holding the position would stop the shard's
@@ -595,6 +613,50 @@ func (s *shardPub) backoff(attempt int) bool {
 		return false
 	}
 }
+
+// Drop forgets shard k's queued and unacknowledged events: the shard is no longer served
+// here, and whoever serves it republishes them from its durable published position. Two
+// nodes publishing one shard's events at once could store them out of lsn order.
+func (p *Publisher) Drop(k uint32) {
+	s := p.shards[k]
+	s.mu.Lock()
+	s.dropLocked()
+	s.mu.Unlock()
+}
+
+func (s *shardPub) dropLocked() {
+	if n := s.queued; n > 0 {
+		s.p.metrics.EventsQueued(s.label, -n)
+	}
+	s.waiting, s.queued, s.overflowed = nil, 0, false
+	s.win.Reset()
+	s.gen++
+	s.handed.Store(0)
+	s.acked.Store(0)
+	s.repMu.Lock()
+	s.reported = 0
+	s.repMu.Unlock()
+}
+
+// Flush waits until every event shard k handed over since it was last dropped is
+// acknowledged, bounded by ctx, and returns how far they are (0: none handed over): a
+// node handing the shard over records it for the next owner.
+func (p *Publisher) Flush(ctx context.Context, k uint32) uint64 {
+	s := p.shards[k]
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for s.acked.Load() < s.handed.Load() {
+		select {
+		case <-ctx.Done():
+			return s.acked.Load()
+		case <-t.C:
+		}
+	}
+	return s.acked.Load()
+}
+
+// serving reports whether shard k's events may be published from here (Config.Serving).
+func (p *Publisher) serving(k uint32) bool { return p.cfg.Serving == nil || p.cfg.Serving(k) }
 
 // Acked is how far shard k's events are acknowledged by the stream.
 func (p *Publisher) Acked(k uint32) uint64 { return p.shards[k].acked.Load() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,4 +257,50 @@ func TestPublisherOverflowStopsThePosition(t *testing.T) {
 	if m.get("dropped", "0") != 3 {
 		t.Fatalf("dropped events counted %v, want 3", m.get("dropped", "0"))
 	}
+}
+
+// A shard served elsewhere publishes nothing from here: Serving false drops its queue,
+// and Flush then has nothing to wait for; Drop forgets the shard's state, and a later
+// owner's events (here the same node again) publish and flush from a clean slate.
+func TestPublisherDropsAShardServedElsewhere(t *testing.T) {
+	_, js := connectNATS(t)
+	cfg := Config{}.WithDefaults()
+	if err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
+		t.Fatal(err)
+	}
+	var serving atomic.Bool
+	serving.Store(true)
+	cfg.Serving = func(uint32) bool { return serving.Load() }
+	p := NewPublisher(js, "holdfast", 1, cfg, slog.New(slog.DiscardHandler), newCountingMetrics())
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.Events(0, 3, eventstest.Events(1, 3))
+	if got := p.Flush(ctx, 0); got != 3 {
+		t.Fatalf("flushed through %d, want 3", got)
+	}
+	serving.Store(false)
+	p.Events(0, 5, eventstest.Events(4, 2))
+	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
+	defer cancelShort()
+	if got := p.Flush(short, 0); got != 0 || short.Err() != nil {
+		t.Fatalf("a shard served elsewhere flushed through %d (ctx %v)", got, short.Err())
+	}
+	if n := len(eventstest.Stream(t, js)); n != 3 {
+		t.Fatalf("stream holds %d events, want 3: the dropped ones were published", n)
+	}
+	serving.Store(true)
+	p.Drop(0)
+	p.Events(0, 5, eventstest.Events(4, 2)) // the next owner republishes from lsn 4
+	if got := p.Flush(ctx, 0); got != 5 {
+		t.Fatalf("flushed through %d after the shard came back, want 5", got)
+	}
+	evs := eventstest.Stream(t, js)
+	if len(evs) != 5 {
+		t.Fatalf("stream holds %d events, want 5", len(evs))
+	}
+	eventstest.CheckOrder(t, evs)
 }

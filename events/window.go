@@ -193,3 +193,11 @@ func (w *Window) Resending(seq uint64, now time.Time) *nats.Msg {
 	e.sentAt = now
 	return e.Msg
 }
+
+// Reset forgets every entry (another node publishes the shard's events now) and keeps
+// numbering after the last seq, so a late acknowledgement of a forgotten entry finds
+// nothing.
+func (w *Window) Reset() {
+	clear(w.entries)
+	*w = Window{nextSeq: w.nextSeq, entries: w.entries[:0], redo: w.redo[:0]}
+}

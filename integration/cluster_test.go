@@ -26,7 +26,7 @@ import (
 	"github.com/holdfast/holdfast/messages"
 )
 
-var flagClusterRun = 20 * time.Second
+var flagClusterRun = 30 * time.Second
 
 // clusterNode is one `holdfast serve` process of a cluster test.
 type clusterNode struct {
@@ -36,6 +36,7 @@ type clusterNode struct {
 	cmd            *exec.Cmd
 	log            strings.Builder
 	ready          chan struct{}
+	exited         chan struct{}
 }
 
 func (n *clusterNode) start() {
@@ -51,8 +52,9 @@ func (n *clusterNode) start() {
 	if err := harness.StartProcess(cmd); err != nil {
 		n.t.Fatal(err)
 	}
+	exited := make(chan struct{})
 	n.mu.Lock()
-	n.cmd, n.ready = cmd, ready
+	n.cmd, n.ready, n.exited = cmd, ready, exited
 	n.mu.Unlock()
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -70,11 +72,23 @@ func (n *clusterNode) start() {
 		}
 		_, _ = io.Copy(io.Discard, out)
 	}()
-	go func() { _ = cmd.Wait() }()
+	go func() { _ = cmd.Wait(); close(exited) }()
 	select {
 	case <-ready:
 	case <-time.After(60 * time.Second):
 		n.t.Fatalf("node %s not ready:\n%s", n.name, n.logTail())
+	}
+}
+
+// wait waits for the process to exit (after a SIGTERM: a clean stop).
+func (n *clusterNode) wait(t *testing.T, within time.Duration) {
+	n.mu.Lock()
+	done := n.exited
+	n.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(within):
+		t.Fatalf("node %s did not stop within %v:\n%s", n.name, within, n.logTail())
 	}
 }
 
@@ -208,16 +222,28 @@ func TestClusterSurvivesKillsAndPauses(t *testing.T) {
 		}
 		n := nodes[rng.Intn(len(nodes))]
 		faults++
-		if faults%2 == 1 {
+		switch faults % 4 {
+		case 1:
 			t.Logf("kill -9 %s", n.name)
 			n.signal(syscall.SIGKILL)
 			time.Sleep(500 * time.Millisecond)
 			n.start()
-		} else {
+		case 2:
 			t.Logf("pause %s for 2.5s", n.name)
 			n.signal(syscall.SIGSTOP)
 			time.Sleep(2500 * time.Millisecond)
 			n.signal(syscall.SIGCONT)
+		case 3:
+			t.Logf("SIGTERM %s (hands its shards over), then start it again", n.name)
+			n.signal(syscall.SIGTERM)
+			n.wait(t, 30*time.Second)
+			n.start()
+		case 0:
+			k := rng.Intn(3)
+			t.Logf("stop NATS server %d of 3 for 3s", k)
+			ns.Stop(k)
+			time.Sleep(3 * time.Second)
+			ns.Restart(k)
 		}
 	}
 	wg.Wait()

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -189,6 +190,13 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		status = func(ctx context.Context) ([]string, []string, error) { return s.node.Owners(ctx) }
 	}
 	cfg.Events.Replicas = s.cfg.Replicas
+	var node atomic.Pointer[cluster.Node] // set once joined; events of a shard are published only while it is served here
+	if clustered {
+		cfg.Events.Serving = func(k uint32) bool {
+			n := node.Load()
+			return n != nil && n.Serving(k)
+		}
+	}
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: js, Prefix: cfg.Prefix,
 		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events, Routing: routing,
@@ -214,6 +222,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			return nil, err
 		}
 		s.add(s.node.Stop)
+		node.Store(s.node)
 	}
 
 	s.log.Info("recovering shards", "data", cfg.Data, "shards", cfg.Shards)
@@ -257,6 +266,14 @@ func (h nodeHost) Open(k uint32) error   { return h.sys.Open(k) }
 func (h nodeHost) Close(k uint32)        { h.sys.Close(k) }
 func (h nodeHost) Accept(k uint32) error { return h.br.Accept(k) }
 func (h nodeHost) Release(k uint32)      { h.br.Release(k) }
+func (h nodeHost) DropEvents(k uint32)   { h.br.DropEvents(k) }
+
+// FlushEvents waits up to 5 s for a closed shard's events to be published.
+func (h nodeHost) FlushEvents(k uint32) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return h.br.FlushEvents(ctx, k)
+}
 
 // serveMetrics runs the metrics listener: Prometheus, health, and Go's profiler on the
 // same loopback listener (how a slow server is diagnosed).

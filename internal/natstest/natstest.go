@@ -58,8 +58,10 @@ func Start(t testing.TB, n int) *Cluster {
 				o.Routes = append(o.Routes, natsserver.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", p))...)
 			}
 		}
+		ns := c.run(o)
+		o.Port = ns.Addr().(*net.TCPAddr).Port // a restart comes back on the same port
 		c.opts = append(c.opts, o)
-		c.Servers = append(c.Servers, c.run(o))
+		c.Servers = append(c.Servers, ns)
 	}
 	t.Cleanup(c.Shutdown)
 	c.WaitForJetStream()
@@ -93,13 +95,12 @@ func (c *Cluster) WaitForJetStream() {
 	c.t.Fatal("JetStream did not become ready")
 }
 
-// URL is a client URL naming every running server.
+// URL is a client URL naming every server (also one that is stopped: clients reconnect
+// to it when it is back).
 func (c *Cluster) URL() string {
 	var urls []string
-	for _, s := range c.Servers {
-		if s != nil && s.Running() {
-			urls = append(urls, s.ClientURL())
-		}
+	for _, o := range c.opts {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
 	}
 	return strings.Join(urls, ",")
 }
@@ -115,9 +116,7 @@ func (c *Cluster) Stop(i int) {
 // Restart starts server i again on the same store and ports.
 func (c *Cluster) Restart(i int) {
 	c.Stop(i)
-	o := c.opts[i].Clone()
-	o.Port = c.Servers[i].Addr().(*net.TCPAddr).Port
-	c.Servers[i] = c.run(o)
+	c.Servers[i] = c.run(c.opts[i].Clone())
 }
 
 // Shutdown stops every server.
