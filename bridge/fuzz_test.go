@@ -164,6 +164,11 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 			t.Fatalf("%s: bad list %+v", spec.verb, c.op.read)
 		}
 		o.read = fmt.Sprintf("%+v", c.op.read)
+	case opStatus:
+		if spec.verb != contract.VerbClusterStatus || (c.op.hasKey && c.op.shard >= fuzzShards) {
+			t.Fatalf("%s: bad status %+v", spec.verb, c.op)
+		}
+		o.read = fmt.Sprintf("status key=%v shard=%d", c.op.hasKey, c.op.shard)
 	default:
 		t.Fatalf("%s: accepted without an operation", spec.verb)
 	}
