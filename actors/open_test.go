@@ -1,9 +1,11 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,4 +99,35 @@ func TestAnchoredJournalDrivesTheSlotClock(t *testing.T) {
 	if d := r.Lease.DeadlineSlot; d < claimSlot+100 || d > claimSlot+100+uint64(time.Minute/o.Slot) {
 		t.Fatalf("deadline slot %d, claim at slot %d: the clock did not run from the claim", d, claimSlot)
 	}
+}
+
+// refusingStorage cannot give its journal: recovery refuses.
+type refusingStorage struct{ FileStorage }
+
+func (refusingStorage) OpenJournal() (persistence.Journal, error) {
+	return nil, errors.New("the journal is not reachable")
+}
+
+// A shard whose recovery refuses answers engine_halted to writes and reads (it never
+// serves from empty state, and a write to it must not crash the actor); a lazy Open says
+// so, so that a cluster node gives the claim up instead of serving a halted shard.
+func TestShardThatRefusesToStart(t *testing.T) {
+	o := testOptions(t.TempDir())
+	o.Lazy = true
+	o.Storage = func(uint32) (Storage, error) { return refusingStorage{FileStorage{Dir: t.TempDir()}}, nil }
+	sys := startSystem(t, o)
+	defer sys.Stop()
+	if err := sys.Open(0); err == nil || !strings.Contains(err.Error(), "not reachable") {
+		t.Fatalf("open of a shard that refuses: %v", err)
+	}
+	if sys.IsOpen(0) {
+		t.Fatal("a shard that refused stays open")
+	}
+	o.Lazy = false
+	sys2 := startSystem(t, o)
+	defer sys2.Stop()
+	for i := 0; i < 3; i++ {
+		wantCode(t, do(t, sys2, 0, createResource("c1", "seat")), contract.CodeEngineHalted)
+	}
+	wantCode(t, read(t, sys2, 0, ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: "seat"}), contract.CodeEngineHalted)
 }

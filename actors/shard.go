@@ -114,8 +114,10 @@ func (s *shard) start() {
 	s.cfg.Shard = s.h.shard
 	s.gen = s.h.nextGeneration()
 	s.h.queued.Store(0)
+	s.h.refused.Store(nil)
 	rec, err := recoverShard(s.h, s.cfg)
 	if err != nil {
+		s.h.refused.Store(&err)
 		s.halt(fmt.Errorf("recovery: %w", err))
 		s.h.log.Error("shard refuses to start", "shard", s.h.shard, "err", err)
 		return
@@ -227,7 +229,7 @@ func (s *shard) write(m *writeMsg) {
 // they are mostly writes, and one fsync then covers them all instead of the first
 // write going alone. An idle shard pays one extra mailbox hop.
 func (s *shard) flushSoon(ctx actor.Context) {
-	if s.flushQueued || s.q.Writing() || !s.q.Pending() || s.halted != nil {
+	if s.halted != nil || s.flushQueued || s.q.Writing() || !s.q.Pending() {
 		return
 	}
 	s.flushQueued = true

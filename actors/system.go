@@ -38,6 +38,7 @@ type host struct {
 	log     *slog.Logger
 	queued  atomic.Int64
 	halted  atomic.Bool
+	refused atomic.Pointer[error] // why recovery refused, at the last start
 	gauges  shardGauges
 	disp    *shardDispatcher
 
@@ -120,7 +121,9 @@ func Start(opts Options) (*System, error) {
 	sys.super = sys.root.Spawn(props)
 	if !opts.Lazy {
 		for i := uint32(0); i < opts.Shards; i++ {
-			if err := sys.Open(i); err != nil {
+			// A shard that refuses to recover stays, answering engine_halted: one bad
+			// journal does not stop the process from serving the others.
+			if err := sys.Open(i); err != nil && !errors.Is(err, ErrRefused) {
 				sys.Stop()
 				return nil, err
 			}
@@ -165,8 +168,22 @@ func (s *System) Open(k uint32) error {
 		return fmt.Errorf("shard %d did not start: %w", k, err)
 	}
 	h.pid.Store(pid)
+	if h.halted.Load() {
+		reason := errors.New("halted")
+		if p := h.refused.Load(); p != nil {
+			reason = *p
+		}
+		if s.opts.Lazy {
+			s.closeLocked(h) // a cluster node gives the claim up; another try may succeed
+		}
+		return fmt.Errorf("%w: shard %d: %w", ErrRefused, k, reason)
+	}
 	return nil
 }
+
+// ErrRefused is Open's error when the shard's recovery refused (a journal or snapshot
+// that cannot be read): the shard would only answer engine_halted.
+var ErrRefused = errors.New("actors: shard refused to start")
 
 // Close stops shard k here the way Stop does (sequenced entries made durable and
 // answered, journal closed); requests sent to it afterwards answer engine_halted.

@@ -86,20 +86,22 @@ func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
 		cfg.Replicas = 1
 	}
 	j := &Journal{cfg: cfg}
-	sctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	stream, err := cfg.JS.CreateOrUpdateStream(sctx, jetstream.StreamConfig{
-		Name:        cfg.Names.JournalStream(cfg.Shard),
-		Description: "Holdfast shard journal",
-		Subjects:    []string{cfg.Names.JournalSubject(cfg.Shard)},
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew,
-		Duplicates:  2 * time.Minute,
-		DenyDelete:  true,
-		AllowDirect: false, // reads of the tail must come from the stream leader
+	var stream jetstream.Stream
+	err := attempts(ctx, func(actx context.Context) (err error) {
+		stream, err = cfg.JS.CreateOrUpdateStream(actx, jetstream.StreamConfig{
+			Name:        cfg.Names.JournalStream(cfg.Shard),
+			Description: "Holdfast shard journal",
+			Subjects:    []string{cfg.Names.JournalSubject(cfg.Shard)},
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			Retention:   jetstream.LimitsPolicy,
+			Discard:     jetstream.DiscardNew,
+			Duplicates:  2 * time.Minute,
+			DenyDelete:  true,
+			AllowDirect: false, // reads of the tail must come from the stream leader
+		})
+		return err
 	})
-	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("journal stream of shard %d: %w", cfg.Shard, err)
 	}
@@ -110,7 +112,7 @@ func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
 		if err == nil {
 			return j, nil
 		}
-		if !errors.Is(err, errMoved) || time.Now().After(deadline) {
+		if !(errors.Is(err, errMoved) || retryable(err)) || time.Now().After(deadline) {
 			return nil, err
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -90,7 +90,8 @@ type Node struct {
 	claims    map[uint32]*claim
 	memberRev uint64
 	stop      chan struct{}
-	done      chan struct{}
+	wg        sync.WaitGroup // the two loops
+	shardMu   []sync.Mutex   // per shard: open, hand-off and loss one at a time
 }
 
 // Member is a live node as the cluster bucket shows it.
@@ -120,7 +121,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Metrics = noMetrics{}
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, claims: make(map[uint32]*claim), serveUntil: make([]atomic.Int64, cfg.Shards),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), shardMu: make([]sync.Mutex, cfg.Shards)}
 	var err error
 	if n.kv, err = OpenBucket(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
 		return nil, err
@@ -213,7 +214,7 @@ func (n *Node) Storage(k uint32) (actors.Storage, error) {
 		return nil, fmt.Errorf("shard %d is not claimed by node %q", k, n.cfg.Node)
 	}
 	return &Storage{JS: n.cfg.JS, Names: n.cfg.Names, Shard: k, Replicas: n.cfg.Replicas, Node: n.cfg.Node,
-		Epoch: c.rev, Objects: n.objects, Bucket: n.kv}, nil
+		Epoch: c.rev, Objects: n.objects, Bucket: n.kv, Valid: func() bool { return n.Serving(k) }}, nil
 }
 
 // Serving is the actors.Options.Serving of a cluster node: true while this node's claim
@@ -229,32 +230,50 @@ func (n *Node) period() time.Duration { return n.cfg.OwnershipTTL / 4 }
 // validFor is how long after sending a renewal the node may serve on it.
 func (n *Node) validFor() time.Duration { return n.cfg.OwnershipTTL * 3 / 4 }
 
-// Run drives host until Stop: claims, renewals, balance.
+// Run drives host until Stop. Two loops: one renews this node's liveness and claims
+// every quarter of the TTL, and nothing it waits on is a shard's load; the other
+// spreads shards (claims, opens, hands over), which can take as long as a load takes.
 func (n *Node) Run(host Host) {
 	n.host = host
-	go func() {
-		defer close(n.done)
-		t := time.NewTicker(n.period())
-		defer t.Stop()
-		n.step()
-		for {
-			select {
-			case <-n.stop:
-				return
-			case <-t.C:
-				n.step()
-			}
-		}
-	}()
+	n.wg.Add(2)
+	go n.loop(n.renewAll)
+	go n.loop(n.balance)
 }
 
-// step is one round: renew, then move at most one shard towards the balanced spread.
-func (n *Node) step() {
+func (n *Node) loop(step func()) {
+	defer n.wg.Done()
+	t := time.NewTicker(n.period())
+	defer t.Stop()
+	step()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			step()
+		}
+	}
+}
+
+// renewAll renews this node's liveness and every claim it holds.
+func (n *Node) renewAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), n.period()*2)
 	defer cancel()
 	n.renewMember(ctx)
 	for _, k := range n.owned() {
 		n.renew(ctx, k)
+	}
+}
+
+// balance moves at most one shard towards the balanced spread, gives up shards whose
+// claims lapsed while they were busy, and claims the unclaimed shards placed here.
+func (n *Node) balance() {
+	ctx, cancel := context.WithTimeout(context.Background(), n.period()*2)
+	defer cancel()
+	for _, k := range n.owned() {
+		if !n.Serving(k) {
+			n.withShard(k, func() { n.lose(k) })
+		}
 	}
 	members, err := n.members(ctx)
 	if err != nil {
@@ -263,18 +282,26 @@ func (n *Node) step() {
 	}
 	owners := n.owners(ctx)
 	desired := Assign(members, n.cfg.Shards)
-	// Hand one shard on when its place is on another live node that does not have it yet.
+	// Hand one shard on when its place is on another live node.
 	for _, k := range n.owned() {
 		if desired[k] != n.cfg.Node {
-			n.handOff(k)
+			n.withShard(k, func() { n.handOff(k) })
 			break
 		}
 	}
 	for k := uint32(0); k < n.cfg.Shards; k++ {
 		if desired[k] == n.cfg.Node && owners[k] == "" {
-			n.acquire(ctx, k)
+			n.withShard(k, func() { n.acquire(ctx, k) })
 		}
 	}
+}
+
+// withShard runs op holding shard k's lock: opening, handing over and losing a shard
+// never overlap.
+func (n *Node) withShard(k uint32, op func()) {
+	n.shardMu[k].Lock()
+	defer n.shardMu[k].Unlock()
+	op()
 }
 
 // Assign places shards on nodes: sorted names, shard k on node k mod n, so counts differ
@@ -349,11 +376,12 @@ func (n *Node) renew(ctx context.Context, k uint32) {
 	case isWrongLast(err):
 		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("claim on shard lost to another node", "shard", k)
-		n.lose(k)
+		n.serveUntil[k].Store(0)
+		n.loseSoon(k)
 	case !n.Serving(k):
 		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("claim on shard not renewed in time; giving it up", "shard", k, "err", err)
-		n.lose(k)
+		n.loseSoon(k)
 	default:
 		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("renewing claim", "shard", k, "err", err)
@@ -426,6 +454,11 @@ func (n *Node) acquire(ctx context.Context, k uint32) {
 		n.release(k)
 		return
 	}
+	if !n.Serving(k) {
+		n.log.Warn("claim on shard lapsed while it loaded; giving it up", "shard", k, "load", time.Since(start).Round(time.Millisecond))
+		n.lose(k)
+		return
+	}
 	if err := n.host.Accept(k); err != nil {
 		n.log.Error("taking requests for shard", "shard", k, "err", err)
 		n.host.Close(k)
@@ -435,6 +468,16 @@ func (n *Node) acquire(ctx context.Context, k uint32) {
 	n.log.Info("serving shard", "shard", k, "epoch", rev, "load", time.Since(start).Round(time.Millisecond))
 	n.cfg.Metrics.ShardAcquired()
 	n.cfg.Metrics.ShardsOwned(len(n.owned()))
+}
+
+// loseSoon gives shard k up now if nothing else is being done with it; otherwise the
+// balancing loop does when that is over (the shard is not served meanwhile: Serving is
+// false).
+func (n *Node) loseSoon(k uint32) {
+	if n.shardMu[k].TryLock() {
+		defer n.shardMu[k].Unlock()
+		n.lose(k)
+	}
 }
 
 // lose stops serving shard k at once: its claim may belong to another node already, and
@@ -498,9 +541,7 @@ func (n *Node) Stop() {
 	default:
 	}
 	close(n.stop)
-	if n.host != nil {
-		<-n.done
-	}
+	n.wg.Wait()
 	n.mu.Lock()
 	abandoned := n.abandoned
 	n.mu.Unlock()
@@ -514,11 +555,13 @@ func (n *Node) Stop() {
 			ctx, cancel := context.WithTimeout(context.Background(), n.period())
 			n.renew(ctx, k)
 			cancel()
-			if n.Serving(k) {
-				n.handOff(k)
-			} else {
-				n.lose(k)
-			}
+			n.withShard(k, func() {
+				if n.Serving(k) {
+					n.handOff(k)
+				} else {
+					n.lose(k)
+				}
+			})
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -538,9 +581,7 @@ func (n *Node) Abandon() {
 	n.abandoned = true
 	n.mu.Unlock()
 	close(n.stop)
-	if n.host != nil {
-		<-n.done
-	}
+	n.wg.Wait()
 	for k := range n.serveUntil {
 		n.serveUntil[k].Store(0)
 	}

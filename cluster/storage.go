@@ -33,6 +33,9 @@ type Storage struct {
 	Objects  jetstream.ObjectStore
 	Bucket   jetstream.KeyValue
 	Timeout  time.Duration
+	// Valid, when set, says whether the claim at Epoch is still current: the journal is
+	// not claimed on a lapsed claim (its shard may be another node's by now).
+	Valid func() bool
 }
 
 var _ actors.Storage = (*Storage)(nil)
@@ -47,6 +50,9 @@ func (s *Storage) ctx() (context.Context, context.CancelFunc) {
 
 // OpenJournal claims the shard's journal at the storage's epoch.
 func (s *Storage) OpenJournal() (persistence.Journal, error) {
+	if s.Valid != nil && !s.Valid() {
+		return nil, fmt.Errorf("the claim on shard %d at epoch %d lapsed before its journal was claimed", s.Shard, s.Epoch)
+	}
 	ctx, cancel := s.ctx()
 	defer cancel()
 	return OpenJournal(ctx, JournalConfig{JS: s.JS, Names: s.Names, Shard: s.Shard, Replicas: s.Replicas,
@@ -62,7 +68,11 @@ func (s *Storage) snapshotName(lsn uint64) string {
 
 // snapshots lists this shard's snapshot objects, newest first.
 func (s *Storage) snapshots(ctx context.Context) ([]*jetstream.ObjectInfo, error) {
-	all, err := s.Objects.List(ctx)
+	var all []*jetstream.ObjectInfo
+	err := attempts(ctx, func(actx context.Context) (err error) {
+		all, err = s.Objects.List(actx)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return nil, nil
 	}
@@ -137,7 +147,11 @@ func (s *Storage) publishedKey() string {
 func (s *Storage) ReadPublished() (uint64, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
-	e, err := s.Bucket.Get(ctx, s.publishedKey())
+	var e jetstream.KeyValueEntry
+	err := attempts(ctx, func(actx context.Context) (err error) {
+		e, err = s.Bucket.Get(actx, s.publishedKey())
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, nil
 	}
@@ -173,4 +187,19 @@ func (s *Storage) WritePublished(lsn uint64) error {
 		return err
 	}
 	return nil
+}
+
+// attempts runs op in attempts of attemptTimeout until it succeeds, fails for good, or
+// ctx ends: a JetStream asset whose group is electing a leader does not answer at all,
+// and a silent call is better sent again than waited on.
+func attempts(ctx context.Context, op func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := op(actx)
+		cancel()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

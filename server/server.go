@@ -168,9 +168,16 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = js.AccountInfo(actx)
-	cancel()
+	// A JetStream cluster that is still electing its meta leader does not answer at all:
+	// ask in short attempts for up to 30 s.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err = js.AccountInfo(actx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+	}
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		return nil, fmt.Errorf("NATS at %s has no JetStream for this account; Holdfast needs it for the %s stream (enable JetStream, or run without --nats to embed a NATS server)", natsconn.Redact(s.url), contract.StreamName)
 	}
