@@ -74,6 +74,13 @@ func compatible(prefix string, have, want Registration) error {
 // transient is an error of a JetStream asset that is being created or whose leader is
 // being elected: worth asking again.
 func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsClusterNoPeers {
+		return true // a JetStream server of the cluster is not back yet
+	}
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse)
 }
+
+// jsClusterNoPeers is JetStream's "no suitable peers for placement" (10005).
+const jsClusterNoPeers jetstream.ErrorCode = 10005

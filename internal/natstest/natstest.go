@@ -80,15 +80,30 @@ func (c *Cluster) run(o *natsserver.Options) *natsserver.Server {
 	return ns
 }
 
-// WaitForJetStream waits until the JetStream meta group has a leader (a cluster) or
-// JetStream is enabled (one server).
+// WaitForJetStream waits until the JetStream meta group has a leader and every server
+// is current with it (a cluster), or JetStream is enabled (one server).
 func (c *Cluster) WaitForJetStream() {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		leader, current := false, 0
 		for _, s := range c.Servers {
-			if s != nil && s.Running() && s.JetStreamEnabled() && (len(c.Servers) == 1 || s.JetStreamIsLeader()) {
+			if s == nil || !s.Running() || !s.JetStreamEnabled() {
+				continue
+			}
+			if len(c.Servers) == 1 {
 				return
 			}
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == len(c.Servers) {
+				leader = true // the leader sees every peer online with JetStream
+			}
+			if s.JetStreamIsCurrent() {
+				current++
+			}
+		}
+		// Every server caught up with the meta group, and the leader seeing all of them:
+		// a replicated asset can be placed at once.
+		if leader && current == len(c.Servers) {
+			return
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
