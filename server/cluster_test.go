@@ -269,3 +269,36 @@ func metricValue(t *testing.T, s *Server, name string) float64 {
 	}
 	return sum
 }
+
+// On a NATS deployment, a prefix served from one node's data directory stays that
+// node's after it has stopped: a second process for the prefix, of either journal kind,
+// refuses and names it; the node itself starts again on its directory.
+func TestFileJournalPrefixStaysItsNodesAfterItStops(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.Start(t, 1).URL()
+	dir := t.TempDir()
+	first := testConfig(dir)
+	first.NATSURL, first.Node, first.MetricsListen = url, "alpha", ""
+	a, err := Start(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, journal := range []string{JournalFile, JournalJetStream} {
+		second := testConfig(t.TempDir())
+		second.NATSURL, second.Node, second.Journal, second.MetricsListen = url, "beta", journal, ""
+		if b, err := Start(ctx, second); err == nil {
+			b.Shutdown(ctx)
+			t.Fatalf("journal %s: a second process served alpha's prefix after alpha stopped", journal)
+		} else if !strings.Contains(err.Error(), `"alpha"`) && journal == JournalFile {
+			t.Fatalf("refusal does not name the node: %v", err)
+		}
+	}
+	a, err = Start(ctx, first)
+	if err != nil {
+		t.Fatalf("alpha on its own data directory: %v", err)
+	}
+	a.Shutdown(ctx)
+}
