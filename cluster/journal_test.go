@@ -14,7 +14,7 @@ import (
 	"github.com/holdfast/holdfast/persistence"
 )
 
-func connectJS(t *testing.T, url string) jetstream.JetStream {
+func connectJS(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {

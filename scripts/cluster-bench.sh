@@ -5,7 +5,7 @@
 #   scripts/cluster-bench.sh r3-three      three nodes, replicas 3, three nats-servers
 # Needs /tmp/holdfast (go build -o /tmp/holdfast ./cmd/holdfast) and /tmp/nats-server
 # (go build -o /tmp/nats-server github.com/nats-io/nats-server/v2). The nats-servers run
-# with sync_interval: always unless SYNC= (empty) is set. DUR, CLIENTS, SETTLE tune it.
+# with sync_interval: always unless SYNC= (empty) is set. DUR, CLIENTS, SETTLE, SCENARIO tune it.
 set -u
 MODE=$1
 W=${WORK:-/tmp/cb}
@@ -43,4 +43,4 @@ r3-three)
 esac
 for i in $(seq 1 60); do grep -q "msg=ready" hf*.log 2>/dev/null && break; sleep 0.5; done
 sleep ${SETTLE:-8}; for f in hf*.log; do grep -q "msg=ready" $f || { echo "NOT READY $f"; pkill -QUIT -f "data-$(basename ${f#hf-} .log)" ; }; done; sleep 1
-/tmp/holdfast bench --server $URL --scenario spread --duration ${DUR:-20s} --clients ${CLIENTS:-64} 2>/dev/null | tail -25
+/tmp/holdfast bench --server $URL --scenario ${SCENARIO:-spread} --duration ${DUR:-20s} --clients ${CLIENTS:-64} 2>/dev/null | tail -25

@@ -1,0 +1,53 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/internal/natstest"
+)
+
+// BenchmarkSnapshotObjectRoundTrip stores a snapshot of SNAPSHOT_MB megabytes (default
+// 363: a shard at the default table bounds, full) in the object store and loads it back,
+// the part of a failover's load that the cluster adds to the kernel's restore:
+//
+//	SNAPSHOT_MB=363 go test ./cluster -run '^$' -bench SnapshotObject -benchtime 1x
+func BenchmarkSnapshotObjectRoundTrip(b *testing.B) {
+	mb := 363
+	if v, err := strconv.Atoi(os.Getenv("SNAPSHOT_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	js := connectJS(b, natstest.Start(b, 1).URL())
+	ctx := context.Background()
+	kv, err := OpenBucket(ctx, js, NamesFor("holdfast"), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	obs, err := openSnapshots(ctx, js, NamesFor("holdfast"), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := &Storage{JS: js, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 1, Objects: obs, Bucket: kv,
+		Timeout: 10 * time.Minute}
+	payload := bytes.Repeat([]byte("holdfast"), mb<<20/8)
+	b.SetBytes(int64(len(payload)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := st.WriteSnapshot(uint64(i+1), 1, payload); err != nil {
+			b.Fatal(err)
+		}
+		wrote := time.Since(start)
+		start = time.Now()
+		s, ok, err := st.LoadSnapshot()
+		if err != nil || !ok || len(s.Payload) != len(payload) {
+			b.Fatalf("load: %v %v %d", ok, err, len(s.Payload))
+		}
+		b.ReportMetric(wrote.Seconds(), "write-s")
+		b.ReportMetric(time.Since(start).Seconds(), "load-s")
+	}
+}
