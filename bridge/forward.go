@@ -159,7 +159,8 @@ type partReply struct {
 	Message   string             `json:"message,omitempty"`
 	Leases    []kernel.LeaseView `json:"leases,omitempty"`
 	Truncated bool               `json:"truncated,omitempty"`
-	// AppliedLSN is the shard's applied position (cluster.status parts).
+	// AppliedLSN is the position the part reflects (lease.list), or the shard's applied
+	// position (cluster.status).
 	AppliedLSN uint64 `json:"applied_lsn,omitempty"`
 }
 
@@ -178,7 +179,8 @@ func (b *Bridge) remotePart(j *job, k uint32, done func(*actors.Reply)) {
 			if err := json.Unmarshal(resp.Data, &p); err != nil {
 				break
 			}
-			done(&actors.Reply{Code: p.Code, Message: p.Message, Leases: p.Leases, Truncated: p.Truncated, MemberIndex: -1})
+			done(&actors.Reply{Code: p.Code, Message: p.Message, Leases: p.Leases, Truncated: p.Truncated,
+				AppliedLSN: p.AppliedLSN, MemberIndex: -1})
 			return
 		}
 		if !errors.Is(err, nats.ErrNoResponders) {
@@ -210,7 +212,8 @@ func (b *Bridge) servePart(j *job, c *call) {
 	}
 	b.sys.Read(j.part-1, c.op.read, func(r *actors.Reply) {
 		defer b.pending.Add(-1)
-		body, _ := json.Marshal(partReply{Code: r.Code, Message: r.Message, Leases: r.Leases, Truncated: r.Truncated})
+		body, _ := json.Marshal(partReply{Code: r.Code, Message: r.Message, Leases: r.Leases, Truncated: r.Truncated,
+			AppliedLSN: r.AppliedLSN})
 		if j.reply != "" {
 			_ = b.nc.Publish(j.reply, body)
 		}

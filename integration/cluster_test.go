@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/integration/internal/check"
 	"github.com/holdfast/holdfast/integration/internal/harness"
 	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/messages"
@@ -375,4 +376,60 @@ func checkClusterEvents(t *testing.T, url string, grants []*grant) {
 		time.Sleep(time.Second)
 	}
 	t.Logf("%d events, %d expected for the grants", events, want)
+}
+
+// The adversarial harness's round — clients, nemesis, final reads, the event stream —
+// against three nodes on a JetStream cluster of three NATS servers, checked by every
+// checker of the single-process harness (porcupine per object, no double grant, no
+// duplicate execution, ambiguity resolved, fencing, events one-to-one with the committed
+// history, no early expiry), on histories whose requests went to any node. Faults hit
+// one node at a time: kill -9, SIGSTOP (up to 1.5 s, past the 1 s ownership TTL),
+// SIGTERM, and client connections closed; the clock fault moves every node's wall clock,
+// which a cluster shard's slot clock does not follow.
+func TestClusterRoundChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster round")
+	}
+	ns := natstest.Start(t, 3)
+	dir := t.TempDir()
+	var cfgs []harness.ServerConfig
+	for i := 1; i <= 3; i++ {
+		d := filepath.Join(dir, fmt.Sprintf("n%d", i))
+		cfgs = append(cfgs, harness.ServerConfig{Bin: binary, DataDir: filepath.Join(d, "data"), HooksDir: filepath.Join(d, "hooks"),
+			LogPath: filepath.Join(d, "server.log"), Shards: 3, Extra: []string{"--replicas", "3", "--ownership-ttl", "1s"}})
+	}
+	cl, err := harness.NewCluster(ns.URL(), cfgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, n := range cl.Nodes {
+			n.Close()
+		}
+	}()
+	if err := cl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := seed()
+	rec := newRecorder(t, t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	faults := []string{harness.FaultKill, harness.FaultPause, harness.FaultTerm, harness.FaultConns, harness.FaultClock}
+	res, err := harness.RunRound(ctx, cl, rec, harness.RoundConfig{ID: 1, Shards: 3, Clients: 8, Keys: 4,
+		Duration: 12 * time.Second, Seed: s, Faults: faults, Every: 1200 * time.Millisecond, Proto: 0.15,
+		StopWait: 20 * time.Second, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("round: %v\n%s", err, cl.LogTail())
+	}
+	for _, p := range res.Problems {
+		t.Errorf("harness: %s", p)
+	}
+	rep := check.Round(rec.Records(1), check.Options{})
+	t.Logf("seed %d, faults %v\n%s  committed codes: %s", s, res.Faults, rep, check.FmtCounts(rep.Stats.Codes))
+	if !rep.OK() {
+		t.Errorf("%d violations (seed %d)", len(rep.Violations), s)
+	}
+	if t.Failed() {
+		t.Logf("%s", cl.LogTail())
+	}
 }

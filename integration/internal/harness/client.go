@@ -22,13 +22,13 @@ import (
 // requests in flight, and the client then dials again.
 type Conn struct {
 	name string
-	srv  *Server
+	srv  Target
 	nc   atomic.Pointer[nats.Conn]
 	gen  atomic.Int64 // the server URL generation the connection was dialed for
 	mu   sync.Mutex   // serializes dialing
 }
 
-func newConn(name string, srv *Server) *Conn { return &Conn{name: name, srv: srv} }
+func newConn(name string, srv Target) *Conn { return &Conn{name: name, srv: srv} }
 
 func dial(url, name string) (*nats.Conn, error) {
 	return nats.Connect(url,

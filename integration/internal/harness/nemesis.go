@@ -31,7 +31,7 @@ var (
 
 // Nemesis injects faults, one at a time, at random moments.
 type Nemesis struct {
-	Srv    *Server
+	Srv    Target
 	Rec    *history.Recorder
 	Round  int
 	Kinds  []string

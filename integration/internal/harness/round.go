@@ -60,7 +60,7 @@ func (c *RoundConfig) logf(format string, args ...any) {
 // server cleanly, restart it, read every object, lease and holder, make sure every
 // event is in the stream, and record the stream. The records are in rec under round
 // cfg.ID.
-func RunRound(ctx context.Context, srv *Server, rec *history.Recorder, cfg RoundConfig) (*RoundResult, error) {
+func RunRound(ctx context.Context, srv Target, rec *history.Recorder, cfg RoundConfig) (*RoundResult, error) {
 	start := time.Now()
 	if cfg.Prefix == "" {
 		cfg.Prefix = "holdfast"
@@ -283,7 +283,7 @@ func finalReads(ctx context.Context, r *Round, clients []*Client) error {
 // write per shard (in a tenant of its own), then waits until each shard's published
 // position has passed it. Events of a shard are published in lsn order and the position
 // only moves past an lsn once everything up to it is acknowledged.
-func awaitPublished(ctx context.Context, srv *Server, shards uint32, tenant, prefix string) error {
+func awaitPublished(ctx context.Context, srv Target, shards uint32, tenant, prefix string) error {
 	nc, err := dial(srv.URL(), "sentinel")
 	if err != nil {
 		return err
@@ -334,7 +334,7 @@ func awaitPublished(ctx context.Context, srv *Server, shards uint32, tenant, pre
 }
 
 // recordEvents reads every event of the tenants from HOLDFAST_EVENTS into the recorder.
-func recordEvents(ctx context.Context, srv *Server, rec *history.Recorder, round int, prefix string, tenants []string) (int, error) {
+func recordEvents(ctx context.Context, srv Target, rec *history.Recorder, round int, prefix string, tenants []string) (int, error) {
 	nc, err := dial(srv.URL(), "events")
 	if err != nil {
 		return 0, err

@@ -84,7 +84,7 @@ type Round struct {
 	Shards  uint32
 	Layout  *Layout
 	Rec     *history.Recorder
-	Srv     *Server
+	Srv     Target
 	Proto   float64
 	Dur     time.Duration
 	Think   time.Duration
