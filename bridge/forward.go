@@ -36,8 +36,12 @@ type Routing struct {
 	ShardSubject func(k uint32) string
 }
 
-// forwardRetry is how long a forward waits before sending again to a shard nobody serves.
-const forwardRetry = 50 * time.Millisecond
+// forwardRetry is how long a forward waits before sending again to a shard nobody serves;
+// forwardAttempt bounds the wait for the owner's answer to one send.
+const (
+	forwardRetry   = 50 * time.Millisecond
+	forwardAttempt = 2 * time.Second
+)
 
 // mustForward reports whether a prepared request goes to another node.
 func (b *Bridge) mustForward(j *job, c *call) bool {
@@ -57,7 +61,18 @@ func (b *Bridge) forward(j *job, shard uint32) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
 	for {
-		resp, err := b.nc.RequestMsgWithContext(ctx, msg)
+		// Each attempt is short: a request taken by a node that then gave the shard up
+		// may go unanswered, and sending it again is safe (an operation_id executes once;
+		// a read has no effect).
+		actx, acancel := context.WithTimeout(ctx, forwardAttempt)
+		resp, err := b.nc.RequestMsgWithContext(actx, msg)
+		acancel()
+		if err == nil && resp.Header.Get(micro.ErrorHeader) == contract.NameEngineHalted && ctx.Err() == nil {
+			// The node took the request as the shard left it: send it again, to the
+			// shard's next owner, until the bridge's timeout.
+			time.Sleep(forwardRetry)
+			continue
+		}
 		if err == nil {
 			b.metrics.forward("answered")
 			if j.reply != "" {
@@ -68,7 +83,7 @@ func (b *Bridge) forward(j *job, shard uint32) {
 			}
 			return
 		}
-		if !errors.Is(err, nats.ErrNoResponders) {
+		if ctx.Err() != nil || !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 			break
 		}
 		select {
@@ -107,16 +122,24 @@ func (b *Bridge) Accept(k uint32) error {
 	return b.nc.Flush()
 }
 
-// Release stops taking forwarded requests for shard k; those already received are
-// still served (by the shard, or engine_halted once it has closed).
+// Release stops taking forwarded requests for shard k. The subscription is drained:
+// requests already delivered here are handed to the shard (which is still open: the
+// caller closes it after Release), and Release returns once they are (bounded).
 func (b *Bridge) Release(k uint32) {
 	b.mu.Lock()
 	sub := b.shardSubs[k]
 	delete(b.shardSubs, k)
 	b.mu.Unlock()
-	if sub != nil {
+	if sub == nil {
+		return
+	}
+	if err := sub.Drain(); err != nil {
 		_ = sub.Unsubscribe()
-		_ = b.nc.Flush()
+		return
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for sub.IsValid() && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
