@@ -3,6 +3,7 @@ package bridge
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -131,6 +132,13 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 		Name: "holdfast_forwarded_requests_total",
 		Help: "Requests forwarded to the node serving their shard, by result (answered, no_owner, error).",
 	}, []string{"result"})
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "holdfast_build_info",
+		Help:        "1, labelled with the running build.",
+		ConstLabels: prometheus.Labels{"version": Version, "go_version": runtime.Version()},
+	})
+	buildInfo.Set(1)
+	reg.MustRegister(buildInfo)
 	reg.MustRegister(batch, latency, m.requests, dur, m.published, m.publishErrors, m.dropped,
 		m.overflowed, m.queued, m.publishedLSNs, m.renewals, m.claimsLost, m.acquisitions, m.handoffs,
 		m.shardsOwned, m.forwarded, &shardCollector{m: m},
@@ -263,6 +271,14 @@ func (m *Metrics) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
 	mux.HandleFunc("/healthz", m.healthz)
+	mux.HandleFunc("/readyz", m.healthz)
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		// Alive is all a liveness probe may ask: a halted shard or a NATS outage is not
+		// cured by a restart loop (they show on /readyz).
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		fmt.Fprintln(w, "ok: alive")
+	})
 	return mux
 }
 

@@ -54,8 +54,10 @@ type Config struct {
 	// NATSOptions carry the external NATS's credentials and TLS settings (natsconn).
 	NATSOptions []nats.Option
 	Listen      string
-	// MetricsListen serves /metrics, /healthz and /debug/pprof; empty: none.
+	// MetricsListen serves /metrics, /livez, /readyz (= /healthz), and with Pprof
+	// /debug/pprof; empty: none.
 	MetricsListen string
+	Pprof         bool // Go's profiler on the metrics listener (off: it is not for whoever scrapes metrics)
 	Events        events.Config
 	Logger        *slog.Logger
 
@@ -282,8 +284,9 @@ func (h nodeHost) FlushEvents(k uint32) uint64 {
 	return h.br.FlushEvents(ctx, k)
 }
 
-// serveMetrics runs the metrics listener: Prometheus, health, and Go's profiler on the
-// same loopback listener (how a slow server is diagnosed).
+// serveMetrics runs the metrics listener: Prometheus, liveness and readiness, and with
+// Pprof Go's profiler (how a slow server is diagnosed; opt-in, since whoever can reach
+// the listener could profile the process).
 func (s *Server) serveMetrics(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -291,9 +294,11 @@ func (s *Server) serveMetrics(addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", s.br.MetricsHandler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if s.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

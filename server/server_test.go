@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +72,39 @@ func TestStartFailsCleanly(t *testing.T) {
 	cfg.NATSURL = "nats://127.0.0.1:1"
 	if srv, err := Start(context.Background(), cfg); err == nil || srv != nil || !strings.Contains(err.Error(), "connecting to NATS") {
 		t.Fatalf("start against no NATS: %v %v", srv, err)
+	}
+}
+
+// The metrics listener: liveness, readiness, build info; the profiler only when asked.
+func TestMetricsListenerEndpoints(t *testing.T) {
+	ctx := context.Background()
+	for _, pprofOn := range []bool{false, true} {
+		cfg := testConfig(t.TempDir())
+		cfg.Pprof = pprofOn
+		srv, err := Start(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		get := func(path string) (int, string) {
+			resp, err := http.Get(srv.MetricsURL() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		for _, p := range []string{"/livez", "/readyz", "/healthz"} {
+			if code, body := get(p); code != 200 || !strings.HasPrefix(body, "ok") {
+				t.Fatalf("%s: %d %q", p, code, body)
+			}
+		}
+		if _, body := get("/metrics"); !strings.Contains(body, `holdfast_build_info{go_version="`) {
+			t.Fatal("no holdfast_build_info")
+		}
+		if code, _ := get("/debug/pprof/"); (code == 200) != pprofOn {
+			t.Fatalf("pprof %v: /debug/pprof/ answered %d", pprofOn, code)
+		}
+		srv.Shutdown(ctx)
 	}
 }

@@ -66,6 +66,7 @@ type serveConfig struct {
 	node           string
 	replicas       int
 	ownershipTTL   time.Duration
+	pprof          bool
 }
 
 // parseServeFlags parses and checks the flags; the error is for the user.
@@ -98,7 +99,8 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	maxOperations := fs.Int("max-operations", def.MaxOperations, "remembered operation outcomes per shard; default from --max-memory")
 	maxPools := fs.Int("max-pools", def.MaxPools, "pools per shard")
 	maxRanges := fs.Int("max-ranges", def.MaxRanges, "value ranges per shard")
-	metricsListen := fs.String("metrics-listen", "127.0.0.1:9464", "Prometheus /metrics and /healthz `host:port` (empty: no metrics listener)")
+	metricsListen := fs.String("metrics-listen", "127.0.0.1:9464", "Prometheus /metrics, /livez and /readyz (also /healthz) `host:port` (empty: no metrics listener)")
+	pprofOn := fs.Bool("pprof", false, "also serve Go's profiler (/debug/pprof) on the metrics listener")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "log `format`: text or json")
 	eventsMaxAge := fs.Duration("events-max-age", events.DefaultMaxAge, "max age of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
@@ -128,7 +130,7 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	if c.data == "" {
 		return nil, errors.New("--data: must not be empty")
 	}
-	c.journal, c.node, c.replicas, c.ownershipTTL = *journal, *node, *replicas, *ownershipTTL
+	c.journal, c.node, c.replicas, c.ownershipTTL, c.pprof = *journal, *node, *replicas, *ownershipTTL, *pprofOn
 	// An external NATS is named by --nats, NATS_URL or a nats context given by --context
 	// or NATS_CONTEXT; its credentials come from the flags or the context.
 	if c.natsURL != "" || os.Getenv("NATS_URL") != "" || auth.Context != "" || os.Getenv("NATS_CONTEXT") != "" {
@@ -433,7 +435,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	}
 	cfg := server.Config{Data: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel, Prefix: c.prefix,
 		NATSURL: c.natsURL, NATSOptions: c.natsOpts, Listen: c.listen, MetricsListen: c.metricsListen, Events: c.events, Logger: log,
-		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL}
+		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL, Pprof: c.pprof}
 	if c.testHooksDir != "" {
 		hooks := startTestHooks(c.testHooksDir)
 		cleanups = append(cleanups, hooks.close)
