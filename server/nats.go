@@ -46,6 +46,10 @@ func startEmbeddedNATS(listen, data string, log *slog.Logger) (*natsserver.Serve
 	if port == 0 {
 		port = natsserver.RANDOM_PORT
 	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		log.Warn("the embedded NATS server listens beyond this machine without authentication: anyone who can reach it can read events and revoke leases; listen on 127.0.0.1, or run a NATS deployment with accounts and use --nats",
+			"listen", listen)
+	}
 	store := filepath.Join(data, "nats")
 	ns, err := natsserver.NewServer(&natsserver.Options{
 		ServerName: "holdfast",

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,4 +109,31 @@ func TestMetricsListenerEndpoints(t *testing.T) {
 		}
 		srv.Shutdown(ctx)
 	}
+}
+
+// An embedded NATS reachable from other machines has no authentication: say so.
+func TestEmbeddedNATSBeyondLoopbackWarns(t *testing.T) {
+	var logs strings.Builder
+	cfg := testConfig(t.TempDir())
+	cfg.Listen, cfg.MetricsListen = "0.0.0.0:0", ""
+	cfg.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))
+	srv, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown(context.Background())
+	if !strings.Contains(logs.String(), "without authentication") {
+		t.Fatalf("no warning:\n%s", logs.String())
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
