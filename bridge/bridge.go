@@ -308,8 +308,9 @@ func (b *Bridge) start(sys shardSystem) error {
 		QueueGroup:  QueueGroup,
 		Metadata: map[string]string{
 			"prefix": b.cfg.Prefix,
-			"shards": strconv.FormatUint(uint64(b.cfg.Shards), 10),
-			"api":    "v1",
+			"shards":  strconv.FormatUint(uint64(b.cfg.Shards), 10),
+			"api":     "v1",
+			"slot_ms": strconv.FormatUint(b.kcfg.SlotMillis, 10), // clients turn slots into times
 		},
 		StatsHandler: b.endpointStats,
 		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {

@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -290,3 +293,42 @@ func (c *Client) ClusterStatus(ctx context.Context, placementKey string) (*Clust
 	}
 	return &ClusterResult{Result: *r, Nodes: r.Reply.Nodes, Shards: r.Reply.Shards, Shard: r.Reply.Shard}, nil
 }
+
+// SlotLength asks the service how long a slot is (its micro metadata `slot_ms`), so that
+// slots (`deadline_slot`, `retire_after_slot`) can be shown as times: slot s starts at
+// s × length after the Unix epoch. It is asked once and remembered.
+func (c *Client) SlotLength(ctx context.Context) (time.Duration, error) {
+	if d := time.Duration(c.slotLen.Load()); d > 0 {
+		return d, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
+	defer cancel()
+	m, err := c.nc.RequestWithContext(rctx, "$SRV.INFO."+serviceName, nil)
+	if err != nil {
+		return 0, err
+	}
+	var info struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(m.Data, &info); err != nil {
+		return 0, err
+	}
+	if info.Metadata["prefix"] != c.cfg.prefix {
+		return 0, fmt.Errorf("the service that answered serves prefix %q, not %q", info.Metadata["prefix"], c.cfg.prefix)
+	}
+	ms, err := strconv.ParseUint(info.Metadata["slot_ms"], 10, 32)
+	if err != nil || ms == 0 {
+		return 0, fmt.Errorf("the service does not advertise its slot length (slot_ms %q)", info.Metadata["slot_ms"])
+	}
+	d := time.Duration(ms) * time.Millisecond
+	c.slotLen.Store(int64(d))
+	return d, nil
+}
+
+// SlotTime is the time slot s starts at, for a slot length.
+func SlotTime(s uint64, length time.Duration) time.Time {
+	return time.Unix(0, int64(s)*int64(length))
+}
+
+// serviceName is the micro service every Holdfast process registers.
+const serviceName = "holdfast"

@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -125,6 +126,7 @@ type Client struct {
 	cfg      config
 	subjects [contract.VerbCount]string
 	header   nats.Header
+	slotLen  atomic.Int64 // SlotLength's answer, once known
 }
 
 // New returns a client using nc. The connection stays the caller's: Close

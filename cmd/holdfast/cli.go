@@ -46,6 +46,7 @@ const exitCodesHelp = `Exit codes:
 type env struct {
 	stdout, stderr io.Writer
 	ctx            context.Context
+	cl             *client.Client // the command's client, once connected
 }
 
 // osEnv is the process environment: stdout, stderr, and a context that ends

@@ -450,3 +450,27 @@ key gpu: shard 1
 		t.Fatalf("request = %s", got)
 	}
 }
+
+// Slots read as times: the service advertises its slot length, and a lease's deadline
+// shows how long it has left and when it ends.
+func TestLeaseShowsItsDeadlineAsATime(t *testing.T) {
+	srv := startServe(t, "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--metrics-listen", "", "--slot", "100ms")
+	url, _ := srv.ready(t)
+	if code, _, errOut := run(t, cmdResource, "create", "seat", "--server", url); code != exitOK {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	code, out, errOut := run(t, cmdLease, "reserve", "--server", url, "--holder", "h", "--resource", "seat", "--ttl", "60s")
+	if code != exitOK {
+		t.Fatalf("reserve: %d %s", code, errOut)
+	}
+	if !strings.Contains(out, "  expires  expires in 1m0s (") && !strings.Contains(out, "  expires  expires in 59.") {
+		t.Fatalf("no deadline as a time:\n%s", out)
+	}
+	now := time.Date(2026, 11, 24, 14, 16, 12, 0, time.UTC)
+	if got := whenString(now.Add(28400*time.Millisecond), now, "expires in", "expired"); got != "expires in 28.4s (14:16:40.400Z)" {
+		t.Fatalf("whenString: %q", got)
+	}
+	if got := whenString(now.Add(-3*time.Second), now, "expires in", "expired"); got != "expired 3s ago (14:16:09.000Z)" {
+		t.Fatalf("whenString past: %q", got)
+	}
+}

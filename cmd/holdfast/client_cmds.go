@@ -97,6 +97,7 @@ func (c *call) run(do func(ctx context.Context, cl *client.Client) int) int {
 		return code
 	}
 	defer nc.Close()
+	c.e.cl = cl
 	ctx, cancel := context.WithTimeout(c.e.ctx, c.cf.timeout)
 	defer cancel()
 	return do(ctx, cl)
@@ -284,7 +285,15 @@ func cmdLease(e *env, args []string) int {
 
 // printLease prints a lease result.
 func printLease(e *env, res *client.LeaseResult, jsonOut bool) int {
-	return printResult(e, &res.Result, jsonOut, func(w io.Writer) { leaseBlock(w, res.Lease.Lease) })
+	var slot time.Duration
+	if l := res.Lease.Lease; !jsonOut && e.cl != nil && l != nil && (l.GetDeadlineSlot() != 0 || l.GetRetireAfterSlot() != 0) {
+		// Slots shown as times: the service advertises its slot length (one short
+		// request; without an answer the slots alone are shown).
+		ctx, cancel := context.WithTimeout(e.ctx, time.Second)
+		slot, _ = e.cl.SlotLength(ctx)
+		cancel()
+	}
+	return printResult(e, &res.Result, jsonOut, func(w io.Writer) { leaseBlock(w, res.Lease.Lease, slot, time.Now()) })
 }
 
 func leaseReserve(e *env, args []string) int {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/messages"
@@ -146,8 +147,9 @@ func leaseLine(l *messages.Lease) string {
 	return b.String()
 }
 
-// leaseBlock is the multi-line form of a lease, for a single-lease result.
-func leaseBlock(w io.Writer, l *messages.Lease) {
+// leaseBlock is the multi-line form of a lease, for a single-lease result. With the slot
+// length known, the deadline and the end of its history window are shown as times too.
+func leaseBlock(w io.Writer, l *messages.Lease, slot time.Duration, now time.Time) {
 	if l == nil {
 		return
 	}
@@ -171,6 +173,12 @@ func leaseBlock(w io.Writer, l *messages.Lease) {
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(w, "  log      %s\n", strings.Join(pos, " "))
+	}
+	if v := l.GetDeadlineSlot(); v != 0 && slot > 0 && l.GetState() == messages.StateReserved {
+		fmt.Fprintf(w, "  expires  %s\n", whenString(client.SlotTime(v, slot), now, "expires in", "expired"))
+	}
+	if v := l.GetRetireAfterSlot(); v != 0 && slot > 0 {
+		fmt.Fprintf(w, "  retires  %s\n", whenString(client.SlotTime(v, slot), now, "readable for", "retired"))
 	}
 	for _, m := range l.GetMembers() {
 		fmt.Fprintf(w, "  member   %s\n", memberString(m))
@@ -196,4 +204,15 @@ func eventLine(ev client.Event) string {
 		b.WriteString(" " + rangeLine(ev.GetRange()))
 	}
 	return b.String()
+}
+
+// whenString says how far t is from now, and when: "expires in 28.4s (14:16:40.300Z)", or
+// "expired 3.1s ago (…)" once past. A deadline is late, never early: the service may act
+// on it a little after this time.
+func whenString(t, now time.Time, ahead, past string) string {
+	at := t.UTC().Format("15:04:05.000Z")
+	if d := t.Sub(now); d >= 0 {
+		return fmt.Sprintf("%s %s (%s)", ahead, d.Round(100*time.Millisecond), at)
+	}
+	return fmt.Sprintf("%s %s ago (%s)", past, now.Sub(t).Round(100*time.Millisecond), at)
 }
