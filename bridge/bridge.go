@@ -307,7 +307,7 @@ func (b *Bridge) start(sys shardSystem) error {
 		Description: "Holdfast lease service, wire contract v1",
 		QueueGroup:  QueueGroup,
 		Metadata: map[string]string{
-			"prefix": b.cfg.Prefix,
+			"prefix":  b.cfg.Prefix,
 			"shards":  strconv.FormatUint(uint64(b.cfg.Shards), 10),
 			"api":     "v1",
 			"slot_ms": strconv.FormatUint(b.kcfg.SlotMillis, 10), // clients turn slots into times
