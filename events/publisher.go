@@ -235,6 +235,23 @@ func NewPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg Conf
 
 // Start subscribes to acknowledgements and runs one publishing goroutine per shard.
 func (p *Publisher) Start() error {
+	// After a reconnect, whatever was sent and not acknowledged may have been lost with
+	// the old connection: send it again, in order, before anything newer.
+	prev := p.nc.Opts.ReconnectedCB
+	p.nc.SetReconnectHandler(func(nc *nats.Conn) {
+		for _, s := range p.shards {
+			s.mu.Lock()
+			s.win.FailAll()
+			s.mu.Unlock()
+			select {
+			case s.ackWake <- struct{}{}:
+			default:
+			}
+		}
+		if prev != nil {
+			prev(nc)
+		}
+	})
 	sub, err := p.nc.Subscribe(p.inbox+".*.*", p.onAck)
 	if err != nil {
 		return fmt.Errorf("events: subscribing to event acknowledgements: %w", err)
@@ -410,13 +427,13 @@ func (p *Publisher) message(e *actors.Event) (*nats.Msg, error) {
 // ends at when it is the batch's last event. False when publishing was aborted.
 func (s *shardPub) publish(e *actors.Event, through, gen uint64) bool {
 	msg, err := s.p.message(e)
+	if !s.awaitServing(gen) {
+		return !s.aborted()
+	}
 	s.mu.Lock()
-	if s.gen != gen || !s.p.serving(s.shard) {
-		// Dropped, or another node may serve the shard by now: its owner publishes
-		// (republishing from the durable published position), never two nodes at once.
-		s.dropLocked()
+	if s.gen != gen {
 		s.mu.Unlock()
-		return true
+		return true // dropped meanwhile: the shard's owner republishes
 	}
 	if err != nil {
 		// Views hold validated ASCII ids, so this cannot happen; if it does, the event
@@ -540,7 +557,7 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 	}
 	for {
 		s.mu.Lock()
-		if s.win.Pending() <= limit || (orWork && len(s.waiting) > 0) {
+		if !s.win.Troubled() && (s.win.Pending() <= limit || (orWork && len(s.waiting) > 0)) {
 			s.mu.Unlock()
 			return true
 		}
@@ -580,8 +597,18 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 
 // resend publishes the entries again, in order, skipping any acknowledged meanwhile.
 func (s *shardPub) resend(seqs []uint64) {
+	s.mu.Lock()
+	gen := s.gen
+	s.mu.Unlock()
 	for _, seq := range seqs {
+		if !s.awaitServing(gen) {
+			return
+		}
 		s.mu.Lock()
+		if s.gen != gen {
+			s.mu.Unlock()
+			return
+		}
 		msg := s.win.Resending(seq, time.Now())
 		s.mu.Unlock()
 		if msg == nil {
@@ -657,6 +684,37 @@ func (p *Publisher) Flush(ctx context.Context, k uint32) uint64 {
 
 // serving reports whether shard k's events may be published from here (Config.Serving).
 func (p *Publisher) serving(k uint32) bool { return p.cfg.Serving == nil || p.cfg.Serving(k) }
+
+// awaitServing holds the shard's publishing while this node's claim on it is not
+// certainly current (a late renewal, a pause, a cut-off): nothing is sent that could land
+// behind another owner's events, and nothing is skipped either — when the claim is
+// renewed publishing goes on in order, and when the shard is lost Drop ends the wait
+// (false). False also when publishing is aborted.
+func (s *shardPub) awaitServing(gen uint64) bool {
+	for !s.p.serving(s.shard) {
+		s.mu.Lock()
+		dropped := s.gen != gen
+		s.mu.Unlock()
+		if dropped {
+			return false
+		}
+		select {
+		case <-s.p.abort:
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+func (s *shardPub) aborted() bool {
+	select {
+	case <-s.p.abort:
+		return true
+	default:
+		return false
+	}
+}
 
 // Acked is how far shard k's events are acknowledged by the stream.
 func (p *Publisher) Acked(k uint32) uint64 { return p.shards[k].acked.Load() }

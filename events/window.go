@@ -172,6 +172,9 @@ func (w *Window) Plan(now time.Time, ackWait time.Duration) (redo []uint64, trie
 			}
 		}
 	}
+	if w.head >= len(w.entries) {
+		return redo, 0, ackWait, nil // nothing unacknowledged
+	}
 	e := &w.entries[w.head]
 	if e.acked {
 		return redo, 0, ackWait, nil
@@ -201,3 +204,19 @@ func (w *Window) Reset() {
 	clear(w.entries)
 	*w = Window{nextSeq: w.nextSeq, entries: w.entries[:0], redo: w.redo[:0]}
 }
+
+// FailAll marks every unacknowledged entry failed: the connection they were sent on was
+// lost, so they may never reach the stream. The next Plan probes the first and then sends
+// the rest again in order (a copy that did arrive is dropped by its message id).
+func (w *Window) FailAll() {
+	for i := w.head; i < len(w.entries); i++ {
+		if e := &w.entries[i]; !e.acked && !e.failed && e.Msg != nil {
+			e.failed = true
+			w.failed++
+		}
+	}
+}
+
+// Troubled reports whether entries wait to be sent again (refused, lost, or a probe in
+// progress): new events must wait behind them, or they would be stored out of order.
+func (w *Window) Troubled() bool { return w.failed > 0 || w.probe != 0 }

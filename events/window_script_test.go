@@ -18,6 +18,7 @@ import (
 //	advance                     drop the acknowledged head; how far the position moves
 //	plan t=S                    what to send again at t, or how long to wait
 //	resend seq=N t=S            the message to send again, if still unacknowledged
+//	reconnect                   the connection was lost: every unacknowledged event may be
 func TestWindowScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/window", func(t *testing.T, path string) {
 		var w Window
@@ -78,6 +79,9 @@ func TestWindowScripts(t *testing.T) {
 					out += fmt.Sprintf(" overdue=%d", overdue.Seq)
 				}
 				return out
+			case "reconnect":
+				w.FailAll()
+				return fmt.Sprintf("troubled=%v", w.Troubled())
 			case "resend":
 				var seq uint64
 				d.ScanArgs(t, "seq", &seq)

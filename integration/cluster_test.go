@@ -225,23 +225,23 @@ func TestClusterSurvivesKillsAndPauses(t *testing.T) {
 		faults++
 		switch faults % 4 {
 		case 1:
-			t.Logf("kill -9 %s", n.name)
+			t.Logf("%s kill -9 %s", time.Now().Format("15:04:05.000"), n.name)
 			n.signal(syscall.SIGKILL)
 			time.Sleep(500 * time.Millisecond)
 			n.start()
 		case 2:
-			t.Logf("pause %s for 2.5s", n.name)
+			t.Logf("%s pause %s for 2.5s", time.Now().Format("15:04:05.000"), n.name)
 			n.signal(syscall.SIGSTOP)
 			time.Sleep(2500 * time.Millisecond)
 			n.signal(syscall.SIGCONT)
 		case 3:
-			t.Logf("SIGTERM %s (hands its shards over), then start it again", n.name)
+			t.Logf("%s SIGTERM %s (hands its shards over), then start it again", time.Now().Format("15:04:05.000"), n.name)
 			n.signal(syscall.SIGTERM)
 			n.wait(t, 30*time.Second)
 			n.start()
 		case 0:
 			k := rng.Intn(3)
-			t.Logf("stop NATS server %d of 3 for 3s", k)
+			t.Logf("%s stop NATS server %d of 3 for 3s", time.Now().Format("15:04:05.000"), k)
 			ns.Stop(k)
 			time.Sleep(3 * time.Second)
 			ns.Restart(k)
@@ -340,7 +340,9 @@ func checkClusterEvents(t *testing.T, url string, grants []*grant) {
 					t.Fatalf("event %s: %v", id, err)
 				}
 				if e.GetLsn() < lastLSN[e.GetShard()] {
-					t.Fatalf("shard %d: event at lsn %d after lsn %d", e.GetShard(), e.GetLsn(), lastLSN[e.GetShard()])
+					md, _ := msg.Metadata()
+					t.Fatalf("shard %d: event at lsn %d (stream seq %d, stored %s) after lsn %d", e.GetShard(), e.GetLsn(),
+						md.Sequence.Stream, md.Timestamp.Format("15:04:05.000"), lastLSN[e.GetShard()])
 				}
 				lastLSN[e.GetShard()] = e.GetLsn()
 				switch e.GetEvent() {

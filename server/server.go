@@ -162,11 +162,27 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		}
 		replyConns = append(replyConns, rc)
 	}
-	jsConn, err := connect("holdfast-serve-events")
+	jsConn, err := connect("holdfast-serve-jetstream")
 	if err != nil {
 		return nil, err
 	}
 	js, err := jetstream.New(jsConn)
+	if err != nil {
+		return nil, err
+	}
+	// Events go on a connection of their own with no reconnect buffer: a publish made
+	// while disconnected fails at once and is sent again by the publisher — which first
+	// checks the shard is still served here — instead of being replayed on reconnect,
+	// possibly after another node has published the shard's later events.
+	evConn, err := nats.Connect(s.url, append(conn[:len(conn):len(conn)], nats.Name("holdfast-serve-events"), nats.ReconnectBufSize(-1))...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %s", natsconn.Redact(s.url), natsconn.RedactError(err, s.url))
+	}
+	s.add(func() {
+		_ = evConn.FlushTimeout(2 * time.Second)
+		evConn.Close()
+	})
+	evJS, err := jetstream.New(evConn)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +223,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		}
 	}
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: js, Prefix: cfg.Prefix,
+	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: evJS, Prefix: cfg.Prefix,
 		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events, Routing: routing,
 		Node: s.cfg.Node, Status: status})
 	cancel()
