@@ -52,12 +52,7 @@ func (b *Bridge) mustForward(j *job, c *call) bool {
 // of its own (a forwarded request waits for a network round trip).
 func (b *Bridge) forward(j *job, shard uint32) {
 	defer b.pending.Add(-1)
-	msg := &nats.Msg{Subject: b.cfg.Routing.ShardSubject(shard), Data: j.data, Header: nats.Header{}}
-	for k, vs := range j.header {
-		msg.Header[k] = vs
-	}
-	msg.Header.Set(headerSubject, j.subject)
-	msg.Header.Set(headerForwarded, "1")
+	msg := b.shardRequest(j, shard, false)
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
 	for {
@@ -98,6 +93,22 @@ func (b *Bridge) forward(j *job, shard uint32) {
 		res: rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d has no serving node right now (moving between nodes); retry the same operation_id", shard))}
 	b.pending.Add(1) // respond accounts for it
 	b.respond(c)
+}
+
+// shardRequest is request j sent on to the owner of shard k: the client's body and headers,
+// the public subject it came on, marked forwarded (never forwarded again); with part, it
+// asks for shard k's part of a lease.list or cluster.status only.
+func (b *Bridge) shardRequest(j *job, k uint32, part bool) *nats.Msg {
+	msg := &nats.Msg{Subject: b.cfg.Routing.ShardSubject(k), Data: j.data, Header: nats.Header{}}
+	for name, vs := range j.header {
+		msg.Header[name] = vs
+	}
+	msg.Header.Set(headerSubject, j.subject)
+	msg.Header.Set(headerForwarded, "1")
+	if part {
+		msg.Header.Set(headerPart, strconv.FormatUint(uint64(k), 10))
+	}
+	return msg
 }
 
 // Accept starts taking forwarded requests for shard k (this node now serves it).
@@ -189,10 +200,7 @@ type partReply struct {
 
 // remotePart asks the owner of shard k for its part of a lease.list.
 func (b *Bridge) remotePart(j *job, k uint32, done func(*actors.Reply)) {
-	msg := &nats.Msg{Subject: b.cfg.Routing.ShardSubject(k), Data: j.data, Header: nats.Header{}}
-	msg.Header.Set(headerSubject, j.subject)
-	msg.Header.Set(headerForwarded, "1")
-	msg.Header.Set(headerPart, strconv.FormatUint(uint64(k), 10))
+	msg := b.shardRequest(j, k, true)
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
 	for {

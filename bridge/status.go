@@ -3,11 +3,8 @@ package bridge
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
@@ -78,10 +75,7 @@ func (b *Bridge) serveStatus(c *call, j *job) {
 
 // remoteApplied asks the owner of shard k for its applied position.
 func (b *Bridge) remoteApplied(ctx context.Context, j *job, k uint32) uint64 {
-	msg := &nats.Msg{Subject: b.cfg.Routing.ShardSubject(k), Data: j.data, Header: nats.Header{}}
-	msg.Header.Set(headerSubject, j.subject)
-	msg.Header.Set(headerForwarded, "1")
-	msg.Header.Set(headerPart, strconv.FormatUint(uint64(k), 10))
+	msg := b.shardRequest(j, k, true)
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	resp, err := b.nc.RequestMsgWithContext(rctx, msg)
