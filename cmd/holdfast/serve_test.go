@@ -334,9 +334,15 @@ func TestServeRefusesAnotherSlot(t *testing.T) {
 
 // startServeTestNATS runs a plain NATS server (JetStream on or off) and returns its URL.
 func startServeTestNATS(t *testing.T, jetStream bool) string {
+	return startServeTestNATSWith(t, &server.Options{JetStream: jetStream})
+}
+
+// startServeTestNATSWith runs an in-process NATS server with o (address, store and
+// logging filled in) and returns its client URL.
+func startServeTestNATSWith(t *testing.T, o *server.Options) string {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: jetStream,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	o.Host, o.Port, o.StoreDir, o.NoLog, o.NoSigs = "127.0.0.1", server.RANDOM_PORT, t.TempDir(), true, true
+	ns, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,17 +358,7 @@ func startServeTestNATS(t *testing.T, jetStream bool) string {
 // neither its log nor a client's error shows it; a client with --user/--password is
 // served, one with a wrong password exits 5 without echoing it.
 func TestServeExternalNATSWithPasswordNeverPrintsIt(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true, Username: "admin", Password: "s3cret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	plain := ns.ClientURL()
+	plain := startServeTestNATSWith(t, &server.Options{JetStream: true, Username: "admin", Password: "s3cret"})
 	withPassword := strings.Replace(plain, "nats://", "nats://admin:s3cret@", 1)
 	srv := startServe(t, "--data", t.TempDir(), "--nats", withPassword, "--metrics-listen", "", "--journal", "file")
 	srv.ready(t)
