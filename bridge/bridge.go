@@ -207,10 +207,16 @@ func New(ctx context.Context, cfg Config) (*Bridge, error) {
 	if c.Events.Disabled {
 		return b, nil
 	}
-	if err := events.EnsureStream(ctx, c.JetStream, c.Prefix, c.Events); err != nil {
+	batched, err := events.EnsureStream(ctx, c.JetStream, c.Prefix, c.Events)
+	if err != nil {
 		return nil, err
 	}
-	b.pub = events.NewPublisher(c.JetStream, c.Prefix, c.Shards, c.Events, c.Logger, b.metrics)
+	ec := c.Events
+	if !batched {
+		ec.Plain = true
+		c.Logger.Warn("the NATS server does not take batched publishes: events are published one by one, and a shard's events may be stored out of lsn order when a NATS server is lost (use nats-server 2.14 or later)")
+	}
+	b.pub = events.NewPublisher(c.JetStream, c.Prefix, c.Shards, ec, c.Logger, b.metrics)
 	if err := b.pub.Start(); err != nil {
 		return nil, err
 	}

@@ -64,6 +64,10 @@ type Config struct {
 	// Serving, in a cluster, says whether this node still serves a shard: a shard's
 	// events are published only while it does (nil: always).
 	Serving func(shard uint32) bool
+	// Plain publishes each event on its own instead of in fast batches, for a NATS server
+	// that does not take them (EnsureStream reports it). A shard's events can then be
+	// stored out of lsn order when a NATS server is lost (Batches says why).
+	Plain bool
 }
 
 // WithDefaults fills what c leaves zero.
@@ -92,26 +96,30 @@ func EventSubjects(prefix string) string { return prefix + ".v1.*.events.>" }
 // EnsureStream creates the event stream, or makes an existing one cover the prefix's
 // event subjects with a large enough duplicate window (its other settings, e.g.
 // replicas or limits chosen by an operator, are left alone).
-func EnsureStream(ctx context.Context, js jetstream.JetStream, prefix string, cfg Config) error {
+//
+// It also allows fast batch publishing on the stream, and reports whether the stream
+// takes it (batched): a NATS server too old for it answers with the setting missing, and
+// the publisher must then publish plainly (Config.Plain).
+func EnsureStream(ctx context.Context, js jetstream.JetStream, prefix string, cfg Config) (batched bool, err error) {
 	// A replicated stream being created by another process (a cluster starting) may not
 	// answer for a while: each attempt is short, and a silent one is tried again.
 	for {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := ensureStreamOnce(actx, js, prefix, cfg)
+		batched, err = ensureStreamOnce(actx, js, prefix, cfg)
 		cancel()
 		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)) {
-			return err
+			return batched, err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string, cfg Config) error {
+func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string, cfg Config) (bool, error) {
 	subject := EventSubjects(prefix)
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := js.Stream(ctx, contract.StreamName)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+			created, err := js.CreateStream(ctx, jetstream.StreamConfig{
 				Name:        contract.StreamName,
 				Description: "Holdfast events: <prefix>.v1.<tenant>.events.<object>.<verb>, message id <shard>-<lsn>-<n>",
 				Subjects:    []string{subject},
@@ -122,17 +130,19 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string
 				MaxAge:      cfg.MaxAge,
 				MaxBytes:    orUnlimited(cfg.MaxBytes),
 				Replicas:    max(cfg.Replicas, 1),
+
+				AllowBatchPublish: true,
 			})
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				continue // created meanwhile by another process: update it
 			}
 			if err != nil {
-				return fmt.Errorf("events: creating stream %s for %s: %w", contract.StreamName, subject, err)
+				return false, fmt.Errorf("events: creating stream %s for %s: %w", contract.StreamName, subject, err)
 			}
-			return nil
+			return created.CachedInfo().Config.AllowBatchPublish, nil
 		}
 		if err != nil {
-			return fmt.Errorf("events: looking up stream %s: %w", contract.StreamName, err)
+			return false, fmt.Errorf("events: looking up stream %s: %w", contract.StreamName, err)
 		}
 		sc := s.CachedInfo().Config
 		changed := false
@@ -144,15 +154,20 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string
 			sc.Duplicates = cfg.DuplicateWindow
 			changed = true
 		}
+		if !sc.AllowBatchPublish {
+			sc.AllowBatchPublish = true
+			changed = true
+		}
 		if !changed {
-			return nil
+			return true, nil
 		}
-		if _, err := js.UpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("events: updating stream %s (subjects %v, duplicate window %v): %w", contract.StreamName, sc.Subjects, sc.Duplicates, err)
+		updated, err := js.UpdateStream(ctx, sc)
+		if err != nil {
+			return false, fmt.Errorf("events: updating stream %s (subjects %v, duplicate window %v, batched publishing): %w", contract.StreamName, sc.Subjects, sc.Duplicates, err)
 		}
-		return nil
+		return updated.CachedInfo().Config.AllowBatchPublish, nil
 	}
-	return fmt.Errorf("events: stream %s could be neither created nor found", contract.StreamName)
+	return false, fmt.Errorf("events: stream %s could be neither created nor found", contract.StreamName)
 }
 
 func orUnlimited(v int64) int64 {
@@ -178,6 +193,8 @@ type Publisher struct {
 	shards  []*shardPub
 	// positions carries published positions to the shards (actors.EventSink.Positions).
 	positions chan actors.Position
+
+	lose func(*nats.Msg) bool // tests: drop this message silently
 
 	closing   chan struct{} // close requested: publish what is queued, then exit
 	abort     chan struct{} // give up: stop retrying
@@ -212,7 +229,9 @@ type shardPub struct {
 	// win holds the entries sent and not yet acknowledged, and decides what to send
 	// again (Window). The publishing goroutine adds and sends; the
 	// acknowledgement handler marks entries and advances it; both under mu.
-	win     Window
+	win     Window  // plain publishing (Config.Plain)
+	bat     Batches // publishing in fast batches (the default)
+	sends   []Send        // Batches.Sendable's result, reused
 	ackWake chan struct{} // an acknowledgement or a failure arrived
 	timer   *time.Timer   // owned by the publishing goroutine
 
@@ -225,8 +244,10 @@ func NewPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg Conf
 	p := &Publisher{js: js, nc: js.Conn(), inbox: js.Conn().NewInbox(), prefix: prefix, cfg: cfg, log: log, metrics: m,
 		closing: make(chan struct{}), abort: make(chan struct{}), positions: make(chan actors.Position, 64*int(shards))}
 	for i := uint32(0); i < shards; i++ {
-		s := &shardPub{p: p, shard: i, label: strconv.FormatUint(uint64(i), 10), wake: make(chan struct{}, 1),
-			ackWake: make(chan struct{}, 1), win: NewWindow(), timer: time.NewTimer(time.Hour)}
+		label := strconv.FormatUint(uint64(i), 10)
+		s := &shardPub{p: p, shard: i, label: label, wake: make(chan struct{}, 1),
+			ackWake: make(chan struct{}, 1), win: NewWindow(), timer: time.NewTimer(time.Hour),
+			bat: NewBatches(p.inbox[strings.LastIndexByte(p.inbox, '.')+1:] + "s" + label + "b")}
 		s.timer.Stop()
 		p.shards = append(p.shards, s)
 	}
@@ -241,7 +262,13 @@ func (p *Publisher) Start() error {
 	p.nc.SetReconnectHandler(func(nc *nats.Conn) {
 		for _, s := range p.shards {
 			s.mu.Lock()
-			s.win.FailAll()
+			if p.cfg.Plain {
+				s.win.FailAll()
+			} else {
+				// End the batch: its answer says what it stored; the gap check keeps
+				// anything behind a lost event from being stored meanwhile.
+				s.bat.Troubled(s.bat.id)
+			}
 			s.mu.Unlock()
 			select {
 			case s.ackWake <- struct{}{}:
@@ -252,7 +279,7 @@ func (p *Publisher) Start() error {
 			prev(nc)
 		}
 	})
-	sub, err := p.nc.Subscribe(p.inbox+".*.*", p.onAck)
+	sub, err := p.nc.Subscribe(p.inbox+".>", p.onAck)
 	if err != nil {
 		return fmt.Errorf("events: subscribing to event acknowledgements: %w", err)
 	}
@@ -340,9 +367,8 @@ func (p *Publisher) Close(ctx context.Context) error {
 	left := 0
 	for _, s := range p.shards {
 		s.mu.Lock()
-		left += s.queued
+		left += s.queued + s.win.Pending() + s.bat.Pending()
 		s.mu.Unlock()
-		left += s.win.Pending()
 	}
 	return fmt.Errorf("events: event publishing cut short (%d events unconfirmed; the shards republish them at their next start): %w", left, ctx.Err())
 }
@@ -396,7 +422,11 @@ func (s *shardPub) run() {
 			if len(b.events) == 0 {
 				s.mu.Lock()
 				if s.gen == gen {
-					s.win.Add(nil, b.through, time.Time{})
+					if s.p.cfg.Plain {
+						s.win.Add(nil, b.through, time.Time{})
+					} else {
+						s.bat.Add(nil, b.through)
+					}
 					s.advanceLocked()
 				}
 				s.mu.Unlock()
@@ -426,6 +456,9 @@ func (p *Publisher) message(e *actors.Event) (*nats.Msg, error) {
 // publish sends one event and keeps it in the window; through is the lsn its batch
 // ends at when it is the batch's last event. False when publishing was aborted.
 func (s *shardPub) publish(e *actors.Event, through, gen uint64) bool {
+	if !s.p.cfg.Plain {
+		return s.publishBatched(e, through, gen)
+	}
 	msg, err := s.p.message(e)
 	if !s.awaitServing(gen) {
 		return !s.aborted()
@@ -450,7 +483,7 @@ func (s *shardPub) publish(e *actors.Event, through, gen uint64) bool {
 	msg.Reply = s.p.inbox + "." + s.label + "." + strconv.FormatUint(seq, 10)
 	s.win.Add(msg, through, time.Now())
 	s.mu.Unlock()
-	if err := s.p.nc.PublishMsg(msg); err != nil {
+	if err := s.p.send(msg); err != nil {
 		s.markFailed(seq, err)
 	}
 	return s.drain(s.p.cfg.Window-1, false)
@@ -475,7 +508,13 @@ func (s *shardPub) markFailed(seq uint64, err error) {
 // advanceLocked drops acknowledged entries from the head of the window and reports the
 // position they reach.
 func (s *shardPub) advanceLocked() {
-	through := s.win.Advance(func(published bool) { s.p.metrics.EventPublished(s.label, published) })
+	done := func(published bool) { s.p.metrics.EventPublished(s.label, published) }
+	var through uint64
+	if s.p.cfg.Plain {
+		through = s.win.Advance(done)
+	} else {
+		through = s.bat.Advance(done)
+	}
 	if through > 0 {
 		s.acked.Store(through)
 		s.p.metrics.PublishedLSN(s.label, through)
@@ -490,6 +529,15 @@ func (p *Publisher) onAck(m *nats.Msg) {
 	subj := m.Subject[len(p.inbox)+1:]
 	dot := strings.IndexByte(subj, '.')
 	if dot < 0 {
+		return
+	}
+	if rest, ok := strings.CutSuffix(subj[dot+1:], ".$FI"); ok {
+		// <shard>.<batch>.<flow>.<gap>.<seq>.<op>.$FI
+		shard, err := strconv.ParseUint(subj[:dot], 10, 32)
+		id, _, _ := strings.Cut(rest, ".")
+		if err == nil && shard < uint64(len(p.shards)) {
+			p.shards[shard].onBatchReply(id, m)
+		}
 		return
 	}
 	shard, err1 := strconv.ParseUint(subj[:dot], 10, 32)
@@ -551,6 +599,9 @@ func ackError(m *nats.Msg) error {
 // probe after a refusal, the rest in order behind it, an overdue entry on its own), with
 // the same message id (the stream stores it once). False when publishing was aborted.
 func (s *shardPub) drain(limit int, orWork bool) bool {
+	if !s.p.cfg.Plain {
+		return s.drainBatched(limit, orWork)
+	}
 	var work chan struct{}
 	if orWork {
 		work = s.wake
@@ -614,7 +665,7 @@ func (s *shardPub) resend(seqs []uint64) {
 		if msg == nil {
 			continue // an earlier send made it after all
 		}
-		if err := s.p.nc.PublishMsg(msg); err != nil {
+		if err := s.p.send(msg); err != nil {
 			s.markFailed(seq, err)
 		}
 	}
@@ -657,6 +708,7 @@ func (s *shardPub) dropLocked() {
 	}
 	s.waiting, s.queued, s.overflowed = nil, 0, false
 	s.win.Reset()
+	s.bat.Reset()
 	s.gen++
 	s.handed.Store(0)
 	s.acked.Store(0)
@@ -748,4 +800,13 @@ func (s *shardPub) report() {
 		default:
 		}
 	}
+}
+
+// send publishes m on the events connection. lose, set by tests, drops a message as a
+// NATS server going down can: silently.
+func (p *Publisher) send(m *nats.Msg) error {
+	if p.lose != nil && p.lose(m) {
+		return nil
+	}
+	return p.nc.PublishMsg(m)
 }

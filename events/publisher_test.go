@@ -68,7 +68,7 @@ func newTestPublisher(t *testing.T, cfg Config, withStream bool) (*Publisher, je
 	_, js := connectNATS(t)
 	cfg = cfg.WithDefaults()
 	if withStream {
-		if err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
+		if _, err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
 	if m.get("errors", "0") == 0 {
 		t.Fatal("failed sends not counted")
 	}
-	if err := EnsureStream(context.Background(), js, "holdfast", p.cfg); err != nil {
+	if _, err := EnsureStream(context.Background(), js, "holdfast", p.cfg); err != nil {
 		t.Fatal(err)
 	}
 	waitPosition(t, p, 50, 3*time.Second)
@@ -141,7 +141,7 @@ func TestPublisherResendsWhenTheAcknowledgementIsLost(t *testing.T) {
 		t.Fatalf("position %v reported without an acknowledgement", g)
 	default:
 	}
-	sub, err := p.nc.Subscribe(p.inbox+".*.*", p.onAck)
+	sub, err := p.nc.Subscribe(p.inbox+".>", p.onAck)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 		Duplicates: 30 * time.Second, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureStream(ctx, js, "hf.eu", Config{}.WithDefaults()); err != nil {
+	if _, err := EnsureStream(ctx, js, "hf.eu", Config{}.WithDefaults()); err != nil {
 		t.Fatal(err)
 	}
 	st, err := js.Stream(ctx, contract.StreamName)
@@ -212,7 +212,7 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 	if err := js.DeleteStream(ctx, contract.StreamName); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureStream(ctx, js, "holdfast", Config{}.WithDefaults()); err != nil {
+	if _, err := EnsureStream(ctx, js, "holdfast", Config{}.WithDefaults()); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = js.Stream(ctx, contract.StreamName)
@@ -225,7 +225,7 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 func TestPublisherOverflowStopsThePosition(t *testing.T) {
 	_, js := connectNATS(t)
 	cfg := Config{MaxQueuedEvents: 4}.WithDefaults()
-	if err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
+	if _, err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
 		t.Fatal(err)
 	}
 	m := newCountingMetrics()
@@ -266,7 +266,7 @@ func TestPublisherOverflowStopsThePosition(t *testing.T) {
 func TestPublisherHoldsAShardWhileItsClaimIsUncertain(t *testing.T) {
 	_, js := connectNATS(t)
 	cfg := Config{}.WithDefaults()
-	if err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
+	if _, err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
 		t.Fatal(err)
 	}
 	var serving atomic.Bool
@@ -324,4 +324,29 @@ func TestPublisherHoldsAShardWhileItsClaimIsUncertain(t *testing.T) {
 		t.Fatalf("stream holds %d events, want 7", len(evs))
 	}
 	eventstest.CheckOrder(t, evs)
+}
+
+// A message lost on the way (as when the NATS server it went through goes down) while
+// later ones arrive: the stream's gap check ends the batch at the loss and stores nothing
+// behind it, and the publisher sends the rest again in a new batch, so the stream holds
+// every event once and in lsn order. Published one by one, the lost event would be
+// stored after the later ones.
+func TestPublisherKeepsOrderWhenAMessageIsLost(t *testing.T) {
+	p, js, m := newTestPublisher(t, Config{}, true)
+	var lost atomic.Int32
+	p.lose = func(msg *nats.Msg) bool {
+		return msg.Header.Get(jetstream.MsgIDHeader) == "0-3-0" && lost.Add(1) == 1
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.Events(0, 10, eventstest.Events(1, 10))
+	waitPosition(t, p, 10, 5*time.Second)
+	if lost.Load() < 2 {
+		t.Fatal("the lost event was never sent again")
+	}
+	if m.get("errors", "0") == 0 {
+		t.Fatal("the gap was not counted as a publish error")
+	}
+	closeAndCheckStream(t, p, js, 10)
 }
