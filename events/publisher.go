@@ -229,8 +229,8 @@ type shardPub struct {
 	// win holds the entries sent and not yet acknowledged, and decides what to send
 	// again (Window). The publishing goroutine adds and sends; the
 	// acknowledgement handler marks entries and advances it; both under mu.
-	win     Window  // plain publishing (Config.Plain)
-	bat     Batches // publishing in fast batches (the default)
+	win     Window        // plain publishing (Config.Plain)
+	bat     Batches       // publishing in fast batches (the default)
 	sends   []Send        // Batches.Sendable's result, reused
 	ackWake chan struct{} // an acknowledgement or a failure arrived
 	timer   *time.Timer   // owned by the publishing goroutine

@@ -30,7 +30,6 @@ import (
 
 var flagClusterRun = 30 * time.Second
 
-
 // clusterNode is one `holdfast serve` process of a cluster test.
 type clusterNode struct {
 	name, dir, url string
