@@ -51,6 +51,18 @@ const (
 	// lease was activated, released or renewed since the expiry was scheduled). It never
 	// reaches the wire.
 	CodeNoop
+	// Domain codes of work coordination (docs/api.md Part III), appended.
+	CodeRunNotFound
+	CodeRunTerminal
+	CodeWorkNotFound
+	CodeWorkTerminal
+	CodeCursorMissingKey
+	CodeCursorTooLarge
+	CodeCursorRegression
+	CodeCursorOutOfBounds
+	CodeSplitInvalid
+	CodeWorkTableFull
+	CodeNoneAvailable
 	codeCount
 )
 
@@ -94,6 +106,17 @@ const (
 	NameStorageFailure       = "storage_failure"
 	NameTimeout              = "timeout"
 	NameNoop                 = "noop"
+	NameRunNotFound          = "run_not_found"
+	NameRunTerminal          = "run_terminal"
+	NameWorkNotFound         = "work_not_found"
+	NameWorkTerminal         = "work_terminal"
+	NameCursorMissingKey     = "cursor_missing_key"
+	NameCursorTooLarge       = "cursor_too_large"
+	NameCursorRegression     = "cursor_regression"
+	NameCursorOutOfBounds    = "cursor_out_of_bounds"
+	NameSplitInvalid         = "split_invalid"
+	NameWorkTableFull        = "work_table_full"
+	NameNoneAvailable        = "none_available"
 )
 
 var codeNames = [codeCount]string{
@@ -135,6 +158,17 @@ var codeNames = [codeCount]string{
 	CodeStorageFailure:       NameStorageFailure,
 	CodeTimeout:              NameTimeout,
 	CodeNoop:                 NameNoop,
+	CodeRunNotFound:          NameRunNotFound,
+	CodeRunTerminal:          NameRunTerminal,
+	CodeWorkNotFound:         NameWorkNotFound,
+	CodeWorkTerminal:         NameWorkTerminal,
+	CodeCursorMissingKey:     NameCursorMissingKey,
+	CodeCursorTooLarge:       NameCursorTooLarge,
+	CodeCursorRegression:     NameCursorRegression,
+	CodeCursorOutOfBounds:    NameCursorOutOfBounds,
+	CodeSplitInvalid:         NameSplitInvalid,
+	CodeWorkTableFull:        NameWorkTableFull,
+	CodeNoneAvailable:        NameNoneAvailable,
 }
 
 // String returns the wire name of the code.

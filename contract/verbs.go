@@ -28,6 +28,20 @@ const (
 	VerbListLeases
 	// VerbClusterStatus answers who serves which shard (API §7); no shard answers it.
 	VerbClusterStatus
+	// Work coordination (docs/api.md Part III). Journaled numbers: append only.
+	VerbCreateRun
+	VerbRegisterRun
+	VerbCompleteRun
+	VerbFailRun
+	VerbCancelRun
+	VerbCheckpoint
+	VerbCompleteWork
+	VerbParkWork
+	VerbUnparkWork
+	VerbSplitReplace
+	VerbSplitResidual
+	VerbGetRun
+	VerbGetWork
 	// VerbCount is how many verbs there are: one past the last.
 	VerbCount
 )
@@ -51,6 +65,19 @@ var verbParts = [VerbCount][2]string{
 	VerbGetLease:       {"lease", "get"},
 	VerbListLeases:     {"lease", "list"},
 	VerbClusterStatus:  {"cluster", "status"},
+	VerbCreateRun:      {"run", "create"},
+	VerbRegisterRun:    {"run", "register"},
+	VerbCompleteRun:    {"run", "complete"},
+	VerbFailRun:        {"run", "fail"},
+	VerbCancelRun:      {"run", "cancel"},
+	VerbCheckpoint:     {"work", "checkpoint"},
+	VerbCompleteWork:   {"work", "complete"},
+	VerbParkWork:       {"work", "park"},
+	VerbUnparkWork:     {"work", "unpark"},
+	VerbSplitReplace:   {"work", "split_replace"},
+	VerbSplitResidual:  {"work", "split_residual"},
+	VerbGetRun:         {"run", "get"},
+	VerbGetWork:        {"work", "get"},
 }
 
 // Object is the verb's object: "resource", "pool", "range", "lease" or "cluster".
@@ -80,10 +107,24 @@ func (v Verb) Subject(prefix, tenant string) string {
 }
 
 // IsRead reports whether the verb only reads state.
-func (v Verb) IsRead() bool { return v >= VerbGetResource && v < VerbCount }
+func (v Verb) IsRead() bool {
+	return v >= VerbGetResource && v <= VerbClusterStatus || v == VerbGetRun || v == VerbGetWork
+}
 
 // IsWrite reports whether the verb is a journaled command a client may send.
-func (v Verb) IsWrite() bool { return v >= VerbCreateResource && v <= VerbReclaim }
+func (v Verb) IsWrite() bool {
+	return v >= VerbCreateResource && v <= VerbReclaim || v >= VerbCreateRun && v <= VerbSplitResidual
+}
+
+// IsWorkVerb reports whether the verb acts on the work shard a lease holds, fenced by the
+// lease (docs/api.md Part III).
+func (v Verb) IsWorkVerb() bool {
+	return v >= VerbCheckpoint && v <= VerbParkWork || v == VerbSplitReplace || v == VerbSplitResidual
+}
+
+// Served reports whether the service answers the verb on its subject. The work
+// coordination verbs are in the state machine and not yet on the wire.
+func (v Verb) Served() bool { return v > VerbInvalid && v <= VerbClusterStatus && v != VerbExpire }
 
 // IsLeaseVerb reports whether the verb addresses an existing lease by id.
 func (v Verb) IsLeaseVerb() bool { return v >= VerbActivate && v <= VerbExpire }
@@ -92,7 +133,7 @@ func (v Verb) IsLeaseVerb() bool { return v >= VerbActivate && v <= VerbExpire }
 func Verbs() []Verb {
 	var vs []Verb
 	for v := VerbCreateResource; v < VerbCount; v++ {
-		if v != VerbExpire {
+		if v.Served() {
 			vs = append(vs, v)
 		}
 	}

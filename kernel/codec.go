@@ -8,13 +8,20 @@ import (
 )
 
 // commandFormat is the version byte in front of every journaled command, so the format
-// can evolve while old journals stay readable.
-const commandFormat = 1
+// can evolve while old journals stay readable. 2 adds work coordination (a member's work
+// name and the work fields after the rest); a command without them is still written as 1,
+// so its bytes — and its hash in the retry cache — are what they always were.
+const (
+	commandFormat     = 1
+	commandFormatWork = 2
+)
 
 // Bounds that decoding enforces before trusting a length from disk.
 const (
 	maxEncodedString  = 256
 	maxEncodedMembers = 4096
+	maxEncodedBlob    = 1024 // metadata and cursor tokens
+	maxEncodedWork    = 4096
 )
 
 // ErrBadCommand is returned for bytes that are not a command of this format.
@@ -24,7 +31,11 @@ var ErrBadCommand = errors.New("kernel: malformed command encoding")
 // uvarints and length-prefixed strings in a fixed order. The encoding is canonical (one
 // command, one byte string), which the command hash relies on.
 func (c *Command) AppendBinary(b []byte) []byte {
-	b = append(b, commandFormat)
+	if c.usesWork() {
+		b = append(b, commandFormatWork)
+	} else {
+		b = append(b, commandFormat)
+	}
 	return appendCommandBody(b, c, true)
 }
 
@@ -41,6 +52,7 @@ func appendBool(b []byte, v bool) []byte {
 }
 
 func appendCommandBody(b []byte, c *Command, derived bool) []byte {
+	work := c.usesWork()
 	b = append(b, byte(c.Verb))
 	b = appendString(b, c.Tenant)
 	b = appendString(b, c.OperationID)
@@ -58,6 +70,9 @@ func appendCommandBody(b []byte, c *Command, derived bool) []byte {
 		b = appendUvarint(b, m.Quantity)
 		b = appendBool(b, m.HasValue)
 		b = appendUvarint(b, m.Value)
+		if work {
+			b = appendString(b, m.Name)
+		}
 	}
 	b = appendBool(b, c.Activate)
 	b = appendUvarint(b, c.TTLMillis)
@@ -67,6 +82,23 @@ func appendCommandBody(b []byte, c *Command, derived bool) []byte {
 	b = appendUvarint(b, c.LeaseLSN)
 	b = appendUvarint(b, c.Epoch)
 	b = appendUvarint(b, c.Deadline)
+	if !work {
+		return b
+	}
+	b = appendString(b, c.Name)
+	b = appendUvarint(b, uint64(len(c.Work)))
+	for i := range c.Work {
+		w := &c.Work[i]
+		b = appendString(b, w.Name)
+		b = appendString(b, w.Start)
+		b = appendString(b, w.End)
+		b = appendString(b, w.Metadata)
+	}
+	b = appendString(b, c.CursorKey)
+	b = appendString(b, c.CursorToken)
+	b = appendBool(b, c.HasCursor)
+	b = appendString(b, c.Reason)
+	b = appendString(b, c.SplitKey)
 	return b
 }
 
@@ -129,9 +161,11 @@ func (d *decoder) string(max int) string {
 // DecodeCommand decodes a journaled command into c, reusing c.Members' capacity.
 func DecodeCommand(b []byte, c *Command) error {
 	d := decoder{b: b}
-	if d.byte() != commandFormat {
+	format := d.byte()
+	if format != commandFormat && format != commandFormatWork {
 		return ErrBadCommand
 	}
+	work := format == commandFormatWork
 	c.Verb = Verb(d.byte())
 	c.Tenant = d.string(maxEncodedString)
 	c.OperationID = d.string(maxEncodedString)
@@ -154,6 +188,9 @@ func DecodeCommand(b []byte, c *Command) error {
 		m.Quantity = d.uvarint()
 		m.HasValue = d.bool()
 		m.Value = d.uvarint()
+		if work {
+			m.Name = d.string(maxEncodedString)
+		}
 		c.Members = append(c.Members, m)
 	}
 	c.Activate = d.bool()
@@ -162,10 +199,33 @@ func DecodeCommand(b []byte, c *Command) error {
 	c.LeaseLSN = d.uvarint()
 	c.Epoch = d.uvarint()
 	c.Deadline = d.uvarint()
+	c.Name, c.Work, c.CursorKey, c.CursorToken, c.HasCursor, c.Reason, c.SplitKey = "", c.Work[:0], "", "", false, "", ""
+	if work {
+		c.Name = d.string(maxEncodedString)
+		n := d.uvarint()
+		if n > maxEncodedWork {
+			d.fail()
+			n = 0
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			c.Work = append(c.Work, WorkSpec{Name: d.string(maxEncodedString), Start: d.string(maxEncodedString),
+				End: d.string(maxEncodedString), Metadata: d.string(maxEncodedBlob)})
+		}
+		c.CursorKey = d.string(maxEncodedString)
+		c.CursorToken = d.string(maxEncodedBlob)
+		c.HasCursor = d.bool()
+		c.Reason = d.string(maxEncodedString)
+		c.SplitKey = d.string(maxEncodedString)
+	}
 	if d.err != nil {
 		return d.err
 	}
-	if len(d.b) != 0 || c.Verb == contract.VerbInvalid || c.Verb > contract.VerbExpire || c.Strategy >= strategyCount {
+	if len(d.b) != 0 || !(c.Verb.IsWrite() || c.Verb == contract.VerbExpire) || c.Strategy >= strategyCount {
+		return ErrBadCommand
+	}
+	// One encoding per command: a command that needs the work format is never in the
+	// old one, nor the other way round.
+	if c.usesWork() != work {
 		return ErrBadCommand
 	}
 	return nil

@@ -47,6 +47,9 @@ const (
 	MemberResource MemberKind = iota + 1
 	MemberPool
 	MemberRange
+	// MemberWork claims a work shard of a run (ID): the one named by Name, or with Name
+	// empty the next claimable one (docs/api.md Part III).
+	MemberWork
 )
 
 // Member is one requested part of a bundle: a resource, a quantity of a pool, or a value
@@ -57,6 +60,17 @@ type Member struct {
 	Quantity uint64 // pools only
 	Value    uint64 // ranges only, when HasValue
 	HasValue bool
+	Name     string // work only: the work shard's name within the run; empty: any
+}
+
+// WorkSpec is one work shard of a run.create or run.register manifest, or (Name empty) one
+// child range of a split_replace: a key range [Start, End) of byte strings (End empty:
+// unbounded) and optional metadata.
+type WorkSpec struct {
+	Name     string
+	Start    string
+	End      string
+	Metadata string
 }
 
 // Command is one client write (or the internal expire) as it is journaled. One flat
@@ -92,6 +106,30 @@ type Command struct {
 	// lease.expire: the deadline the expiry was scheduled for; a lease renewed since
 	// keeps its new deadline and the expire is a no-op.
 	Deadline uint64
+
+	// Work coordination (docs/api.md Part III). The run's id is ObjectID; a work verb
+	// names its lease with LeaseLSN, HolderID and Epoch.
+	Name        string     // work.unpark: the work shard
+	Work        []WorkSpec // run.create, run.register: the manifest; work.split_replace: the children
+	CursorKey   string     // work.checkpoint, work.complete: the cursor
+	CursorToken string
+	HasCursor   bool
+	Reason      string // run.fail, run.cancel, work.park
+	SplitKey    string // work.split_residual
+}
+
+// usesWork reports whether the command carries work coordination fields, which only
+// the newer journal format encodes.
+func (c *Command) usesWork() bool {
+	if c.Verb >= contract.VerbCreateRun {
+		return true
+	}
+	for i := range c.Members {
+		if c.Members[i].Kind == MemberWork {
+			return true
+		}
+	}
+	return false
 }
 
 // Entry is one journal position: the command and the slot the shard stamped on it.
