@@ -29,3 +29,17 @@ const (
 // WorkID is a work shard's id: <run_id>/<name>, so the run id is its placement key and a
 // run lives on one shard with all its work.
 func WorkID(runID, name string) string { return runID + "/" + name }
+
+// Events of work coordination.
+const (
+	EventRunCreated       = "run.created"
+	EventRunRegistered    = "run.registered"
+	EventRunCompleted     = "run.completed"
+	EventRunFailed        = "run.failed"
+	EventRunCancelled     = "run.cancelled"
+	EventWorkCheckpointed = "work.checkpointed"
+	EventWorkCompleted    = "work.completed"
+	EventWorkParked       = "work.parked"
+	EventWorkUnparked     = "work.unparked"
+	EventWorkSplit        = "work.split"
+)

@@ -20,7 +20,7 @@ const (
 const (
 	maxEncodedString  = 256
 	maxEncodedMembers = 4096
-	maxEncodedBlob    = 1024 // metadata and cursor tokens
+	maxEncodedBlob    = 8192 // metadata and cursor tokens (the contract bounds them tighter)
 	maxEncodedWork    = 4096
 )
 

@@ -20,6 +20,12 @@ var rejectionCodesOfReads = []Code{
 
 var leaseHolderCodes = []Code{contract.CodeLeaseNotFound, contract.CodeLeaseRetired, contract.CodeHolderMismatch, contract.CodeStaleEpoch, contract.CodeInvalidState}
 
+// workFenceCodes are what a work verb's fence and target may answer (docs/api.md Part III).
+var workFenceCodes = []Code{contract.CodeLeaseNotFound, contract.CodeLeaseRetired, contract.CodeHolderMismatch, contract.CodeStaleEpoch,
+	contract.CodeLeaseExpired, contract.CodeWorkNotFound, contract.CodeRunTerminal, contract.CodeWorkTerminal}
+
+func with(base []Code, more ...Code) []Code { return append(append([]Code{}, base...), more...) }
+
 // domainCodes is the one table of the domain codes each verb may return besides ok and
 // the rejection codes (docs/api.md §4). Tests check that no verb ever returns anything else.
 var domainCodes = map[Verb][]Code{
@@ -28,7 +34,8 @@ var domainCodes = map[Verb][]Code{
 	contract.VerbCreateRange:    {contract.CodeAlreadyExists, contract.CodeRangeTableFull},
 	contract.VerbReserve: {contract.CodeResourceNotFound, contract.CodePoolNotFound, contract.CodeRangeNotFound, contract.CodeResourceBusy,
 		contract.CodeInsufficientCapacity, contract.CodeValueBusy, contract.CodeValueOutOfRange, contract.CodeRangeExhausted,
-		contract.CodeLeaseTableFull, contract.CodeLeaseMemberTableFull, contract.CodeExpirationIndexFull},
+		contract.CodeLeaseTableFull, contract.CodeLeaseMemberTableFull, contract.CodeExpirationIndexFull,
+		contract.CodeRunNotFound, contract.CodeRunTerminal, contract.CodeWorkNotFound, contract.CodeWorkTerminal, contract.CodeNoneAvailable},
 	contract.VerbActivate:      append(append([]Code{}, leaseHolderCodes...), contract.CodeLeaseExpired),
 	contract.VerbRenew:         append(append([]Code{}, leaseHolderCodes...), contract.CodeLeaseExpired),
 	contract.VerbRelease:       leaseHolderCodes,
@@ -41,6 +48,20 @@ var domainCodes = map[Verb][]Code{
 	contract.VerbGetLease:      {contract.CodeLeaseNotFound, contract.CodeLeaseRetired},
 	contract.VerbListLeases:    {},
 	contract.VerbClusterStatus: {},
+	contract.VerbCreateRun:     {contract.CodeAlreadyExists, contract.CodeWorkTableFull},
+	contract.VerbRegisterRun:   {contract.CodeRunNotFound, contract.CodeRunTerminal, contract.CodeAlreadyExists, contract.CodeWorkTableFull},
+	contract.VerbCompleteRun:   {contract.CodeRunNotFound, contract.CodeRunTerminal, contract.CodeInvalidState},
+	contract.VerbFailRun:       {contract.CodeRunNotFound, contract.CodeRunTerminal},
+	contract.VerbCancelRun:     {contract.CodeRunNotFound, contract.CodeRunTerminal},
+	contract.VerbCheckpoint: with(workFenceCodes, contract.CodeCursorMissingKey, contract.CodeCursorTooLarge,
+		contract.CodeCursorRegression, contract.CodeCursorOutOfBounds),
+	contract.VerbCompleteWork:  with(workFenceCodes, contract.CodeCursorTooLarge, contract.CodeCursorRegression, contract.CodeCursorOutOfBounds),
+	contract.VerbParkWork:      workFenceCodes,
+	contract.VerbUnparkWork:    {contract.CodeRunNotFound, contract.CodeWorkNotFound, contract.CodeRunTerminal, contract.CodeInvalidState},
+	contract.VerbSplitReplace:  with(workFenceCodes, contract.CodeSplitInvalid, contract.CodeWorkTableFull),
+	contract.VerbSplitResidual: with(workFenceCodes, contract.CodeSplitInvalid, contract.CodeWorkTableFull),
+	contract.VerbGetRun:        {contract.CodeRunNotFound},
+	contract.VerbGetWork:       {contract.CodeRunNotFound, contract.CodeWorkNotFound},
 }
 
 // Allowed reports whether verb may return code under the contract.

@@ -22,6 +22,8 @@ type Config struct {
 	MaxExpirations int // reserved leases waiting for their deadline
 	MaxBundle      int // members per reserve
 	MaxRangeValues int // allocated values over all ranges (bounds range memory)
+	MaxRuns        int // runs (work coordination)
+	MaxWork        int // work shards over all runs
 }
 
 // MaxTTLMillisLimit is the product-level ceiling on ttl_ms: one hour.
@@ -39,6 +41,8 @@ func DefaultConfig() Config {
 		MaxPools:           1 << 16,
 		MaxRanges:          1 << 12,
 		MaxBundle:          64,
+		MaxRuns:            1 << 12,
+		MaxWork:            1 << 16,
 	}
 	c.SizeForMemory(DefaultShardMemory)
 	return c
@@ -93,7 +97,7 @@ func (c *Config) Validate() error {
 		{"max resources", c.MaxResources}, {"max pools", c.MaxPools}, {"max ranges", c.MaxRanges},
 		{"max leases", c.MaxLeases}, {"max members", c.MaxMembers},
 		{"max operations", c.MaxOperations}, {"max expirations", c.MaxExpirations},
-		{"max range values", c.MaxRangeValues},
+		{"max range values", c.MaxRangeValues}, {"max runs", c.MaxRuns}, {"max work", c.MaxWork},
 	} {
 		if b.v < 1 || b.v > 1<<30 {
 			return fmt.Errorf("%s must be between 1 and %d, got %d", b.name, 1<<30, b.v)

@@ -1,6 +1,9 @@
 package kernel
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // CheckInvariants verifies every structural and domain invariant of the shard. It is
 // O(state) and meant for tests (after every step) and for Restore; it walks the slabs in
@@ -211,8 +214,95 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 			return fmt.Errorf("holder %q: live list has %d, counted %d", h.key, n, h.live)
 		}
 	}
+	if err := k.checkWorkTables(); err != nil {
+		return err
+	}
 	return k.checkRetryCache(indexes)
 }
+
+// checkWorkTables verifies runs and work shards: indexed, bounded, linked both ways; a work
+// shard is claimed by at most one live lease, and by exactly the one that holds it; a
+// claimed work shard is active (done, split and parked ones are never held); a cursor
+// stays inside its range.
+func (k *Kernel) checkWorkTables() error {
+	cfg := &k.cfg
+	if len(k.runs) > cfg.MaxRuns || len(k.works) > cfg.MaxWork || len(k.runIdx) != len(k.runs) || len(k.workIdx) != len(k.works) {
+		return fmt.Errorf("run or work table over its bound, or its index differs in size")
+	}
+	inRun := 0
+	for i := range k.runs {
+		r := &k.runs[i]
+		if idx, ok := k.runIdx[r.key]; !ok || idx != int32(i) {
+			return fmt.Errorf("run %q: not indexed at its slot", r.key)
+		}
+		prev := int32(-1)
+		for _, w := range r.work {
+			if w <= prev || w >= int32(len(k.works)) || k.works[w].run != int32(i) {
+				return fmt.Errorf("run %q: work list out of order or foreign", r.key)
+			}
+			prev = w
+		}
+		inRun += len(r.work)
+	}
+	if inRun != len(k.works) {
+		return fmt.Errorf("work shards in runs %d, in the table %d", inRun, len(k.works))
+	}
+	for i := range k.works {
+		w := &k.works[i]
+		if idx, ok := k.workIdx[w.key]; !ok || idx != int32(i) {
+			return fmt.Errorf("work %q: not indexed at its slot", w.key)
+		}
+		if w.end != "" && w.start >= w.end {
+			return fmt.Errorf("work %q: empty range", w.key)
+		}
+		if w.cursor.set && (w.cursor.key < w.start || (w.end != "" && w.cursor.key >= w.end && w.status == WorkActive)) {
+			return fmt.Errorf("work %q: cursor outside its range", w.key)
+		}
+		if w.parent >= int32(i) || (w.parent >= 0 && !slices.Contains(k.works[w.parent].children, int32(i))) {
+			return fmt.Errorf("work %q: parent link broken", w.key)
+		}
+		for _, ch := range w.children {
+			if k.works[ch].parent != int32(i) {
+				return fmt.Errorf("work %q: child link broken", w.key)
+			}
+		}
+		if w.lease == 0 {
+			continue
+		}
+		if w.status != WorkActive {
+			return fmt.Errorf("work %q: %s and claimed by lease %d", w.key, w.status, w.lease)
+		}
+		li, ok := k.leaseIdx[w.lease]
+		if !ok || k.leaseWork(leaseRef{idx: li}) != int32(i) {
+			return fmt.Errorf("work %q: claimed by lease %d, which does not hold it", w.key, w.lease)
+		}
+	}
+	for i := range k.leases {
+		l := &k.leases[i]
+		if l.lsn == 0 {
+			continue
+		}
+		n := 0
+		for _, m := range l.members {
+			if m.kind != MemberWork {
+				continue
+			}
+			n++
+			if k.works[m.obj].lease != l.lsn {
+				return fmt.Errorf("lease %d: holds work %q, which names lease %d", l.lsn, k.works[m.obj].key, k.works[m.obj].lease)
+			}
+			if l.state != LeaseReserved {
+				return fmt.Errorf("lease %d: a work claim %s", l.lsn, l.state)
+			}
+		}
+		if n > 1 {
+			return fmt.Errorf("lease %d: %d work members", l.lsn, n)
+		}
+	}
+	return nil
+}
+
+
 
 // checkEnded verifies the ended table: terminal records in retirement order, each indexed
 // once and not live, counting their holder references and members.

@@ -43,11 +43,18 @@ type Kernel struct {
 	holders    []holder
 	holderFree []int32
 
+	// Work coordination: runs and their work shards, in creation order (never removed).
+	runIdx  map[string]int32 // "tenant\x00run_id" → index in runs
+	runs    []run
+	workIdx map[string]int32 // "tenant\x00run_id/name" → index in works
+	works   []work
+
 	expiry expiryHeap
 	ended  endedTable // terminal leases within their history window
 	ops    retryCache // remembered outcomes within the dedupe window
 
 	// Scratch buffers reused across entries.
+	blocked uint64 // check's: the earliest deadline of a claim in the way
 	keyBuf  []byte
 	hashBuf []byte
 	picks   []pick
@@ -91,6 +98,8 @@ func New(cfg Config) (*Kernel, error) {
 		rangeIdx:  make(map[string]int32),
 		leaseIdx:  make(map[uint64]int32),
 		holderIdx: make(map[string]int32),
+		runIdx:    make(map[string]int32),
+		workIdx:   make(map[string]int32),
 	}
 	return k, nil
 }
@@ -151,6 +160,16 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		k.reserve(e, out)
 	case contract.VerbActivate, contract.VerbRenew, contract.VerbRelease, contract.VerbRevoke, contract.VerbReclaim:
 		k.leaseVerb(e, out)
+	case contract.VerbCreateRun:
+		k.createRun(c, out)
+	case contract.VerbRegisterRun:
+		k.registerRun(c, out)
+	case contract.VerbCompleteRun, contract.VerbFailRun, contract.VerbCancelRun:
+		k.endRun(c, out)
+	case contract.VerbUnparkWork:
+		k.unparkWork(c, out)
+	case contract.VerbCheckpoint, contract.VerbCompleteWork, contract.VerbParkWork, contract.VerbSplitReplace, contract.VerbSplitResidual:
+		k.workVerb(e, out)
 	default:
 		out.Code = contract.CodeInvalidRequest
 		return

@@ -173,6 +173,10 @@ func (k *Kernel) memberView(m leaseMember) MemberView {
 		_, mv.ID = splitKey(k.pools[m.obj].key)
 	case MemberRange:
 		_, mv.ID = splitKey(k.ranges[m.obj].key)
+	case MemberWork:
+		w := &k.works[m.obj]
+		_, mv.ID = splitKey(k.runs[w.run].key)
+		mv.Name = w.name
 	}
 	return mv
 }
@@ -269,13 +273,21 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 			out.Code = contract.CodeLeaseExpired
 			return
 		}
+		if c.Verb == contract.VerbActivate && k.leaseWork(leaseRef{idx: idx}) >= 0 {
+			out.Code = contract.CodeInvalidState // a work claim keeps its deadline
+			return
+		}
 		if c.Verb == contract.VerbActivate {
 			k.expiry.remove(k, idx)
 			l.deadline = 0
 			k.setMembersState(idx, LeaseActive)
 			out.Event = EventLeaseActivated
 		} else {
-			l.deadline = e.Slot + c.TTLSlots
+			// A renew never shortens a work claim: its holder may have planned by the
+			// deadline it was given (docs/api.md Part III).
+			if d := e.Slot + c.TTLSlots; d > l.deadline || k.leaseWork(leaseRef{idx: idx}) < 0 {
+				l.deadline = d
+			}
 			k.expiry.fix(k, idx)
 			out.Event = EventLeaseRenewed
 		}

@@ -758,8 +758,11 @@ func (m *refModel) reserve(slot, lsn uint64, c *Command, out *Output) {
 		case MemberResource:
 			if _, ok := m.resources[key]; !ok {
 				code = contract.CodeResourceNotFound
-			} else if m.resourceLease(c.Tenant, mb.ID) != nil {
+			} else if l := m.resourceLease(c.Tenant, mb.ID); l != nil {
 				code = contract.CodeResourceBusy
+				if l.state == LeaseReserved {
+					out.EarliestDeadlineSlot = l.deadline // until when, never by whom
+				}
 			}
 		case MemberPool:
 			if capacity, ok := m.pools[key]; !ok {

@@ -26,7 +26,7 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 		m := &c.Members[i]
 		p, code := k.check(c.Tenant, m, picks, e.LSN, i)
 		if code != contract.CodeOK {
-			out.Code, out.MemberIndex = code, i
+			out.Code, out.MemberIndex, out.EarliestDeadlineSlot = code, i, k.blocked
 			return
 		}
 		picks = append(picks, p)
@@ -56,6 +56,9 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 			}
 		case MemberRange:
 			k.allocateValue(&k.ranges[p.obj], p.value)
+		case MemberWork:
+			k.works[p.obj].lease = e.LSN
+			k.works[p.obj].claims++
 		}
 	}
 	k.members += len(picks)
@@ -69,17 +72,30 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 		out.Event = EventLeaseReserved
 	}
 	k.viewLease(idx, out)
+	for _, p := range picks {
+		if p.kind == MemberWork {
+			out.Work, out.HasWork = k.workView(p.obj, nil), true
+			out.Capacity = k.capacity(k.works[p.obj].run)
+		}
+	}
 }
 
-// check resolves one member: existence first, then availability.
+// check resolves one member: existence first, then availability. When a claim is in the
+// way, k.blocked is the earliest slot at which it may end (0: not by itself).
 func (k *Kernel) check(tenant string, m *Member, picks []pick, lsn uint64, i int) (pick, Code) {
+	k.blocked = 0
 	switch m.Kind {
+	case MemberWork:
+		p, code, blocked := k.checkWork(tenant, m)
+		k.blocked = blocked
+		return p, code
 	case MemberResource:
 		idx, ok := k.resIdx[string(k.tenantKey(tenant, m.ID))]
 		if !ok {
 			return pick{}, contract.CodeResourceNotFound
 		}
 		if k.res[idx].state != ResourceAvailable {
+			k.blocked = k.claimDeadline(k.res[idx].lease)
 			return pick{}, contract.CodeResourceBusy
 		}
 		return pick{kind: MemberResource, obj: idx}, contract.CodeOK
@@ -315,6 +331,10 @@ func (k *Kernel) freeMembers(idx int32) {
 			}
 		case MemberRange:
 			k.freeValue(&k.ranges[m.obj], m.value)
+		case MemberWork:
+			if w := &k.works[m.obj]; w.lease == l.lsn {
+				w.lease = 0
+			}
 		}
 	}
 }

@@ -93,6 +93,31 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 			k.viewObject(c.Verb, c.Tenant, c.ObjectID, out)
 		}
 		return
+	case contract.VerbCreateRun, contract.VerbRegisterRun, contract.VerbCompleteRun, contract.VerbFailRun, contract.VerbCancelRun:
+		if op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists {
+			if idx, ok := k.findRun(c.Tenant, c.ObjectID); ok {
+				k.viewRun(idx, out)
+			}
+		}
+		return
+	case contract.VerbUnparkWork:
+		if op.code == contract.CodeOK {
+			if idx, ok := k.findWork(c.Tenant, c.ObjectID, c.Name); ok {
+				k.viewWork(idx, out)
+			}
+		}
+		return
+	}
+	if c.Verb.IsWorkVerb() {
+		// The work shard the lease held, as it is now (while the lease is readable).
+		if op.code == contract.CodeOK {
+			if r, code := k.findLease(c.Tenant, c.LeaseLSN, slot); code == contract.CodeOK {
+				if w := k.leaseWork(r); w >= 0 {
+					k.viewWork(w, out)
+				}
+			}
+		}
+		return
 	}
 	if op.code != contract.CodeOK {
 		return
@@ -103,6 +128,9 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 	}
 	if r, code := k.findLease(c.Tenant, lsn, slot); code == contract.CodeOK {
 		k.view(r, out)
+		if w := k.leaseWork(r); w >= 0 {
+			out.Work, out.HasWork = k.workView(w, nil), true
+		}
 	} else {
 		out.Object = ObjectLease
 		out.Lease = LeaseView{Shard: k.cfg.Shard, LSN: lsn, Tenant: c.Tenant, Members: out.Lease.Members[:0]}

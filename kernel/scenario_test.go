@@ -24,7 +24,10 @@ func TestScenarios(t *testing.T) {
 		}
 		// Every domain code of every verb appears in some scenario, and so does every
 		// rejection the kernel itself decides.
-		for v := contract.VerbCreateResource; v <= contract.VerbReclaim; v++ {
+		for v := contract.VerbCreateResource; v < contract.VerbCount; v++ {
+			if !v.IsWrite() {
+				continue
+			}
 			for _, c := range append([]Code{contract.CodeOK}, domainCodes[v]...) {
 				if !seen[v][c] {
 					t.Errorf("no scenario shows %s answering %s", v, c)
@@ -109,6 +112,10 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 			cfg.MaxBundle = int(v)
 		case "max-range-values":
 			cfg.MaxRangeValues = int(v)
+		case "max-runs":
+			cfg.MaxRuns = int(v)
+		case "max-work":
+			cfg.MaxWork = int(v)
 		default:
 			t.Fatalf("%s: unknown config %q", d.Pos, a.Key)
 		}
@@ -124,6 +131,10 @@ var writeVerbs = map[string]Verb{
 	"create-resource": contract.VerbCreateResource, "create-pool": contract.VerbCreatePool, "create-range": contract.VerbCreateRange,
 	"reserve": contract.VerbReserve, "activate": contract.VerbActivate, "renew": contract.VerbRenew, "release": contract.VerbRelease,
 	"revoke": contract.VerbRevoke, "reclaim": contract.VerbReclaim,
+	"create-run": contract.VerbCreateRun, "register-run": contract.VerbRegisterRun, "complete-run": contract.VerbCompleteRun,
+	"fail-run": contract.VerbFailRun, "cancel-run": contract.VerbCancelRun, "checkpoint": contract.VerbCheckpoint,
+	"complete-work": contract.VerbCompleteWork, "park": contract.VerbParkWork, "unpark": contract.VerbUnparkWork,
+	"split-replace": contract.VerbSplitReplace, "split-residual": contract.VerbSplitResidual,
 }
 
 func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
@@ -176,6 +187,29 @@ func (s *scenario) write(t *testing.T, d *datadriven.TestData, verb Verb, tenant
 	if a, ok := d.Arg("members"); ok {
 		for _, v := range a.Vals {
 			c.Members = append(c.Members, parseMember(t, v))
+		}
+	}
+	d.MaybeScanArgs(t, "name", &c.Name)
+	d.MaybeScanArgs(t, "reason", &c.Reason)
+	d.MaybeScanArgs(t, "split", &c.SplitKey)
+	if d.HasArg("key") {
+		d.ScanArgs(t, "key", &c.CursorKey)
+		c.HasCursor = true
+	}
+	d.MaybeScanArgs(t, "token", &c.CursorToken)
+	if n := 0; d.MaybeScanArgs(t, "long-key", &n) {
+		c.CursorKey, c.HasCursor = strings.Repeat("k", n), true
+	}
+	if n := 0; d.MaybeScanArgs(t, "long-token", &n) {
+		c.CursorToken = strings.Repeat("t", n)
+	}
+	var meta string
+	d.MaybeScanArgs(t, "meta", &meta)
+	for _, arg := range []string{"shards", "children"} {
+		if a, ok := d.Arg(arg); ok {
+			for _, v := range a.Vals {
+				c.Work = append(c.Work, parseWorkSpec(t, v, meta))
+			}
 		}
 	}
 	return s.submit(t, c)
@@ -275,13 +309,35 @@ func (s *scenario) other(t *testing.T, d *datadriven.TestData, tenant string) st
 		return fmt.Sprintf("restored at lsn %d", k2.LastLSN())
 	case "slot":
 		return fmt.Sprintf("slot %d", s.slot)
+	case "get-run":
+		s.k.GetRun(tenant, id, &s.out)
+		s.checked(t, contract.VerbGetRun, s.out.Code, "")
+	case "get-work":
+		var name string
+		d.ScanArgs(t, "name", &name)
+		s.k.GetWork(tenant, id, name, &s.out)
+		s.checked(t, contract.VerbGetWork, s.out.Code, "")
 	default:
 		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	}
 	return formatOutput(&s.out)
 }
 
-// parseMember reads r:ID, p:ID#QTY, v:ID (any value) or v:ID#VALUE.
+// parseWorkSpec reads NAME:START:END (a manifest entry) or START:END (a split child).
+func parseWorkSpec(t *testing.T, s, meta string) WorkSpec {
+	parts := strings.Split(s, ":")
+	switch len(parts) {
+	case 3:
+		return WorkSpec{Name: parts[0], Start: parts[1], End: parts[2], Metadata: meta}
+	case 2:
+		return WorkSpec{Start: parts[0], End: parts[1]}
+	}
+	t.Fatalf("work %q: want NAME:START:END or START:END", s)
+	return WorkSpec{}
+}
+
+// parseMember reads r:ID, p:ID#QTY, v:ID (any value), v:ID#VALUE, w:RUN (the next work
+// shard) or w:RUN/NAME.
 func parseMember(t *testing.T, s string) Member {
 	kind, rest, ok := strings.Cut(s, ":")
 	if !ok {
@@ -302,6 +358,9 @@ func parseMember(t *testing.T, s string) Member {
 		return Member{Kind: MemberPool, ID: id, Quantity: n}
 	case "v":
 		return Member{Kind: MemberRange, ID: id, Value: n, HasValue: hasNum}
+	case "w":
+		run, name, _ := strings.Cut(id, "/")
+		return Member{Kind: MemberWork, ID: run, Name: name}
 	case "x":
 		return Member{ID: id} // no kind: for validation scenarios
 	}
@@ -326,6 +385,9 @@ func formatOutput(o *Output) string {
 	if o.Event != EventNone {
 		b.WriteString(" event=" + o.Event.String())
 	}
+	if o.EarliestDeadlineSlot != 0 {
+		fmt.Fprintf(&b, " until=%d", o.EarliestDeadlineSlot)
+	}
 	switch o.Object {
 	case ObjectResource:
 		r := &o.Resource
@@ -338,6 +400,50 @@ func formatOutput(o *Output) string {
 		fmt.Fprintf(&b, "\nrange %s: [%d,%d] %s allocated=%d free=%d", r.ID, r.First, r.Last, r.Strategy, r.Allocated, r.Free)
 	case ObjectLease:
 		b.WriteString("\n" + formatLease(&o.Lease))
+	case ObjectRun:
+		r := &o.Run
+		fmt.Fprintf(&b, "\nrun %s: %s work=%d active=%d claimed=%d done=%d split=%d parked=%d", r.ID, r.Status, r.Work,
+			r.Active, r.Claimed, r.Done, r.Split, r.Parked)
+		if r.Reason != "" {
+			fmt.Fprintf(&b, " reason=%q", r.Reason)
+		}
+	case ObjectWork:
+		if o.Lease.LSN != 0 {
+			b.WriteString("\n" + formatLease(&o.Lease))
+		}
+	}
+	if o.HasWork {
+		b.WriteString("\n" + formatWork(&o.Work))
+	}
+	for i := range o.Children {
+		b.WriteString("\n  child " + formatWork(&o.Children[i]))
+	}
+	if o.Object == ObjectLease && o.HasWork {
+		fmt.Fprintf(&b, "\ncapacity: claimable=%d earliest=%d", o.Capacity.Claimable, o.Capacity.EarliestDeadline)
+	}
+	return b.String()
+}
+
+func formatWork(w *WorkView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "work %s/%s [%q,%q) %s claims=%d", w.RunID, w.Name, w.Start, w.End, w.Status, w.Claims)
+	if w.LeaseLSN != 0 {
+		fmt.Fprintf(&b, " lease=%d epoch=%d", w.LeaseLSN, w.LeaseEpoch)
+	}
+	if w.HasCursor {
+		fmt.Fprintf(&b, " cursor=%q token=%q", w.CursorKey, w.CursorToken)
+	}
+	if w.Parent != "" {
+		b.WriteString(" parent=" + w.Parent)
+	}
+	if len(w.Children) > 0 {
+		b.WriteString(" children=" + strings.Join(w.Children, ","))
+	}
+	if w.Metadata != "" {
+		fmt.Fprintf(&b, " meta=%q", w.Metadata)
+	}
+	if w.Reason != "" {
+		fmt.Fprintf(&b, " reason=%q", w.Reason)
 	}
 	return b.String()
 }
@@ -357,6 +463,8 @@ func formatLease(l *LeaseView) string {
 			fmt.Fprintf(&b, "p:%s#%d", m.ID, m.Quantity)
 		case MemberRange:
 			fmt.Fprintf(&b, "v:%s#%d", m.ID, m.Value)
+		case MemberWork:
+			fmt.Fprintf(&b, "w:%s/%s", m.ID, m.Name)
 		}
 	}
 	b.WriteString(")")

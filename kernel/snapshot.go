@@ -12,9 +12,9 @@ import (
 
 // snapshotFormat is the version byte of a snapshot payload.
 // 2: operations remember the failing member of a reserve; 3: ended leases in their own
-// table, outcomes in two queues with the reply's epoch and without verb or object. Restore
-// still reads 2.
-const snapshotFormat = 3
+// table, outcomes in two queues with the reply's epoch and without verb or object; 4: runs
+// and work shards after the ranges. Restore still reads 2 and 3.
+const snapshotFormat = 4
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables in creation
 // order, leases by lsn, retention queues in retirement order, so the same state always
@@ -83,6 +83,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = r.used.AppendBinary(b)
 		b = r.freed.AppendBinary(b)
 	}
+	b = k.appendWork(b)
 
 	// Leases in lsn order: the slots' order depends on how the table was filled, and
 	// the bytes must not. Walking the slots (lsn 0: free) and sorting (lsn, slot) pairs
@@ -184,7 +185,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 	}
 	d := decoder{b: b}
 	format := d.byte()
-	if format != snapshotFormat && format != 2 {
+	if format != snapshotFormat && format != 3 && format != 2 {
 		return nil, badSnapshot("unknown format")
 	}
 	if shard := d.uvarint(); shard != uint64(cfg.Shard) {
@@ -228,6 +229,11 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			d.b = rest
 		}
 		k.rangeValues += r.freed.Len()
+	}
+	if format >= 4 && d.err == nil {
+		if e := k.restoreWork(&d); e != nil && err == nil {
+			err = e
+		}
 	}
 	members := func(max int) []leaseMember {
 		var ms []leaseMember
@@ -423,6 +429,91 @@ func (k *Kernel) validMemberRef(kind MemberKind, obj uint64) bool {
 		return obj < uint64(len(k.pools))
 	case MemberRange:
 		return obj < uint64(len(k.ranges))
+	case MemberWork:
+		return obj < uint64(len(k.works))
 	}
 	return false
+}
+
+// appendWork encodes the runs, then the work shards in creation order. A run's list of
+// work shards and a work shard's children are not stored: both are in creation order, so
+// restore rebuilds them from each work shard's run and parent.
+func (k *Kernel) appendWork(b []byte) []byte {
+	b = appendUvarint(b, uint64(len(k.runs)))
+	for i := range k.runs {
+		r := &k.runs[i]
+		b = appendString(b, r.key)
+		b = append(b, byte(r.status))
+		b = appendString(b, r.reason)
+	}
+	b = appendUvarint(b, uint64(len(k.works)))
+	for i := range k.works {
+		w := &k.works[i]
+		b = appendString(b, w.name)
+		b = appendUvarint(b, uint64(w.run))
+		b = appendString(b, w.start)
+		b = appendString(b, w.end)
+		b = appendString(b, w.metadata)
+		b = append(b, byte(w.status))
+		b = appendUvarint(b, w.lease)
+		b = appendUvarint(b, w.claims)
+		b = appendBool(b, w.cursor.set)
+		b = appendString(b, w.cursor.key)
+		b = appendString(b, w.cursor.token)
+		b = appendUvarint(b, uint64(w.parent+1))
+		b = appendUvarint(b, uint64(w.splits))
+		b = appendString(b, w.reason)
+	}
+	return b
+}
+
+// restoreWork reads what appendWork wrote, checking counts against the bounds and every
+// reference against the tables (the invariants check the rest).
+func (k *Kernel) restoreWork(d *decoder) error {
+	n := d.uvarint()
+	if n > uint64(k.cfg.MaxRuns) {
+		return badSnapshot("%d runs exceed the bound %d", n, k.cfg.MaxRuns)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		r := run{key: d.string(2*maxEncodedString + 1), status: RunStatus(d.byte()), reason: d.string(maxEncodedString)}
+		if _, dup := k.runIdx[r.key]; dup || r.status < RunActive || r.status > RunCancelled {
+			d.fail()
+			break
+		}
+		k.runIdx[r.key] = int32(len(k.runs))
+		k.runs = append(k.runs, r)
+	}
+	n = d.uvarint()
+	if n > uint64(k.cfg.MaxWork) {
+		return badSnapshot("%d work shards exceed the bound %d", n, k.cfg.MaxWork)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		w := work{name: d.string(maxEncodedString)}
+		r := d.uvarint()
+		w.start, w.end, w.metadata = d.string(maxEncodedString), d.string(maxEncodedString), d.string(maxEncodedBlob)
+		w.status = WorkStatus(d.byte())
+		w.lease, w.claims = d.uvarint(), d.uvarint()
+		w.cursor = cursor{set: d.bool(), key: d.string(maxEncodedString), token: d.string(maxEncodedBlob)}
+		parent, splits := d.uvarint(), d.uvarint()
+		w.reason = d.string(maxEncodedString)
+		idx := int32(len(k.works))
+		if r >= uint64(len(k.runs)) || parent > uint64(idx) || splits > 1<<31 || w.status < WorkActive || w.status > WorkParked {
+			d.fail()
+			break
+		}
+		w.run, w.parent, w.splits = int32(r), int32(parent)-1, uint32(splits)
+		t, runID := splitKey(k.runs[w.run].key)
+		w.key = t + "\x00" + contract.WorkID(runID, w.name)
+		if _, dup := k.workIdx[w.key]; dup {
+			d.fail()
+			break
+		}
+		k.works = append(k.works, w)
+		k.workIdx[w.key] = idx
+		k.runs[w.run].work = append(k.runs[w.run].work, idx)
+		if w.parent >= 0 {
+			k.works[w.parent].children = append(k.works[w.parent].children, idx)
+		}
+	}
+	return nil
 }

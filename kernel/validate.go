@@ -68,6 +68,8 @@ func Validate(cfg *Config, c *Command) *Rejection {
 		if c.LeaseLSN == 0 {
 			return reject(contract.CodeInvalidRequest, "lease_id: required")
 		}
+	default:
+		return validateWork(c)
 	}
 	return nil
 }
@@ -150,6 +152,11 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 			if m.Quantity != 0 {
 				return reject(contract.CodeInvalidRequest, "members[%d]: a range member takes only range_id and value", i)
 			}
+		case MemberWork:
+			field = "work.run_id"
+			if r := validateWorkMember(c, i); r != nil {
+				return r
+			}
 		default:
 			return reject(contract.CodeInvalidRequest, "members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
 		}
@@ -173,6 +180,138 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 		return nil // no deadline: ttl_ms is ignored (docs/api.md §4), and Normalize drops it
 	}
 	return validateTTL(cfg, c)
+}
+
+// validateWorkMember checks a work member of a reserve: a run id (a placement key, so
+// no '/'), an optional name, alone of its kind, and a claim that keeps a deadline.
+func validateWorkMember(c *Command, i int) *Rejection {
+	m := &c.Members[i]
+	if m.Quantity != 0 || m.HasValue {
+		return reject(contract.CodeInvalidRequest, "members[%d]: a work member takes only run_id and name", i)
+	}
+	if r := validRunID(fmt.Sprintf("members[%d].work.run_id", i), m.ID); r != nil {
+		return r
+	}
+	if m.Name != "" {
+		if r := validWorkName(fmt.Sprintf("members[%d].work.name", i), m.ID, m.Name); r != nil {
+			return r
+		}
+	}
+	for j := 0; j < i; j++ {
+		if c.Members[j].Kind == MemberWork {
+			return reject(contract.CodeInvalidRequest, "members[%d]: a lease claims at most one work shard (members[%d] is one)", i, j)
+		}
+	}
+	if c.Activate {
+		return reject(contract.CodeInvalidRequest, "activate: a work claim is renewed, never activated")
+	}
+	return nil
+}
+
+func validRunID(field, id string) *Rejection {
+	if r := validObject(field, id); r != nil {
+		return r
+	}
+	if contract.PlacementKey(id) != id {
+		return reject(contract.CodeInvalidRequest, "%s: a run id is a placement key and has no '/'", field)
+	}
+	return nil
+}
+
+// validWorkName checks a work shard's name: with its run id it forms the work id
+// <run_id>/<name>, which must be a valid object id.
+func validWorkName(field, runID, name string) *Rejection {
+	if name == "" {
+		return reject(contract.CodeInvalidRequest, "%s: required", field)
+	}
+	if !contract.ValidObjectID(contract.WorkID(runID, name)) || !contract.ValidObjectID(name) {
+		return reject(contract.CodeInvalidRequest, "%s: must be characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric, and with the run id at most %d", field, contract.MaxObjectIDLen-1)
+	}
+	return nil
+}
+
+// validateWorkSpecs checks a run manifest: 1..MaxManifestWork shards, distinct valid
+// names, ranges with start before end (end empty: unbounded), bounded metadata.
+func validateWorkSpecs(c *Command) *Rejection {
+	if len(c.Work) == 0 || len(c.Work) > contract.MaxManifestWork {
+		return reject(contract.CodeInvalidRequest, "shards: between 1 and %d work shards", contract.MaxManifestWork)
+	}
+	for i := range c.Work {
+		w := &c.Work[i]
+		if r := validWorkName(fmt.Sprintf("shards[%d].name", i), c.ObjectID, w.Name); r != nil {
+			return r
+		}
+		if r := validKeyRange(fmt.Sprintf("shards[%d]", i), w.Start, w.End); r != nil {
+			return r
+		}
+		if len(w.Metadata) > contract.MaxWorkMetadataLen {
+			return reject(contract.CodeInvalidRequest, "shards[%d].metadata: at most %d bytes", i, contract.MaxWorkMetadataLen)
+		}
+		for j := 0; j < i; j++ {
+			if c.Work[j].Name == w.Name {
+				return reject(contract.CodeInvalidRequest, "shards[%d].name: duplicates shards[%d]", i, j)
+			}
+		}
+	}
+	return nil
+}
+
+func validKeyRange(field, start, end string) *Rejection {
+	if len(start) > contract.MaxWorkKeyLen || len(end) > contract.MaxWorkKeyLen {
+		return reject(contract.CodeInvalidRequest, "%s: start and end are at most %d bytes", field, contract.MaxWorkKeyLen)
+	}
+	if end != "" && start >= end {
+		return reject(contract.CodeInvalidRequest, "%s.start: must be before end (an empty end is unbounded)", field)
+	}
+	return nil
+}
+
+// validateWork checks the shape of the work coordination writes.
+func validateWork(c *Command) *Rejection {
+	if len(c.Reason) > contract.MaxReasonLen {
+		return reject(contract.CodeInvalidRequest, "reason: at most %d bytes", contract.MaxReasonLen)
+	}
+	switch c.Verb {
+	case contract.VerbCreateRun, contract.VerbRegisterRun:
+		if r := validRunID("run_id", c.ObjectID); r != nil {
+			return r
+		}
+		return validateWorkSpecs(c)
+	case contract.VerbCompleteRun, contract.VerbFailRun, contract.VerbCancelRun:
+		return validRunID("run_id", c.ObjectID)
+	case contract.VerbUnparkWork:
+		if r := validRunID("run_id", c.ObjectID); r != nil {
+			return r
+		}
+		return validWorkName("name", c.ObjectID, c.Name)
+	}
+	// The fenced verbs: the lease's token, and sizes the journal can carry (the
+	// contract's tighter cursor bounds are domain codes: cursor_too_large).
+	if r := validateHolderVerb(c); r != nil {
+		return r
+	}
+	if len(c.CursorKey) > maxEncodedBlob || len(c.CursorToken) > maxEncodedBlob {
+		return reject(contract.CodeInvalidRequest, "last_key, token: at most %d bytes", maxEncodedBlob)
+	}
+	switch c.Verb {
+	case contract.VerbSplitReplace:
+		if len(c.Work) < 2 || len(c.Work) > contract.MaxSplitChildren {
+			return reject(contract.CodeInvalidRequest, "children: between 2 and %d", contract.MaxSplitChildren)
+		}
+		for i := range c.Work {
+			if c.Work[i].Name != "" || c.Work[i].Metadata != "" {
+				return reject(contract.CodeInvalidRequest, "children[%d]: takes only start and end", i)
+			}
+			if r := validKeyRange(fmt.Sprintf("children[%d]", i), c.Work[i].Start, c.Work[i].End); r != nil {
+				return r
+			}
+		}
+	case contract.VerbSplitResidual:
+		if c.SplitKey == "" || len(c.SplitKey) > contract.MaxWorkKeyLen {
+			return reject(contract.CodeInvalidRequest, "split_key: required, at most %d bytes", contract.MaxWorkKeyLen)
+		}
+	}
+	return nil
 }
 
 // CheckSlots reports slot_overflow when a slot the command would derive at requestSlot —

@@ -80,11 +80,24 @@ const (
 	EventLeaseExpired
 	EventLeaseRevoking
 	EventLeaseRevoked
+	EventRunCreated
+	EventRunRegistered
+	EventRunCompleted
+	EventRunFailed
+	EventRunCancelled
+	EventWorkCheckpointed
+	EventWorkCompleted
+	EventWorkParked
+	EventWorkUnparked
+	EventWorkSplit
 )
 
 var eventNames = [...]string{"", contract.EventResourceCreated, contract.EventPoolCreated, contract.EventRangeCreated,
 	contract.EventLeaseReserved, contract.EventLeaseActivated, contract.EventLeaseRenewed, contract.EventLeaseReleased,
-	contract.EventLeaseExpired, contract.EventLeaseRevoking, contract.EventLeaseRevoked}
+	contract.EventLeaseExpired, contract.EventLeaseRevoking, contract.EventLeaseRevoked,
+	contract.EventRunCreated, contract.EventRunRegistered, contract.EventRunCompleted, contract.EventRunFailed,
+	contract.EventRunCancelled, contract.EventWorkCheckpointed, contract.EventWorkCompleted,
+	contract.EventWorkParked, contract.EventWorkUnparked, contract.EventWorkSplit}
 
 func (e EventKind) String() string {
 	if int(e) < len(eventNames) {
@@ -103,6 +116,8 @@ const (
 	ObjectPool
 	ObjectRange
 	ObjectLease
+	ObjectRun
+	ObjectWork
 )
 
 // ResourceView is the read form of a resource. Strings point into kernel storage and stay
@@ -141,6 +156,7 @@ type RangeView struct {
 type MemberView struct {
 	Kind     MemberKind
 	ID       string
+	Name     string // work members: the work shard's name in run ID
 	Quantity uint64
 	Value    uint64
 }
@@ -176,10 +192,20 @@ type Output struct {
 	Pool     PoolView
 	Range    RangeView
 	Lease    LeaseView
+	// Work coordination: the run, the work shard (also beside a lease: the one a claim
+	// or a work verb acts on), a split's children, and a claim's capacity hint.
+	Run      RunView
+	Work     WorkView
+	HasWork  bool
+	Children []WorkView
+	Capacity CapacityView
+	// EarliestDeadlineSlot is, with resource_busy or none_available, the slot at which
+	// a claim that blocks the request may end (0: none will by itself).
+	EarliestDeadlineSlot uint64
 }
 
 func (o *Output) reset(lsn uint64) {
-	members := o.Lease.Members[:0]
+	members, children := o.Lease.Members[:0], o.Children[:0]
 	*o = Output{LSN: lsn, MemberIndex: -1}
-	o.Lease.Members = members
+	o.Lease.Members, o.Children = members, children
 }

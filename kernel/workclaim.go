@@ -1,0 +1,276 @@
+package kernel
+
+import "github.com/holdfast/holdfast/contract"
+
+// checkWork resolves a reserve's work member: the named work shard, or the next claimable
+// one of the run — the active, unclaimed work shard with the fewest claims so far, then
+// the lowest name: fair, and a function of the state alone, so replay picks the same.
+// When none can be claimed now, blocked is the earliest deadline among the claims in the
+// way (0: none of them will end by itself).
+func (k *Kernel) checkWork(tenant string, m *Member) (p pick, code Code, blocked uint64) {
+	r, ok := k.findRun(tenant, m.ID)
+	if !ok {
+		return pick{}, contract.CodeRunNotFound, 0
+	}
+	rn := &k.runs[r]
+	if rn.status.Terminal() {
+		return pick{}, contract.CodeRunTerminal, 0
+	}
+	if m.Name != "" {
+		w, ok := k.findWork(tenant, m.ID, m.Name)
+		if !ok {
+			return pick{}, contract.CodeWorkNotFound, 0
+		}
+		wk := &k.works[w]
+		if wk.status != WorkActive {
+			return pick{}, contract.CodeWorkTerminal, 0
+		}
+		if wk.lease != 0 {
+			return pick{}, contract.CodeResourceBusy, k.claimDeadline(wk.lease)
+		}
+		return pick{kind: MemberWork, obj: w}, contract.CodeOK, 0
+	}
+	best := int32(-1)
+	for _, w := range rn.work {
+		wk := &k.works[w]
+		switch {
+		case wk.status != WorkActive:
+		case wk.lease != 0:
+			if d := k.claimDeadline(wk.lease); d != 0 && (blocked == 0 || d < blocked) {
+				blocked = d
+			}
+		case best < 0 || wk.claims < k.works[best].claims || (wk.claims == k.works[best].claims && wk.name < k.works[best].name):
+			best = w
+		}
+	}
+	if best < 0 {
+		return pick{}, contract.CodeNoneAvailable, blocked
+	}
+	return pick{kind: MemberWork, obj: best}, contract.CodeOK, 0
+}
+
+// claimDeadline is the deadline of the live lease lsn (0 when it has none).
+func (k *Kernel) claimDeadline(lsn uint64) uint64 {
+	if idx, ok := k.leaseIdx[lsn]; ok && k.leases[idx].state == LeaseReserved {
+		return k.leases[idx].deadline
+	}
+	return 0
+}
+
+// capacity is the advisory hint of a claim on run r: work shards claimable now, and the
+// earliest deadline of those claimed.
+func (k *Kernel) capacity(r int32) CapacityView {
+	var c CapacityView
+	for _, w := range k.runs[r].work {
+		wk := &k.works[w]
+		if wk.status != WorkActive {
+			continue
+		}
+		if wk.lease == 0 {
+			c.Claimable++
+		} else if d := k.claimDeadline(wk.lease); d != 0 && (c.EarliestDeadline == 0 || d < c.EarliestDeadline) {
+			c.EarliestDeadline = d
+		}
+	}
+	return c
+}
+
+// leaseWork is the work shard a lease holds (live or ended), -1 when none.
+func (k *Kernel) leaseWork(r leaseRef) int32 {
+	if r.ended != nil {
+		for i := 0; i < int(r.ended.members); i++ {
+			if m := k.ended.member(r.ended, i); m.kind == MemberWork {
+				return m.obj
+			}
+		}
+		return -1
+	}
+	for _, m := range k.leases[r.idx].members {
+		if m.kind == MemberWork {
+			return m.obj
+		}
+	}
+	return -1
+}
+
+// workVerb runs checkpoint, complete, park, split_replace and split_residual, fenced by the
+// claim, in the order: existence (tenant-scoped), holder, epoch, liveness, deadline, run,
+// work shard; then the verb's own checks.
+func (k *Kernel) workVerb(e Entry, out *Output) {
+	c := e.Cmd
+	r, code := k.findLease(c.Tenant, c.LeaseLSN, e.Slot)
+	if code != contract.CodeOK {
+		out.Code = code
+		return
+	}
+	holder, epoch := k.leaseHolderEpoch(r)
+	if _, h := splitKey(k.holders[holder].key); h != c.HolderID {
+		out.Code = contract.CodeHolderMismatch
+		return
+	}
+	if c.Epoch != epoch {
+		out.Code = contract.CodeStaleEpoch
+		return
+	}
+	w := k.leaseWork(r)
+	if w < 0 {
+		out.Code = contract.CodeWorkNotFound // a lease of resources, pools or ranges
+		return
+	}
+	wk := &k.works[w]
+	switch {
+	case r.ended != nil && wk.status != WorkActive:
+		// The claim ended with the work shard (complete, park, split_replace): the
+		// shard is final for this claim.
+		out.Code = contract.CodeWorkTerminal
+		return
+	case r.ended != nil || e.Slot >= k.leases[r.idx].deadline:
+		// The claim ran out (its expiry committed, or about to be).
+		out.Code = contract.CodeLeaseExpired
+		return
+	case k.runs[wk.run].status.Terminal():
+		out.Code = contract.CodeRunTerminal
+		return
+	case wk.status != WorkActive:
+		out.Code = contract.CodeWorkTerminal
+		return
+	}
+	switch c.Verb {
+	case contract.VerbCheckpoint:
+		if !c.HasCursor {
+			out.Code = contract.CodeCursorMissingKey
+			return
+		}
+		if out.Code = k.checkCursor(wk, c); out.Code != contract.CodeOK {
+			return
+		}
+		wk.cursor = cursor{set: true, key: c.CursorKey, token: c.CursorToken}
+		out.Event = EventWorkCheckpointed
+		k.viewWork(w, out)
+	case contract.VerbCompleteWork, contract.VerbParkWork:
+		if c.Verb == contract.VerbCompleteWork && c.HasCursor {
+			if out.Code = k.checkCursor(wk, c); out.Code != contract.CodeOK {
+				return
+			}
+			wk.cursor = cursor{set: true, key: c.CursorKey, token: c.CursorToken}
+		}
+		if c.Verb == contract.VerbCompleteWork {
+			wk.status = WorkDone
+			out.Event = EventWorkCompleted
+		} else {
+			wk.status, wk.reason = WorkParked, c.Reason
+			out.Event = EventWorkParked
+		}
+		k.endClaim(r.idx, e, out)
+		k.viewWork(w, out)
+	case contract.VerbSplitReplace:
+		k.splitReplace(w, e, r.idx, out)
+	case contract.VerbSplitResidual:
+		k.splitResidual(w, c, out)
+	}
+}
+
+// endClaim releases the claim of a work verb that ends it; the reply carries the lease as
+// it ended beside the work shard.
+func (k *Kernel) endClaim(idx int32, e Entry, out *Output) {
+	var lv Output
+	lv.Lease.Members = out.Lease.Members[:0]
+	k.viewEnded(k.end(idx, e, LeaseReleased, true), &lv)
+	out.Lease = lv.Lease
+}
+
+// checkCursor checks a new cursor against the work shard: bounded sizes, inside
+// [start, end), never before the cursor it replaces.
+func (k *Kernel) checkCursor(wk *work, c *Command) Code {
+	switch {
+	case len(c.CursorKey) > contract.MaxWorkKeyLen || len(c.CursorToken) > contract.MaxCursorTokenLen:
+		return contract.CodeCursorTooLarge
+	case c.CursorKey < wk.start || (wk.end != "" && c.CursorKey >= wk.end):
+		return contract.CodeCursorOutOfBounds
+	case wk.cursor.set && c.CursorKey < wk.cursor.key:
+		return contract.CodeCursorRegression
+	}
+	return contract.CodeOK
+}
+
+// resumeKey is where the work shard's unfinished part starts: its cursor's key, or its
+// start when it has none. (The key under the cursor is part of it: a holder resumes at it
+// and skips what its token says was done.)
+func (wk *work) resumeKey() string {
+	if wk.cursor.set {
+		return wk.cursor.key
+	}
+	return wk.start
+}
+
+// splitReplace retires the claimed parent for children that cover exactly its unfinished
+// part [resume, end), in order, without gaps or overlap; the children are active and
+// unclaimed, named <name>:c<i>, and the parent's claim ends.
+func (k *Kernel) splitReplace(w int32, e Entry, leaseIdx int32, out *Output) {
+	c := e.Cmd
+	wk := &k.works[w]
+	from, name, metadata, run := wk.resumeKey(), wk.name, wk.metadata, wk.run
+	if c.Work[0].Start != from || c.Work[len(c.Work)-1].End != wk.end {
+		out.Code = contract.CodeSplitInvalid
+		return
+	}
+	for i := 1; i < len(c.Work); i++ {
+		if c.Work[i].Start != c.Work[i-1].End {
+			out.Code = contract.CodeSplitInvalid // a gap, an overlap, or an unbounded child before the last
+			return
+		}
+	}
+	tenant, _ := splitKey(wk.key)
+	_, runID := splitKey(k.runs[run].key)
+	for i := range c.Work {
+		if _, exists := k.findWork(tenant, runID, childName(name, 'c', uint64(i))); exists {
+			out.Code = contract.CodeSplitInvalid
+			return
+		}
+	}
+	if len(k.works)+len(c.Work) > k.cfg.MaxWork {
+		out.Code = contract.CodeWorkTableFull
+		return
+	}
+	for i := range c.Work {
+		spec := WorkSpec{Name: childName(name, 'c', uint64(i)), Start: c.Work[i].Start, End: c.Work[i].End, Metadata: metadata}
+		ch := k.addWork(run, tenant, runID, spec, w)
+		k.works[w].children = append(k.works[w].children, ch)
+	}
+	k.works[w].status = WorkSplit
+	out.Event = EventWorkSplit
+	k.endClaim(leaseIdx, e, out)
+	k.viewWork(w, out)
+	for _, ch := range k.works[w].children {
+		out.Children = append(out.Children, k.workView(ch, nil))
+	}
+}
+
+// splitResidual gives the part [split_key, end) of the claimed work shard to a new active,
+// unclaimed residual <name>:r<n>; the parent keeps [start, split_key) and its claim.
+func (k *Kernel) splitResidual(w int32, c *Command, out *Output) {
+	wk := &k.works[w]
+	if c.SplitKey <= wk.resumeKey() || c.SplitKey <= wk.start || (wk.end != "" && c.SplitKey >= wk.end) {
+		out.Code = contract.CodeSplitInvalid
+		return
+	}
+	tenant, _ := splitKey(wk.key)
+	_, runID := splitKey(k.runs[wk.run].key)
+	name := childName(wk.name, 'r', uint64(wk.splits))
+	if _, exists := k.findWork(tenant, runID, name); exists {
+		out.Code = contract.CodeSplitInvalid
+		return
+	}
+	if len(k.works)+1 > k.cfg.MaxWork {
+		out.Code = contract.CodeWorkTableFull
+		return
+	}
+	ch := k.addWork(wk.run, tenant, runID, WorkSpec{Name: name, Start: c.SplitKey, End: wk.end, Metadata: wk.metadata}, w)
+	wk = &k.works[w] // addWork may have moved the table
+	wk.end = c.SplitKey
+	wk.splits++
+	wk.children = append(wk.children, ch)
+	out.Event = EventWorkSplit
+	k.viewWork(w, out)
+	out.Children = append(out.Children, k.workView(ch, nil))
+}
