@@ -302,8 +302,6 @@ func (k *Kernel) checkWorkTables() error {
 	return nil
 }
 
-
-
 // checkEnded verifies the ended table: terminal records in retirement order, each indexed
 // once and not live, counting their holder references and members.
 func (k *Kernel) checkEnded(holderRefs []int32, members *int, indexes bool) error {
