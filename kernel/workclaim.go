@@ -232,6 +232,7 @@ func (k *Kernel) splitReplace(w int32, e Entry, leaseIdx int32, out *Output) {
 		out.Code = contract.CodeWorkTableFull
 		return
 	}
+	first := int32(len(k.works))
 	for i := range c.Work {
 		spec := WorkSpec{Name: childName(name, 'c', uint64(i)), Start: c.Work[i].Start, End: c.Work[i].End, Metadata: metadata}
 		ch := k.addWork(run, tenant, runID, spec, w)
@@ -241,7 +242,7 @@ func (k *Kernel) splitReplace(w int32, e Entry, leaseIdx int32, out *Output) {
 	out.Event = EventWorkSplit
 	k.endClaim(leaseIdx, e, out)
 	k.viewWork(w, out)
-	for _, ch := range k.works[w].children {
+	for ch := first; ch < int32(len(k.works)); ch++ { // this split's children, not earlier residuals
 		out.Children = append(out.Children, k.workView(ch, nil))
 	}
 }
