@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"encoding/base64"
 	"strconv"
 	"unicode/utf8"
 )
@@ -111,6 +112,33 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 		w.key("shard")
 		w.b = strconv.AppendUint(w.b, uint64(m.GetShard()), 10)
 	}
+	if m.Run != nil {
+		w.key("run")
+		w.run(m.Run)
+	}
+	if m.Work != nil {
+		w.key("work")
+		w.work(m.Work)
+	}
+	if len(m.Children) > 0 {
+		w.key("children")
+		w.b = append(w.b, '[')
+		for i, c := range m.Children {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.work(c)
+		}
+		w.b = append(w.b, ']')
+	}
+	if c := m.Capacity; c != nil {
+		w.key("capacity")
+		w.object(func() {
+			w.u64("claimable", c.Claimable)
+			w.u64("earliest_deadline_slot", c.EarliestDeadlineSlot)
+		})
+	}
+	w.u64("earliest_deadline_slot", m.EarliestDeadlineSlot)
 	return append(w.b, '}')
 }
 
@@ -138,6 +166,14 @@ func AppendEventJSON(b []byte, m *Event) []byte {
 	if m.Range != nil {
 		w.key("range")
 		w.rng(m.Range)
+	}
+	if m.Run != nil {
+		w.key("run")
+		w.run(m.Run)
+	}
+	if m.Work != nil {
+		w.key("work")
+		w.work(m.Work)
 	}
 	return append(w.b, '}')
 }
@@ -181,6 +217,65 @@ func (w *jw) boolean(k string, v bool) {
 	}
 	w.key(k)
 	w.b = append(w.b, "true"...)
+}
+
+// bytes writes a bytes field as protojson does: standard base64 with padding.
+func (w *jw) bytes(k string, v []byte) {
+	if len(v) == 0 {
+		return
+	}
+	w.key(k)
+	w.b = append(w.b, '"')
+	w.b = base64.StdEncoding.AppendEncode(w.b, v)
+	w.b = append(w.b, '"')
+}
+
+func (w *jw) run(r *Run) {
+	w.object(func() {
+		w.str("run_id", r.RunId)
+		w.str("status", r.Status)
+		w.str("reason", r.Reason)
+		w.u64("work", r.Work)
+		w.u64("active", r.Active)
+		w.u64("claimed", r.Claimed)
+		w.u64("done", r.Done)
+		w.u64("split", r.Split)
+		w.u64("parked", r.Parked)
+	})
+}
+
+func (w *jw) work(v *Work) {
+	w.object(func() {
+		w.str("run_id", v.RunId)
+		w.str("name", v.Name)
+		w.bytes("start", v.Start)
+		w.bytes("end", v.End)
+		w.bytes("metadata", v.Metadata)
+		w.str("status", v.Status)
+		w.str("lease_id", v.LeaseId)
+		w.u64("lease_epoch", v.LeaseEpoch)
+		w.u64("claims", v.Claims)
+		if c := v.Cursor; c != nil {
+			w.key("cursor")
+			w.object(func() {
+				w.bytes("last_key", c.LastKey)
+				w.bytes("token", c.Token)
+			})
+		}
+		w.str("parent", v.Parent)
+		if len(v.Children) > 0 {
+			w.key("children")
+			w.b = append(w.b, '[')
+			for i, c := range v.Children {
+				if i > 0 {
+					w.b = append(w.b, ',')
+				}
+				w.b = appendJSONString(w.b, c)
+			}
+			w.b = append(w.b, ']')
+		}
+		w.str("reason", v.Reason)
+	})
 }
 
 func (w *jw) object(fn func()) {
@@ -246,6 +341,13 @@ func (w *jw) lease(l *Lease) {
 						w.b = append(w.b, '"')
 						w.b = strconv.AppendUint(w.b, *m.Value, 10)
 						w.b = append(w.b, '"')
+					}
+					if wr := m.Work; wr != nil {
+						w.key("work")
+						w.object(func() {
+							w.str("run_id", wr.RunId)
+							w.str("name", wr.Name)
+						})
 					}
 				})
 			}

@@ -29,9 +29,36 @@ func genLease(t *rapid.T) *Lease {
 			v := genU64(t, "value")
 			m.Value = &v
 		}
+		if rapid.Bool().Draw(t, "has_work") {
+			m.Work = &WorkRef{RunId: genString(t, "wrun"), Name: genString(t, "wname")}
+		}
 		l.Members = append(l.Members, m)
 	}
 	return l
+}
+
+func genBytes(t *rapid.T, label string) []byte {
+	return rapid.OneOf(rapid.Just([]byte(nil)), rapid.SliceOfN(rapid.Byte(), 1, 20)).Draw(t, label)
+}
+
+func genRun(t *rapid.T) *Run {
+	return &Run{RunId: genString(t, "run_id"), Status: genString(t, "run_status"), Reason: genString(t, "run_reason"),
+		Work: genU64(t, "run_work"), Active: genU64(t, "run_active"), Claimed: genU64(t, "run_claimed"),
+		Done: genU64(t, "run_done"), Split: genU64(t, "run_split"), Parked: genU64(t, "run_parked")}
+}
+
+func genWork(t *rapid.T) *Work {
+	w := &Work{RunId: genString(t, "w_run"), Name: genString(t, "w_name"), Start: genBytes(t, "w_start"),
+		End: genBytes(t, "w_end"), Metadata: genBytes(t, "w_meta"), Status: genString(t, "w_status"),
+		LeaseId: genString(t, "w_lease"), LeaseEpoch: genU64(t, "w_epoch"), Claims: genU64(t, "w_claims"),
+		Parent: genString(t, "w_parent"), Reason: genString(t, "w_reason")}
+	if rapid.Bool().Draw(t, "w_cursor") {
+		w.Cursor = &Cursor{LastKey: genBytes(t, "w_key"), Token: genBytes(t, "w_token")}
+	}
+	for i, n := 0, rapid.IntRange(0, 3).Draw(t, "w_children"); i < n; i++ {
+		w.Children = append(w.Children, genString(t, "w_child"))
+	}
+	return w
 }
 
 func genReply(t *rapid.T) *Reply {
@@ -73,6 +100,19 @@ func genReply(t *rapid.T) *Reply {
 		k := rapid.OneOf(rapid.Just(uint32(0)), rapid.Uint32()).Draw(t, "shard")
 		r.Shard = &k
 	}
+	if rapid.Bool().Draw(t, "run") {
+		r.Run = genRun(t)
+	}
+	if rapid.Bool().Draw(t, "work") {
+		r.Work = genWork(t)
+	}
+	for i, n := 0, rapid.IntRange(0, 3).Draw(t, "children"); i < n; i++ {
+		r.Children = append(r.Children, genWork(t))
+	}
+	if rapid.Bool().Draw(t, "capacity") {
+		r.Capacity = &Capacity{Claimable: genU64(t, "claimable"), EarliestDeadlineSlot: genU64(t, "cap_earliest")}
+	}
+	r.EarliestDeadlineSlot = genU64(t, "earliest")
 	return r
 }
 
@@ -135,7 +175,8 @@ func TestFastJSONMatchesProtojson(t *testing.T) {
 		}
 
 		e := &Event{Event: genString(t, "event"), Tenant: genString(t, "tenant"), Shard: rapid.Uint32().Draw(t, "shard"),
-			Lsn: genU64(t, "elsn"), Slot: genU64(t, "slot"), Lease: r.Lease, Resource: r.Resource, Pool: r.Pool, Range: r.Range}
+			Lsn: genU64(t, "elsn"), Slot: genU64(t, "slot"), Lease: r.Lease, Resource: r.Resource, Pool: r.Pool, Range: r.Range,
+			Run: r.Run, Work: r.Work}
 		fast = AppendEventJSON(nil, e)
 		slow, _ = jsonMarshal.Marshal(e)
 		sameJSON(t, fast, slow, false)

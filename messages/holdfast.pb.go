@@ -69,7 +69,11 @@ type Member struct {
 	// The range value: in a request, the specific value wanted (absent = any
 	// free value, chosen by the range's strategy); in a lease view, the value
 	// chosen. Only with `range_id`.
-	Value         *uint64 `protobuf:"varint,5,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	Value *uint64 `protobuf:"varint,5,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	// Work coordination (docs/api.md Part III): claims a work shard of a run,
+	// the one named, or with `name` empty the next claimable one. Alone of its
+	// kind in a lease; never with `activate`.
+	Work          *WorkRef `protobuf:"bytes,6,opt,name=work,proto3" json:"work,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -139,6 +143,558 @@ func (x *Member) GetValue() uint64 {
 	return 0
 }
 
+func (x *Member) GetWork() *WorkRef {
+	if x != nil {
+		return x.Work
+	}
+	return nil
+}
+
+// WorkRef names a run, and optionally one of its work shards.
+type WorkRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkRef) Reset() {
+	*x = WorkRef{}
+	mi := &file_holdfast_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkRef) ProtoMessage() {}
+
+func (x *WorkRef) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkRef.ProtoReflect.Descriptor instead.
+func (*WorkRef) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WorkRef) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WorkRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// WorkSpec is one work shard of a run's manifest: its name within the run, its
+// key range [start, end) of byte strings (base64 in JSON; at most 256 bytes
+// each; an empty `end` is unbounded) and optional metadata (at most 1 KiB).
+type WorkSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Start         []byte                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End           []byte                 `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	Metadata      []byte                 `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkSpec) Reset() {
+	*x = WorkSpec{}
+	mi := &file_holdfast_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkSpec) ProtoMessage() {}
+
+func (x *WorkSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkSpec.ProtoReflect.Descriptor instead.
+func (*WorkSpec) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WorkSpec) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *WorkSpec) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *WorkSpec) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// KeyRange is one child of a `work.split_replace`.
+type KeyRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         []byte                 `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	End           []byte                 `protobuf:"bytes,2,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyRange) Reset() {
+	*x = KeyRange{}
+	mi := &file_holdfast_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyRange) ProtoMessage() {}
+
+func (x *KeyRange) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyRange.ProtoReflect.Descriptor instead.
+func (*KeyRange) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *KeyRange) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *KeyRange) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+// Cursor is how far a work shard's holder has got: a key inside the range
+// that only moves forward (at most 256 bytes) and an opaque token to resume
+// from (at most 1 KiB).
+type Cursor struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LastKey       []byte                 `protobuf:"bytes,1,opt,name=last_key,json=lastKey,proto3" json:"last_key,omitempty"`
+	Token         []byte                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cursor) Reset() {
+	*x = Cursor{}
+	mi := &file_holdfast_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cursor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cursor) ProtoMessage() {}
+
+func (x *Cursor) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cursor.ProtoReflect.Descriptor instead.
+func (*Cursor) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Cursor) GetLastKey() []byte {
+	if x != nil {
+		return x.LastKey
+	}
+	return nil
+}
+
+func (x *Cursor) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// Run is the view of a run: its status (`active`, `done`, `failed`,
+// `cancelled`), the reason it failed or was cancelled, and its work shards
+// counted by status.
+type Run struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Work          uint64                 `protobuf:"varint,4,opt,name=work,proto3" json:"work,omitempty"`
+	Active        uint64                 `protobuf:"varint,5,opt,name=active,proto3" json:"active,omitempty"`
+	Claimed       uint64                 `protobuf:"varint,6,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	Done          uint64                 `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
+	Split         uint64                 `protobuf:"varint,8,opt,name=split,proto3" json:"split,omitempty"`
+	Parked        uint64                 `protobuf:"varint,9,opt,name=parked,proto3" json:"parked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Run) Reset() {
+	*x = Run{}
+	mi := &file_holdfast_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Run) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Run) ProtoMessage() {}
+
+func (x *Run) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Run.ProtoReflect.Descriptor instead.
+func (*Run) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Run) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Run) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Run) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Run) GetWork() uint64 {
+	if x != nil {
+		return x.Work
+	}
+	return 0
+}
+
+func (x *Run) GetActive() uint64 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *Run) GetClaimed() uint64 {
+	if x != nil {
+		return x.Claimed
+	}
+	return 0
+}
+
+func (x *Run) GetDone() uint64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *Run) GetSplit() uint64 {
+	if x != nil {
+		return x.Split
+	}
+	return 0
+}
+
+func (x *Run) GetParked() uint64 {
+	if x != nil {
+		return x.Parked
+	}
+	return 0
+}
+
+// Work is the view of a work shard. Its claim is named by lease id and
+// epoch, never by holder.
+type Work struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RunId    string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Start    []byte                 `protobuf:"bytes,3,opt,name=start,proto3" json:"start,omitempty"`
+	End      []byte                 `protobuf:"bytes,4,opt,name=end,proto3" json:"end,omitempty"`
+	Metadata []byte                 `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// `active`, `done`, `split` or `parked`.
+	Status string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
+	// The lease that holds it now, if any.
+	LeaseId    string `protobuf:"bytes,7,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	LeaseEpoch uint64 `protobuf:"varint,8,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	// Claims so far.
+	Claims uint64 `protobuf:"varint,9,opt,name=claims,proto3" json:"claims,omitempty"`
+	// The last checkpoint, if any.
+	Cursor *Cursor `protobuf:"bytes,10,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// The work shard it was split from, and those split from it.
+	Parent   string   `protobuf:"bytes,11,opt,name=parent,proto3" json:"parent,omitempty"`
+	Children []string `protobuf:"bytes,12,rep,name=children,proto3" json:"children,omitempty"`
+	// Why it was parked.
+	Reason        string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Work) Reset() {
+	*x = Work{}
+	mi := &file_holdfast_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Work) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Work) ProtoMessage() {}
+
+func (x *Work) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Work.ProtoReflect.Descriptor instead.
+func (*Work) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Work) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Work) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Work) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *Work) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *Work) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Work) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Work) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *Work) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *Work) GetClaims() uint64 {
+	if x != nil {
+		return x.Claims
+	}
+	return 0
+}
+
+func (x *Work) GetCursor() *Cursor {
+	if x != nil {
+		return x.Cursor
+	}
+	return nil
+}
+
+func (x *Work) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *Work) GetChildren() []string {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
+func (x *Work) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Capacity is advisory, with a claim: how many of the run's work shards could
+// be claimed now, and the earliest slot at which a claimed one may free up.
+type Capacity struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Claimable            uint64                 `protobuf:"varint,1,opt,name=claimable,proto3" json:"claimable,omitempty"`
+	EarliestDeadlineSlot uint64                 `protobuf:"varint,2,opt,name=earliest_deadline_slot,json=earliestDeadlineSlot,proto3" json:"earliest_deadline_slot,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *Capacity) Reset() {
+	*x = Capacity{}
+	mi := &file_holdfast_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Capacity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Capacity) ProtoMessage() {}
+
+func (x *Capacity) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Capacity.ProtoReflect.Descriptor instead.
+func (*Capacity) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Capacity) GetClaimable() uint64 {
+	if x != nil {
+		return x.Claimable
+	}
+	return 0
+}
+
+func (x *Capacity) GetEarliestDeadlineSlot() uint64 {
+	if x != nil {
+		return x.EarliestDeadlineSlot
+	}
+	return 0
+}
+
 // ShardLsn is the position one shard's reply reflects (see
 // `Reply.applied_lsns`).
 type ShardLsn struct {
@@ -153,7 +709,7 @@ type ShardLsn struct {
 
 func (x *ShardLsn) Reset() {
 	*x = ShardLsn{}
-	mi := &file_holdfast_proto_msgTypes[1]
+	mi := &file_holdfast_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +721,7 @@ func (x *ShardLsn) String() string {
 func (*ShardLsn) ProtoMessage() {}
 
 func (x *ShardLsn) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[1]
+	mi := &file_holdfast_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +734,7 @@ func (x *ShardLsn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardLsn.ProtoReflect.Descriptor instead.
 func (*ShardLsn) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{1}
+	return file_holdfast_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ShardLsn) GetShard() uint32 {
@@ -213,7 +769,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_holdfast_proto_msgTypes[2]
+	mi := &file_holdfast_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +781,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[2]
+	mi := &file_holdfast_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +794,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{2}
+	return file_holdfast_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Resource) GetResourceId() string {
@@ -306,7 +862,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_holdfast_proto_msgTypes[3]
+	mi := &file_holdfast_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +874,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[3]
+	mi := &file_holdfast_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +887,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{3}
+	return file_holdfast_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Lease) GetLeaseId() string {
@@ -416,7 +972,7 @@ type Pool struct {
 
 func (x *Pool) Reset() {
 	*x = Pool{}
-	mi := &file_holdfast_proto_msgTypes[4]
+	mi := &file_holdfast_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -428,7 +984,7 @@ func (x *Pool) String() string {
 func (*Pool) ProtoMessage() {}
 
 func (x *Pool) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[4]
+	mi := &file_holdfast_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -441,7 +997,7 @@ func (x *Pool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pool.ProtoReflect.Descriptor instead.
 func (*Pool) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{4}
+	return file_holdfast_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Pool) GetPoolId() string {
@@ -500,7 +1056,7 @@ type Range struct {
 
 func (x *Range) Reset() {
 	*x = Range{}
-	mi := &file_holdfast_proto_msgTypes[5]
+	mi := &file_holdfast_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +1068,7 @@ func (x *Range) String() string {
 func (*Range) ProtoMessage() {}
 
 func (x *Range) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[5]
+	mi := &file_holdfast_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +1081,7 @@ func (x *Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Range.ProtoReflect.Descriptor instead.
 func (*Range) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{5}
+	return file_holdfast_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Range) GetRangeId() string {
@@ -584,7 +1140,7 @@ type CreateResourceRequest struct {
 
 func (x *CreateResourceRequest) Reset() {
 	*x = CreateResourceRequest{}
-	mi := &file_holdfast_proto_msgTypes[6]
+	mi := &file_holdfast_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +1152,7 @@ func (x *CreateResourceRequest) String() string {
 func (*CreateResourceRequest) ProtoMessage() {}
 
 func (x *CreateResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[6]
+	mi := &file_holdfast_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +1165,7 @@ func (x *CreateResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResourceRequest.ProtoReflect.Descriptor instead.
 func (*CreateResourceRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{6}
+	return file_holdfast_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateResourceRequest) GetOperationId() string {
@@ -642,7 +1198,7 @@ type CreatePoolRequest struct {
 
 func (x *CreatePoolRequest) Reset() {
 	*x = CreatePoolRequest{}
-	mi := &file_holdfast_proto_msgTypes[7]
+	mi := &file_holdfast_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +1210,7 @@ func (x *CreatePoolRequest) String() string {
 func (*CreatePoolRequest) ProtoMessage() {}
 
 func (x *CreatePoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[7]
+	mi := &file_holdfast_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +1223,7 @@ func (x *CreatePoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePoolRequest.ProtoReflect.Descriptor instead.
 func (*CreatePoolRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{7}
+	return file_holdfast_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreatePoolRequest) GetOperationId() string {
@@ -713,7 +1269,7 @@ type CreateRangeRequest struct {
 
 func (x *CreateRangeRequest) Reset() {
 	*x = CreateRangeRequest{}
-	mi := &file_holdfast_proto_msgTypes[8]
+	mi := &file_holdfast_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +1281,7 @@ func (x *CreateRangeRequest) String() string {
 func (*CreateRangeRequest) ProtoMessage() {}
 
 func (x *CreateRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[8]
+	mi := &file_holdfast_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +1294,7 @@ func (x *CreateRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRangeRequest.ProtoReflect.Descriptor instead.
 func (*CreateRangeRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{8}
+	return file_holdfast_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateRangeRequest) GetOperationId() string {
@@ -801,7 +1357,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_holdfast_proto_msgTypes[9]
+	mi := &file_holdfast_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1369,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[9]
+	mi := &file_holdfast_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1382,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{9}
+	return file_holdfast_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReserveRequest) GetOperationId() string {
@@ -884,7 +1440,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_holdfast_proto_msgTypes[10]
+	mi := &file_holdfast_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1452,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[10]
+	mi := &file_holdfast_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1465,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{10}
+	return file_holdfast_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ActivateRequest) GetOperationId() string {
@@ -961,7 +1517,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_holdfast_proto_msgTypes[11]
+	mi := &file_holdfast_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1529,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[11]
+	mi := &file_holdfast_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1542,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{11}
+	return file_holdfast_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RenewRequest) GetOperationId() string {
@@ -1043,7 +1599,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_holdfast_proto_msgTypes[12]
+	mi := &file_holdfast_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1611,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[12]
+	mi := &file_holdfast_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1624,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{12}
+	return file_holdfast_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReleaseRequest) GetOperationId() string {
@@ -1115,7 +1671,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_holdfast_proto_msgTypes[13]
+	mi := &file_holdfast_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1683,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[13]
+	mi := &file_holdfast_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1696,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{13}
+	return file_holdfast_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RevokeRequest) GetOperationId() string {
@@ -1172,7 +1728,7 @@ type ReclaimRequest struct {
 
 func (x *ReclaimRequest) Reset() {
 	*x = ReclaimRequest{}
-	mi := &file_holdfast_proto_msgTypes[14]
+	mi := &file_holdfast_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1740,7 @@ func (x *ReclaimRequest) String() string {
 func (*ReclaimRequest) ProtoMessage() {}
 
 func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[14]
+	mi := &file_holdfast_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1753,7 @@ func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimRequest.ProtoReflect.Descriptor instead.
 func (*ReclaimRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{14}
+	return file_holdfast_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReclaimRequest) GetOperationId() string {
@@ -1231,7 +1787,7 @@ type GetResourceRequest struct {
 
 func (x *GetResourceRequest) Reset() {
 	*x = GetResourceRequest{}
-	mi := &file_holdfast_proto_msgTypes[15]
+	mi := &file_holdfast_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1799,7 @@ func (x *GetResourceRequest) String() string {
 func (*GetResourceRequest) ProtoMessage() {}
 
 func (x *GetResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[15]
+	mi := &file_holdfast_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1812,7 @@ func (x *GetResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{15}
+	return file_holdfast_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetResourceRequest) GetResourceId() string {
@@ -1297,7 +1853,7 @@ type GetLeaseRequest struct {
 
 func (x *GetLeaseRequest) Reset() {
 	*x = GetLeaseRequest{}
-	mi := &file_holdfast_proto_msgTypes[16]
+	mi := &file_holdfast_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1865,7 @@ func (x *GetLeaseRequest) String() string {
 func (*GetLeaseRequest) ProtoMessage() {}
 
 func (x *GetLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[16]
+	mi := &file_holdfast_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1878,7 @@ func (x *GetLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaseRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{16}
+	return file_holdfast_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetLeaseRequest) GetLeaseId() string {
@@ -1363,7 +1919,7 @@ type GetPoolRequest struct {
 
 func (x *GetPoolRequest) Reset() {
 	*x = GetPoolRequest{}
-	mi := &file_holdfast_proto_msgTypes[17]
+	mi := &file_holdfast_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1931,7 @@ func (x *GetPoolRequest) String() string {
 func (*GetPoolRequest) ProtoMessage() {}
 
 func (x *GetPoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[17]
+	mi := &file_holdfast_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1944,7 @@ func (x *GetPoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolRequest.ProtoReflect.Descriptor instead.
 func (*GetPoolRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{17}
+	return file_holdfast_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetPoolRequest) GetPoolId() string {
@@ -1429,7 +1985,7 @@ type GetRangeRequest struct {
 
 func (x *GetRangeRequest) Reset() {
 	*x = GetRangeRequest{}
-	mi := &file_holdfast_proto_msgTypes[18]
+	mi := &file_holdfast_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1997,7 @@ func (x *GetRangeRequest) String() string {
 func (*GetRangeRequest) ProtoMessage() {}
 
 func (x *GetRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[18]
+	mi := &file_holdfast_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +2010,7 @@ func (x *GetRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRangeRequest.ProtoReflect.Descriptor instead.
 func (*GetRangeRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{18}
+	return file_holdfast_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRangeRequest) GetRangeId() string {
@@ -1493,7 +2049,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_holdfast_proto_msgTypes[19]
+	mi := &file_holdfast_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +2061,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[19]
+	mi := &file_holdfast_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +2074,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{19}
+	return file_holdfast_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListLeasesRequest) GetHolderId() string {
@@ -1535,6 +2091,692 @@ func (x *ListLeasesRequest) GetLimit() uint32 {
 	return 0
 }
 
+// `run.create`: a run and its manifest. Reply: `run`.
+type CreateRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	RunId         string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Shards        []*WorkSpec            `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRunRequest) Reset() {
+	*x = CreateRunRequest{}
+	mi := &file_holdfast_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRunRequest) ProtoMessage() {}
+
+func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRunRequest.ProtoReflect.Descriptor instead.
+func (*CreateRunRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateRunRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *CreateRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *CreateRunRequest) GetShards() []*WorkSpec {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+// `run.register`: more work shards for an active run. Reply: `run`.
+type RegisterRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	RunId         string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Shards        []*WorkSpec            `protobuf:"bytes,3,rep,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterRunRequest) Reset() {
+	*x = RegisterRunRequest{}
+	mi := &file_holdfast_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterRunRequest) ProtoMessage() {}
+
+func (x *RegisterRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterRunRequest.ProtoReflect.Descriptor instead.
+func (*RegisterRunRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RegisterRunRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *RegisterRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RegisterRunRequest) GetShards() []*WorkSpec {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+// `run.complete`, `run.fail`, `run.cancel`. Reply: `run`.
+type EndRunRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	OperationId string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	RunId       string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Why (fail, cancel), at most 256 bytes.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndRunRequest) Reset() {
+	*x = EndRunRequest{}
+	mi := &file_holdfast_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndRunRequest) ProtoMessage() {}
+
+func (x *EndRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndRunRequest.ProtoReflect.Descriptor instead.
+func (*EndRunRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *EndRunRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *EndRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *EndRunRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// `run.get`. Reply: `run`, `applied_lsn`.
+type GetRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	MinLsn        uint64                 `protobuf:"varint,2,opt,name=min_lsn,json=minLsn,proto3" json:"min_lsn,omitempty"`
+	WaitMs        *uint32                `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3,oneof" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunRequest) Reset() {
+	*x = GetRunRequest{}
+	mi := &file_holdfast_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunRequest) ProtoMessage() {}
+
+func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
+func (*GetRunRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GetRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *GetRunRequest) GetMinLsn() uint64 {
+	if x != nil {
+		return x.MinLsn
+	}
+	return 0
+}
+
+func (x *GetRunRequest) GetWaitMs() uint32 {
+	if x != nil && x.WaitMs != nil {
+		return *x.WaitMs
+	}
+	return 0
+}
+
+// `work.get`. Reply: `work`, `applied_lsn`.
+type GetWorkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	MinLsn        uint64                 `protobuf:"varint,3,opt,name=min_lsn,json=minLsn,proto3" json:"min_lsn,omitempty"`
+	WaitMs        *uint32                `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3,oneof" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkRequest) Reset() {
+	*x = GetWorkRequest{}
+	mi := &file_holdfast_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkRequest) ProtoMessage() {}
+
+func (x *GetWorkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkRequest.ProtoReflect.Descriptor instead.
+func (*GetWorkRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetWorkRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *GetWorkRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetWorkRequest) GetMinLsn() uint64 {
+	if x != nil {
+		return x.MinLsn
+	}
+	return 0
+}
+
+func (x *GetWorkRequest) GetWaitMs() uint32 {
+	if x != nil && x.WaitMs != nil {
+		return *x.WaitMs
+	}
+	return 0
+}
+
+// `work.checkpoint` (cursor required) and `work.complete` (cursor optional),
+// fenced by the claim. Reply: `work` (and, for complete, the ended `lease`).
+type CheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	HolderId      string                 `protobuf:"bytes,3,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
+	LeaseEpoch    uint64                 `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	Cursor        *Cursor                `protobuf:"bytes,5,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRequest) Reset() {
+	*x = CheckpointRequest{}
+	mi := &file_holdfast_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRequest) ProtoMessage() {}
+
+func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CheckpointRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *CheckpointRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *CheckpointRequest) GetHolderId() string {
+	if x != nil {
+		return x.HolderId
+	}
+	return ""
+}
+
+func (x *CheckpointRequest) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *CheckpointRequest) GetCursor() *Cursor {
+	if x != nil {
+		return x.Cursor
+	}
+	return nil
+}
+
+// `work.park`, fenced by the claim. Reply: `work`, `lease`.
+type ParkWorkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	HolderId      string                 `protobuf:"bytes,3,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
+	LeaseEpoch    uint64                 `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParkWorkRequest) Reset() {
+	*x = ParkWorkRequest{}
+	mi := &file_holdfast_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParkWorkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParkWorkRequest) ProtoMessage() {}
+
+func (x *ParkWorkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParkWorkRequest.ProtoReflect.Descriptor instead.
+func (*ParkWorkRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ParkWorkRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ParkWorkRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *ParkWorkRequest) GetHolderId() string {
+	if x != nil {
+		return x.HolderId
+	}
+	return ""
+}
+
+func (x *ParkWorkRequest) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *ParkWorkRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// `work.unpark` (an operator's verb). Reply: `work`.
+type UnparkWorkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	RunId         string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnparkWorkRequest) Reset() {
+	*x = UnparkWorkRequest{}
+	mi := &file_holdfast_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnparkWorkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnparkWorkRequest) ProtoMessage() {}
+
+func (x *UnparkWorkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnparkWorkRequest.ProtoReflect.Descriptor instead.
+func (*UnparkWorkRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *UnparkWorkRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *UnparkWorkRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *UnparkWorkRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// `work.split_replace`, fenced: children covering [cursor or start, end).
+// Reply: `work`, `children`, `lease`.
+type SplitReplaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	HolderId      string                 `protobuf:"bytes,3,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
+	LeaseEpoch    uint64                 `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	Children      []*KeyRange            `protobuf:"bytes,5,rep,name=children,proto3" json:"children,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitReplaceRequest) Reset() {
+	*x = SplitReplaceRequest{}
+	mi := &file_holdfast_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitReplaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitReplaceRequest) ProtoMessage() {}
+
+func (x *SplitReplaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitReplaceRequest.ProtoReflect.Descriptor instead.
+func (*SplitReplaceRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SplitReplaceRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *SplitReplaceRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *SplitReplaceRequest) GetHolderId() string {
+	if x != nil {
+		return x.HolderId
+	}
+	return ""
+}
+
+func (x *SplitReplaceRequest) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *SplitReplaceRequest) GetChildren() []*KeyRange {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
+// `work.split_residual`, fenced: [split_key, end) to a new work shard.
+// Reply: `work`, `children` (the residual).
+type SplitResidualRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	HolderId      string                 `protobuf:"bytes,3,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
+	LeaseEpoch    uint64                 `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	SplitKey      []byte                 `protobuf:"bytes,5,opt,name=split_key,json=splitKey,proto3" json:"split_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitResidualRequest) Reset() {
+	*x = SplitResidualRequest{}
+	mi := &file_holdfast_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitResidualRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitResidualRequest) ProtoMessage() {}
+
+func (x *SplitResidualRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitResidualRequest.ProtoReflect.Descriptor instead.
+func (*SplitResidualRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SplitResidualRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *SplitResidualRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *SplitResidualRequest) GetHolderId() string {
+	if x != nil {
+		return x.HolderId
+	}
+	return ""
+}
+
+func (x *SplitResidualRequest) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *SplitResidualRequest) GetSplitKey() []byte {
+	if x != nil {
+		return x.SplitKey
+	}
+	return nil
+}
+
 // cluster.status: the nodes serving this prefix and the owner of each shard.
 type ClusterStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1547,7 +2789,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_holdfast_proto_msgTypes[20]
+	mi := &file_holdfast_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +2801,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[20]
+	mi := &file_holdfast_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +2814,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{20}
+	return file_holdfast_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ClusterStatusRequest) GetPlacementKey() string {
@@ -1593,7 +2835,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_holdfast_proto_msgTypes[21]
+	mi := &file_holdfast_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +2847,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[21]
+	mi := &file_holdfast_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +2860,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{21}
+	return file_holdfast_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ClusterNode) GetNode() string {
@@ -1648,7 +2890,7 @@ type ClusterShard struct {
 
 func (x *ClusterShard) Reset() {
 	*x = ClusterShard{}
-	mi := &file_holdfast_proto_msgTypes[22]
+	mi := &file_holdfast_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +2902,7 @@ func (x *ClusterShard) String() string {
 func (*ClusterShard) ProtoMessage() {}
 
 func (x *ClusterShard) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[22]
+	mi := &file_holdfast_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +2915,7 @@ func (x *ClusterShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShard.ProtoReflect.Descriptor instead.
 func (*ClusterShard) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{22}
+	return file_holdfast_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ClusterShard) GetShard() uint32 {
@@ -1742,14 +2984,23 @@ type Reply struct {
 	// `cluster.status`: every shard, in order, with its owner.
 	Shards []*ClusterShard `protobuf:"bytes,16,rep,name=shards,proto3" json:"shards,omitempty"`
 	// `cluster.status` with `placement_key`: the shard the key maps to.
-	Shard         *uint32 `protobuf:"varint,17,opt,name=shard,proto3,oneof" json:"shard,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Shard *uint32 `protobuf:"varint,17,opt,name=shard,proto3,oneof" json:"shard,omitempty"`
+	// Work coordination: the run; the work shard (beside a lease for a claim);
+	// a split's new work shards; a claim's capacity hint.
+	Run      *Run      `protobuf:"bytes,18,opt,name=run,proto3" json:"run,omitempty"`
+	Work     *Work     `protobuf:"bytes,19,opt,name=work,proto3" json:"work,omitempty"`
+	Children []*Work   `protobuf:"bytes,20,rep,name=children,proto3" json:"children,omitempty"`
+	Capacity *Capacity `protobuf:"bytes,21,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// With `resource_busy` and `none_available`: the slot at which a claim in
+	// the way may end (absent: none will by itself). Never who holds it.
+	EarliestDeadlineSlot uint64 `protobuf:"varint,22,opt,name=earliest_deadline_slot,json=earliestDeadlineSlot,proto3" json:"earliest_deadline_slot,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_holdfast_proto_msgTypes[23]
+	mi := &file_holdfast_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +3012,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[23]
+	mi := &file_holdfast_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +3025,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{23}
+	return file_holdfast_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Reply) GetOutcome() string {
@@ -1896,6 +3147,41 @@ func (x *Reply) GetShard() uint32 {
 	return 0
 }
 
+func (x *Reply) GetRun() *Run {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *Reply) GetWork() *Work {
+	if x != nil {
+		return x.Work
+	}
+	return nil
+}
+
+func (x *Reply) GetChildren() []*Work {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
+func (x *Reply) GetCapacity() *Capacity {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *Reply) GetEarliestDeadlineSlot() uint64 {
+	if x != nil {
+		return x.EarliestDeadlineSlot
+	}
+	return 0
+}
+
 // Event is the payload published on `<prefix>.v1.<tenant>.events.<object>.<verb>`
 // after an entry is applied, and stored in the `HOLDFAST_EVENTS` JetStream
 // stream with message id `<shard>-<lsn>-<n>`. Per shard, events appear in
@@ -1922,14 +3208,18 @@ type Event struct {
 	// `pool.created`: the pool.
 	Pool *Pool `protobuf:"bytes,8,opt,name=pool,proto3" json:"pool,omitempty"`
 	// `range.created`: the range.
-	Range         *Range `protobuf:"bytes,9,opt,name=range,proto3" json:"range,omitempty"`
+	Range *Range `protobuf:"bytes,9,opt,name=range,proto3" json:"range,omitempty"`
+	// `run.*` events: the run.
+	Run *Run `protobuf:"bytes,10,opt,name=run,proto3" json:"run,omitempty"`
+	// `work.*` events: the work shard.
+	Work          *Work `protobuf:"bytes,11,opt,name=work,proto3" json:"work,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_holdfast_proto_msgTypes[24]
+	mi := &file_holdfast_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +3231,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[24]
+	mi := &file_holdfast_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +3244,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{24}
+	return file_holdfast_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Event) GetEvent() string {
@@ -2020,19 +3310,77 @@ func (x *Event) GetRange() *Range {
 	return nil
 }
 
+func (x *Event) GetRun() *Run {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *Event) GetWork() *Work {
+	if x != nil {
+		return x.Work
+	}
+	return nil
+}
+
 var File_holdfast_proto protoreflect.FileDescriptor
 
 const file_holdfast_proto_rawDesc = "" +
 	"\n" +
-	"\x0eholdfast.proto\x12\vholdfast.v1\"\x9e\x01\n" +
+	"\x0eholdfast.proto\x12\vholdfast.v1\"\xc8\x01\n" +
 	"\x06Member\x12\x1f\n" +
 	"\vresource_id\x18\x01 \x01(\tR\n" +
 	"resourceId\x12\x17\n" +
 	"\apool_id\x18\x02 \x01(\tR\x06poolId\x12\x1a\n" +
 	"\bquantity\x18\x03 \x01(\x04R\bquantity\x12\x19\n" +
 	"\brange_id\x18\x04 \x01(\tR\arangeId\x12\x19\n" +
-	"\x05value\x18\x05 \x01(\x04H\x00R\x05value\x88\x01\x01B\b\n" +
-	"\x06_value\"2\n" +
+	"\x05value\x18\x05 \x01(\x04H\x00R\x05value\x88\x01\x01\x12(\n" +
+	"\x04work\x18\x06 \x01(\v2\x14.holdfast.v1.WorkRefR\x04workB\b\n" +
+	"\x06_value\"4\n" +
+	"\aWorkRef\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"b\n" +
+	"\bWorkSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\fR\x03end\x12\x1a\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata\"2\n" +
+	"\bKeyRange\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\fR\x03end\"9\n" +
+	"\x06Cursor\x12\x19\n" +
+	"\blast_key\x18\x01 \x01(\fR\alastKey\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\fR\x05token\"\xd4\x01\n" +
+	"\x03Run\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04work\x18\x04 \x01(\x04R\x04work\x12\x16\n" +
+	"\x06active\x18\x05 \x01(\x04R\x06active\x12\x18\n" +
+	"\aclaimed\x18\x06 \x01(\x04R\aclaimed\x12\x12\n" +
+	"\x04done\x18\a \x01(\x04R\x04done\x12\x14\n" +
+	"\x05split\x18\b \x01(\x04R\x05split\x12\x16\n" +
+	"\x06parked\x18\t \x01(\x04R\x06parked\"\xda\x02\n" +
+	"\x04Work\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\fR\x03end\x12\x1a\n" +
+	"\bmetadata\x18\x05 \x01(\fR\bmetadata\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\x12\x19\n" +
+	"\blease_id\x18\a \x01(\tR\aleaseId\x12\x1f\n" +
+	"\vlease_epoch\x18\b \x01(\x04R\n" +
+	"leaseEpoch\x12\x16\n" +
+	"\x06claims\x18\t \x01(\x04R\x06claims\x12+\n" +
+	"\x06cursor\x18\n" +
+	" \x01(\v2\x13.holdfast.v1.CursorR\x06cursor\x12\x16\n" +
+	"\x06parent\x18\v \x01(\tR\x06parent\x12\x1a\n" +
+	"\bchildren\x18\f \x03(\tR\bchildren\x12\x16\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\"^\n" +
+	"\bCapacity\x12\x1c\n" +
+	"\tclaimable\x18\x01 \x01(\x04R\tclaimable\x124\n" +
+	"\x16earliest_deadline_slot\x18\x02 \x01(\x04R\x14earliestDeadlineSlot\"2\n" +
 	"\bShardLsn\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x10\n" +
 	"\x03lsn\x18\x02 \x01(\x04R\x03lsn\"\x85\x01\n" +
@@ -2140,7 +3488,64 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x11ListLeasesRequest\x12\x1b\n" +
 	"\tholder_id\x18\x01 \x01(\tR\bholderId\x12\x19\n" +
 	"\x05limit\x18\x02 \x01(\rH\x00R\x05limit\x88\x01\x01B\b\n" +
-	"\x06_limit\";\n" +
+	"\x06_limit\"{\n" +
+	"\x10CreateRunRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12-\n" +
+	"\x06shards\x18\x03 \x03(\v2\x15.holdfast.v1.WorkSpecR\x06shards\"}\n" +
+	"\x12RegisterRunRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12-\n" +
+	"\x06shards\x18\x03 \x03(\v2\x15.holdfast.v1.WorkSpecR\x06shards\"a\n" +
+	"\rEndRunRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"i\n" +
+	"\rGetRunRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
+	"\amin_lsn\x18\x02 \x01(\x04R\x06minLsn\x12\x1c\n" +
+	"\await_ms\x18\x03 \x01(\rH\x00R\x06waitMs\x88\x01\x01B\n" +
+	"\n" +
+	"\b_wait_ms\"~\n" +
+	"\x0eGetWorkRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x17\n" +
+	"\amin_lsn\x18\x03 \x01(\x04R\x06minLsn\x12\x1c\n" +
+	"\await_ms\x18\x04 \x01(\rH\x00R\x06waitMs\x88\x01\x01B\n" +
+	"\n" +
+	"\b_wait_ms\"\xbc\x01\n" +
+	"\x11CheckpointRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
+	"\tholder_id\x18\x03 \x01(\tR\bholderId\x12\x1f\n" +
+	"\vlease_epoch\x18\x04 \x01(\x04R\n" +
+	"leaseEpoch\x12+\n" +
+	"\x06cursor\x18\x05 \x01(\v2\x13.holdfast.v1.CursorR\x06cursor\"\xa5\x01\n" +
+	"\x0fParkWorkRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
+	"\tholder_id\x18\x03 \x01(\tR\bholderId\x12\x1f\n" +
+	"\vlease_epoch\x18\x04 \x01(\x04R\n" +
+	"leaseEpoch\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"a\n" +
+	"\x11UnparkWorkRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xc4\x01\n" +
+	"\x13SplitReplaceRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
+	"\tholder_id\x18\x03 \x01(\tR\bholderId\x12\x1f\n" +
+	"\vlease_epoch\x18\x04 \x01(\x04R\n" +
+	"leaseEpoch\x121\n" +
+	"\bchildren\x18\x05 \x03(\v2\x15.holdfast.v1.KeyRangeR\bchildren\"\xaf\x01\n" +
+	"\x14SplitResidualRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
+	"\tholder_id\x18\x03 \x01(\tR\bholderId\x12\x1f\n" +
+	"\vlease_epoch\x18\x04 \x01(\x04R\n" +
+	"leaseEpoch\x12\x1b\n" +
+	"\tsplit_key\x18\x05 \x01(\fR\bsplitKey\";\n" +
 	"\x14ClusterStatusRequest\x12#\n" +
 	"\rplacement_key\x18\x01 \x01(\tR\fplacementKey\"9\n" +
 	"\vClusterNode\x12\x12\n" +
@@ -2150,7 +3555,7 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1f\n" +
 	"\vapplied_lsn\x18\x03 \x01(\x04R\n" +
-	"appliedLsn\"\x82\x05\n" +
+	"appliedLsn\"\xe5\x06\n" +
 	"\x05Reply\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x1a\n" +
@@ -2170,8 +3575,13 @@ const file_holdfast_proto_rawDesc = "" +
 	"\fapplied_lsns\x18\x0e \x03(\v2\x15.holdfast.v1.ShardLsnR\vappliedLsns\x12.\n" +
 	"\x05nodes\x18\x0f \x03(\v2\x18.holdfast.v1.ClusterNodeR\x05nodes\x121\n" +
 	"\x06shards\x18\x10 \x03(\v2\x19.holdfast.v1.ClusterShardR\x06shards\x12\x19\n" +
-	"\x05shard\x18\x11 \x01(\rH\x00R\x05shard\x88\x01\x01B\b\n" +
-	"\x06_shard\"\x9f\x02\n" +
+	"\x05shard\x18\x11 \x01(\rH\x00R\x05shard\x88\x01\x01\x12\"\n" +
+	"\x03run\x18\x12 \x01(\v2\x10.holdfast.v1.RunR\x03run\x12%\n" +
+	"\x04work\x18\x13 \x01(\v2\x11.holdfast.v1.WorkR\x04work\x12-\n" +
+	"\bchildren\x18\x14 \x03(\v2\x11.holdfast.v1.WorkR\bchildren\x121\n" +
+	"\bcapacity\x18\x15 \x01(\v2\x15.holdfast.v1.CapacityR\bcapacity\x124\n" +
+	"\x16earliest_deadline_slot\x18\x16 \x01(\x04R\x14earliestDeadlineSlotB\b\n" +
+	"\x06_shard\"\xea\x02\n" +
 	"\x05Event\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -2181,7 +3591,10 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x05lease\x18\x06 \x01(\v2\x12.holdfast.v1.LeaseR\x05lease\x121\n" +
 	"\bresource\x18\a \x01(\v2\x15.holdfast.v1.ResourceR\bresource\x12%\n" +
 	"\x04pool\x18\b \x01(\v2\x11.holdfast.v1.PoolR\x04pool\x12(\n" +
-	"\x05range\x18\t \x01(\v2\x12.holdfast.v1.RangeR\x05rangeB0Z.github.com/holdfast/holdfast/messages;messagesb\x06proto3"
+	"\x05range\x18\t \x01(\v2\x12.holdfast.v1.RangeR\x05range\x12\"\n" +
+	"\x03run\x18\n" +
+	" \x01(\v2\x10.holdfast.v1.RunR\x03run\x12%\n" +
+	"\x04work\x18\v \x01(\v2\x11.holdfast.v1.WorkR\x04workB0Z.github.com/holdfast/holdfast/messages;messagesb\x06proto3"
 
 var (
 	file_holdfast_proto_rawDescOnce sync.Once
@@ -2195,54 +3608,83 @@ func file_holdfast_proto_rawDescGZIP() []byte {
 	return file_holdfast_proto_rawDescData
 }
 
-var file_holdfast_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_holdfast_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_holdfast_proto_goTypes = []any{
 	(*Member)(nil),                // 0: holdfast.v1.Member
-	(*ShardLsn)(nil),              // 1: holdfast.v1.ShardLsn
-	(*Resource)(nil),              // 2: holdfast.v1.Resource
-	(*Lease)(nil),                 // 3: holdfast.v1.Lease
-	(*Pool)(nil),                  // 4: holdfast.v1.Pool
-	(*Range)(nil),                 // 5: holdfast.v1.Range
-	(*CreateResourceRequest)(nil), // 6: holdfast.v1.CreateResourceRequest
-	(*CreatePoolRequest)(nil),     // 7: holdfast.v1.CreatePoolRequest
-	(*CreateRangeRequest)(nil),    // 8: holdfast.v1.CreateRangeRequest
-	(*ReserveRequest)(nil),        // 9: holdfast.v1.ReserveRequest
-	(*ActivateRequest)(nil),       // 10: holdfast.v1.ActivateRequest
-	(*RenewRequest)(nil),          // 11: holdfast.v1.RenewRequest
-	(*ReleaseRequest)(nil),        // 12: holdfast.v1.ReleaseRequest
-	(*RevokeRequest)(nil),         // 13: holdfast.v1.RevokeRequest
-	(*ReclaimRequest)(nil),        // 14: holdfast.v1.ReclaimRequest
-	(*GetResourceRequest)(nil),    // 15: holdfast.v1.GetResourceRequest
-	(*GetLeaseRequest)(nil),       // 16: holdfast.v1.GetLeaseRequest
-	(*GetPoolRequest)(nil),        // 17: holdfast.v1.GetPoolRequest
-	(*GetRangeRequest)(nil),       // 18: holdfast.v1.GetRangeRequest
-	(*ListLeasesRequest)(nil),     // 19: holdfast.v1.ListLeasesRequest
-	(*ClusterStatusRequest)(nil),  // 20: holdfast.v1.ClusterStatusRequest
-	(*ClusterNode)(nil),           // 21: holdfast.v1.ClusterNode
-	(*ClusterShard)(nil),          // 22: holdfast.v1.ClusterShard
-	(*Reply)(nil),                 // 23: holdfast.v1.Reply
-	(*Event)(nil),                 // 24: holdfast.v1.Event
+	(*WorkRef)(nil),               // 1: holdfast.v1.WorkRef
+	(*WorkSpec)(nil),              // 2: holdfast.v1.WorkSpec
+	(*KeyRange)(nil),              // 3: holdfast.v1.KeyRange
+	(*Cursor)(nil),                // 4: holdfast.v1.Cursor
+	(*Run)(nil),                   // 5: holdfast.v1.Run
+	(*Work)(nil),                  // 6: holdfast.v1.Work
+	(*Capacity)(nil),              // 7: holdfast.v1.Capacity
+	(*ShardLsn)(nil),              // 8: holdfast.v1.ShardLsn
+	(*Resource)(nil),              // 9: holdfast.v1.Resource
+	(*Lease)(nil),                 // 10: holdfast.v1.Lease
+	(*Pool)(nil),                  // 11: holdfast.v1.Pool
+	(*Range)(nil),                 // 12: holdfast.v1.Range
+	(*CreateResourceRequest)(nil), // 13: holdfast.v1.CreateResourceRequest
+	(*CreatePoolRequest)(nil),     // 14: holdfast.v1.CreatePoolRequest
+	(*CreateRangeRequest)(nil),    // 15: holdfast.v1.CreateRangeRequest
+	(*ReserveRequest)(nil),        // 16: holdfast.v1.ReserveRequest
+	(*ActivateRequest)(nil),       // 17: holdfast.v1.ActivateRequest
+	(*RenewRequest)(nil),          // 18: holdfast.v1.RenewRequest
+	(*ReleaseRequest)(nil),        // 19: holdfast.v1.ReleaseRequest
+	(*RevokeRequest)(nil),         // 20: holdfast.v1.RevokeRequest
+	(*ReclaimRequest)(nil),        // 21: holdfast.v1.ReclaimRequest
+	(*GetResourceRequest)(nil),    // 22: holdfast.v1.GetResourceRequest
+	(*GetLeaseRequest)(nil),       // 23: holdfast.v1.GetLeaseRequest
+	(*GetPoolRequest)(nil),        // 24: holdfast.v1.GetPoolRequest
+	(*GetRangeRequest)(nil),       // 25: holdfast.v1.GetRangeRequest
+	(*ListLeasesRequest)(nil),     // 26: holdfast.v1.ListLeasesRequest
+	(*CreateRunRequest)(nil),      // 27: holdfast.v1.CreateRunRequest
+	(*RegisterRunRequest)(nil),    // 28: holdfast.v1.RegisterRunRequest
+	(*EndRunRequest)(nil),         // 29: holdfast.v1.EndRunRequest
+	(*GetRunRequest)(nil),         // 30: holdfast.v1.GetRunRequest
+	(*GetWorkRequest)(nil),        // 31: holdfast.v1.GetWorkRequest
+	(*CheckpointRequest)(nil),     // 32: holdfast.v1.CheckpointRequest
+	(*ParkWorkRequest)(nil),       // 33: holdfast.v1.ParkWorkRequest
+	(*UnparkWorkRequest)(nil),     // 34: holdfast.v1.UnparkWorkRequest
+	(*SplitReplaceRequest)(nil),   // 35: holdfast.v1.SplitReplaceRequest
+	(*SplitResidualRequest)(nil),  // 36: holdfast.v1.SplitResidualRequest
+	(*ClusterStatusRequest)(nil),  // 37: holdfast.v1.ClusterStatusRequest
+	(*ClusterNode)(nil),           // 38: holdfast.v1.ClusterNode
+	(*ClusterShard)(nil),          // 39: holdfast.v1.ClusterShard
+	(*Reply)(nil),                 // 40: holdfast.v1.Reply
+	(*Event)(nil),                 // 41: holdfast.v1.Event
 }
 var file_holdfast_proto_depIdxs = []int32{
-	0,  // 0: holdfast.v1.Lease.members:type_name -> holdfast.v1.Member
-	0,  // 1: holdfast.v1.ReserveRequest.members:type_name -> holdfast.v1.Member
-	2,  // 2: holdfast.v1.Reply.resource:type_name -> holdfast.v1.Resource
-	3,  // 3: holdfast.v1.Reply.lease:type_name -> holdfast.v1.Lease
-	4,  // 4: holdfast.v1.Reply.pool:type_name -> holdfast.v1.Pool
-	5,  // 5: holdfast.v1.Reply.range:type_name -> holdfast.v1.Range
-	3,  // 6: holdfast.v1.Reply.leases:type_name -> holdfast.v1.Lease
-	1,  // 7: holdfast.v1.Reply.applied_lsns:type_name -> holdfast.v1.ShardLsn
-	21, // 8: holdfast.v1.Reply.nodes:type_name -> holdfast.v1.ClusterNode
-	22, // 9: holdfast.v1.Reply.shards:type_name -> holdfast.v1.ClusterShard
-	3,  // 10: holdfast.v1.Event.lease:type_name -> holdfast.v1.Lease
-	2,  // 11: holdfast.v1.Event.resource:type_name -> holdfast.v1.Resource
-	4,  // 12: holdfast.v1.Event.pool:type_name -> holdfast.v1.Pool
-	5,  // 13: holdfast.v1.Event.range:type_name -> holdfast.v1.Range
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	1,  // 0: holdfast.v1.Member.work:type_name -> holdfast.v1.WorkRef
+	4,  // 1: holdfast.v1.Work.cursor:type_name -> holdfast.v1.Cursor
+	0,  // 2: holdfast.v1.Lease.members:type_name -> holdfast.v1.Member
+	0,  // 3: holdfast.v1.ReserveRequest.members:type_name -> holdfast.v1.Member
+	2,  // 4: holdfast.v1.CreateRunRequest.shards:type_name -> holdfast.v1.WorkSpec
+	2,  // 5: holdfast.v1.RegisterRunRequest.shards:type_name -> holdfast.v1.WorkSpec
+	4,  // 6: holdfast.v1.CheckpointRequest.cursor:type_name -> holdfast.v1.Cursor
+	3,  // 7: holdfast.v1.SplitReplaceRequest.children:type_name -> holdfast.v1.KeyRange
+	9,  // 8: holdfast.v1.Reply.resource:type_name -> holdfast.v1.Resource
+	10, // 9: holdfast.v1.Reply.lease:type_name -> holdfast.v1.Lease
+	11, // 10: holdfast.v1.Reply.pool:type_name -> holdfast.v1.Pool
+	12, // 11: holdfast.v1.Reply.range:type_name -> holdfast.v1.Range
+	10, // 12: holdfast.v1.Reply.leases:type_name -> holdfast.v1.Lease
+	8,  // 13: holdfast.v1.Reply.applied_lsns:type_name -> holdfast.v1.ShardLsn
+	38, // 14: holdfast.v1.Reply.nodes:type_name -> holdfast.v1.ClusterNode
+	39, // 15: holdfast.v1.Reply.shards:type_name -> holdfast.v1.ClusterShard
+	5,  // 16: holdfast.v1.Reply.run:type_name -> holdfast.v1.Run
+	6,  // 17: holdfast.v1.Reply.work:type_name -> holdfast.v1.Work
+	6,  // 18: holdfast.v1.Reply.children:type_name -> holdfast.v1.Work
+	7,  // 19: holdfast.v1.Reply.capacity:type_name -> holdfast.v1.Capacity
+	10, // 20: holdfast.v1.Event.lease:type_name -> holdfast.v1.Lease
+	9,  // 21: holdfast.v1.Event.resource:type_name -> holdfast.v1.Resource
+	11, // 22: holdfast.v1.Event.pool:type_name -> holdfast.v1.Pool
+	12, // 23: holdfast.v1.Event.range:type_name -> holdfast.v1.Range
+	5,  // 24: holdfast.v1.Event.run:type_name -> holdfast.v1.Run
+	6,  // 25: holdfast.v1.Event.work:type_name -> holdfast.v1.Work
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_holdfast_proto_init() }
@@ -2251,19 +3693,21 @@ func file_holdfast_proto_init() {
 		return
 	}
 	file_holdfast_proto_msgTypes[0].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[15].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[16].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[17].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[18].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[19].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[22].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[23].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[24].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[25].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[26].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[30].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[31].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[40].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_holdfast_proto_rawDesc), len(file_holdfast_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
