@@ -21,6 +21,13 @@ type Reply struct {
 	Lease          kernel.LeaseView
 	Leases         []kernel.LeaseView // lease.list
 	Truncated      bool
+	// Work coordination (kernel.Output's fields of the same names).
+	Run                  kernel.RunView
+	Work                 kernel.WorkView
+	HasWork              bool
+	Children             []kernel.WorkView
+	Capacity             kernel.CapacityView
+	EarliestDeadlineSlot uint64
 }
 
 // Event is one change of an applied entry, for publishing.
@@ -36,13 +43,16 @@ type Event struct {
 	Pool     kernel.PoolView
 	Range    kernel.RangeView
 	Lease    kernel.LeaseView
+	Run      kernel.RunView
+	Work     kernel.WorkView
 }
 
 // ReadRequest is a read of one shard.
 type ReadRequest struct {
-	Verb   kernel.Verb // VerbGetResource, VerbGetPool, VerbGetRange, VerbGetLease, VerbListLeases
+	Verb   kernel.Verb // VerbGetResource, VerbGetPool, VerbGetRange, VerbGetLease, VerbListLeases, VerbGetRun, VerbGetWork
 	Tenant string
-	ID     string // object id, or holder id for lease.list
+	ID     string // object id, run id, or holder id for lease.list
+	Name   string // work.get: the work shard's name
 	Lease  uint64 // lease lsn for lease.get
 	Limit  int    // lease.list
 	MinLSN uint64
@@ -91,11 +101,24 @@ func copyLease(v kernel.LeaseView) kernel.LeaseView {
 	return v
 }
 
+// copyWork copies a work view out of the kernel's reused buffers.
+func copyWork(v kernel.WorkView) kernel.WorkView {
+	v.Children = append([]string(nil), v.Children...)
+	return v
+}
+
 func replyFromOutput(o *kernel.Output, applied uint64) *Reply {
 	r := &Reply{Code: o.Code, LSN: o.LSN, AppliedLSN: applied, FromRetryCache: o.FromRetryCache,
-		MemberIndex: o.MemberIndex, Object: o.Object, Resource: o.Resource, Pool: o.Pool, Range: o.Range}
-	if o.Object == kernel.ObjectLease {
+		MemberIndex: o.MemberIndex, Object: o.Object, Resource: o.Resource, Pool: o.Pool, Range: o.Range,
+		Run: o.Run, HasWork: o.HasWork, Capacity: o.Capacity, EarliestDeadlineSlot: o.EarliestDeadlineSlot}
+	if o.Object == kernel.ObjectLease || (o.Object == kernel.ObjectWork && o.Lease.LSN != 0) {
 		r.Lease = copyLease(o.Lease)
+	}
+	if o.HasWork {
+		r.Work = copyWork(o.Work)
+	}
+	for _, c := range o.Children {
+		r.Children = append(r.Children, copyWork(c))
 	}
 	return r
 }

@@ -67,6 +67,10 @@ func (s *shard) answer(q *ReadRequest) *Reply {
 		s.k.GetRange(q.Tenant, q.ID, &s.out)
 	case contract.VerbGetLease:
 		s.k.GetLease(q.Tenant, q.Lease, s.readSlot(), &s.out)
+	case contract.VerbGetRun:
+		s.k.GetRun(q.Tenant, q.ID, &s.out)
+	case contract.VerbGetWork:
+		s.k.GetWork(q.Tenant, q.ID, q.Name, &s.out)
 	case contract.VerbListLeases:
 		views, truncated := s.k.ListLeases(q.Tenant, q.ID, q.Limit, nil)
 		return &Reply{Code: contract.CodeOK, AppliedLSN: s.k.LastLSN(), Leases: views, Truncated: truncated, MemberIndex: -1}

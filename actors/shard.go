@@ -302,6 +302,10 @@ func eventOf(shard uint32, e kernel.Entry, o *kernel.Output) Event {
 	case kernel.ObjectLease:
 		ev.Tenant = o.Lease.Tenant
 		ev.Lease = copyLease(o.Lease)
+	case kernel.ObjectRun:
+		ev.Tenant, ev.Run = o.Run.Tenant, o.Run
+	case kernel.ObjectWork:
+		ev.Tenant, ev.Work = o.Work.Tenant, copyWork(o.Work)
 	}
 	return ev
 }

@@ -514,7 +514,9 @@ func TestMicroServiceDiscovery(t *testing.T) {
 	}
 	want := map[string]bool{}
 	for _, v := range []string{"resource.create", "resource.get", "pool.create", "pool.get", "range.create", "range.get",
-		"lease.reserve", "lease.activate", "lease.renew", "lease.release", "lease.revoke", "lease.reclaim", "lease.get", "lease.list", "cluster.status"} {
+		"lease.reserve", "lease.activate", "lease.renew", "lease.release", "lease.revoke", "lease.reclaim", "lease.get", "lease.list", "cluster.status",
+		"run.create", "run.register", "run.complete", "run.fail", "run.cancel", "run.get", "work.get", "work.checkpoint",
+		"work.complete", "work.park", "work.unpark", "work.split_replace", "work.split_residual"} {
 		want["holdfast.v1.*."+v] = true
 	}
 	for _, e := range info.Endpoints {
@@ -532,7 +534,7 @@ func TestMicroServiceDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stats micro.Stats
-	if err := json.Unmarshal(m.Data, &stats); err != nil || len(stats.Endpoints) != 15 {
+	if err := json.Unmarshal(m.Data, &stats); err != nil || len(stats.Endpoints) != 28 {
 		t.Fatalf("stats: %v %s", err, m.Data)
 	}
 }

@@ -60,7 +60,7 @@ func (s *verbSpec) bind(prefix string) {
 }
 
 func verbSpecs() []*verbSpec {
-	return []*verbSpec{
+	return append([]*verbSpec{
 		{verb: contract.VerbCreateResource,
 			newReq: func() proto.Message { return new(messages.CreateResourceRequest) }, prepare: prepCreateResource},
 		{verb: contract.VerbGetResource,
@@ -91,7 +91,7 @@ func verbSpecs() []*verbSpec {
 			newReq: func() proto.Message { return new(messages.ListLeasesRequest) }, prepare: prepListLeases},
 		{verb: contract.VerbClusterStatus,
 			newReq: func() proto.Message { return new(messages.ClusterStatusRequest) }, prepare: prepClusterStatus},
-	}
+	}, workSpecs()...)
 }
 
 func invalid(format string, args ...any) *kernel.Rejection {
@@ -220,7 +220,7 @@ func prepReserve(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejec
 	members := make([]kernel.Member, len(r.Members))
 	for i, mm := range r.Members {
 		if mm == nil {
-			return invalid("members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
+			return invalid("members[%d]: exactly one of resource_id, pool_id, range_id, work is required", i)
 		}
 		n := 0
 		for _, id := range []string{mm.ResourceId, mm.PoolId, mm.RangeId} {
@@ -228,11 +228,16 @@ func prepReserve(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejec
 				n++
 			}
 		}
+		if mm.Work != nil {
+			n++
+		}
 		if n != 1 {
-			return invalid("members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
+			return invalid("members[%d]: exactly one of resource_id, pool_id, range_id, work is required", i)
 		}
 		km := &members[i]
 		switch {
+		case mm.Work != nil:
+			km.Kind, km.ID, km.Name = kernel.MemberWork, mm.Work.RunId, mm.Work.Name
 		case mm.ResourceId != "":
 			km.Kind, km.ID = kernel.MemberResource, mm.ResourceId
 		case mm.PoolId != "":

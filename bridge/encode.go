@@ -82,7 +82,28 @@ func replyMessage(c *call) *messages.Reply {
 		if r.Lease.Tenant == c.tenant && r.Code == contract.CodeOK {
 			m.Lease = wire.Lease(&r.Lease)
 		}
+	case kernel.ObjectRun:
+		if r.Run.Tenant == c.tenant {
+			m.Run = wire.Run(&r.Run)
+		}
+	case kernel.ObjectWork:
+		// A work verb that ended its claim shows the claim as it ended.
+		if r.Lease.LSN != 0 && r.Lease.Tenant == c.tenant && r.Code == contract.CodeOK {
+			m.Lease = wire.Lease(&r.Lease)
+		}
 	}
+	// The work shard (beside the lease of a claim), a split's new work shards, the
+	// capacity hint of a claim, and until when a busy claim may last.
+	if r.HasWork && r.Work.Tenant == c.tenant {
+		m.Work = wire.Work(c.op.shard, &r.Work)
+		for i := range r.Children {
+			m.Children = append(m.Children, wire.Work(c.op.shard, &r.Children[i]))
+		}
+		if r.Object == kernel.ObjectLease && !r.FromRetryCache {
+			m.Capacity = &messages.Capacity{Claimable: r.Capacity.Claimable, EarliestDeadlineSlot: r.Capacity.EarliestDeadline}
+		}
+	}
+	m.EarliestDeadlineSlot = r.EarliestDeadlineSlot
 	return m
 }
 
@@ -143,6 +164,19 @@ func domainMessage(c *call) string {
 			return member + fmt.Sprintf("value %d is outside range %q", mm.Value, mm.ID)
 		case contract.CodeRangeExhausted:
 			return member + fmt.Sprintf("range %q has no free value left", mm.ID)
+		case contract.CodeRunNotFound:
+			return member + fmt.Sprintf("run %q does not exist", mm.ID)
+		case contract.CodeRunTerminal:
+			return member + fmt.Sprintf("run %q has ended: nothing in it can be claimed", mm.ID)
+		case contract.CodeWorkNotFound:
+			return member + fmt.Sprintf("run %q has no work shard %q", mm.ID, mm.Name)
+		case contract.CodeWorkTerminal:
+			return member + fmt.Sprintf("work shard %q of run %q is done, split or parked", mm.Name, mm.ID)
+		case contract.CodeNoneAvailable:
+			return member + fmt.Sprintf("run %q has no claimable work shard now (earliest_deadline_slot says when one may free up)", mm.ID)
+		}
+		if r.Code == contract.CodeResourceBusy && mm.Kind == kernel.MemberWork {
+			return member + fmt.Sprintf("work shard %q of run %q is claimed by another lease", mm.Name, mm.ID)
 		}
 	}
 	switch r.Code {
@@ -175,9 +209,37 @@ func domainMessage(c *call) string {
 	case contract.CodeStaleEpoch:
 		return "lease_epoch is not the lease's current epoch"
 	case contract.CodeInvalidState:
+		switch c.spec.verb {
+		case contract.VerbCompleteRun:
+			return "run.complete: every work shard must be done or split"
+		case contract.VerbUnparkWork:
+			return "the work shard is not parked"
+		}
 		return "the lease's state does not allow " + c.spec.verb.String()
 	case contract.CodeLeaseExpired:
 		return "the lease's deadline has passed"
+	case contract.CodeRunNotFound:
+		return "no such run"
+	case contract.CodeRunTerminal:
+		return "the run has ended (done, failed or cancelled)"
+	case contract.CodeWorkNotFound:
+		return "no such work shard (or the lease holds none)"
+	case contract.CodeWorkTerminal:
+		return "the work shard is done, split or parked"
+	case contract.CodeCursorMissingKey:
+		return "cursor: required by work.checkpoint"
+	case contract.CodeCursorTooLarge:
+		return fmt.Sprintf("cursor: last_key at most %d bytes, token at most %d", contract.MaxWorkKeyLen, contract.MaxCursorTokenLen)
+	case contract.CodeCursorRegression:
+		return "cursor.last_key: before the work shard's current cursor"
+	case contract.CodeCursorOutOfBounds:
+		return "cursor.last_key: outside the work shard's range [start, end)"
+	case contract.CodeSplitInvalid:
+		return "the split does not fit: children must cover [cursor or start, end) in order without gaps; a split_key must lie after the cursor and inside the range; derived names must be free"
+	case contract.CodeWorkTableFull:
+		return "the shard's run or work table is full"
+	case contract.CodeNoneAvailable:
+		return "no claimable work shard now"
 	}
 	return r.Code.String()
 }

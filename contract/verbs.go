@@ -122,9 +122,9 @@ func (v Verb) IsWorkVerb() bool {
 	return v >= VerbCheckpoint && v <= VerbParkWork || v == VerbSplitReplace || v == VerbSplitResidual
 }
 
-// Served reports whether the service answers the verb on its subject. The work
-// coordination verbs are in the state machine and not yet on the wire.
-func (v Verb) Served() bool { return v > VerbInvalid && v <= VerbClusterStatus && v != VerbExpire }
+// Served reports whether the service answers the verb on its subject: every verb but the
+// internal expire.
+func (v Verb) Served() bool { return v > VerbInvalid && v < VerbCount && v != VerbExpire }
 
 // IsLeaseVerb reports whether the verb addresses an existing lease by id.
 func (v Verb) IsLeaseVerb() bool { return v >= VerbActivate && v <= VerbExpire }

@@ -19,8 +19,10 @@ func TestVerbs(t *testing.T) {
 		}
 	}
 	want := "resource.create pool.create range.create lease.reserve lease.activate lease.renew lease.release " +
-		"lease.revoke lease.reclaim resource.get pool.get range.get lease.get lease.list cluster.status"
-	if got := strings.Join(names, " "); got != want || reads != 6 {
+		"lease.revoke lease.reclaim resource.get pool.get range.get lease.get lease.list cluster.status " +
+		"run.create run.register run.complete run.fail run.cancel work.checkpoint work.complete work.park work.unpark " +
+		"work.split_replace work.split_residual run.get work.get"
+	if got := strings.Join(names, " "); got != want || reads != 8 {
 		t.Errorf("verbs %q (%d reads), want %q", got, reads, want)
 	}
 	if s := VerbReserve.Subject("acme.hf", "t1"); s != "acme.hf.v1.t1.lease.reserve" {

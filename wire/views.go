@@ -55,6 +55,8 @@ func Lease(v *kernel.LeaseView) *messages.Lease {
 			m.PoolId, m.Quantity = mv.ID, mv.Quantity
 		case kernel.MemberRange:
 			m.RangeId, m.Value = mv.ID, proto.Uint64(mv.Value)
+		case kernel.MemberWork:
+			m.Work = &messages.WorkRef{RunId: mv.ID, Name: mv.Name}
 		}
 		l.Members[i] = m
 	}
@@ -73,6 +75,30 @@ func Event(e *actors.Event) *messages.Event {
 		m.Range = Range(&e.Range)
 	case kernel.ObjectLease:
 		m.Lease = Lease(&e.Lease)
+	case kernel.ObjectRun:
+		m.Run = Run(&e.Run)
+	case kernel.ObjectWork:
+		m.Work = Work(e.Shard, &e.Work)
 	}
 	return m
+}
+
+// Run is a run's wire view.
+func Run(v *kernel.RunView) *messages.Run {
+	return &messages.Run{RunId: v.ID, Status: v.Status.String(), Reason: v.Reason, Work: v.Work, Active: v.Active,
+		Claimed: v.Claimed, Done: v.Done, Split: v.Split, Parked: v.Parked}
+}
+
+// Work is a work shard's wire view; shard names its claim.
+func Work(shard uint32, v *kernel.WorkView) *messages.Work {
+	w := &messages.Work{RunId: v.RunID, Name: v.Name, Start: []byte(v.Start), End: []byte(v.End),
+		Metadata: []byte(v.Metadata), Status: v.Status.String(), Claims: v.Claims, Parent: v.Parent,
+		Children: v.Children, Reason: v.Reason}
+	if v.LeaseLSN != 0 {
+		w.LeaseId, w.LeaseEpoch = contract.FormatLeaseID(shard, v.LeaseLSN), v.LeaseEpoch
+	}
+	if v.HasCursor {
+		w.Cursor = &messages.Cursor{LastKey: []byte(v.CursorKey), Token: []byte(v.CursorToken)}
+	}
+	return w
 }
