@@ -56,6 +56,18 @@ const (
 	CodeStaleEpoch           = contract.NameStaleEpoch
 	CodeInvalidState         = contract.NameInvalidState
 	CodeLeaseExpired         = contract.NameLeaseExpired
+	// Work coordination (docs/api.md Part III).
+	CodeRunNotFound       = contract.NameRunNotFound
+	CodeRunTerminal       = contract.NameRunTerminal
+	CodeWorkNotFound      = contract.NameWorkNotFound
+	CodeWorkTerminal      = contract.NameWorkTerminal
+	CodeCursorMissingKey  = contract.NameCursorMissingKey
+	CodeCursorTooLarge    = contract.NameCursorTooLarge
+	CodeCursorRegression  = contract.NameCursorRegression
+	CodeCursorOutOfBounds = contract.NameCursorOutOfBounds
+	CodeSplitInvalid      = contract.NameSplitInvalid
+	CodeWorkTableFull     = contract.NameWorkTableFull
+	CodeNoneAvailable     = contract.NameNoneAvailable
 )
 
 // Reply.code: rejection codes. They come with OutcomeRejected; see

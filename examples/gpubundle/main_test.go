@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/holdfast/holdfast/examples/internal/testserver"
+	"github.com/holdfast/holdfast/internal/testserver"
 )
 
 func TestGPUBundle(t *testing.T) {

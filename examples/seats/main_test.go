@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/holdfast/holdfast/examples/internal/testserver"
+	"github.com/holdfast/holdfast/internal/testserver"
 )
 
 func TestSeats(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package testserver runs a real Holdfast in-process for the tests of the examples,
+// Package testserver runs a real Holdfast in-process for the tests of the examples and the client,
 // through the composition root (server.Start): its own data directory, an embedded NATS
 // server on a free loopback port and 10ms slots; it stops at the end of the test.
 package testserver
