@@ -264,7 +264,7 @@ func prepReserve(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejec
 		shard = b.objectShard(tenant, members[0].ID)
 	}
 	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: r.OperationId, HolderID: r.HolderId,
-		Members: members, TTLMillis: r.TtlMs, Activate: r.Activate}}
+		Members: members, TTLMillis: r.TtlMs, Activate: r.Activate, KeepAliveMillis: r.KeepaliveMs}}
 	return nil
 }
 
@@ -280,7 +280,11 @@ func (b *Bridge) holderVerb(o *op, opID, leaseID, holder string, epoch uint64) *
 
 func prepActivate(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.ActivateRequest)
-	return b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch)
+	if rej := b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch); rej != nil {
+		return rej
+	}
+	o.cmd.KeepAliveMillis = r.KeepaliveMs
+	return nil
 }
 
 func prepRelease(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {

@@ -149,6 +149,9 @@ type ReserveRequest struct {
 	TTL time.Duration
 	// Activate creates the lease active instead of reserved.
 	Activate bool
+	// KeepAlive, with Activate, makes the active lease expire to revoking unless it is
+	// renewed within this long (0: it never expires).
+	KeepAlive time.Duration
 }
 
 // Reserve claims the members for the holder as one lease. Domain codes:
@@ -163,6 +166,7 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest, opts ...WriteOpt
 		Members:     r.Members,
 		TtlMs:       durationMs(r.TTL),
 		Activate:    r.Activate,
+		KeepaliveMs: durationMs(r.KeepAlive),
 	}
 	return c.leaseCall(ctx, contract.VerbReserve, req, o.opID)
 }
@@ -171,13 +175,22 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest, opts ...WriteOpt
 // Domain codes: lease_not_found, lease_retired, holder_mismatch, stale_epoch,
 // invalid_state, lease_expired.
 func (c *Client) Activate(ctx context.Context, holder string, f Fence, opts ...WriteOption) (*LeaseResult, error) {
+	return c.ActivateKeepAlive(ctx, holder, f, 0, opts...)
+}
+
+// ActivateKeepAlive activates a reserved lease with a keep-alive: it must then be
+// renewed (Renew, or KeepAlive) within keepAlive, else it moves to revoking. Domain
+// codes: as for Activate.
+func (c *Client) ActivateKeepAlive(ctx context.Context, holder string, f Fence, keepAlive time.Duration, opts ...WriteOption) (*LeaseResult, error) {
 	o := writeOpts(opts)
-	req := &messages.ActivateRequest{OperationId: o.opID, LeaseId: f.LeaseID, HolderId: holder, LeaseEpoch: f.Epoch}
+	req := &messages.ActivateRequest{OperationId: o.opID, LeaseId: f.LeaseID, HolderId: holder, LeaseEpoch: f.Epoch,
+		KeepaliveMs: durationMs(keepAlive)}
 	return c.leaseCall(ctx, contract.VerbActivate, req, o.opID)
 }
 
-// Renew sets a reserved lease's deadline to now + ttl. Domain codes: as for
-// Activate.
+// Renew sets a reserved lease's deadline to now + ttl (never earlier for a work claim),
+// or moves an active lease's keep-alive deadline to now + ttl (never earlier). Domain
+// codes: as for Activate.
 func (c *Client) Renew(ctx context.Context, holder string, f Fence, ttl time.Duration, opts ...WriteOption) (*LeaseResult, error) {
 	o := writeOpts(opts)
 	req := &messages.RenewRequest{OperationId: o.opID, LeaseId: f.LeaseID, HolderId: holder, LeaseEpoch: f.Epoch, TtlMs: durationMs(ttl)}

@@ -165,3 +165,30 @@ func TestReserveWaitGetsTheResourceWhenFreed(t *testing.T) {
 		t.Fatalf("granted after %v, before the first lease's deadline", waited)
 	}
 }
+
+// An active lease with a keep-alive stays active while KeepAlive renews it, and moves
+// to revoking (not released: its holder may still use the GPU) once renewals stop.
+func TestActiveLeaseKeepAlive(t *testing.T) {
+	srv := testserver.Start(t)
+	c := newClient(t, srv.URL)
+	ctx := context.Background()
+	if _, err := c.CreateResource(ctx, "gpu"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "sched", Activate: true, KeepAlive: 300 * time.Millisecond,
+		Members: []*messages.Member{client.Resource("gpu")}})
+	if err != nil || !res.OK() || res.Lease.GetKeepaliveSlots() == 0 {
+		t.Fatalf("reserve: %v %+v", err, res)
+	}
+	ka := c.KeepAlive(ctx, "sched", res.Fence(), 300*time.Millisecond)
+	time.Sleep(900 * time.Millisecond)
+	if ka.Context().Err() != nil {
+		t.Fatalf("lost while renewed: %v", ka.Err())
+	}
+	ka.Stop()
+	time.Sleep(500 * time.Millisecond)
+	got, err := c.GetLease(ctx, res.Fence().LeaseID)
+	if err != nil || got.Lease.GetState() != messages.StateRevoking {
+		t.Fatalf("after the keep-alive stopped: %v %+v", err, got.Lease)
+	}
+}

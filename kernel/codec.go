@@ -99,6 +99,10 @@ func appendCommandBody(b []byte, c *Command, derived bool) []byte {
 	b = appendBool(b, c.HasCursor)
 	b = appendString(b, c.Reason)
 	b = appendString(b, c.SplitKey)
+	b = appendUvarint(b, c.KeepAliveMillis)
+	if derived {
+		b = appendUvarint(b, c.KeepAliveSlots)
+	}
 	return b
 }
 
@@ -200,6 +204,7 @@ func DecodeCommand(b []byte, c *Command) error {
 	c.Epoch = d.uvarint()
 	c.Deadline = d.uvarint()
 	c.Name, c.Work, c.CursorKey, c.CursorToken, c.HasCursor, c.Reason, c.SplitKey = "", c.Work[:0], "", "", false, "", ""
+	c.KeepAliveMillis, c.KeepAliveSlots = 0, 0
 	if work {
 		c.Name = d.string(maxEncodedString)
 		n := d.uvarint()
@@ -216,6 +221,8 @@ func DecodeCommand(b []byte, c *Command) error {
 		c.HasCursor = d.bool()
 		c.Reason = d.string(maxEncodedString)
 		c.SplitKey = d.string(maxEncodedString)
+		c.KeepAliveMillis = d.uvarint()
+		c.KeepAliveSlots = d.uvarint()
 	}
 	if d.err != nil {
 		return d.err

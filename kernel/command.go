@@ -97,6 +97,10 @@ type Command struct {
 	// the shard's slot length (journaled, so replay never depends on a changed flag).
 	TTLMillis uint64
 	TTLSlots  uint64
+	// lease.activate and lease.reserve with Activate: an optional keep-alive for the
+	// active lease (docs/api.md Part III), as sent and in slots (Normalize).
+	KeepAliveMillis uint64
+	KeepAliveSlots  uint64
 
 	// lease verbs: the lease's lsn within this shard (the shard is the routing part of
 	// the wire lease id) and the fencing epoch for holder-authorized verbs.
@@ -118,10 +122,10 @@ type Command struct {
 	SplitKey    string // work.split_residual
 }
 
-// usesWork reports whether the command carries work coordination fields, which only
-// the newer journal format encodes.
+// usesWork reports whether the command carries work coordination fields (runs, work
+// members, keep-alives), which only the newer journal format encodes.
 func (c *Command) usesWork() bool {
-	if c.Verb >= contract.VerbCreateRun {
+	if c.Verb >= contract.VerbCreateRun || c.KeepAliveMillis != 0 {
 		return true
 	}
 	for i := range c.Members {

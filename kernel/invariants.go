@@ -59,13 +59,18 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 			return fmt.Errorf("lease %d: %s with epoch %d", l.lsn, l.state, l.epoch)
 		}
 		switch {
-		case l.state == LeaseReserved:
+		case l.state == LeaseReserved || (l.state == LeaseActive && l.keepalive > 0):
 			reserved++
 			if l.heapPos < 0 || int(l.heapPos) >= k.expiry.len() || k.expiry.h[l.heapPos] != int32(i) {
-				return fmt.Errorf("lease %d: reserved but not in the expiry index", l.lsn)
+				return fmt.Errorf("lease %d: %s with a deadline but not in the expiry index", l.lsn, l.state)
 			}
 		case l.heapPos >= 0:
 			return fmt.Errorf("lease %d: %s but in the expiry index", l.lsn, l.state)
+		case l.deadline != 0:
+			return fmt.Errorf("lease %d: %s with deadline %d", l.lsn, l.state, l.deadline)
+		}
+		if l.keepalive > 0 && l.state == LeaseReserved {
+			return fmt.Errorf("lease %d: a keep-alive on a reserved lease", l.lsn)
 		}
 		if !l.state.Live() {
 			return fmt.Errorf("lease %d: unknown state %d", l.lsn, l.state)

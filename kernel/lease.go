@@ -10,8 +10,12 @@ type lease struct {
 	holder   int32  // index in holders (tenant and holder id)
 	state    LeaseState
 	epoch    uint64
-	deadline uint64 // reserved leases only
-	members  []leaseMember
+	deadline uint64 // reserved leases, and active ones with a keep-alive
+	// keepalive is an active lease's keep-alive in slots (0: none, the lease never
+	// expires): renewals move its deadline, and when the deadline passes the lease goes
+	// to revoking (docs/api.md Part III).
+	keepalive uint64
+	members   []leaseMember
 	heapPos  int32 // position in the expiry heap, -1 when not in it
 	prevLive int32 // the holder's live leases, in lsn order
 	nextLive int32
@@ -190,7 +194,7 @@ func (k *Kernel) viewLease(idx int32, out *Output) {
 		members = append(members, k.memberView(m))
 	}
 	out.Lease = LeaseView{Shard: k.cfg.Shard, LSN: l.lsn, Tenant: t, HolderID: h, State: l.state,
-		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, Members: members}
+		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, KeepAliveSlots: l.keepalive, Members: members}
 }
 
 func (k *Kernel) viewEnded(e *endedLease, out *Output) {
@@ -265,7 +269,9 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 	l := &k.leases[idx]
 	switch c.Verb {
 	case contract.VerbActivate, contract.VerbRenew:
-		if l.state != LeaseReserved {
+		// A renew also keeps an active lease with a keep-alive alive.
+		renewActive := c.Verb == contract.VerbRenew && l.state == LeaseActive && l.keepalive > 0
+		if l.state != LeaseReserved && !renewActive {
 			out.Code = contract.CodeInvalidState
 			return
 		}
@@ -277,15 +283,21 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 			out.Code = contract.CodeInvalidState // a work claim keeps its deadline
 			return
 		}
-		if c.Verb == contract.VerbActivate {
+		switch {
+		case c.Verb == contract.VerbActivate && c.KeepAliveSlots > 0:
+			l.keepalive, l.deadline = c.KeepAliveSlots, e.Slot+c.KeepAliveSlots
+			k.expiry.fix(k, idx)
+			k.setMembersState(idx, LeaseActive)
+			out.Event = EventLeaseActivated
+		case c.Verb == contract.VerbActivate:
 			k.expiry.remove(k, idx)
 			l.deadline = 0
 			k.setMembersState(idx, LeaseActive)
 			out.Event = EventLeaseActivated
-		} else {
-			// A renew never shortens a work claim: its holder may have planned by the
-			// deadline it was given (docs/api.md Part III).
-			if d := e.Slot + c.TTLSlots; d > l.deadline || k.leaseWork(leaseRef{idx: idx}) < 0 {
+		default:
+			// A renew never shortens a work claim or a keep-alive: their holders may
+			// have planned by the deadline they were given (docs/api.md Part III).
+			if d := e.Slot + c.TTLSlots; d > l.deadline || (!renewActive && k.leaseWork(leaseRef{idx: idx}) < 0) {
 				l.deadline = d
 			}
 			k.expiry.fix(k, idx)
@@ -337,8 +349,20 @@ func (k *Kernel) expire(e Entry, out *Output) {
 		return
 	}
 	l := &k.leases[idx]
-	if l.state != LeaseReserved || l.deadline != c.Deadline || e.Slot < l.deadline {
+	keptAlive := l.state == LeaseActive && l.keepalive > 0
+	if !(l.state == LeaseReserved || keptAlive) || l.deadline != c.Deadline || e.Slot < l.deadline {
 		out.Code = contract.CodeNoop
+		return
+	}
+	if keptAlive {
+		// Its holder stopped renewing but may still be using what it holds: the lease
+		// goes to revoking (its epoch fences the holder out), and an operator reclaims.
+		k.expiry.remove(k, idx)
+		l.deadline = 0
+		l.epoch++
+		k.setMembersState(idx, LeaseRevoking)
+		out.Event = EventLeaseRevoking
+		k.viewLease(idx, out)
 		return
 	}
 	k.viewEnded(k.end(idx, e, LeaseExpired, true), out)

@@ -593,9 +593,9 @@ func TestReplayBugRestoreAcceptsSharedRangeValue(t *testing.T) {
 	w(&Command{Verb: contract.VerbCreateRange, Tenant: "t1", OperationID: "o1", ObjectID: "vx", First: 0, Last: 7})
 	w(&Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "o2", HolderID: "hA", Members: anyVX, Activate: true}) // value 0
 	w(&Command{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "o3", HolderID: "hB", Members: anyVX, Activate: true}) // value 1
-	// Lease 3 (holder hB, active, epoch 1, no deadline, one member: range 0, quantity 0,
-	// value 1): make it hold value 0 as well.
-	rec := slices.Concat(appendString(nil, "t1\x00hB"), []byte{byte(LeaseActive), 1, 0, 1, byte(MemberRange), 0, 0})
+	// Lease 3 (holder hB, active, epoch 1, no deadline, no keep-alive, one member: range
+	// 0, quantity 0, value 1): make it hold value 0 as well.
+	rec := slices.Concat(appendString(nil, "t1\x00hB"), []byte{byte(LeaseActive), 1, 0, 0, 1, byte(MemberRange), 0, 0})
 	snap := k.Snapshot(nil)
 	at := bytes.Index(snap, append(slices.Clone(rec), 1))
 	if at < 0 || bytes.Count(snap, rec) != 1 {

@@ -31,7 +31,7 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 		}
 		picks = append(picks, p)
 	}
-	if code := k.checkBounds(len(picks), c.Activate, e.Slot); code != contract.CodeOK {
+	if code := k.checkBounds(len(picks), c.Activate && c.KeepAliveSlots == 0, e.Slot); code != contract.CodeOK {
 		out.Code = code
 		return
 	}
@@ -64,9 +64,14 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 	k.members += len(picks)
 	l.state = state
 	k.linkLive(idx)
-	if c.Activate {
+	switch {
+	case c.Activate && c.KeepAliveSlots > 0:
+		l.keepalive, l.deadline = c.KeepAliveSlots, e.Slot+c.KeepAliveSlots
+		k.expiry.push(k, idx)
 		out.Event = EventLeaseActivated
-	} else {
+	case c.Activate:
+		out.Event = EventLeaseActivated
+	default:
 		l.deadline = e.Slot + c.TTLSlots
 		k.expiry.push(k, idx)
 		out.Event = EventLeaseReserved
@@ -135,7 +140,7 @@ func (k *Kernel) check(tenant string, m *Member, picks []pick, lsn uint64, i int
 
 // checkBounds is the reserve's table-bound check, after every member held. Terminal
 // leases past their window are dropped first so a full table is never reported while
-// retirable history fills it.
+// retirable history fills it. activate says the lease takes no deadline (no expiry entry).
 func (k *Kernel) checkBounds(members int, activate bool, slot uint64) Code {
 	for k.leaseCount() >= k.cfg.MaxLeases && k.retireLease(slot) {
 	}

@@ -172,6 +172,7 @@ func (s *scenario) write(t *testing.T, d *datadriven.TestData, verb Verb, tenant
 	d.MaybeScanArgs(t, "last", &c.Last)
 	d.MaybeScanArgs(t, "holder", &c.HolderID)
 	d.MaybeScanArgs(t, "ttl", &c.TTLMillis)
+	d.MaybeScanArgs(t, "keepalive", &c.KeepAliveMillis)
 	d.MaybeScanArgs(t, "lease", &c.LeaseLSN)
 	d.MaybeScanArgs(t, "epoch", &c.Epoch)
 	c.Activate = d.HasArg("activate")
@@ -450,8 +451,12 @@ func formatWork(w *WorkView) string {
 
 func formatLease(l *LeaseView) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "lease %s holder=%s %s epoch=%d created=%d deadline=%d released=%d retire=%d members=(",
+	fmt.Fprintf(&b, "lease %s holder=%s %s epoch=%d created=%d deadline=%d released=%d retire=%d ",
 		contract.FormatLeaseID(l.Shard, l.LSN), l.HolderID, l.State, l.Epoch, l.CreatedLSN, l.DeadlineSlot, l.ReleasedLSN, l.RetireAfterSlot)
+	if l.KeepAliveSlots != 0 {
+		fmt.Fprintf(&b, "keepalive=%d ", l.KeepAliveSlots)
+	}
+	b.WriteString("members=(")
 	for i, m := range l.Members {
 		if i > 0 {
 			b.WriteString(" ")

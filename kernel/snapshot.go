@@ -103,6 +103,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = append(b, byte(l.state))
 		b = appendUvarint(b, l.epoch)
 		b = appendUvarint(b, l.deadline)
+		b = appendUvarint(b, l.keepalive)
 		b = appendMembers(b, len(l.members), func(i int) leaseMember { return l.members[i] })
 	}
 	c.head = b
@@ -267,9 +268,12 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		hkey := d.string(2*maxEncodedString + 1)
 		state := LeaseState(d.byte())
 		epoch, deadline := d.uvarint(), d.uvarint()
-		var released, retireAfter uint64
+		var released, retireAfter, keepalive uint64
 		if format == 2 {
 			released, retireAfter = d.uvarint(), d.uvarint()
+		}
+		if format >= 4 {
+			keepalive = d.uvarint()
 		}
 		ms := members(cfg.MaxBundle)
 		if d.err != nil {
@@ -290,11 +294,11 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		idx := k.newLease(lsn, []byte(hkey))
 		l := &k.leases[idx]
-		l.state, l.epoch, l.deadline = state, epoch, deadline
+		l.state, l.epoch, l.deadline, l.keepalive = state, epoch, deadline, keepalive
 		l.members = append(l.members, ms...)
 		k.members += len(l.members)
 		k.linkLive(idx)
-		if l.state == LeaseReserved {
+		if l.state == LeaseReserved || (l.state == LeaseActive && l.keepalive > 0) {
 			k.expiry.push(k, idx)
 		}
 	}

@@ -57,7 +57,12 @@ func Validate(cfg *Config, c *Command) *Rejection {
 		}
 	case contract.VerbReserve:
 		return validateReserve(cfg, c)
-	case contract.VerbActivate, contract.VerbRelease:
+	case contract.VerbActivate:
+		if r := validateHolderVerb(c); r != nil {
+			return r
+		}
+		return validateKeepAlive(cfg, c)
+	case contract.VerbRelease:
 		return validateHolderVerb(c)
 	case contract.VerbRenew:
 		if r := validateHolderVerb(c); r != nil {
@@ -117,6 +122,7 @@ func Normalize(cfg *Config, c *Command) {
 	case c.Verb == contract.VerbReserve || c.Verb == contract.VerbRenew:
 		c.TTLSlots = cfg.TTLSlots(c.TTLMillis)
 	}
+	c.KeepAliveSlots = cfg.TTLSlots(c.KeepAliveMillis)
 }
 
 func validateReserve(cfg *Config, c *Command) *Rejection {
@@ -177,9 +183,22 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 		}
 	}
 	if c.Activate {
-		return nil // no deadline: ttl_ms is ignored (docs/api.md §4), and Normalize drops it
+		// No deadline unless a keep-alive is asked for: ttl_ms is ignored (docs/api.md
+		// §4), and Normalize drops it.
+		return validateKeepAlive(cfg, c)
+	}
+	if c.KeepAliveMillis != 0 {
+		return reject(contract.CodeInvalidRequest, "keepalive_ms: only for an active lease (with activate)")
 	}
 	return validateTTL(cfg, c)
+}
+
+// validateKeepAlive bounds an active lease's keep-alive like a ttl (0: none).
+func validateKeepAlive(cfg *Config, c *Command) *Rejection {
+	if c.KeepAliveMillis > cfg.MaxTTLMillis {
+		return reject(contract.CodeTTLOutOfRange, "keepalive_ms: must be between 1 and %d", cfg.MaxTTLMillis)
+	}
+	return nil
 }
 
 // validateWorkMember checks a work member of a reserve: a run id (a placement key, so
@@ -325,6 +344,9 @@ func CheckSlots(cfg *Config, c *Command, requestSlot uint64) *Rejection {
 	}
 	if c.TTLSlots > 0 && (requestSlot > limit-c.TTLSlots || requestSlot+c.TTLSlots > limit-cfg.HistoryWindowSlots) {
 		return reject(contract.CodeSlotOverflow, "ttl_ms: the deadline would pass the largest slot")
+	}
+	if c.KeepAliveSlots > 0 && (requestSlot > limit-c.KeepAliveSlots || requestSlot+c.KeepAliveSlots > limit-cfg.HistoryWindowSlots) {
+		return reject(contract.CodeSlotOverflow, "keepalive_ms: the deadline would pass the largest slot")
 	}
 	return nil
 }

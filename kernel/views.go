@@ -171,6 +171,7 @@ type LeaseView struct {
 	Epoch           uint64
 	CreatedLSN      uint64
 	DeadlineSlot    uint64
+	KeepAliveSlots  uint64 // an active lease's keep-alive (0: none)
 	ReleasedLSN     uint64
 	RetireAfterSlot uint64
 	Members         []MemberView

@@ -353,6 +353,7 @@ func (w *jw) lease(l *Lease) {
 			}
 			w.b = append(w.b, ']')
 		}
+		w.u64("keepalive_slots", l.KeepaliveSlots)
 	})
 }
 

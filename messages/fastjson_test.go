@@ -21,7 +21,7 @@ func genU64(t *rapid.T, label string) uint64 {
 func genLease(t *rapid.T) *Lease {
 	l := &Lease{LeaseId: genString(t, "lease_id"), HolderId: genString(t, "holder"), State: genString(t, "state"),
 		LeaseEpoch: genU64(t, "epoch"), CreatedLsn: genU64(t, "created"), DeadlineSlot: genU64(t, "deadline"),
-		ReleasedLsn: genU64(t, "released"), RetireAfterSlot: genU64(t, "retire")}
+		ReleasedLsn: genU64(t, "released"), RetireAfterSlot: genU64(t, "retire"), KeepaliveSlots: genU64(t, "keepalive")}
 	for i, n := 0, rapid.IntRange(0, 4).Draw(t, "members"); i < n; i++ {
 		m := &Member{ResourceId: genString(t, "res"), PoolId: genString(t, "pool"), Quantity: genU64(t, "qty"),
 			RangeId: genString(t, "range")}

@@ -855,9 +855,11 @@ type Lease struct {
 	RetireAfterSlot uint64 `protobuf:"varint,8,opt,name=retire_after_slot,json=retireAfterSlot,proto3" json:"retire_after_slot,omitempty"`
 	// The lease's members in request order, with the chosen `value` for range
 	// members.
-	Members       []*Member `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Members []*Member `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`
+	// An active lease's keep-alive in slots (absent: none, it never expires).
+	KeepaliveSlots uint64 `protobuf:"varint,10,opt,name=keepalive_slots,json=keepaliveSlots,proto3" json:"keepalive_slots,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Lease) Reset() {
@@ -951,6 +953,13 @@ func (x *Lease) GetMembers() []*Member {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *Lease) GetKeepaliveSlots() uint64 {
+	if x != nil {
+		return x.KeepaliveSlots
+	}
+	return 0
 }
 
 // Pool is the view of a capacity pool.
@@ -1350,7 +1359,12 @@ type ReserveRequest struct {
 	// to whole slots. Ignored when `activate` is true.
 	TtlMs uint64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// When true the lease is created `active` (default false: `reserved`).
-	Activate      bool `protobuf:"varint,5,opt,name=activate,proto3" json:"activate,omitempty"`
+	Activate bool `protobuf:"varint,5,opt,name=activate,proto3" json:"activate,omitempty"`
+	// With `activate`: an optional keep-alive (1 ms–1 h). The active lease must
+	// then be renewed before its deadline (a renew never shortens it); when the
+	// deadline passes the lease moves to `revoking`. Absent or 0: an active
+	// lease never expires.
+	KeepaliveMs   uint64 `protobuf:"varint,6,opt,name=keepalive_ms,json=keepaliveMs,proto3" json:"keepalive_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1420,6 +1434,13 @@ func (x *ReserveRequest) GetActivate() bool {
 	return false
 }
 
+func (x *ReserveRequest) GetKeepaliveMs() uint64 {
+	if x != nil {
+		return x.KeepaliveMs
+	}
+	return 0
+}
+
 // ActivateRequest is the request of `lease.activate`: moves a `reserved`
 // lease whose deadline is still ahead to `active`. Success fields: `lease`.
 // Domain codes: `lease_not_found`, `lease_retired`, `holder_mismatch`,
@@ -1433,7 +1454,9 @@ type ActivateRequest struct {
 	// The lease's holder.
 	HolderId string `protobuf:"bytes,3,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
 	// The lease's current epoch (missing or zero is `invalid_request`).
-	LeaseEpoch    uint64 `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	LeaseEpoch uint64 `protobuf:"varint,4,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	// An optional keep-alive for the active lease, as in ReserveRequest.
+	KeepaliveMs   uint64 `protobuf:"varint,5,opt,name=keepalive_ms,json=keepaliveMs,proto3" json:"keepalive_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1492,6 +1515,13 @@ func (x *ActivateRequest) GetHolderId() string {
 func (x *ActivateRequest) GetLeaseEpoch() uint64 {
 	if x != nil {
 		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *ActivateRequest) GetKeepaliveMs() uint64 {
+	if x != nil {
+		return x.KeepaliveMs
 	}
 	return 0
 }
@@ -3389,7 +3419,7 @@ const file_holdfast_proto_rawDesc = "" +
 	"resourceId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12(\n" +
 	"\x10current_lease_id\x18\x03 \x01(\tR\x0ecurrentLeaseId\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x04R\aversion\"\xba\x02\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"\xe3\x02\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1b\n" +
 	"\tholder_id\x18\x02 \x01(\tR\bholderId\x12\x14\n" +
@@ -3401,7 +3431,9 @@ const file_holdfast_proto_rawDesc = "" +
 	"\rdeadline_slot\x18\x06 \x01(\x04R\fdeadlineSlot\x12!\n" +
 	"\freleased_lsn\x18\a \x01(\x04R\vreleasedLsn\x12*\n" +
 	"\x11retire_after_slot\x18\b \x01(\x04R\x0fretireAfterSlot\x12-\n" +
-	"\amembers\x18\t \x03(\v2\x13.holdfast.v1.MemberR\amembers\"\x8d\x01\n" +
+	"\amembers\x18\t \x03(\v2\x13.holdfast.v1.MemberR\amembers\x12'\n" +
+	"\x0fkeepalive_slots\x18\n" +
+	" \x01(\x04R\x0ekeepaliveSlots\"\x8d\x01\n" +
 	"\x04Pool\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x1a\n" +
 	"\bcapacity\x18\x02 \x01(\x04R\bcapacity\x12\x1a\n" +
@@ -3428,19 +3460,21 @@ const file_holdfast_proto_rawDesc = "" +
 	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +
 	"\x05first\x18\x03 \x01(\x04R\x05first\x12\x12\n" +
 	"\x04last\x18\x04 \x01(\x04R\x04last\x12\x1a\n" +
-	"\bstrategy\x18\x05 \x01(\tR\bstrategy\"\xb2\x01\n" +
+	"\bstrategy\x18\x05 \x01(\tR\bstrategy\"\xd5\x01\n" +
 	"\x0eReserveRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x1b\n" +
 	"\tholder_id\x18\x02 \x01(\tR\bholderId\x12-\n" +
 	"\amembers\x18\x03 \x03(\v2\x13.holdfast.v1.MemberR\amembers\x12\x15\n" +
 	"\x06ttl_ms\x18\x04 \x01(\x04R\x05ttlMs\x12\x1a\n" +
-	"\bactivate\x18\x05 \x01(\bR\bactivate\"\x8d\x01\n" +
+	"\bactivate\x18\x05 \x01(\bR\bactivate\x12!\n" +
+	"\fkeepalive_ms\x18\x06 \x01(\x04R\vkeepaliveMs\"\xb0\x01\n" +
 	"\x0fActivateRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
 	"\tholder_id\x18\x03 \x01(\tR\bholderId\x12\x1f\n" +
 	"\vlease_epoch\x18\x04 \x01(\x04R\n" +
-	"leaseEpoch\"\xa1\x01\n" +
+	"leaseEpoch\x12!\n" +
+	"\fkeepalive_ms\x18\x05 \x01(\x04R\vkeepaliveMs\"\xa1\x01\n" +
 	"\fRenewRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +

@@ -43,6 +43,7 @@ func Lease(v *kernel.LeaseView) *messages.Lease {
 		DeadlineSlot:    v.DeadlineSlot,
 		ReleasedLsn:     v.ReleasedLSN,
 		RetireAfterSlot: v.RetireAfterSlot,
+		KeepaliveSlots:  v.KeepAliveSlots,
 		Members:         make([]*messages.Member, len(v.Members)),
 	}
 	for i := range v.Members {
