@@ -16,9 +16,9 @@ type lease struct {
 	// to revoking (docs/api.md Part III).
 	keepalive uint64
 	members   []leaseMember
-	heapPos  int32 // position in the expiry heap, -1 when not in it
-	prevLive int32 // the holder's live leases, in lsn order
-	nextLive int32
+	heapPos   int32 // position in the expiry heap, -1 when not in it
+	prevLive  int32 // the holder's live leases, in lsn order
+	nextLive  int32
 }
 
 type leaseMember struct {
