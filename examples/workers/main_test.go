@@ -1,0 +1,19 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/holdfast/holdfast/internal/testserver"
+)
+
+func TestWorkers(t *testing.T) {
+	srv := testserver.Start(t)
+	out := srv.Run(t, run, "--run", "crawl")
+	testserver.WantAll(t, out,
+		"run crawl: 4 work shards over k0000..k0999",
+		"worker-0 died in s0 after k0040",
+		"resumed s0 at k0024 (token \"done-through=k0024\")",
+		"split s3 at k0650: s3:r0",
+		"every key processed; 16 processed again after a resume; run crawl: done, 5 work shards (0 split)",
+	)
+}
