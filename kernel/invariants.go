@@ -248,6 +248,17 @@ func (k *Kernel) checkWorkTables() error {
 			prev = w
 		}
 		inRun += len(r.work)
+		for _, q := range []workQueue{qReady, qHeld} {
+			h := *k.queue(int32(i), q)
+			for j, w := range h {
+				if w < 0 || w >= int32(len(k.works)) || k.works[w].run != int32(i) || *k.queuePos(w, q) != int32(j) {
+					return fmt.Errorf("run %q: queue %d entry %d broken", r.key, q, j)
+				}
+				if j > 0 && k.queueLess(q, w, h[(j-1)/2]) {
+					return fmt.Errorf("run %q: queue %d out of heap order at %d", r.key, q, j)
+				}
+			}
+		}
 	}
 	if inRun != len(k.works) {
 		return fmt.Errorf("work shards in runs %d, in the table %d", inRun, len(k.works))
@@ -270,6 +281,10 @@ func (k *Kernel) checkWorkTables() error {
 			if k.works[ch].parent != int32(i) {
 				return fmt.Errorf("work %q: child link broken", w.key)
 			}
+		}
+		ready, held := w.status == WorkActive && w.lease == 0, w.lease != 0
+		if (w.readyPos >= 0) != ready || (w.heldPos >= 0) != held {
+			return fmt.Errorf("work %q: in the ready queue %v, held queue %v; %s with lease %d", w.key, w.readyPos >= 0, w.heldPos >= 0, w.status, w.lease)
 		}
 		if w.lease == 0 {
 			continue

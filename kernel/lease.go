@@ -297,10 +297,14 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 		default:
 			// A renew never shortens a work claim or a keep-alive: their holders may
 			// have planned by the deadline they were given (docs/api.md Part III).
-			if d := e.Slot + c.TTLSlots; d > l.deadline || (!renewActive && k.leaseWork(leaseRef{idx: idx}) < 0) {
+			w := k.leaseWork(leaseRef{idx: idx})
+			if d := e.Slot + c.TTLSlots; d > l.deadline || (!renewActive && w < 0) {
 				l.deadline = d
 			}
 			k.expiry.fix(k, idx)
+			if w >= 0 {
+				k.requeue(w, qHeld)
+			}
 			out.Event = EventLeaseRenewed
 		}
 	case contract.VerbRelease:

@@ -57,6 +57,7 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 		case MemberRange:
 			k.allocateValue(&k.ranges[p.obj], p.value)
 		case MemberWork:
+			k.dequeue(p.obj, qReady)
 			k.works[p.obj].lease = e.LSN
 			k.works[p.obj].claims++
 		}
@@ -79,6 +80,7 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 	k.viewLease(idx, out)
 	for _, p := range picks {
 		if p.kind == MemberWork {
+			k.enqueue(p.obj, qHeld) // now that the claim has its deadline
 			out.Work, out.HasWork = k.workView(p.obj, nil), true
 			out.Capacity = k.capacity(k.works[p.obj].run)
 		}
@@ -338,7 +340,11 @@ func (k *Kernel) freeMembers(idx int32) {
 			k.freeValue(&k.ranges[m.obj], m.value)
 		case MemberWork:
 			if w := &k.works[m.obj]; w.lease == l.lsn {
+				k.dequeue(m.obj, qHeld)
 				w.lease = 0
+				if w.status == WorkActive {
+					k.enqueue(m.obj, qReady)
+				}
 			}
 		}
 	}

@@ -378,6 +378,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 	if d.err != nil || len(d.b) != 0 {
 		return nil, badSnapshot("truncated or trailing bytes")
 	}
+	k.rebuildWorkQueues()
 	// Restore built the indexes itself (refusing duplicate lease ids on the way), so it
 	// checks every record and table against the others but not each index entry again —
 	// except the retry cache's: which record of a key is the newest, and that every older
@@ -492,7 +493,7 @@ func (k *Kernel) restoreWork(d *decoder) error {
 		return badSnapshot("%d work shards exceed the bound %d", n, k.cfg.MaxWork)
 	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		w := work{name: d.string(maxEncodedString)}
+		w := work{name: d.string(maxEncodedString), readyPos: -1, heldPos: -1}
 		r := d.uvarint()
 		w.start, w.end, w.metadata = d.string(maxEncodedString), d.string(maxEncodedString), d.string(maxEncodedBlob)
 		w.status = WorkStatus(d.byte())
@@ -514,7 +515,7 @@ func (k *Kernel) restoreWork(d *decoder) error {
 		}
 		k.works = append(k.works, w)
 		k.workIdx[w.key] = idx
-		k.runs[w.run].work = append(k.runs[w.run].work, idx)
+		k.runs[w.run].work = append(k.runs[w.run].work, idx) // queues: rebuildWorkQueues, once leases are back
 		if w.parent >= 0 {
 			k.works[w.parent].children = append(k.works[w.parent].children, idx)
 		}

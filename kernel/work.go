@@ -59,6 +59,8 @@ type run struct {
 	status RunStatus
 	reason string
 	work   []int32 // its work shards, in creation order
+	ready  []int32 // heap: active, unclaimed work shards (workqueue.go)
+	held   []int32 // heap: claimed work shards, by claim deadline
 }
 
 type work struct {
@@ -76,6 +78,8 @@ type work struct {
 	children []int32
 	splits   uint32 // split_residual count, for the residuals' names
 	reason   string // why it was parked
+	readyPos int32  // position in the run's ready heap, -1 when not in it
+	heldPos  int32  // position in the run's held heap, -1 when not in it
 }
 
 // cursor is how far the work shard's holder has got: a key inside its range that only
@@ -145,9 +149,10 @@ func (k *Kernel) addWork(r int32, tenant, runID string, spec WorkSpec, parent in
 	idx := int32(len(k.works))
 	key := tenant + "\x00" + contract.WorkID(runID, spec.Name)
 	k.works = append(k.works, work{key: key, run: r, name: spec.Name, start: spec.Start, end: spec.End,
-		metadata: spec.Metadata, status: WorkActive, parent: parent})
+		metadata: spec.Metadata, status: WorkActive, parent: parent, readyPos: -1, heldPos: -1})
 	k.workIdx[key] = idx
 	k.runs[r].work = append(k.runs[r].work, idx)
+	k.enqueue(idx, qReady)
 	return idx
 }
 
@@ -256,6 +261,7 @@ func (k *Kernel) unparkWork(c *Command, out *Output) {
 		return
 	}
 	k.works[w].status, k.works[w].reason = WorkActive, ""
+	k.enqueue(w, qReady)
 	out.Event = EventWorkUnparked
 	k.viewWork(w, out)
 }

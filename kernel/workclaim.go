@@ -4,7 +4,8 @@ import "github.com/holdfast/holdfast/contract"
 
 // checkWork resolves a reserve's work member: the named work shard, or the next claimable
 // one of the run — the active, unclaimed work shard with the fewest claims so far, then
-// the lowest name: fair, and a function of the state alone, so replay picks the same.
+// the lowest name (the top of the run's ready heap): fair, and a function of the state
+// alone, so replay picks the same.
 // When none can be claimed now, blocked is the earliest deadline among the claims in the
 // way (0: none of them will end by itself).
 func (k *Kernel) checkWork(tenant string, m *Member) (p pick, code Code, blocked uint64) {
@@ -30,23 +31,13 @@ func (k *Kernel) checkWork(tenant string, m *Member) (p pick, code Code, blocked
 		}
 		return pick{kind: MemberWork, obj: w}, contract.CodeOK, 0
 	}
-	best := int32(-1)
-	for _, w := range rn.work {
-		wk := &k.works[w]
-		switch {
-		case wk.status != WorkActive:
-		case wk.lease != 0:
-			if d := k.claimDeadline(wk.lease); d != 0 && (blocked == 0 || d < blocked) {
-				blocked = d
-			}
-		case best < 0 || wk.claims < k.works[best].claims || (wk.claims == k.works[best].claims && wk.name < k.works[best].name):
-			best = w
+	if len(rn.ready) == 0 {
+		if len(rn.held) > 0 {
+			blocked = k.claimDeadline(k.works[rn.held[0]].lease)
 		}
-	}
-	if best < 0 {
 		return pick{}, contract.CodeNoneAvailable, blocked
 	}
-	return pick{kind: MemberWork, obj: best}, contract.CodeOK, 0
+	return pick{kind: MemberWork, obj: rn.ready[0]}, contract.CodeOK, 0
 }
 
 // claimDeadline is the deadline of the live lease lsn (0 when it has none).
@@ -60,17 +51,10 @@ func (k *Kernel) claimDeadline(lsn uint64) uint64 {
 // capacity is the advisory hint of a claim on run r: work shards claimable now, and the
 // earliest deadline of those claimed.
 func (k *Kernel) capacity(r int32) CapacityView {
-	var c CapacityView
-	for _, w := range k.runs[r].work {
-		wk := &k.works[w]
-		if wk.status != WorkActive {
-			continue
-		}
-		if wk.lease == 0 {
-			c.Claimable++
-		} else if d := k.claimDeadline(wk.lease); d != 0 && (c.EarliestDeadline == 0 || d < c.EarliestDeadline) {
-			c.EarliestDeadline = d
-		}
+	rn := &k.runs[r]
+	c := CapacityView{Claimable: uint64(len(rn.ready))}
+	if len(rn.held) > 0 {
+		c.EarliestDeadline = k.claimDeadline(k.works[rn.held[0]].lease)
 	}
 	return c
 }
