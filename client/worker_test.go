@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +15,7 @@ import (
 	"github.com/holdfast/holdfast/messages"
 )
 
-func newClient(t *testing.T, url string) *client.Client {
+func newClient(t testing.TB, url string) *client.Client {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -191,4 +193,47 @@ func TestActiveLeaseKeepAlive(t *testing.T) {
 	if err != nil || got.Lease.GetState() != messages.StateRevoking {
 		t.Fatalf("after the keep-alive stopped: %v %+v", err, got.Lease)
 	}
+}
+
+// BenchmarkClaimCycle is a worker fleet's cycle over NATS against a real Holdfast (8
+// shards, every write fsynced, events published): claim the next work shard of one of
+// eight runs of 256, checkpoint it, hand it back. One op is one cycle (three writes);
+// parallel clients: -cpu sets GOMAXPROCS, and 32 goroutines per proc run.
+func BenchmarkClaimCycle(b *testing.B) {
+	srv := testserver.Start(b)
+	c := newClient(b, srv.URL)
+	ctx := context.Background()
+	const runs = 8
+	for r := 0; r < runs; r++ {
+		var shards []*messages.WorkSpec
+		for i := 0; i < 256; i++ {
+			shards = append(shards, client.Shard(fmt.Sprintf("w%03d", i), nil, nil))
+		}
+		if res, err := c.CreateRun(ctx, fmt.Sprintf("run%d", r), shards); err != nil || !res.OK() {
+			b.Fatalf("create run: %v %+v", err, res)
+		}
+	}
+	var n atomic.Int64
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := n.Add(1)
+		holder := fmt.Sprintf("w%d", i)
+		run := fmt.Sprintf("run%d", i%runs)
+		for pb.Next() {
+			res, err := c.Claim(ctx, holder, run, "", time.Minute)
+			if err != nil || !res.OK() {
+				b.Errorf("claim: %v %+v", err, res)
+				return
+			}
+			if r, err := c.Checkpoint(ctx, holder, res.Fence(), []byte("k"), []byte("t")); err != nil || !r.OK() {
+				b.Errorf("checkpoint: %v %+v", err, r)
+				return
+			}
+			if r, err := c.Release(ctx, holder, res.Fence()); err != nil || !r.OK() {
+				b.Errorf("release: %v %+v", err, r)
+				return
+			}
+		}
+	})
 }
