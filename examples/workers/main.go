@@ -1,13 +1,15 @@
 // Command workers is a worker fleet on Holdfast: a run's key space split into work
-// shards, claimed by workers that checkpoint as they go; one worker dies mid-shard and
-// another resumes from its checkpoint; one splits off the rest of a long shard for others
+// shards, claimed by workers that write their results in batches and checkpoint after
+// each; one worker dies mid-shard and another resumes after its checkpoint; the dead
+// worker comes back as a zombie and tries to write what it had, and the results store
+// refuses it by its stale fence; one worker splits off the rest of a long shard for others
 // to share; the run completes when every shard is done.
 //
 //	go run ./examples/workers --server nats://127.0.0.1:4222
 //
-// Keys are "k0000".."k0999"; "processing" a key is recording it, so the example can show
-// that every key was processed, and how many twice (at least once, resumed from the last
-// checkpoint, as the contract promises).
+// Keys are "k0000".."k0999". The results store admits a batch only with the newest fence
+// it has seen for the work shard (client.FenceGuard), so every key ends up written exactly
+// once, by a writer that held the shard when it wrote.
 package main
 
 import (
@@ -39,23 +41,42 @@ func main() {
 
 func key(i int) string { return fmt.Sprintf("k%04d", i) }
 
-// fleet records what was processed, by key.
-type fleet struct {
-	mu   sync.Mutex
-	seen map[string]int
-	log  []string
+// store is the results store the workers write to: a batch of keys per write, admitted
+// only with the newest fence seen for its work shard.
+type store struct {
+	guard client.FenceGuard
+	mu    sync.Mutex
+	rows  map[string]string // key → the lease that wrote it
+	again int               // keys written a second time
+	log   []string
 }
 
-func (f *fleet) process(k string) {
-	f.mu.Lock()
-	f.seen[k]++
-	f.mu.Unlock()
+func (st *store) write(shard string, f client.Fence, keys []string) error {
+	if err := st.guard.Admit(shard, f); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, k := range keys {
+		if _, ok := st.rows[k]; ok {
+			st.again++
+		}
+		st.rows[k] = f.LeaseID
+	}
+	return nil
 }
 
-func (f *fleet) say(format string, args ...any) {
-	f.mu.Lock()
-	f.log = append(f.log, fmt.Sprintf(format, args...))
-	f.mu.Unlock()
+func (st *store) say(format string, args ...any) {
+	st.mu.Lock()
+	st.log = append(st.log, fmt.Sprintf(format, args...))
+	st.mu.Unlock()
+}
+
+// zombie is what the dead worker still holds in memory: its fence and unwritten batch.
+type zombie struct {
+	shard string
+	fence client.Fence
+	keys  []string
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -93,13 +114,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "run %s: %d work shards over k0000..k0999\n", *runID, len(shards))
 
-	f := &fleet{seen: map[string]int{}}
+	st := &store{rows: map[string]string{}}
 	newWorker := func(n int) *client.Worker {
 		return &client.Worker{Client: hf, Holder: fmt.Sprintf("worker-%d", n), Run: *runID, TTL: time.Second}
 	}
 	// worker-0 goes first, takes s0 (the fairest: fewest claims, lowest name) and dies
 	// in it; the fleet starts after.
-	if err := work(ctx, newWorker(0), f, true); err != nil {
+	z, err := work(ctx, newWorker(0), st, true)
+	if err != nil {
 		return fmt.Errorf("worker-0: %w", err)
 	}
 	var wg sync.WaitGroup
@@ -109,7 +131,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := work(ctx, w, f, false); err != nil {
+			if _, err := work(ctx, w, st, false); err != nil {
 				errs <- fmt.Errorf("%s: %w", w.Holder, err)
 			}
 		}()
@@ -119,72 +141,93 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for err := range errs {
 		return err
 	}
+	// The dead worker wakes up and flushes what it had: refused.
+	if err := st.write(z.shard, z.fence, z.keys); err != nil {
+		st.say("zombie worker-0's late batch of %d keys refused: %v", len(z.keys), errors.Unwrap(err))
+	} else {
+		return errors.New("the zombie's stale write was accepted")
+	}
 	r, err := hf.CompleteRun(ctx, *runID)
 	if err != nil || !r.OK() {
 		return fmt.Errorf("complete run: %v %v", err, r.Err())
 	}
-	sort.Strings(f.log)
-	for _, l := range f.log {
+	sort.Strings(st.log)
+	for _, l := range st.log {
 		fmt.Fprintln(out, l)
 	}
-	twice := 0
 	for i := 0; i < 1000; i++ {
-		switch f.seen[key(i)] {
-		case 0:
-			return fmt.Errorf("key %s never processed", key(i))
-		case 1:
-		default:
-			twice++
+		if _, ok := st.rows[key(i)]; !ok {
+			return fmt.Errorf("key %s never written", key(i))
 		}
 	}
-	fmt.Fprintf(out, "every key processed; %d processed again after a resume; run %s: %s, %d work shards (%d split)\n",
-		twice, *runID, r.Run.GetStatus(), r.Run.GetWork(), r.Run.GetSplit())
+	fmt.Fprintf(out, "every key written, %d written twice; run %s: %s, %d work shards (%d split)\n",
+		st.again, *runID, r.Run.GetStatus(), r.Run.GetWork(), r.Run.GetSplit())
 	return nil
 }
 
-// work claims shards until none is left. The doomed worker dies after processing some
-// keys of its first shard without checkpointing them: its claim expires and another
-// worker resumes from the last checkpoint.
-func work(ctx context.Context, w *client.Worker, f *fleet, doomed bool) error {
+// work claims shards until none is left. The doomed worker dies in its first shard and
+// returns what it had not written.
+func work(ctx context.Context, w *client.Worker, st *store, doomed bool) (*zombie, error) {
 	for {
 		claim, res, err := w.Next(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if claim == nil {
 			switch res.Code {
 			case messages.CodeNoneAvailable:
 				if res.EarliestDeadlineSlot == 0 {
-					return nil // every shard is done, split or claimed for good
+					return nil, nil // every shard is done or split
 				}
 				time.Sleep(50 * time.Millisecond) // a claim may free up: look again
 				continue
 			case messages.CodeRunTerminal:
-				return nil
+				return nil, nil
 			}
-			return fmt.Errorf("claim: %s", res.Code)
+			return nil, fmt.Errorf("claim: %s", res.Code)
 		}
-		if err := shard(ctx, claim, f, w.Holder, doomed); err != nil {
-			return err
-		}
-		if doomed {
-			return nil
+		z, err := shard(ctx, claim, st, w.Holder, doomed)
+		if err != nil || doomed {
+			return z, err
 		}
 	}
 }
 
-// shard processes one claimed work shard from its cursor, checkpointing every 25 keys.
-func shard(ctx context.Context, claim *client.Claim, f *fleet, holder string, doomed bool) error {
+// shard processes one claimed work shard after its checkpoint, writing results every 25
+// keys and checkpointing after each write: the token says through which key it is done.
+func shard(ctx context.Context, claim *client.Claim, st *store, holder string, doomed bool) (*zombie, error) {
 	wk := claim.Work
-	from := string(wk.GetStart())
+	i := 0
+	if _, err := fmt.Sscanf(string(wk.GetStart()), "k%04d", &i); err != nil {
+		return nil, err
+	}
 	if c := wk.GetCursor(); c != nil {
-		from = string(c.GetLastKey())
-		f.say("%s resumed %s at %s (token %q)", holder, wk.GetName(), from, c.GetToken())
+		var done int
+		if _, err := fmt.Sscanf(string(c.GetToken()), "done-through=k%04d", &done); err != nil {
+			return nil, err
+		}
+		i = done + 1
+		st.say("%s resumed %s after %s (token %q)", holder, wk.GetName(), c.GetLastKey(), c.GetToken())
 	}
 	end := string(wk.GetEnd())
-	var i int
-	if _, err := fmt.Sscanf(from, "k%04d", &i); err != nil {
-		return err
+	var batch []string
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		last := batch[len(batch)-1]
+		if err := st.write(wk.GetName(), claim.Fence(), batch); err != nil {
+			return err
+		}
+		batch = nil
+		r, err := claim.Checkpoint(ctx, []byte(last), []byte("done-through="+last))
+		if err != nil {
+			return err
+		}
+		if !r.OK() {
+			return errors.New("checkpoint: " + r.Code)
+		}
+		return nil
 	}
 	for n := 0; ; i, n = i+1, n+1 {
 		k := key(i)
@@ -192,36 +235,35 @@ func shard(ctx context.Context, claim *client.Claim, f *fleet, holder string, do
 			break
 		}
 		if claim.Context().Err() != nil {
-			return fmt.Errorf("claim of %s lost: %v", wk.GetName(), claim.Err())
+			return nil, fmt.Errorf("claim of %s lost: %v", wk.GetName(), claim.Err())
 		}
 		if doomed && n == 40 {
-			claim.KeepAlive.Stop() // the process dies: nobody renews, nobody checkpoints
-			f.say("%s died in %s after %s", holder, wk.GetName(), k)
-			return nil
+			claim.KeepAlive.Stop() // the process hangs: nobody renews, nobody writes
+			st.say("%s died in %s after %s, %d keys unwritten", holder, wk.GetName(), key(i-1), len(batch))
+			return &zombie{shard: wk.GetName(), fence: claim.Fence(), keys: batch}, nil
 		}
 		// The long shard hands its second half to the fleet.
 		if wk.GetName() == "s3" && n == 0 {
 			r, err := claim.SplitResidual(ctx, []byte(key(650)))
 			if err != nil || !r.OK() {
-				return fmt.Errorf("split: %v %v", err, r.Err())
+				return nil, fmt.Errorf("split: %v %v", err, r.Err())
 			}
 			end = key(650)
-			f.say("%s split %s at %s: %s", holder, wk.GetName(), key(650), r.Children[0].GetName())
+			st.say("%s split %s at %s: %s", holder, wk.GetName(), key(650), r.Children[0].GetName())
 		}
-		f.process(k)
-		if n%25 == 24 {
-			r, err := claim.Checkpoint(ctx, []byte(k), []byte(fmt.Sprintf("done-through=%s", k)))
-			if err != nil {
-				return err
-			}
-			if !r.OK() {
-				return errors.New("checkpoint: " + r.Code)
+		batch = append(batch, k)
+		if len(batch) == 25 {
+			if err := flush(); err != nil {
+				return nil, err
 			}
 		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
 	}
 	r, err := claim.Complete(ctx, nil)
 	if err != nil || !r.OK() {
-		return fmt.Errorf("complete %s: %v %v", wk.GetName(), err, r.Err())
+		return nil, fmt.Errorf("complete %s: %v %v", wk.GetName(), err, r.Err())
 	}
-	return nil
+	return nil, nil
 }

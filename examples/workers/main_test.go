@@ -11,9 +11,10 @@ func TestWorkers(t *testing.T) {
 	out := srv.Run(t, run, "--run", "crawl")
 	testserver.WantAll(t, out,
 		"run crawl: 4 work shards over k0000..k0999",
-		"worker-0 died in s0 after k0040",
-		"resumed s0 at k0024 (token \"done-through=k0024\")",
+		"worker-0 died in s0 after k0039, 15 keys unwritten",
+		"resumed s0 after k0024 (token \"done-through=k0024\")",
 		"split s3 at k0650: s3:r0",
-		"every key processed; 16 processed again after a resume; run crawl: done, 5 work shards (0 split)",
+		"zombie worker-0's late batch of 15 keys refused: holdfast: stale fence",
+		"every key written, 0 written twice; run crawl: done, 5 work shards (0 split)",
 	)
 }
