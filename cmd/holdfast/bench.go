@@ -38,6 +38,9 @@ the count of each code. Request and transport failures count as codes too
 Scenarios set the defaults of --clients and --resources:
   spread   C=64, R=10000 (little contention)
   hotspot  C=64, R=1     (every client wants the same resource)
+  claim    C=64, R=2048  work shards in runs of 256: each client claims the next
+           work shard of a run, checkpoints it --checkpoints times and completes
+           it, until every work shard is done or D passes (a worker fleet)
 
 --echo also runs a plain NATS echo responder in-process on a private subject
 and drives it with the same clients for the same duration, right after the
@@ -66,6 +69,8 @@ type benchConfig struct {
 	// bystander is a second tenant writing on the hot shard beside the load: none of its
 	// writes may be refused (a storm of failing attempts denies nobody).
 	bystander string
+	// checkpoints per claimed work shard (--scenario claim).
+	checkpoints int
 }
 
 // parseBench parses the flags of bench; code ≥ 0 means return it at once.
@@ -73,7 +78,8 @@ func parseBench(e *env, args []string) (*benchConfig, int) {
 	fs := newFlagSet(e, "bench", "bench [--scenario spread|hotspot] [flags]", benchAbout)
 	cfg := &benchConfig{progress: true}
 	cfg.cf.register(fs)
-	fs.StringVar(&cfg.scenario, "scenario", "spread", "spread (C=64, R=10000) or hotspot (C=64, R=1)")
+	fs.StringVar(&cfg.scenario, "scenario", "spread", "spread (C=64, R=10000), hotspot (C=64, R=1) or claim (C=64, R=2048 work shards)")
+	fs.IntVar(&cfg.checkpoints, "checkpoints", 3, "checkpoints per claimed work shard (--scenario claim)")
 	fs.IntVar(&cfg.clients, "clients", 64, "concurrent clients `C` (default from --scenario)")
 	fs.IntVar(&cfg.resources, "resources", 10000, "resources `R` (default from --scenario)")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "length `D` of each phase")
@@ -107,8 +113,15 @@ func parseBench(e *env, args []string) (*benchConfig, int) {
 		if !set["resources"] {
 			cfg.resources = 1
 		}
+	case "claim":
+		if !set["resources"] {
+			cfg.resources = 2048
+		}
+		if cfg.checkpoints < 0 || cfg.checkpoints > 1000 {
+			return nil, usageError(e, fs, "--checkpoints must be 0-1000")
+		}
 	default:
-		return nil, usageError(e, fs, "unknown --scenario %q (want spread or hotspot)", cfg.scenario)
+		return nil, usageError(e, fs, "unknown --scenario %q (want spread, hotspot or claim)", cfg.scenario)
 	}
 	switch *enc {
 	case "protobuf":
@@ -225,12 +238,19 @@ func (r *benchReport) print(w io.Writer) {
 		r.Setup.Created+r.Setup.Existed, r.Setup.Elapsed.Round(time.Millisecond), r.Setup.Created, r.Setup.Existed)
 	h := r.Holdfast
 	fmt.Fprintf(w, "holdfast: %s, %d cycles\n", h.Elapsed.Round(time.Millisecond), h.Cycles)
-	fmt.Fprintf(w, "  attempts/s  %10.1f  (reserve requests)\n", h.AttemptsPS)
-	fmt.Fprintf(w, "  grants/s    %10.1f  (reserves answered ok)\n", h.GrantsPS)
-	fmt.Fprintf(w, "  requests/s  %10.1f  (reserve + release requests)\n", h.RequestsPS)
+	if r.Scenario == "claim" {
+		fmt.Fprintf(w, "  claims/s    %10.1f  (claim requests)\n", h.AttemptsPS)
+		fmt.Fprintf(w, "  granted/s   %10.1f  (claims answered ok)\n", h.GrantsPS)
+		fmt.Fprintf(w, "  requests/s  %10.1f  (claim + checkpoint + complete requests)\n", h.RequestsPS)
+		fmt.Fprintf(w, "  work shards completed: %d of %d\n", h.Cycles, r.Resources)
+	} else {
+		fmt.Fprintf(w, "  attempts/s  %10.1f  (reserve requests)\n", h.AttemptsPS)
+		fmt.Fprintf(w, "  grants/s    %10.1f  (reserves answered ok)\n", h.GrantsPS)
+		fmt.Fprintf(w, "  requests/s  %10.1f  (reserve + release requests)\n", h.RequestsPS)
+	}
 	printVerbs(w, h.Verbs)
 	full := false
-	for _, verb := range []string{"reserve", "release"} {
+	for _, verb := range []string{"reserve", "release", "claim", "checkpoint", "complete"} {
 		if codes := h.Codes[verb]; len(codes) > 0 {
 			fmt.Fprintf(w, "  codes %-8s %s\n", verb+":", formatCodes(codes))
 			full = full || codes["operation_table_full"] > 0
@@ -446,6 +466,9 @@ func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string,
 }
 
 func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error) {
+	if cfg.scenario == "claim" {
+		return runClaimBench(e, cfg, conns)
+	}
 	ctx := e.ctx
 	rep := &benchReport{Scenario: cfg.scenario, Clients: cfg.clients, Resources: cfg.resources, Duration: cfg.duration,
 		Encoding: cfg.encoding.String(), Conns: cfg.conns}

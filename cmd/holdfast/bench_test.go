@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/testserver"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -168,6 +169,7 @@ func TestBenchScenarioDefaults(t *testing.T) {
 		{[]string{"--scenario", "hotspot"}, 64, 1},
 		{[]string{"--scenario", "hotspot", "--resources", "3", "--clients", "8"}, 8, 3},
 		{[]string{"--scenario", "spread", "--clients", "2"}, 2, 10000},
+		{[]string{"--scenario", "claim"}, 64, 2048},
 	} {
 		cfg, code := parseBench(e, c.args)
 		if code >= 0 || cfg.clients != c.clients || cfg.resources != c.resources || cfg.encoding != client.Protobuf {
@@ -197,6 +199,26 @@ func TestBenchReportExplainsAFullOperationTable(t *testing.T) {
 		rep.print(&out)
 		if got := strings.Contains(out.String(), note); got != c.want {
 			t.Errorf("codes %v: note printed %v, want %v:\n%s", c.codes, got, c.want, out.String())
+		}
+	}
+}
+
+// The claim scenario against a real Holdfast: every work shard of the runs claimed,
+// checkpointed and completed once.
+func TestBenchClaimScenario(t *testing.T) {
+	srv := testserver.Start(t)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	rep, out := benchRun(t, nc, "--scenario", "claim", "--resources", "300", "--clients", "4", "--checkpoints", "2", "--duration", "30s")
+	if rep.Holdfast.Cycles != 300 || rep.Holdfast.Codes["checkpoint"]["ok"] != 600 || rep.Holdfast.Codes["complete"]["ok"] != 300 {
+		t.Fatalf("claim scenario: %+v\n%s", rep.Holdfast, out)
+	}
+	for _, want := range []string{"scenario=claim clients=4 resources=300", "work shards completed: 300 of 300", "  claim  ", "  checkpt  "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }
