@@ -212,7 +212,10 @@ func TestBenchClaimScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	rep, out := benchRun(t, nc, "--scenario", "claim", "--resources", "300", "--clients", "4", "--checkpoints", "2", "--duration", "30s")
+	rep, _ := benchRun(t, nc, "--scenario", "claim", "--resources", "300", "--clients", "4", "--checkpoints", "2", "--duration", "30s")
+	var buf bytes.Buffer
+	rep.print(&buf)
+	out := buf.String()
 	if rep.Holdfast.Cycles != 300 || rep.Holdfast.Codes["checkpoint"]["ok"] != 600 || rep.Holdfast.Codes["complete"]["ok"] != 300 {
 		t.Fatalf("claim scenario: %+v\n%s", rep.Holdfast, out)
 	}
