@@ -14,7 +14,8 @@ import (
 // when present — with one deliberate difference that docs/api.md asks for: `shard` is always
 // emitted in events, in applied_lsns and in a cluster.status reply's shards, so shard 0
 // reads {"shard": 0, ...}.
-// TestFastJSONMatchesProtojson checks them against protojson on random messages.
+// TestFastJSONMatchesProtojson checks them against protojson on random messages, and
+// TestFastJSONCoversEveryField on messages filled through protoreflect (every field).
 
 // AppendReplyJSON appends the JSON form of m.
 func AppendReplyJSON(b []byte, m *Reply) []byte {
