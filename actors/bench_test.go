@@ -22,6 +22,8 @@ func (b *batchStats) Batch(_ uint32, n int, _ time.Duration) {
 	b.entries.Add(int64(n))
 }
 
+func (b *batchStats) Expired(uint32, time.Duration) {}
+
 func benchOptions(dir string, shards uint32) Options {
 	cfg := kernel.DefaultConfig()
 	cfg.MaxOperations = 1 << 22

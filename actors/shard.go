@@ -268,13 +268,17 @@ func (s *shard) applyInflight(err error) {
 		s.events = s.events[:0]
 	}
 	sink := s.h.sys.opts.Events
+	obs := s.h.sys.opts.Observer
 	answers, n := s.q.Durable(func(e kernel.Entry, out *kernel.Output) {
 		if out.Event != kernel.EventNone && sink != nil {
 			s.events = append(s.events, eventOf(s.h.shard, e, out))
 		}
+		if obs != nil && e.Cmd.Verb == contract.VerbExpire && out.Code == contract.CodeOK && e.Slot >= e.Cmd.Deadline {
+			obs.Expired(s.h.shard, time.Duration(e.Slot-e.Cmd.Deadline)*s.h.sys.opts.Slot)
+		}
 	})
-	if o := s.h.sys.opts.Observer; o != nil {
-		o.Batch(s.h.shard, n, time.Since(s.batchStart))
+	if obs != nil {
+		obs.Batch(s.h.shard, n, time.Since(s.batchStart))
 	}
 	for _, a := range answers {
 		a.To(a.Reply)

@@ -12,6 +12,10 @@ import (
 type Observer interface {
 	// Batch reports one journal append: its entries and how long the append+fsync took.
 	Batch(shard uint32, entries int, took time.Duration)
+	// Expired reports a lease that ran out (expired, or a keep-alive lease moved to
+	// revoking) and how late after its deadline that was committed — never negative:
+	// holds end late, never early.
+	Expired(shard uint32, late time.Duration)
 }
 
 // ShardStats is a point-in-time view of one shard for metrics and health checks.

@@ -145,7 +145,7 @@ func reportHistogramMeans(b *testing.B, reg *prometheus.Registry) {
 			if n > 0 {
 				b.ReportMetric(sum/float64(n), "entries/batch")
 			}
-		case "holdfast_shard_append_seconds":
+		case "holdfast_shard_append_duration_seconds":
 			if n > 0 {
 				b.ReportMetric(sum/float64(n)*1e6, "append-µs")
 			}

@@ -27,6 +27,7 @@ type Metrics struct {
 
 	batchSize     []prometheus.Observer
 	appendLatency []prometheus.Observer
+	lateness      []prometheus.Observer // per shard: lease expiry lateness
 
 	requests *prometheus.CounterVec
 	reqCache [32][64]atomic.Pointer[counterBox]
@@ -63,21 +64,28 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 	}, []string{"shard"})
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "holdfast_shard_append_seconds",
+		Name:    "holdfast_shard_append_duration_seconds",
 		Help:    "Duration of one journal append including its fsync.",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+	}, []string{"shard"})
+	late := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "holdfast_lease_expiry_lateness_seconds",
+		Help: "How late after its deadline a lease's expiry was committed (expired, or a keep-alive lease " +
+			"moved to revoking): holds end late, never early. Its _count counts the expiries.",
+		Buckets: []float64{0, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60},
 	}, []string{"shard"})
 	for i := uint32(0); i < shards; i++ {
 		l := strconv.FormatUint(uint64(i), 10)
 		m.batchSize = append(m.batchSize, batch.WithLabelValues(l))
 		m.appendLatency = append(m.appendLatency, latency.WithLabelValues(l))
+		m.lateness = append(m.lateness, late.WithLabelValues(l))
 	}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "holdfast_requests_total",
 		Help: "Requests answered, by verb and result code.",
 	}, []string{"verb", "code"})
 	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "holdfast_request_seconds",
+		Name:    "holdfast_request_duration_seconds",
 		Help:    "Time from a request's arrival to its reply, by verb.",
 		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18),
 	}, []string{"verb"})
@@ -139,7 +147,7 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 	})
 	buildInfo.Set(1)
 	reg.MustRegister(buildInfo)
-	reg.MustRegister(batch, latency, m.requests, dur, m.published, m.publishErrors, m.dropped,
+	reg.MustRegister(batch, latency, late, m.requests, dur, m.published, m.publishErrors, m.dropped,
 		m.overflowed, m.queued, m.publishedLSNs, m.renewals, m.claimsLost, m.acquisitions, m.handoffs,
 		m.shardsOwned, m.forwarded, &shardCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -148,6 +156,13 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 
 func (m *Metrics) attach(sys shardSystem, kcfg kernel.Config) {
 	m.sys.Store(&sysBox{sys: sys, kcfg: kcfg})
+}
+
+// Expired implements actors.Observer.
+func (m *Metrics) Expired(shard uint32, late time.Duration) {
+	if shard < m.shards {
+		m.lateness[shard].Observe(late.Seconds())
+	}
 }
 
 // Batch implements actors.Observer.
@@ -214,12 +229,14 @@ var (
 		"Entries in one of the shard's bounded tables.", []string{"shard", "table"}, nil)
 	descCapacity = prometheus.NewDesc("holdfast_shard_table_capacity",
 		"Configured bound of one of the shard's tables.", []string{"shard", "table"}, nil)
+	descLeases = prometheus.NewDesc("holdfast_leases",
+		"Live leases of the shard by state (reserved, active, revoking).", []string{"shard", "state"}, nil)
 	descUtil = prometheus.NewDesc("holdfast_shard_table_utilization",
 		"Fill of one of the shard's tables, 0 to 1; at 1 the table answers its *_table_full code.", []string{"shard", "table"}, nil)
 )
 
 func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descApplied, descQueue, descBacklog, descSlotLag, descHalted, descEntries, descCapacity, descUtil} {
+	for _, d := range []*prometheus.Desc{descApplied, descQueue, descBacklog, descSlotLag, descHalted, descEntries, descCapacity, descUtil, descLeases} {
 		ch <- d
 	}
 }
@@ -236,6 +253,12 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(st.AppliedLSN), l)
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(st.QueueDepth), l)
 		ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(st.ExpiryBacklog), l)
+		for _, ls := range []struct {
+			state string
+			n     int
+		}{{"reserved", st.Tables.Reserved}, {"active", st.Tables.Active}, {"revoking", st.Tables.Revoking}} {
+			ch <- prometheus.MustNewConstMetric(descLeases, prometheus.GaugeValue, float64(ls.n), l, ls.state)
+		}
 		ch <- prometheus.MustNewConstMetric(descSlotLag, prometheus.GaugeValue, float64(st.ClockSlot)-float64(st.AppliedSlot), l)
 		halted := 0.0
 		if st.Halted {

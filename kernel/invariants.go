@@ -108,6 +108,15 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 			}
 		}
 	}
+	var byState [LeaseRevoking + 1]int
+	for i := range k.leases {
+		if l := &k.leases[i]; l.lsn != 0 && l.state.Live() {
+			byState[l.state]++
+		}
+	}
+	if byState != k.live {
+		return fmt.Errorf("live leases by state %v, counted %v", byState, k.live)
+	}
 	if inTable != len(k.leaseIdx) {
 		return fmt.Errorf("lease table: %d records for %d ids", inTable, len(k.leaseIdx))
 	}

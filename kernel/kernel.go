@@ -39,6 +39,8 @@ type Kernel struct {
 	leaseFree []int32
 	members   int // members over all leases in the table
 
+	live [LeaseRevoking + 1]int // live leases by state, for metrics
+
 	holderIdx  map[string]int32 // "tenant\x00holder_id" → index in holders
 	holders    []holder
 	holderFree []int32

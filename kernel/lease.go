@@ -383,6 +383,7 @@ func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) *endedLe
 	}
 	k.freeMembers(idx)
 	k.unlinkLive(idx)
+	k.live[l.state]--
 	if bumpEpoch {
 		l.epoch++
 	}

@@ -64,6 +64,7 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 	}
 	k.members += len(picks)
 	l.state = state
+	k.live[state]++
 	k.linkLive(idx)
 	switch {
 	case c.Activate && c.KeepAliveSlots > 0:
@@ -317,6 +318,8 @@ func (k *Kernel) setMembersState(idx int32, to LeaseState) {
 			}
 		}
 	}
+	k.live[l.state]--
+	k.live[to]++
 	l.state = to
 }
 

@@ -295,6 +295,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		idx := k.newLease(lsn, []byte(hkey))
 		l := &k.leases[idx]
 		l.state, l.epoch, l.deadline, l.keepalive = state, epoch, deadline, keepalive
+		k.live[state]++
 		l.members = append(l.members, ms...)
 		k.members += len(l.members)
 		k.linkLive(idx)

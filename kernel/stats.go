@@ -10,10 +10,13 @@ type Stats struct {
 	Operations  int
 	Expirations int // reserved leases in the expiry index
 	RangeValues int // freed values remembered for least_recently_freed
+	// Live leases by state.
+	Reserved, Active, Revoking int
 }
 
 // Stats reports table fill. O(1).
 func (k *Kernel) Stats() Stats {
 	return Stats{Resources: len(k.res), Pools: len(k.pools), Ranges: len(k.ranges), Leases: k.leaseCount(),
-		Members: k.members, Operations: k.ops.len(), Expirations: k.expiry.len(), RangeValues: k.rangeValues}
+		Members: k.members, Operations: k.ops.len(), Expirations: k.expiry.len(), RangeValues: k.rangeValues,
+		Reserved: k.live[LeaseReserved], Active: k.live[LeaseActive], Revoking: k.live[LeaseRevoking]}
 }
