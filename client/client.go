@@ -26,16 +26,21 @@
 // same request bytes under a bounded exponential backoff with jitter, until
 // the context ends or the retry budget (WithRetry) is spent. The server's
 // dedupe table turns those retries into replays of the first result
-// (Result.FromRetryCache).
+// (Result.FromRetryCache). A first "no responders" is looked into at once: when no
+// Holdfast service on the NATS serves the client's prefix, the call ends with a
+// *DefiniteError of code CodeNoService that says so (a wrong prefix, a stopped server)
+// instead of retrying.
 package client
 
 import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -222,6 +227,15 @@ func (c *Client) call(ctx context.Context, v contract.Verb, req proto.Message, o
 			return nil, c.giveUp(v, opID, attempt-1, last, err)
 		}
 		rep, raw, terr := c.attempt(ctx, msg, c.cfg.timeout+extra)
+		if attempt == 1 && errors.Is(terr, nats.ErrNoResponders) {
+			// Nothing received the request. If no Holdfast serves this prefix at all (a
+			// wrong --prefix, a stopped server), say so now instead of retrying: a
+			// restarting shard is worth waiting for, a missing service is not.
+			if seen, missing := c.serviceMissing(ctx); missing {
+				return nil, &DefiniteError{Op: v.String(), OperationID: opID, Code: CodeNoService,
+					Message: noServiceMessage(c.cfg.prefix, seen)}
+			}
+		}
 		switch {
 		case terr != nil:
 			if !retryableTransport(ctx, terr) {
@@ -374,4 +388,58 @@ func (c *Client) backoff(attempt int) time.Duration {
 	d = min(d, c.cfg.backoffMax)
 	half := d / 2
 	return half + time.Duration(rand.Int64N(int64(half)+1))
+}
+
+// CodeNoService is the code of a *DefiniteError for a request that no Holdfast service
+// could receive: none serves the client's prefix on this NATS. Nothing was executed.
+const CodeNoService = "no_service"
+
+// serviceMissing asks every Holdfast service on this NATS for its prefix ($SRV.PING),
+// waiting a short while for the answers, and reports whether none serves the client's,
+// with the prefixes that answered.
+func (c *Client) serviceMissing(ctx context.Context) ([]string, bool) {
+	inbox := c.nc.NewInbox()
+	replies := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return nil, false
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishRequest("$SRV.PING."+serviceName, inbox, nil); err != nil {
+		return nil, false
+	}
+	wait := time.NewTimer(min(c.cfg.timeout, 300*time.Millisecond))
+	defer wait.Stop()
+	var seen []string
+	for {
+		select {
+		case m := <-replies:
+			var ping struct {
+				Metadata map[string]string `json:"metadata"`
+			}
+			if json.Unmarshal(m.Data, &ping) != nil {
+				continue
+			}
+			p := ping.Metadata["prefix"]
+			if p == c.cfg.prefix {
+				return nil, false
+			}
+			seen = append(seen, p)
+		case <-wait.C:
+			return seen, true
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+func noServiceMessage(prefix string, seen []string) string {
+	msg := fmt.Sprintf("no Holdfast service serves prefix %q on this NATS, so nothing received the request", prefix)
+	if len(seen) > 0 {
+		slices.Sort(seen)
+		msg += fmt.Sprintf(" (services answered for prefixes %q: is the prefix wrong?)", slices.Compact(seen))
+	} else {
+		msg += " (none answered: is holdfast serve running, and on this NATS?)"
+	}
+	return msg
 }

@@ -171,8 +171,30 @@ func TestServerTimeoutOutcomeRetriedUntilBudgetSpent(t *testing.T) {
 	}
 }
 
+// No service at all serves the prefix: the call says so at once, as a definite
+// rejection (nothing received the request), naming the prefixes that did answer.
+func TestNoServiceFailsFast(t *testing.T) {
+	_, nc := startNATS(t, false)
+	other := &fake{handler: always(`{"name":"holdfast","metadata":{"prefix":"acme.hf"}}`)}
+	other.serve(t, nc, "$SRV.PING.holdfast")
+	c := newClient(t, nc, WithRetry(50, time.Millisecond, 2*time.Millisecond))
+	start := time.Now()
+	_, err := c.CreateResource(context.Background(), "r1", WithOperationID("op-ns"))
+	var de *DefiniteError
+	if !errors.As(err, &de) || de.Code != CodeNoService || !strings.Contains(de.Message, `"acme.hf"`) || de.OperationID != "op-ns" {
+		t.Fatalf("err = %#v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("took %v", took)
+	}
+}
+
+// A service serves the prefix but the shard's endpoint has no responder for now (a
+// restart): retried with the same operation id, then indefinite.
 func TestNoRespondersRetriedThenIndefinite(t *testing.T) {
 	_, nc := startNATS(t, false)
+	svc := &fake{handler: always(`{"name":"holdfast","metadata":{"prefix":"holdfast"}}`)}
+	svc.serve(t, nc, "$SRV.PING.holdfast")
 	c := newClient(t, nc, WithRetry(4, time.Millisecond, 2*time.Millisecond))
 	_, err := c.CreateResource(context.Background(), "r1", WithOperationID("op-nr"))
 	var ie *IndefiniteError

@@ -205,11 +205,17 @@ lease 3-1042
 	}
 }
 
-func TestNoServiceIsIndefinite(t *testing.T) {
+// No Holdfast behind a live NATS: said at once, as definite (nothing received the
+// request), not after 10 s of retries.
+func TestNoServiceFailsFast(t *testing.T) {
 	url, _ := startNATS(t)
-	code, _, errOut := run(t, cmdResource, "create", "r1", "--server", url, "--timeout", "200ms")
-	if code != exitIndefinite || !strings.Contains(errOut, "no_responders") {
+	start := time.Now()
+	code, _, errOut := run(t, cmdResource, "create", "r1", "--server", url)
+	if code != exitDefinite || !strings.Contains(errOut, `no Holdfast service serves prefix "holdfast"`) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("took %v", took)
 	}
 }
 
