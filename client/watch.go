@@ -55,6 +55,9 @@ type Event struct {
 	Sequence uint64
 	// Stored is when the stream stored it (zero for live events).
 	Stored time.Time
+	// CaughtUp marks the last event of a replay: the stream had nothing more for the
+	// watch when it was delivered; what follows is live.
+	CaughtUp bool
 }
 
 // Watcher delivers events on a channel until its context ends, Stop is
@@ -65,7 +68,13 @@ type Watcher struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	err    error
+	// empty is closed when a replay found nothing to replay (no event carries
+	// CaughtUp then); never for a live watch.
+	empty chan struct{}
 }
+
+// Empty is closed when a replaying watcher found no event to replay: it is live at once.
+func (w *Watcher) Empty() <-chan struct{} { return w.empty }
 
 // Events returns the channel of events. It is closed when the watcher ends;
 // then Err tells why.
@@ -116,7 +125,7 @@ func (c *Client) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error)
 		buf = 256
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{events: make(chan Event, buf), cancel: cancel, done: make(chan struct{})}
+	w := &Watcher{events: make(chan Event, buf), cancel: cancel, done: make(chan struct{}), empty: make(chan struct{})}
 	var err error
 	if opts.replay() {
 		err = c.watchStream(wctx, w, subject, opts)
@@ -194,6 +203,11 @@ func (c *Client) watchStream(ctx context.Context, w *Watcher, subject string, op
 	if err != nil {
 		return fmt.Errorf("holdfast watch: stream %s: %w", stream, err)
 	}
+	caughtUp := false
+	if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 {
+		caughtUp = true
+		close(w.empty)
+	}
 	it, err := cons.Messages()
 	if err != nil {
 		return fmt.Errorf("holdfast watch: stream %s: %w", stream, err)
@@ -222,6 +236,9 @@ func (c *Client) watchStream(ctx context.Context, w *Watcher, subject string, op
 			if md, err := m.Metadata(); err == nil {
 				out.Sequence = md.Sequence.Stream
 				out.Stored = md.Timestamp
+				if !caughtUp && md.NumPending == 0 {
+					caughtUp, out.CaughtUp = true, true
+				}
 			}
 			select {
 			case w.events <- out:

@@ -116,9 +116,14 @@ func TestWatchReplayFromStream(t *testing.T) {
 	}
 	for i := 1; i <= 3; i++ {
 		ev := next(t, w)
-		if ev.Lsn != uint64(i) || ev.Sequence != uint64(i) || ev.Stored.IsZero() {
-			t.Fatalf("event %d = %+v", i, ev)
+		if ev.Lsn != uint64(i) || ev.Sequence != uint64(i) || ev.Stored.IsZero() || ev.CaughtUp != (i == 3) {
+			t.Fatalf("event %d = %+v (the third, the last replayed, is CaughtUp)", i, ev)
 		}
+	}
+	select {
+	case <-w.Empty():
+		t.Fatal("a replay with events is not empty")
+	default:
 	}
 	// It goes on live after the replay.
 	if _, err := js.Publish(ctx, "holdfast.v1.default.events.lease.activated", eventJSON("lease.activated", "default", 4, "0-1")); err != nil {
@@ -148,6 +153,18 @@ func TestWatchReplayFromStream(t *testing.T) {
 	}
 	if fmt.Sprint(tenants) != "[default default default zz]" {
 		t.Fatalf("tenants = %v", tenants)
+	}
+	w.Stop()
+
+	// A replay that matches nothing says so at once, and goes on live.
+	w, err = c.Watch(ctx, WatchOptions{FromStart: true, Filter: "pool.created"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Empty():
+	case <-time.After(5 * time.Second):
+		t.Fatal("an empty replay is not reported")
 	}
 	w.Stop()
 

@@ -78,7 +78,29 @@ func cmdWatch(e *env, args []string) int {
 	}
 	defer w.Stop()
 	seen := 0
-	for ev := range w.Events() {
+	replaying := opts.FromStart || opts.StartSeq > 0 || !opts.StartTime.IsZero()
+	empty := w.Empty()
+	if !replaying {
+		empty = nil
+	}
+	events := w.Events()
+	for {
+		var ev client.Event
+		select {
+		case <-empty:
+			fmt.Fprintln(e.stderr, "holdfast watch: nothing to replay; following live events")
+			empty = nil
+			continue
+		case x, ok := <-events:
+			if !ok {
+				if err := w.Err(); err != nil {
+					e.errorf("%v", err)
+					return exitDomain
+				}
+				return exitOK
+			}
+			ev = x
+		}
 		if cf.json {
 			b, err := messages.MarshalJSON(ev.Event)
 			if err != nil {
@@ -90,13 +112,11 @@ func cmdWatch(e *env, args []string) int {
 			fmt.Fprintln(e.stdout, eventLine(ev))
 		}
 		seen++
+		if ev.CaughtUp {
+			fmt.Fprintf(e.stderr, "holdfast watch: replayed %d event(s); following live events\n", seen)
+		}
 		if *count > 0 && seen >= *count {
 			return exitOK
 		}
 	}
-	if err := w.Err(); err != nil {
-		e.errorf("%v", err)
-		return exitDomain
-	}
-	return exitOK
 }
