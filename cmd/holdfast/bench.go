@@ -73,6 +73,15 @@ type benchConfig struct {
 	checkpoints int
 }
 
+// phase is the length of each measured phase: --duration is the whole run, so with
+// --echo the holdfast and echo phases get half each.
+func (c *benchConfig) phase() time.Duration {
+	if c.echo {
+		return c.duration / 2
+	}
+	return c.duration
+}
+
 // parseBench parses the flags of bench; code ≥ 0 means return it at once.
 func parseBench(e *env, args []string) (*benchConfig, int) {
 	fs := newFlagSet(e, "bench", "bench [--scenario spread|hotspot] [flags]", benchAbout)
@@ -82,7 +91,7 @@ func parseBench(e *env, args []string) (*benchConfig, int) {
 	fs.IntVar(&cfg.checkpoints, "checkpoints", 3, "checkpoints per claimed work shard (--scenario claim)")
 	fs.IntVar(&cfg.clients, "clients", 64, "concurrent clients `C` (default from --scenario)")
 	fs.IntVar(&cfg.resources, "resources", 10000, "resources `R` (default from --scenario)")
-	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "length `D` of each phase")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "length `D` of the whole run (with --echo, half for each phase)")
 	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "ttl of each reservation (a cycle releases it at once)")
 	fs.BoolVar(&cfg.echo, "echo", false, "also measure a plain NATS echo responder at the same concurrency")
 	enc := fs.String("encoding", "protobuf", "wire encoding: protobuf or json")
@@ -104,6 +113,11 @@ func parseBench(e *env, args []string) (*benchConfig, int) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["tenant"] {
+		// Its own tenant: the bench's objects and events stay out of the default one
+		// (a later `watch --from-start` does not replay 10,000 bench resources).
+		cfg.cf.tenant = "bench"
+	}
 	switch cfg.scenario {
 	case "spread":
 		if !set["resources"] {
@@ -522,7 +536,7 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	if by != nil {
 		loops++
 	}
-	elapsed := runPhase(ctx, cfg.duration, loops, func(i int, deadline time.Time) {
+	elapsed := runPhase(ctx, cfg.phase(), loops, func(i int, deadline time.Time) {
 		if i == len(workers) {
 			by.run(ctx, deadline, &live)
 			return
@@ -676,7 +690,7 @@ func benchEcho(ctx context.Context, e *env, cfg *benchConfig, conns []*nats.Conn
 	codes := make([]map[string]uint64, cfg.clients)
 	var live liveCounters
 	stop := startProgress(e, cfg, "echo", &live)
-	elapsed := runPhase(ctx, cfg.duration, cfg.clients, func(i int, deadline time.Time) {
+	elapsed := runPhase(ctx, cfg.phase(), cfg.clients, func(i int, deadline time.Time) {
 		nc := conns[i%len(conns)]
 		msg := nats.Msg{Subject: subject, Data: payload}
 		codes[i] = map[string]uint64{}

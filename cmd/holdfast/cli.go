@@ -57,7 +57,11 @@ func osEnv() (*env, context.CancelFunc) {
 }
 
 // registerCLI registers a command written against env.
+// cliRuns are the client commands by name, for the tests that run command lines.
+var cliRuns = map[string]func(e *env, args []string) int{}
+
 func registerCLI(name, summary string, run func(e *env, args []string) int) {
+	cliRuns[name] = run
 	register(name, summary, func(args []string) int {
 		e, cancel := osEnv()
 		defer cancel()
