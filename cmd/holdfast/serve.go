@@ -69,6 +69,34 @@ type serveConfig struct {
 	pprof          bool
 }
 
+// flagsFromEnv sets every flag the command line left alone from its environment variable,
+// HOLDFAST_<FLAG> (upper case, '-' as '_': HOLDFAST_MAX_MEMORY=16GiB), as a container or
+// a systemd unit configures a service. The command line wins; test hooks are not read.
+func flagsFromEnv(fs *flag.FlagSet, explicit map[string]bool) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || explicit[f.Name] || f.Name == "test-hooks-dir" {
+			return
+		}
+		name := serveEnvVar(f.Name)
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		if e := fs.Set(f.Name, v); e != nil {
+			err = fmt.Errorf("%s=%q: %v", name, v, e)
+			return
+		}
+		explicit[f.Name] = true
+	})
+	return err
+}
+
+// serveEnvVar is the environment variable of a serve flag.
+func serveEnvVar(flagName string) string {
+	return "HOLDFAST_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
 // parseServeFlags parses and checks the flags; the error is for the user.
 func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	def := kernel.DefaultConfig()
@@ -122,6 +150,9 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if err := flagsFromEnv(fs, explicit); err != nil {
+		return nil, err
+	}
 
 	c := &serveConfig{data: *data, listen: *listen, natsURL: *natsURL, prefix: *prefix,
 		listenExplicit: explicit["listen"], metricsListen: *metricsListen,

@@ -269,6 +269,27 @@ func TestServeFlagErrors(t *testing.T) {
 	}
 }
 
+// Every serve flag can come from HOLDFAST_<FLAG>; the command line wins, and a bad value
+// names its variable.
+func TestServeFlagsFromEnvironment(t *testing.T) {
+	t.Setenv("HOLDFAST_SHARDS", "4")
+	t.Setenv("HOLDFAST_MAX_MEMORY", "1GiB")
+	t.Setenv("HOLDFAST_SLOT", "250ms")
+	t.Setenv("HOLDFAST_PREFIX", "acme.hf")
+	c, err := parseServeFlags([]string{"--slot", "50ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.shards != 4 || !c.explicitBounds["shards"] || c.kernel.SlotMillis != 50 || c.prefix != "acme.hf" ||
+		c.kernel.MaxLeases != (128<<20)/kernel.LeaseBytes {
+		t.Fatalf("parsed: shards %d slot %d prefix %q leases %d", c.shards, c.kernel.SlotMillis, c.prefix, c.kernel.MaxLeases)
+	}
+	t.Setenv("HOLDFAST_MAX_LEASES", "many")
+	if _, err := parseServeFlags(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "HOLDFAST_MAX_LEASES") {
+		t.Fatalf("bad value: %v", err)
+	}
+}
+
 func TestServeLayout(t *testing.T) {
 	dir := t.TempDir()
 	l := func(shards uint32, slotMS uint64) serveLayout { return serveLayout{Shards: shards, SlotMillis: slotMS} }
