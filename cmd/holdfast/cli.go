@@ -128,15 +128,20 @@ func (c *connFlags) connect(name string, opts ...client.Option) (*nats.Conn, *cl
 func newFlagSet(e *env, name, synopsis, about string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: holdfast %s\n", synopsis)
+	usages[fs] = func(w io.Writer) {
+		fmt.Fprintf(w, "usage: holdfast %s\n", synopsis)
 		if about != "" {
-			fmt.Fprintf(e.stderr, "\n%s\n", strings.TrimRight(about, "\n"))
+			fmt.Fprintf(w, "\n%s\n", strings.TrimRight(about, "\n"))
 		}
-		fmt.Fprintln(e.stderr, "\nFlags (-flag or --flag):")
+		fmt.Fprintln(w, "\nFlags (--flag or -flag):")
+		fs.SetOutput(w)
 		fs.PrintDefaults()
-		fmt.Fprintf(e.stderr, "\n%s", exitCodesHelp)
+		fs.SetOutput(e.stderr)
+		fmt.Fprintf(w, "\n%s", exitCodesHelp)
 	}
+	// The flag package calls Usage on -h and on a bad flag; parseArgs prints the help
+	// (on stdout) or a one-line hint itself.
+	fs.Usage = func() {}
 	return fs
 }
 
@@ -157,8 +162,15 @@ func parseArgs(e *env, fs *flag.FlagSet, args []string) ([]string, int) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				if u := usages[fs]; u != nil {
+					u(e.stdout)
+				}
 				return nil, exitOK
 			}
+			if hint := flagHint(fs, err); hint != "" {
+				fmt.Fprintf(e.stderr, "holdfast %s: %s\n", fs.Name(), hint)
+			}
+			fmt.Fprintf(e.stderr, "Run 'holdfast %s --help' for help.\n", fs.Name())
 			return nil, exitUsage
 		}
 		args = fs.Args()
@@ -174,7 +186,7 @@ func parseArgs(e *env, fs *flag.FlagSet, args []string) ([]string, int) {
 // usageError reports a usage problem and returns exitUsage.
 func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
 	fmt.Fprintf(e.stderr, "holdfast %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fmt.Fprintf(e.stderr, "Run 'holdfast %s -h' for help.\n", fs.Name())
+	fmt.Fprintf(e.stderr, "Run 'holdfast %s --help' for help.\n", fs.Name())
 	return exitUsage
 }
 

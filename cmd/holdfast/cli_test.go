@@ -271,10 +271,23 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
 		}
 	}
-	// Help is not an error.
-	code, _, errOut := run(t, cmdLease, "reserve", "-h")
-	if code != exitOK || !strings.Contains(errOut, "Exit codes:") || !strings.Contains(errOut, "retry the same command with the same --op") {
-		t.Fatalf("help: exit %d, %q", code, errOut)
+	// Help is not an error: on stdout, exit 0.
+	code, out, errOut := run(t, cmdLease, "reserve", "--help")
+	if code != exitOK || errOut != "" || !strings.Contains(out, "Exit codes:") || !strings.Contains(out, "retry the same command with the same --op") {
+		t.Fatalf("help: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// A mistyped flag, or a duration without its unit: one line of hint, not the usage.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"reserve", "--holdr", "h"}, "did you mean --holder?"},
+		{[]string{"reserve", "--holder", "h", "--resource", "r", "--ttl", "30"}, "--ttl needs a unit, e.g. 30s or 30ms"},
+	} {
+		code, out, errOut := run(t, cmdLease, c.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "Exit codes:") || strings.Count(errOut, "\n") > 3 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
+		}
 	}
 }
 
@@ -478,5 +491,22 @@ func TestLeaseShowsItsDeadlineAsATime(t *testing.T) {
 	}
 	if got := whenString(now.Add(-3*time.Second), now, "expires in", "expired"); got != "expired 3s ago (14:16:09.000Z)" {
 		t.Fatalf("whenString past: %q", got)
+	}
+}
+
+// The top level: help on stdout with exit 0, a version, a mistyped command in one line.
+func TestTopLevel(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runMain([]string{"--help"}, &out, &errb); code != exitOK || errb.Len() != 0 || !strings.Contains(out.String(), "lease ") {
+		t.Fatalf("--help: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := runMain([]string{"version"}, &out, &errb); code != exitOK || !strings.HasPrefix(out.String(), "holdfast 0.") {
+		t.Fatalf("version: exit %d, %q", code, out.String())
+	}
+	out.Reset()
+	code := runMain([]string{"leese", "get", "1-1"}, &out, &errb)
+	if code != exitUsage || out.Len() != 0 || !strings.Contains(errb.String(), `did you mean "lease"?`) || strings.Count(errb.String(), "\n") != 1 {
+		t.Fatalf("typo: exit %d, stderr %q", code, errb.String())
 	}
 }

@@ -33,19 +33,24 @@ func dispatch(e *env, object string, verbs []subcommand, args []string) int {
 		names[i] = v.name
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(e.stderr, "usage: holdfast %s <%s> [flags]\n\nRun 'holdfast %s <verb> -h' for the flags of a verb.\n\n%s",
-			object, strings.Join(names, "|"), object, exitCodesHelp)
+		w, code := e.stdout, exitOK // help asked for: stdout, exit 0
 		if len(args) == 0 {
-			return exitUsage
+			w, code = e.stderr, exitUsage
 		}
-		return exitOK
+		fmt.Fprintf(w, "usage: holdfast %s <%s> [flags]\n\nRun 'holdfast %s <verb> --help' for the flags of a verb.\n\n%s",
+			object, strings.Join(names, "|"), object, exitCodesHelp)
+		return code
 	}
 	for _, v := range verbs {
 		if v.name == args[0] {
 			return v.run(e, args[1:])
 		}
 	}
-	fmt.Fprintf(e.stderr, "holdfast %s: unknown verb %q (want one of %s)\n", object, args[0], strings.Join(names, ", "))
+	fmt.Fprintf(e.stderr, "holdfast %s: unknown verb %q", object, args[0])
+	if near, ok := closest(args[0], names); ok {
+		fmt.Fprintf(e.stderr, "; did you mean %q?", near)
+	}
+	fmt.Fprintf(e.stderr, " (one of %s)\n", strings.Join(names, ", "))
 	return exitUsage
 }
 

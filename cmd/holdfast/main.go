@@ -4,8 +4,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"runtime"
 	"sort"
+
+	"github.com/holdfast/holdfast/bridge"
 )
 
 // command is one subcommand. Each lives in its own file and registers itself in init,
@@ -24,29 +28,52 @@ func register(name, summary string, run func(args []string) int) {
 	commands[name] = command{summary: summary, run: run}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: holdfast <command> [flags]\n\ncommands:")
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: holdfast <command> [flags]\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(os.Stderr, "\nRun 'holdfast <command> -h' for its flags.")
+	fmt.Fprintln(w, "  version    print the version")
+	fmt.Fprintln(w, "\nRun 'holdfast <command> --help' for its flags. Client commands reach NATS by --server,")
+	fmt.Fprintln(w, "NATS_URL or a nats context (--context, NATS_CONTEXT); serve flags also come from HOLDFAST_<FLAG>.")
+}
+
+// runMain runs the command line and returns the exit code: help on stdout with 0, a
+// mistyped command in one line with the nearest one.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return exitOK
+	case "version", "--version":
+		fmt.Fprintf(stdout, "holdfast %s %s %s/%s\n", bridge.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		names := []string{"version"}
+		for n := range commands {
+			names = append(names, n)
+		}
+		fmt.Fprintf(stderr, "holdfast: unknown command %q", args[0])
+		if near, ok := closest(args[0], names); ok {
+			fmt.Fprintf(stderr, "; did you mean %q?", near)
+		}
+		fmt.Fprintln(stderr, " Run 'holdfast --help' for the commands.")
+		return exitUsage
+	}
+	return c.run(args[1:])
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		usage()
-		os.Exit(2)
-	}
-	c, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "holdfast: unknown command %q\n\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	os.Exit(c.run(os.Args[2:]))
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -97,12 +97,20 @@ func serveEnvVar(flagName string) string {
 	return "HOLDFAST_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// serveHelpOut is where `holdfast serve --help` prints (tests redirect it).
+var serveHelpOut io.Writer = os.Stdout
+
 // parseServeFlags parses and checks the flags; the error is for the user.
-func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
+func parseServeFlags(args []string) (*serveConfig, error) {
 	def := kernel.DefaultConfig()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
+	fs.SetOutput(io.Discard) // serveMain reports the error, once
+	// -h prints the help on stdout (help is not an error); a bad flag gets one line and
+	// a hint, not the whole usage.
+	fs.Usage = func() {}
+	printUsage := func(out io.Writer) {
+		fs.SetOutput(out)
+		defer fs.SetOutput(io.Discard)
 		fmt.Fprint(out, "usage: holdfast serve [flags]\n\n"+
 			"Runs the Holdfast service. With no flags it embeds a NATS server with JetStream\n"+
 			"(stored under --data), listens for NATS clients on 127.0.0.1:4222, and logs one\n"+
@@ -143,6 +151,11 @@ func parseServeFlags(args []string, out io.Writer) (*serveConfig, error) {
 	replicas := fs.Int("replicas", 1, "JetStream replicas of journals, snapshots and the cluster bucket: 1 or 3")
 	ownershipTTL := fs.Duration("ownership-ttl", server.DefaultOwnershipTTL, "how long a node's claim on a shard lasts without renewal (whole seconds); a node stops serving a shard before it lapses")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(serveHelpOut)
+		} else if hint := flagHint(fs, err); hint != "" {
+			err = fmt.Errorf("%w (%s)", err, hint)
+		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -403,7 +416,7 @@ func syncServeDir(dir string) error {
 
 // serveMain runs the service until ctx is done; it returns the process exit code.
 func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
-	c, err := parseServeFlags(args, stderr)
+	c, err := parseServeFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}

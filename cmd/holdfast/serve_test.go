@@ -248,7 +248,7 @@ func TestServeFlagErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, output %q", c.args, code, out.String())
 		}
 	}
-	c, err := parseServeFlags([]string{"--max-leases", "1000", "--slot", "250ms", "--dedupe-window", "1s", "--max-ttl", "1m"}, io.Discard)
+	c, err := parseServeFlags([]string{"--max-leases", "1000", "--slot", "250ms", "--dedupe-window", "1s", "--max-ttl", "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestServeFlagErrors(t *testing.T) {
 	}
 	// --max-memory is split over the shards: 1 GiB over 4 is 128 MiB for operations and
 	// 128 MiB for leases per shard; an explicit bound wins.
-	c, err = parseServeFlags([]string{"--max-memory", "1GiB", "--shards", "4", "--max-operations", "77"}, io.Discard)
+	c, err = parseServeFlags([]string{"--max-memory", "1GiB", "--shards", "4", "--max-operations", "77"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("HOLDFAST_MAX_MEMORY", "1GiB")
 	t.Setenv("HOLDFAST_SLOT", "250ms")
 	t.Setenv("HOLDFAST_PREFIX", "acme.hf")
-	c, err := parseServeFlags([]string{"--slot", "50ms"}, io.Discard)
+	c, err := parseServeFlags([]string{"--slot", "50ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		t.Fatalf("parsed: shards %d slot %d prefix %q leases %d", c.shards, c.kernel.SlotMillis, c.prefix, c.kernel.MaxLeases)
 	}
 	t.Setenv("HOLDFAST_MAX_LEASES", "many")
-	if _, err := parseServeFlags(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "HOLDFAST_MAX_LEASES") {
+	if _, err := parseServeFlags(nil); err == nil || !strings.Contains(err.Error(), "HOLDFAST_MAX_LEASES") {
 		t.Fatalf("bad value: %v", err)
 	}
 }
