@@ -147,6 +147,21 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 	})
 	buildInfo.Set(1)
 	reg.MustRegister(buildInfo)
+	if nc != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "holdfast_nats_connected",
+			Help: "1 while the service's NATS connection is connected, 0 while it is reconnecting or closed.",
+		}, func() float64 {
+			if nc.IsConnected() {
+				return 1
+			}
+			return 0
+		}))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "holdfast_nats_reconnects_total",
+			Help: "Reconnects of the service's NATS connection.",
+		}, func() float64 { return float64(nc.Stats().Reconnects) }))
+	}
 	reg.MustRegister(batch, latency, late, m.requests, dur, m.published, m.publishErrors, m.dropped,
 		m.overflowed, m.queued, m.publishedLSNs, m.renewals, m.claimsLost, m.acquisitions, m.handoffs,
 		m.shardsOwned, m.forwarded, &shardCollector{m: m},
