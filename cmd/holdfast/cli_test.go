@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/testserver"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -508,5 +509,31 @@ func TestTopLevel(t *testing.T) {
 	code := runMain([]string{"leese", "get", "1-1"}, &out, &errb)
 	if code != exitUsage || out.Len() != 0 || !strings.Contains(errb.String(), `did you mean "lease"?`) || strings.Count(errb.String(), "\n") != 1 {
 		t.Fatalf("typo: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// The operator's run and work commands against a real server.
+func TestRunAndWorkCommands(t *testing.T) {
+	srv := testserver.Start(t)
+	for _, c := range []struct {
+		cmd  func(*env, []string) int
+		args []string
+		code int
+		want string
+	}{
+		{cmdRun, []string{"create", "crawl", "--shard", "a=a..m", "--shard", "b=m.."}, exitOK, "run crawl status=active work=2 active=2"},
+		{cmdRun, []string{"create", "bad", "--shard", "a"}, exitUsage, "want NAME=START..END"},
+		{cmdRun, []string{"get", "crawl"}, exitOK, "run crawl status=active"},
+		{cmdWork, []string{"get", "crawl", "b"}, exitOK, `work crawl/b ["m","") status=active claims=0`},
+		{cmdWork, []string{"get", "crawl"}, exitUsage, "missing run ID and work shard name"},
+		{cmdWork, []string{"unpark", "crawl", "a"}, exitDomain, "invalid_state"},
+		{cmdRun, []string{"complete", "crawl"}, exitDomain, "invalid_state"},
+		{cmdRun, []string{"cancel", "crawl", "--reason", "enough"}, exitOK, `status=cancelled`},
+		{cmdRun, []string{"fail", "crawl"}, exitDomain, "run_terminal"},
+	} {
+		code, out, errOut := run(t, c.cmd, append(c.args, "--server", srv.URL)...)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d and %q", c.args, code, out, errOut, c.code, c.want)
+		}
 	}
 }

@@ -85,7 +85,7 @@ func (c *call) prepare(args []string, npos int, posName string) int {
 		return usageError(c.e, c.fs, "%v", err)
 	}
 	if npos >= 0 && len(pos) != npos {
-		if npos == 1 && len(pos) == 0 {
+		if len(pos) < npos {
 			return usageError(c.e, c.fs, "missing %s", posName)
 		}
 		return usageError(c.e, c.fs, "unexpected arguments: %s", strings.Join(pos[npos:], " "))
