@@ -150,15 +150,7 @@ func (s *shardPub) drainBatched(limit int, orWork bool) bool {
 			}
 			continue
 		}
-		s.timer.Reset(wait)
-		select {
-		case <-s.ackWake:
-			s.timer.Stop()
-		case <-s.timer.C:
-		case <-work:
-			s.timer.Stop() // take finds the queued batches without the wake-up
-		case <-s.p.abort:
-			s.timer.Stop()
+		if !s.await(wait, work) {
 			return false
 		}
 	}

@@ -632,18 +632,27 @@ func (s *shardPub) drain(limit int, orWork bool) bool {
 			s.resend(redo)
 			continue
 		}
-		s.timer.Reset(wait)
-		select {
-		case <-s.ackWake:
-			s.timer.Stop()
-		case <-s.timer.C:
-		case <-work:
-			s.timer.Stop() // take finds the queued batches without the wake-up
-		case <-s.p.abort:
-			s.timer.Stop()
+		if !s.await(wait, work) {
 			return false
 		}
 	}
+}
+
+// await waits up to wait for an acknowledgement, a failure or (work not nil) more queued
+// events; false when publishing is aborted.
+func (s *shardPub) await(wait time.Duration, work chan struct{}) bool {
+	s.timer.Reset(wait)
+	select {
+	case <-s.ackWake:
+		s.timer.Stop()
+	case <-s.timer.C:
+	case <-work:
+		s.timer.Stop() // take finds the queued batches without the wake-up
+	case <-s.p.abort:
+		s.timer.Stop()
+		return false
+	}
+	return true
 }
 
 // resend publishes the entries again, in order, skipping any acknowledged meanwhile.

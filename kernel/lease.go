@@ -251,13 +251,7 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 		return
 	}
 	if c.Verb == contract.VerbActivate || c.Verb == contract.VerbRenew || c.Verb == contract.VerbRelease {
-		holder, epoch := k.leaseHolderEpoch(r)
-		if _, h := splitKey(k.holders[holder].key); h != c.HolderID {
-			out.Code = contract.CodeHolderMismatch
-			return
-		}
-		if c.Epoch != epoch {
-			out.Code = contract.CodeStaleEpoch
+		if out.Code = k.checkFence(r, c); out.Code != contract.CodeOK {
 			return
 		}
 	}
@@ -333,6 +327,19 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 		return
 	}
 	k.viewLease(idx, out)
+}
+
+// checkFence is the holder-authorized verbs' check after existence: the holder, then the
+// epoch (docs/api.md §4's order), for the lease verbs and the work verbs alike.
+func (k *Kernel) checkFence(r leaseRef, c *Command) Code {
+	holder, epoch := k.leaseHolderEpoch(r)
+	if _, h := splitKey(k.holders[holder].key); h != c.HolderID {
+		return contract.CodeHolderMismatch
+	}
+	if c.Epoch != epoch {
+		return contract.CodeStaleEpoch
+	}
+	return contract.CodeOK
 }
 
 func (k *Kernel) leaseHolderEpoch(r leaseRef) (int32, uint64) {

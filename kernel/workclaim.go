@@ -87,13 +87,7 @@ func (k *Kernel) workVerb(e Entry, out *Output) {
 		out.Code = code
 		return
 	}
-	holder, epoch := k.leaseHolderEpoch(r)
-	if _, h := splitKey(k.holders[holder].key); h != c.HolderID {
-		out.Code = contract.CodeHolderMismatch
-		return
-	}
-	if c.Epoch != epoch {
-		out.Code = contract.CodeStaleEpoch
+	if out.Code = k.checkFence(r, c); out.Code != contract.CodeOK {
 		return
 	}
 	w := k.leaseWork(r)
