@@ -196,8 +196,9 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 		Duplicates: 30 * time.Second, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnsureStream(ctx, js, "hf.eu", Config{}.WithDefaults()); err != nil {
-		t.Fatal(err)
+	batched, err := EnsureStream(ctx, js, "hf.eu", Config{}.WithDefaults())
+	if err != nil || !batched {
+		t.Fatalf("ensure: batched %v, %v", batched, err)
 	}
 	st, err := js.Stream(ctx, contract.StreamName)
 	if err != nil {
@@ -205,7 +206,7 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 	}
 	cfg := st.CachedInfo().Config
 	if cfg.Duplicates != DefaultDuplicateWindow || len(cfg.Subjects) != 2 || cfg.Subjects[1] != "hf.eu.v1.*.events.>" ||
-		cfg.Storage != jetstream.MemoryStorage {
+		cfg.Storage != jetstream.MemoryStorage || !cfg.AllowBatchPublish {
 		t.Fatalf("updated stream: %+v", cfg)
 	}
 	// A fresh deployment gets a file stream.
@@ -217,7 +218,8 @@ func TestStreamIsCreatedAndUpdated(t *testing.T) {
 	}
 	st, _ = js.Stream(ctx, contract.StreamName)
 	cfg = st.CachedInfo().Config
-	if cfg.Storage != jetstream.FileStorage || cfg.Duplicates != DefaultDuplicateWindow || cfg.Subjects[0] != "holdfast.v1.*.events.>" {
+	if cfg.Storage != jetstream.FileStorage || cfg.Duplicates != DefaultDuplicateWindow || cfg.Subjects[0] != "holdfast.v1.*.events.>" ||
+		!cfg.AllowBatchPublish {
 		t.Fatalf("created stream: %+v", cfg)
 	}
 }
