@@ -100,7 +100,15 @@ func waitPosition(t *testing.T, p *Publisher, lsn uint64, within time.Duration) 
 // sent again until a stream takes them, and the position waits for that. Failed sends
 // go out again together, in order, so a whole window recovers within a backoff or two.
 func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
-	p, js, m := newTestPublisher(t, Config{}, false)
+	for _, plain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "batched", true: "plain"}[plain], func(t *testing.T) {
+			retriesUntilAStreamTakesTheEvents(t, plain)
+		})
+	}
+}
+
+func retriesUntilAStreamTakesTheEvents(t *testing.T, plain bool) {
+	p, js, m := newTestPublisher(t, Config{Plain: plain}, false)
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +132,15 @@ func TestPublisherRetriesUntilAStreamTakesTheEvents(t *testing.T) {
 // An acknowledgement that never comes (here: nobody listens for it) makes the event go
 // out again after AckWait with the same message id; the stream keeps one copy.
 func TestPublisherResendsWhenTheAcknowledgementIsLost(t *testing.T) {
-	p, js, _ := newTestPublisher(t, Config{AckWait: 200 * time.Millisecond}, true)
+	for _, plain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "batched", true: "plain"}[plain], func(t *testing.T) {
+			resendsWhenTheAcknowledgementIsLost(t, plain)
+		})
+	}
+}
+
+func resendsWhenTheAcknowledgementIsLost(t *testing.T, plain bool) {
+	p, js, _ := newTestPublisher(t, Config{AckWait: 200 * time.Millisecond, Plain: plain}, true)
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
