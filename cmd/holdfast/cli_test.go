@@ -537,3 +537,33 @@ func TestRunAndWorkCommands(t *testing.T) {
 		}
 	}
 }
+
+// Completion candidates come from the commands' own definitions.
+func TestCompletions(t *testing.T) {
+	for _, c := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"le"}, "lease"},
+		{[]string{"lease", "re"}, "reclaim release renew reserve revoke"},
+		{[]string{"lease", "reserve", "--ho"}, "--holder"},
+		{[]string{"run", "create", "--sh"}, "--shard"},
+		{[]string{"serve", "--max-me"}, "--max-memory"},
+		{[]string{"completion", ""}, "bash zsh"},
+	} {
+		if got := strings.Join(completions(c.words), " "); got != c.want {
+			t.Errorf("%q: %q, want %q", c.words, got, c.want)
+		}
+	}
+}
+
+// The completion's verb table agrees with the commands' own dispatch tables.
+func TestCompletionVerbsMatchTheCommands(t *testing.T) {
+	for object, verbs := range verbsOf {
+		code, out, _ := run(t, cliRuns[object], "--help")
+		want := fmt.Sprintf("usage: holdfast %s <%s>", object, strings.Join(verbs, "|"))
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("%s: exit %d, help %q lacks %q", object, code, out, want)
+		}
+	}
+}

@@ -32,7 +32,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: holdfast <command> [flags]\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
-		names = append(names, n)
+		if n[0] != '_' { // internal (__complete)
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {
