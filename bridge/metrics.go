@@ -237,7 +237,10 @@ var (
 	descBacklog = prometheus.NewDesc("holdfast_shard_expiry_backlog",
 		"Leases whose deadline has come and whose expiry is not yet applied.", []string{"shard"}, nil)
 	descSlotLag = prometheus.NewDesc("holdfast_shard_slot_lag",
-		"Clock slot minus the slot of the shard's last applied entry.", []string{"shard"}, nil)
+		"Clock slot minus the slot of the shard's last applied entry (grows while the shard is idle).", []string{"shard"}, nil)
+	descExpiryLag = prometheus.NewDesc("holdfast_shard_expiry_lag_seconds",
+		"How far past its deadline the shard's most overdue lease is, not yet expired (0 when none is due): "+
+			"alert when it stays above a few slots.", []string{"shard"}, nil)
 	descHalted = prometheus.NewDesc("holdfast_shard_halted",
 		"1 when the shard is halted (journal failure or refused recovery).", []string{"shard"}, nil)
 	descEntries = prometheus.NewDesc("holdfast_shard_table_entries",
@@ -251,7 +254,7 @@ var (
 )
 
 func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descApplied, descQueue, descBacklog, descSlotLag, descHalted, descEntries, descCapacity, descUtil, descLeases} {
+	for _, d := range []*prometheus.Desc{descApplied, descQueue, descBacklog, descSlotLag, descExpiryLag, descHalted, descEntries, descCapacity, descUtil, descLeases} {
 		ch <- d
 	}
 }
@@ -275,6 +278,11 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descLeases, prometheus.GaugeValue, float64(ls.n), l, ls.state)
 		}
 		ch <- prometheus.MustNewConstMetric(descSlotLag, prometheus.GaugeValue, float64(st.ClockSlot)-float64(st.AppliedSlot), l)
+		lag := 0.0
+		if d := st.Tables.NextDeadline; d != 0 && st.ClockSlot > d {
+			lag = float64(st.ClockSlot-d) * float64(k.SlotMillis) / 1000
+		}
+		ch <- prometheus.MustNewConstMetric(descExpiryLag, prometheus.GaugeValue, lag, l)
 		halted := 0.0
 		if st.Halted {
 			halted = 1

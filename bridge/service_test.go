@@ -286,6 +286,7 @@ func TestMetricsAndHealth(t *testing.T) {
 		`holdfast_shard_append_duration_seconds_bucket{shard=`,
 		`holdfast_leases{shard="0",state="reserved"} 0`,
 		`holdfast_nats_connected 1`,
+		`holdfast_shard_expiry_lag_seconds{shard="0"} 0`,
 		`holdfast_nats_reconnects_total 0`,
 		`holdfast_lease_expiry_lateness_seconds_bucket{shard="0",le="0"} 0`,
 		`holdfast_events_published_total{shard=`,

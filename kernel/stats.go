@@ -12,11 +12,17 @@ type Stats struct {
 	RangeValues int // freed values remembered for least_recently_freed
 	// Live leases by state.
 	Reserved, Active, Revoking int
+	// NextDeadline is the earliest deadline in the expiry index (0: none).
+	NextDeadline uint64
 }
 
 // Stats reports table fill. O(1).
 func (k *Kernel) Stats() Stats {
-	return Stats{Resources: len(k.res), Pools: len(k.pools), Ranges: len(k.ranges), Leases: k.leaseCount(),
+	st := Stats{Resources: len(k.res), Pools: len(k.pools), Ranges: len(k.ranges), Leases: k.leaseCount(),
 		Members: k.members, Operations: k.ops.len(), Expirations: k.expiry.len(), RangeValues: k.rangeValues,
 		Reserved: k.live[LeaseReserved], Active: k.live[LeaseActive], Revoking: k.live[LeaseRevoking]}
+	if d, ok := k.NextDeadline(); ok {
+		st.NextDeadline = d
+	}
+	return st
 }
