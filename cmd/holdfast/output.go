@@ -202,6 +202,10 @@ func eventLine(ev client.Event) string {
 		b.WriteString(" " + poolLine(ev.GetPool()))
 	case ev.GetRange() != nil:
 		b.WriteString(" " + rangeLine(ev.GetRange()))
+	case ev.GetRun() != nil:
+		b.WriteString(" " + runLine(ev.GetRun()))
+	case ev.GetWork() != nil:
+		b.WriteString(" " + workLine(ev.GetWork()))
 	}
 	return b.String()
 }
