@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/holdfast/holdfast/actors"
 )
 
 // The publisher's side of fast batches (Batches decides; this sends and listens).
@@ -25,31 +23,6 @@ const (
 // gap ending the batch.
 func (s *shardPub) batchReply(b Send) string {
 	return s.p.inbox + "." + s.label + "." + b.Batch + ".1.fail." + strconv.FormatUint(b.Seq, 10) + "." + strconv.Itoa(b.Op) + ".$FI"
-}
-
-// publishBatched queues one event and sends what may be sent; false when aborted.
-func (s *shardPub) publishBatched(e *actors.Event, through, gen uint64) bool {
-	msg, err := s.p.message(e)
-	if !s.awaitServing(gen) {
-		return !s.aborted()
-	}
-	s.mu.Lock()
-	if s.gen != gen {
-		s.mu.Unlock()
-		return true // dropped meanwhile: the shard's owner republishes
-	}
-	if err != nil {
-		s.bat.Add(nil, through)
-		s.advanceLocked()
-		s.mu.Unlock()
-		s.p.metrics.PublishError(s.label)
-		s.p.log.Error("event cannot be encoded; skipped", "shard", s.shard, "lsn", e.LSN, "err", err)
-		return true
-	}
-	s.bat.Add(msg, through)
-	s.mu.Unlock()
-	s.sendBatched(gen)
-	return s.drainBatched(s.p.cfg.Window-1, false)
 }
 
 // sendBatched sends, in order, every entry the current batch can take.

@@ -422,11 +422,7 @@ func (s *shardPub) run() {
 			if len(b.events) == 0 {
 				s.mu.Lock()
 				if s.gen == gen {
-					if s.p.cfg.Plain {
-						s.win.Add(nil, b.through, time.Time{})
-					} else {
-						s.bat.Add(nil, b.through)
-					}
+					s.addNoEventLocked(b.through)
 					s.advanceLocked()
 				}
 				s.mu.Unlock()
@@ -456,9 +452,6 @@ func (p *Publisher) message(e *actors.Event) (*nats.Msg, error) {
 // publish sends one event and keeps it in the window; through is the lsn its batch
 // ends at when it is the batch's last event. False when publishing was aborted.
 func (s *shardPub) publish(e *actors.Event, through, gen uint64) bool {
-	if !s.p.cfg.Plain {
-		return s.publishBatched(e, through, gen)
-	}
 	msg, err := s.p.message(e)
 	if !s.awaitServing(gen) {
 		return !s.aborted()
@@ -472,12 +465,18 @@ func (s *shardPub) publish(e *actors.Event, through, gen uint64) bool {
 		// Views hold validated ASCII ids, so this cannot happen; if it does, the event
 		// cannot be published at all and holding the position would stop the shard's
 		// snapshots forever.
-		s.win.Add(nil, through, time.Time{})
+		s.addNoEventLocked(through)
 		s.advanceLocked()
 		s.mu.Unlock()
 		s.p.metrics.PublishError(s.label)
 		s.p.log.Error("event cannot be encoded; skipped", "shard", s.shard, "lsn", e.LSN, "err", err)
 		return true
+	}
+	if !s.p.cfg.Plain {
+		s.bat.Add(msg, through)
+		s.mu.Unlock()
+		s.sendBatched(gen)
+		return s.drainBatched(s.p.cfg.Window-1, false)
 	}
 	seq := s.win.NextSeq()
 	msg.Reply = s.p.inbox + "." + s.label + "." + strconv.FormatUint(seq, 10)
@@ -487,6 +486,16 @@ func (s *shardPub) publish(e *actors.Event, through, gen uint64) bool {
 		s.markFailed(seq, err)
 	}
 	return s.drain(s.p.cfg.Window-1, false)
+}
+
+// addNoEventLocked records a journal batch end with no event to wait for (or one that
+// cannot be encoded), in either publishing mode.
+func (s *shardPub) addNoEventLocked(through uint64) {
+	if s.p.cfg.Plain {
+		s.win.Add(nil, through, time.Time{})
+	} else {
+		s.bat.Add(nil, through)
+	}
 }
 
 // markFailed records that the send of entry seq failed; the publishing goroutine sends
