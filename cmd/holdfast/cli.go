@@ -127,7 +127,7 @@ func (c *connFlags) connect(name string, opts ...client.Option) (*nats.Conn, *cl
 // text made of synopsis, the flags, and the exit codes.
 func newFlagSet(e *env, name, synopsis, about string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(io.Discard) // parseArgs reports a bad flag itself, in one line
 	usages[fs] = func(w io.Writer) {
 		fmt.Fprintf(w, "usage: holdfast %s\n", synopsis)
 		if about != "" {
@@ -136,7 +136,7 @@ func newFlagSet(e *env, name, synopsis, about string) *flag.FlagSet {
 		fmt.Fprintln(w, "\nFlags (--flag or -flag):")
 		fs.SetOutput(w)
 		fs.PrintDefaults()
-		fs.SetOutput(e.stderr)
+		fs.SetOutput(io.Discard)
 		fmt.Fprintf(w, "\n%s", exitCodesHelp)
 	}
 	// The flag package calls Usage on -h and on a bad flag; parseArgs prints the help
@@ -167,10 +167,11 @@ func parseArgs(e *env, fs *flag.FlagSet, args []string) ([]string, int) {
 				}
 				return nil, exitOK
 			}
+			msg := err.Error()
 			if hint := flagHint(fs, err); hint != "" {
-				fmt.Fprintf(e.stderr, "holdfast %s: %s\n", fs.Name(), hint)
+				msg += "; " + hint
 			}
-			fmt.Fprintf(e.stderr, "Run 'holdfast %s --help' for help.\n", fs.Name())
+			fmt.Fprintf(e.stderr, "holdfast %s: %s (run 'holdfast %s --help' for help)\n", fs.Name(), msg, fs.Name())
 			return nil, exitUsage
 		}
 		args = fs.Args()
