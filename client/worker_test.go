@@ -40,8 +40,8 @@ func TestWorkerClaimsCheckpointsCompletes(t *testing.T) {
 		client.Shard("a", []byte("a"), []byte("m")), client.Shard("b", []byte("m"), nil)}); err != nil || !r.OK() {
 		t.Fatalf("create run: %v %+v", err, r)
 	}
-	w1 := &client.Worker{Client: c, Holder: "w1", Run: "crawl", TTL: 300 * time.Millisecond}
-	w2 := &client.Worker{Client: c, Holder: "w2", Run: "crawl", TTL: 300 * time.Millisecond}
+	w1 := &client.Worker{Client: c, Holder: "w1", Run: "crawl", TTL: 600 * time.Millisecond}
+	w2 := &client.Worker{Client: c, Holder: "w2", Run: "crawl", TTL: 600 * time.Millisecond}
 	c1, _, err := w1.Next(ctx)
 	if err != nil || c1 == nil || c1.Work.GetName() != "a" {
 		t.Fatalf("w1 claim: %v %+v", err, c1)
@@ -55,7 +55,7 @@ func TestWorkerClaimsCheckpointsCompletes(t *testing.T) {
 		t.Fatalf("w3: %v %+v", err, res)
 	}
 	// Kept alive well past the TTL.
-	time.Sleep(time.Second)
+	time.Sleep(1500 * time.Millisecond)
 	if c1.Context().Err() != nil || c2.Context().Err() != nil {
 		t.Fatalf("a claim was lost while kept alive: %v %v", c1.Err(), c2.Err())
 	}
@@ -121,12 +121,12 @@ func TestKeepAliveReportsALostLease(t *testing.T) {
 	if _, err := c.CreateResource(ctx, "gpu"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "h", TTL: 300 * time.Millisecond, Members: []*messages.Member{client.Resource("gpu")}})
+	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "h", TTL: 600 * time.Millisecond, Members: []*messages.Member{client.Resource("gpu")}})
 	if err != nil || !res.OK() {
 		t.Fatalf("reserve: %v %+v", err, res)
 	}
-	ka := c.KeepAlive(ctx, "h", res.Fence(), 300*time.Millisecond)
-	time.Sleep(700 * time.Millisecond)
+	ka := c.KeepAlive(ctx, "h", res.Fence(), 600*time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	if ka.Context().Err() != nil {
 		t.Fatalf("lost while renewed: %v", ka.Err())
 	}
@@ -177,18 +177,18 @@ func TestActiveLeaseKeepAlive(t *testing.T) {
 	if _, err := c.CreateResource(ctx, "gpu"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "sched", Activate: true, KeepAlive: 300 * time.Millisecond,
+	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "sched", Activate: true, KeepAlive: 600 * time.Millisecond,
 		Members: []*messages.Member{client.Resource("gpu")}})
 	if err != nil || !res.OK() || res.Lease.GetKeepaliveSlots() == 0 {
 		t.Fatalf("reserve: %v %+v", err, res)
 	}
-	ka := c.KeepAlive(ctx, "sched", res.Fence(), 300*time.Millisecond)
-	time.Sleep(900 * time.Millisecond)
+	ka := c.KeepAlive(ctx, "sched", res.Fence(), 600*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	if ka.Context().Err() != nil {
 		t.Fatalf("lost while renewed: %v", ka.Err())
 	}
 	ka.Stop()
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	got, err := c.GetLease(ctx, res.Fence().LeaseID)
 	if err != nil || got.Lease.GetState() != messages.StateRevoking {
 		t.Fatalf("after the keep-alive stopped: %v %+v", err, got.Lease)
