@@ -40,7 +40,9 @@ Scenarios set the defaults of --clients and --resources:
   hotspot  C=64, R=1     (every client wants the same resource)
   claim    C=64, R=2048  work shards in runs of 256: each client claims the next
            work shard of a run, checkpoints it --checkpoints times and completes
-           it, until every work shard is done or D passes (a worker fleet)
+           it, until every work shard is done or D passes (a worker fleet).
+           Runs are not deleted: each claim bench adds R work shards to the
+           server's tables (65,536 per shard), in tenant bench.
 
 --echo also runs a plain NATS echo responder in-process on a private subject
 and drives it with the same clients for the same duration, right after the
