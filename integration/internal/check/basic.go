@@ -250,8 +250,9 @@ func readViewProblem(op *Op, r *messages.Reply) string {
 
 // checkDedupe: one operation id → one lsn → one result. Every committed reply of an
 // operation id agrees on code, lsn and lease id; the first send of an id is never a
-// replay; no two operation ids share a log position.
-func checkDedupe(h *History, rep *Report) {
+// replay (unless the target resends forwards itself: Options.Forwarding); no two
+// operation ids share a log position.
+func checkDedupe(h *History, rep *Report, forwarding bool) {
 	type key struct {
 		tenant, op string
 	}
@@ -292,7 +293,7 @@ func checkDedupe(h *History, rep *Report) {
 				if r.Outcome != messages.OutcomeCommitted {
 					continue
 				}
-				if i == 0 && r.FromRetryCache && op.Intent != history.IntentHostile && op == ops[0] {
+				if i == 0 && r.FromRetryCache && op.Intent != history.IntentHostile && op == ops[0] && !forwarding {
 					rep.add(CDedupe, "the first send of an operation id was answered from the retry cache", attemptLines(op)...)
 				}
 				if first == nil {

@@ -14,6 +14,12 @@ type Options struct {
 	Lin LinOptions
 	// Skip names checkers not to run (for unit tests of one checker).
 	Skip map[string]bool
+	// Forwarding says the target resends a request on the client's behalf: a cluster's
+	// front door sends a forwarded request again (same body, same operation id) when the
+	// shard's owner answered engine_halted or timed out, so a client's first send may be
+	// answered from the retry cache — the command ran once, on the first forward. One
+	// execution per operation id is still checked (one result, one lsn, the log).
+	Forwarding bool
 }
 
 // Round checks the records of one round with every checker.
@@ -48,7 +54,7 @@ func Round(recs []history.Record, opt Options) *Report {
 		}
 	}
 	run(CReplies, func() { checkReplies(h, rep) })
-	run(CDedupe, func() { checkDedupe(h, rep) })
+	run(CDedupe, func() { checkDedupe(h, rep, opt.Forwarding) })
 	run(CAmbiguity, func() { checkAmbiguity(h, rep) })
 	run(CRealtime, func() { checkRealtime(h, rep) })
 	run(CFence, func() { checkFence(h, rep) })
