@@ -43,75 +43,31 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 		w.rng(m.Range)
 	}
 	w.u64("applied_lsn", m.AppliedLsn)
-	if len(m.Leases) > 0 {
-		w.key("leases")
-		w.b = append(w.b, '[')
-		for i, l := range m.Leases {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.lease(l)
-		}
-		w.b = append(w.b, ']')
-	}
+	list(&w, "leases", m.Leases, w.lease)
 	w.boolean("truncated", m.Truncated)
-	if len(m.AppliedLsns) > 0 {
-		w.key("applied_lsns")
-		w.b = append(w.b, '[')
-		for i, s := range m.AppliedLsns {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = append(w.b, `{"shard":`...)
-			w.b = strconv.AppendUint(w.b, uint64(s.GetShard()), 10)
-			w.first = false
+	list(&w, "applied_lsns", m.AppliedLsns, func(s *ShardLsn) {
+		w.object(func() {
+			w.shard(s.GetShard())
 			w.u64("lsn", s.GetLsn())
-			w.b = append(w.b, '}')
-		}
-		w.b = append(w.b, ']')
-	}
-	if len(m.Nodes) > 0 {
-		w.key("nodes")
-		w.b = append(w.b, '[')
-		for i, n := range m.Nodes {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.object(func() {
-				w.str("node", n.GetNode())
-				if len(n.GetShards()) > 0 {
-					w.key("shards")
-					w.b = append(w.b, '[')
-					for j, k := range n.GetShards() {
-						if j > 0 {
-							w.b = append(w.b, ',')
-						}
-						w.b = strconv.AppendUint(w.b, uint64(k), 10)
-					}
-					w.b = append(w.b, ']')
-				}
+		})
+	})
+	list(&w, "nodes", m.Nodes, func(n *ClusterNode) {
+		w.object(func() {
+			w.str("node", n.GetNode())
+			list(&w, "shards", n.GetShards(), func(k uint32) {
+				w.b = strconv.AppendUint(w.b, uint64(k), 10)
 			})
-		}
-		w.b = append(w.b, ']')
-	}
-	if len(m.Shards) > 0 {
-		w.key("shards")
-		w.b = append(w.b, '[')
-		for i, s := range m.Shards {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = append(w.b, `{"shard":`...)
-			w.b = strconv.AppendUint(w.b, uint64(s.GetShard()), 10)
+		})
+	})
+	list(&w, "shards", m.Shards, func(s *ClusterShard) {
+		w.object(func() {
+			w.shard(s.GetShard())
 			w.str("owner", s.GetOwner())
 			w.u64("applied_lsn", s.GetAppliedLsn())
-			w.b = append(w.b, '}')
-		}
-		w.b = append(w.b, ']')
-	}
+		})
+	})
 	if m.Shard != nil {
-		w.key("shard")
-		w.b = strconv.AppendUint(w.b, uint64(m.GetShard()), 10)
+		w.shard(m.GetShard())
 	}
 	if m.Run != nil {
 		w.key("run")
@@ -121,17 +77,7 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 		w.key("work")
 		w.work(m.Work)
 	}
-	if len(m.Children) > 0 {
-		w.key("children")
-		w.b = append(w.b, '[')
-		for i, c := range m.Children {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.work(c)
-		}
-		w.b = append(w.b, ']')
-	}
+	list(&w, "children", m.Children, w.work)
 	if c := m.Capacity; c != nil {
 		w.key("capacity")
 		w.object(func() {
@@ -148,8 +94,7 @@ func AppendEventJSON(b []byte, m *Event) []byte {
 	w := jw{b: append(b, '{')}
 	w.str("event", m.Event)
 	w.str("tenant", m.Tenant)
-	w.key("shard")
-	w.b = strconv.AppendUint(w.b, uint64(m.Shard), 10)
+	w.shard(m.Shard)
 	w.u64("lsn", m.Lsn)
 	w.u64("slot", m.Slot)
 	if m.Lease != nil {
@@ -179,10 +124,9 @@ func AppendEventJSON(b []byte, m *Event) []byte {
 	return append(w.b, '}')
 }
 
-// jw writes the fields of one JSON object; first tracks the comma.
+// jw writes the fields of JSON objects into b; key puts the comma from b's last byte.
 type jw struct {
-	b     []byte
-	first bool
+	b []byte
 }
 
 func (w *jw) key(k string) {
@@ -210,6 +154,29 @@ func (w *jw) u64(k string, v uint64) {
 	w.b = append(w.b, '"')
 	w.b = strconv.AppendUint(w.b, v, 10)
 	w.b = append(w.b, '"')
+}
+
+// shard writes the shard number even when it is 0 (the one field docs/api.md asks to
+// be always present), as a JSON number like protojson's uint32.
+func (w *jw) shard(v uint32) {
+	w.key("shard")
+	w.b = strconv.AppendUint(w.b, uint64(v), 10)
+}
+
+// list writes k: [ each element ], or nothing for an empty list as protojson omits it.
+func list[T any](w *jw, k string, xs []T, each func(T)) {
+	if len(xs) == 0 {
+		return
+	}
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i, x := range xs {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		each(x)
+	}
+	w.b = append(w.b, ']')
 }
 
 func (w *jw) boolean(k string, v bool) {
@@ -264,17 +231,9 @@ func (w *jw) work(v *Work) {
 			})
 		}
 		w.str("parent", v.Parent)
-		if len(v.Children) > 0 {
-			w.key("children")
-			w.b = append(w.b, '[')
-			for i, c := range v.Children {
-				if i > 0 {
-					w.b = append(w.b, ',')
-				}
-				w.b = appendJSONString(w.b, c)
-			}
-			w.b = append(w.b, ']')
-		}
+		list(w, "children", v.Children, func(c string) {
+			w.b = appendJSONString(w.b, c)
+		})
 		w.str("reason", v.Reason)
 	})
 }
@@ -325,35 +284,27 @@ func (w *jw) lease(l *Lease) {
 		w.u64("deadline_slot", l.DeadlineSlot)
 		w.u64("released_lsn", l.ReleasedLsn)
 		w.u64("retire_after_slot", l.RetireAfterSlot)
-		if len(l.Members) > 0 {
-			w.key("members")
-			w.b = append(w.b, '[')
-			for i, m := range l.Members {
-				if i > 0 {
-					w.b = append(w.b, ',')
+		list(w, "members", l.Members, func(m *Member) {
+			w.object(func() {
+				w.str("resource_id", m.ResourceId)
+				w.str("pool_id", m.PoolId)
+				w.u64("quantity", m.Quantity)
+				w.str("range_id", m.RangeId)
+				if m.Value != nil { // optional: present even when 0
+					w.key("value")
+					w.b = append(w.b, '"')
+					w.b = strconv.AppendUint(w.b, *m.Value, 10)
+					w.b = append(w.b, '"')
 				}
-				w.object(func() {
-					w.str("resource_id", m.ResourceId)
-					w.str("pool_id", m.PoolId)
-					w.u64("quantity", m.Quantity)
-					w.str("range_id", m.RangeId)
-					if m.Value != nil { // optional: present even when 0
-						w.key("value")
-						w.b = append(w.b, '"')
-						w.b = strconv.AppendUint(w.b, *m.Value, 10)
-						w.b = append(w.b, '"')
-					}
-					if wr := m.Work; wr != nil {
-						w.key("work")
-						w.object(func() {
-							w.str("run_id", wr.RunId)
-							w.str("name", wr.Name)
-						})
-					}
-				})
-			}
-			w.b = append(w.b, ']')
-		}
+				if wr := m.Work; wr != nil {
+					w.key("work")
+					w.object(func() {
+						w.str("run_id", wr.RunId)
+						w.str("name", wr.Name)
+					})
+				}
+			})
+		})
 		w.u64("keepalive_slots", l.KeepaliveSlots)
 	})
 }
