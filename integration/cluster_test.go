@@ -24,6 +24,7 @@ import (
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/integration/internal/check"
 	"github.com/holdfast/holdfast/integration/internal/harness"
+	"github.com/holdfast/holdfast/internal/eventstest"
 	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/messages"
 )
@@ -332,51 +333,32 @@ func checkClusterEvents(t *testing.T, url string, grants []*grant, logs func()) 
 		lastLSN := map[uint32]uint64{}
 		recent := map[uint32][]string{}
 		events = 0
-		cons, err := js.OrderedConsumer(ctx, "HOLDFAST_EVENTS", jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			batch, err := cons.FetchNoWait(1000)
-			if err != nil {
-				t.Fatal(err)
+		eventstest.Consume(ctx, t, js, func(msg jetstream.Msg, e *messages.Event) {
+			events++
+			id := msg.Headers().Get(nats.MsgIdHdr)
+			if seen[id] {
+				t.Fatalf("event %s stored twice", id)
 			}
-			got := 0
-			for msg := range batch.Messages() {
-				got++
-				events++
-				id := msg.Headers().Get(nats.MsgIdHdr)
-				if seen[id] {
-					t.Fatalf("event %s stored twice", id)
-				}
-				seen[id] = true
-				var e messages.Event
-				if err := messages.UnmarshalJSON(msg.Data(), &e); err != nil {
-					t.Fatalf("event %s: %v", id, err)
-				}
-				md, _ := msg.Metadata()
-				recent[e.GetShard()] = append(recent[e.GetShard()], fmt.Sprintf("lsn %d seq %d at %s", e.GetLsn(), md.Sequence.Stream, md.Timestamp.Format("15:04:05.000000")))
-				if r := recent[e.GetShard()]; len(r) > 40 {
-					recent[e.GetShard()] = r[len(r)-40:]
-				}
-				if e.GetLsn() < lastLSN[e.GetShard()] {
-					logs()
-					t.Logf("shard %d's events up to here:\n%s", e.GetShard(), strings.Join(recent[e.GetShard()], "\n"))
-					t.Fatalf("shard %d: event at lsn %d (stream seq %d, stored %s) after lsn %d", e.GetShard(), e.GetLsn(),
-						md.Sequence.Stream, md.Timestamp.Format("15:04:05.000"), lastLSN[e.GetShard()])
-				}
-				lastLSN[e.GetShard()] = e.GetLsn()
-				switch e.GetEvent() {
-				case "lease.reserved":
-					reserved[e.GetLease().GetLeaseId()]++
-				case "lease.released":
-					released[e.GetLease().GetLeaseId()]++
-				}
+			seen[id] = true
+			md, _ := msg.Metadata()
+			recent[e.GetShard()] = append(recent[e.GetShard()], fmt.Sprintf("lsn %d seq %d at %s", e.GetLsn(), md.Sequence.Stream, md.Timestamp.Format("15:04:05.000000")))
+			if r := recent[e.GetShard()]; len(r) > 40 {
+				recent[e.GetShard()] = r[len(r)-40:]
 			}
-			if got == 0 {
-				break
+			if e.GetLsn() < lastLSN[e.GetShard()] {
+				logs()
+				t.Logf("shard %d's events up to here:\n%s", e.GetShard(), strings.Join(recent[e.GetShard()], "\n"))
+				t.Fatalf("shard %d: event at lsn %d (stream seq %d, stored %s) after lsn %d", e.GetShard(), e.GetLsn(),
+					md.Sequence.Stream, md.Timestamp.Format("15:04:05.000"), lastLSN[e.GetShard()])
 			}
-		}
+			lastLSN[e.GetShard()] = e.GetLsn()
+			switch e.GetEvent() {
+			case "lease.reserved":
+				reserved[e.GetLease().GetLeaseId()]++
+			case "lease.released":
+				released[e.GetLease().GetLeaseId()]++
+			}
+		})
 		complete := true
 		for _, g := range grants {
 			if reserved[g.lease] != 1 || (g.releaseLSN != 0 && released[g.lease] != 1) {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/eventstest"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -194,61 +195,42 @@ func checkWorkEvents(t *testing.T, nc *nats.Conn, shards int) {
 		cursor := map[string]string{}
 		done := map[string]int{}
 		var problems []string
-		cons, err := js.OrderedConsumer(ctx, "HOLDFAST_EVENTS", jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-		if err != nil {
-			t.Fatal(err)
-		}
 		lastLSN := map[uint32]uint64{}
-		for {
-			batch, err := cons.FetchNoWait(1000)
-			if err != nil {
-				t.Fatal(err)
+		eventstest.Consume(ctx, t, js, func(_ jetstream.Msg, e *messages.Event) {
+			if e.GetLsn() < lastLSN[e.GetShard()] {
+				problems = append(problems, fmt.Sprintf("shard %d: lsn %d after %d", e.GetShard(), e.GetLsn(), lastLSN[e.GetShard()]))
 			}
-			got := 0
-			for msg := range batch.Messages() {
-				got++
-				var e messages.Event
-				if err := messages.UnmarshalJSON(msg.Data(), &e); err != nil {
-					t.Fatal(err)
+			lastLSN[e.GetShard()] = e.GetLsn()
+			l, w := e.GetLease(), e.GetWork()
+			switch e.GetEvent() {
+			case "lease.reserved":
+				for _, m := range l.GetMembers() {
+					if m.GetWork() == nil {
+						continue
+					}
+					name := m.GetWork().GetName()
+					if prev := held[name]; prev != "" {
+						problems = append(problems, fmt.Sprintf("%s claimed by %s while %s held it", name, l.GetLeaseId(), prev))
+					}
+					held[name], leaseOf[l.GetLeaseId()] = l.GetLeaseId(), name
 				}
-				if e.GetLsn() < lastLSN[e.GetShard()] {
-					problems = append(problems, fmt.Sprintf("shard %d: lsn %d after %d", e.GetShard(), e.GetLsn(), lastLSN[e.GetShard()]))
+			case "lease.released", "lease.expired", "lease.revoked":
+				if name := leaseOf[l.GetLeaseId()]; name != "" && held[name] == l.GetLeaseId() {
+					held[name] = ""
 				}
-				lastLSN[e.GetShard()] = e.GetLsn()
-				l, w := e.GetLease(), e.GetWork()
-				switch e.GetEvent() {
-				case "lease.reserved":
-					for _, m := range l.GetMembers() {
-						if m.GetWork() == nil {
-							continue
-						}
-						name := m.GetWork().GetName()
-						if prev := held[name]; prev != "" {
-							problems = append(problems, fmt.Sprintf("%s claimed by %s while %s held it", name, l.GetLeaseId(), prev))
-						}
-						held[name], leaseOf[l.GetLeaseId()] = l.GetLeaseId(), name
-					}
-				case "lease.released", "lease.expired", "lease.revoked":
-					if name := leaseOf[l.GetLeaseId()]; name != "" && held[name] == l.GetLeaseId() {
-						held[name] = ""
-					}
-				case "work.checkpointed":
-					k := string(w.GetCursor().GetLastKey())
-					if k < cursor[w.GetName()] {
-						problems = append(problems, fmt.Sprintf("%s: checkpoint %q after %q", w.GetName(), k, cursor[w.GetName()]))
-					}
-					cursor[w.GetName()] = k
-				case "work.completed", "work.parked", "work.split":
-					held[w.GetName()] = ""
-					if e.GetEvent() == "work.completed" {
-						done[w.GetName()]++
-					}
+			case "work.checkpointed":
+				k := string(w.GetCursor().GetLastKey())
+				if k < cursor[w.GetName()] {
+					problems = append(problems, fmt.Sprintf("%s: checkpoint %q after %q", w.GetName(), k, cursor[w.GetName()]))
+				}
+				cursor[w.GetName()] = k
+			case "work.completed", "work.parked", "work.split":
+				held[w.GetName()] = ""
+				if e.GetEvent() == "work.completed" {
+					done[w.GetName()]++
 				}
 			}
-			if got == 0 {
-				break
-			}
-		}
+		})
 		if len(problems) > 0 {
 			sort.Strings(problems)
 			t.Fatalf("event stream: %v", problems)

@@ -64,6 +64,35 @@ func Stream(t testing.TB, js jetstream.JetStream) []Stored {
 	return out
 }
 
+// Consume reads the whole event stream once, from its first message to the last stored
+// now, through an ordered consumer (one pull per thousand messages, where Stream asks for
+// each message), and hands each to fn decoded.
+func Consume(ctx context.Context, t testing.TB, js jetstream.JetStream, fn func(jetstream.Msg, *messages.Event)) {
+	t.Helper()
+	cons, err := js.OrderedConsumer(ctx, contract.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		batch, err := cons.FetchNoWait(1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			var e messages.Event
+			if err := messages.UnmarshalJSON(msg.Data(), &e); err != nil {
+				t.Fatalf("event %s: %v", msg.Headers().Get(jetstream.MsgIDHeader), err)
+			}
+			fn(msg, &e)
+		}
+		if got == 0 {
+			return
+		}
+	}
+}
+
 // CheckOrder checks message ids against payloads and lsn order per shard.
 func CheckOrder(t testing.TB, evs []Stored) {
 	t.Helper()
