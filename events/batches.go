@@ -198,14 +198,7 @@ func (b *Batches) Advance(done func(published bool)) (through uint64) {
 		*e = batchEntry{}
 		b.head++
 	}
-	switch {
-	case b.head == len(b.entries):
-		b.entries, b.head = b.entries[:0], 0
-	case b.head >= 64 && b.head*2 >= len(b.entries):
-		n := copy(b.entries, b.entries[b.head:])
-		clear(b.entries[n:])
-		b.entries, b.head = b.entries[:n], 0
-	}
+	b.entries, b.head = compact(b.entries, b.head)
 	return through
 }
 

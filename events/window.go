@@ -109,15 +109,7 @@ func (w *Window) Advance(done func(published bool)) (through uint64) {
 		*e = Entry{}
 		w.head++
 	}
-	switch {
-	case w.head == len(w.entries):
-		w.entries, w.head = w.entries[:0], 0
-	case w.head >= 64 && w.head*2 >= len(w.entries):
-		// Keep the backing array bounded under steady load.
-		n := copy(w.entries, w.entries[w.head:])
-		clear(w.entries[n:])
-		w.entries, w.head = w.entries[:n], 0
-	}
+	w.entries, w.head = compact(w.entries, w.head)
 	return through
 }
 
@@ -220,3 +212,18 @@ func (w *Window) FailAll() {
 // Troubled reports whether entries wait to be sent again (refused, lost, or a probe in
 // progress): new events must wait behind them, or they would be stored out of order.
 func (w *Window) Troubled() bool { return w.failed > 0 || w.probe != 0 }
+
+// compact keeps a queue read from index head bounded under steady load: an emptied queue
+// rewinds to the start of its array; once head passes half of it (and at least 64), the
+// live entries move to the front and the vacated slots are zeroed for the collector.
+func compact[T any](entries []T, head int) ([]T, int) {
+	switch {
+	case head == len(entries):
+		return entries[:0], 0
+	case head >= 64 && head*2 >= len(entries):
+		n := copy(entries, entries[head:])
+		clear(entries[n:])
+		return entries[:n], 0
+	}
+	return entries, head
+}
