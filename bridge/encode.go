@@ -147,6 +147,9 @@ func domainMessage(c *call) string {
 	if r.MemberIndex >= 0 && c.op.cmd != nil && r.MemberIndex < len(c.op.cmd.Members) {
 		mm := &c.op.cmd.Members[r.MemberIndex]
 		member = fmt.Sprintf("members[%d]: ", r.MemberIndex)
+		if r.Code == contract.CodeResourceBusy && mm.Kind == kernel.MemberWork {
+			return member + fmt.Sprintf("work shard %q of run %q is claimed by another lease", mm.Name, mm.ID)
+		}
 		switch r.Code {
 		case contract.CodeResourceNotFound:
 			return member + fmt.Sprintf("resource %q does not exist", mm.ID)
@@ -174,9 +177,6 @@ func domainMessage(c *call) string {
 			return member + fmt.Sprintf("work shard %q of run %q is done, split or parked", mm.Name, mm.ID)
 		case contract.CodeNoneAvailable:
 			return member + fmt.Sprintf("run %q has no claimable work shard now (earliest_deadline_slot says when one may free up)", mm.ID)
-		}
-		if r.Code == contract.CodeResourceBusy && mm.Kind == kernel.MemberWork {
-			return member + fmt.Sprintf("work shard %q of run %q is claimed by another lease", mm.Name, mm.ID)
 		}
 	}
 	switch r.Code {

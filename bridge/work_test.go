@@ -77,3 +77,17 @@ func TestWorkCoordinationOverTheWire(t *testing.T) {
 	s.req("t", "run.create", map[string]any{"operation_id": "c2", "run_id": "a/b",
 		"shards": []any{map[string]any{"name": "x"}}}).want(t, "invalid_request")
 }
+
+// A named claim of a work shard another lease holds is resource_busy, and its message
+// names the work shard and run the request named, never the other holder.
+func TestClaimOfAHeldWorkShardSaysSo(t *testing.T) {
+	s := startStack(t, startNATS(t), stackOptions{shards: 1})
+	s.req("t", "run.create", map[string]any{"operation_id": "c1", "run_id": "crawl",
+		"shards": []any{map[string]any{"name": "a"}}}).want(t, "ok")
+	named := []any{map[string]any{"work": map[string]any{"run_id": "crawl", "name": "a"}}}
+	s.req("t", "lease.reserve", map[string]any{"operation_id": "r1", "holder_id": "w1", "ttl_ms": 30000, "members": named}).want(t, "ok")
+	busy := s.req("t", "lease.reserve", map[string]any{"operation_id": "r2", "holder_id": "w2", "ttl_ms": 30000, "members": named}).want(t, "resource_busy")
+	if msg := busy.str(t, "message"); msg != `members[0]: work shard "a" of run "crawl" is claimed by another lease` {
+		t.Fatalf("message %q", msg)
+	}
+}
