@@ -82,11 +82,7 @@ func runCreate(e *env, args []string) int {
 		return usageError(e, c.fs, "at least one --shard is required")
 	}
 	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.CreateRun(ctx, c.pos[0], shards, client.WithOperationID(*op))
-		if err != nil {
-			return errorExit(e, err, c.cf.json)
-		}
-		return c.show(&res.Result, res.Run != nil, func() string { return runLine(res.Run) })
+		return c.showRun(cl.CreateRun(ctx, c.pos[0], shards, client.WithOperationID(*op)))
 	})
 }
 
@@ -98,11 +94,7 @@ func runGet(e *env, args []string) int {
 		return code
 	}
 	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.GetRun(ctx, c.pos[0], rf.options(c.fs)...)
-		if err != nil {
-			return errorExit(e, err, c.cf.json)
-		}
-		return c.show(&res.Result, res.Run != nil, func() string { return runLine(res.Run) })
+		return c.showRun(cl.GetRun(ctx, c.pos[0], rf.options(c.fs)...))
 	})
 }
 
@@ -126,10 +118,7 @@ func runEnd(e *env, verb string, args []string) int {
 		default:
 			res, err = cl.CancelRun(ctx, c.pos[0], *reason, client.WithOperationID(*op))
 		}
-		if err != nil {
-			return errorExit(e, err, c.cf.json)
-		}
-		return c.show(&res.Result, res.Run != nil, func() string { return runLine(res.Run) })
+		return c.showRun(res, err)
 	})
 }
 
@@ -148,11 +137,7 @@ func workGet(e *env, args []string) int {
 		return code
 	}
 	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.GetWork(ctx, c.pos[0], c.pos[1], rf.options(c.fs)...)
-		if err != nil {
-			return errorExit(e, err, c.cf.json)
-		}
-		return c.show(&res.Result, res.Work != nil, func() string { return workLine(res.Work) })
+		return c.showWork(cl.GetWork(ctx, c.pos[0], c.pos[1], rf.options(c.fs)...))
 	})
 }
 
@@ -163,10 +148,22 @@ func workUnpark(e *env, args []string) int {
 		return code
 	}
 	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.Unpark(ctx, c.pos[0], c.pos[1], client.WithOperationID(*op))
-		if err != nil {
-			return errorExit(e, err, c.cf.json)
-		}
-		return c.show(&res.Result, res.Work != nil, func() string { return workLine(res.Work) })
+		return c.showWork(cl.Unpark(ctx, c.pos[0], c.pos[1], client.WithOperationID(*op)))
 	})
+}
+
+// showRun prints a run reply, or the error that kept it from coming.
+func (c *call) showRun(res *client.RunResult, err error) int {
+	if err != nil {
+		return errorExit(c.e, err, c.cf.json)
+	}
+	return c.show(&res.Result, res.Run != nil, func() string { return runLine(res.Run) })
+}
+
+// showWork prints a work shard reply, or the error that kept it from coming.
+func (c *call) showWork(res *client.WorkResult, err error) int {
+	if err != nil {
+		return errorExit(c.e, err, c.cf.json)
+	}
+	return c.show(&res.Result, res.Work != nil, func() string { return workLine(res.Work) })
 }
