@@ -528,13 +528,40 @@ func TestMicroServiceDiscovery(t *testing.T) {
 	if len(want) != 0 || info.Metadata["shards"] != "3" {
 		t.Fatalf("missing endpoints %v; info %s", want, m.Data)
 	}
-	s.req("t", "resource.get", `{"resource_id":"x"}`)
+	s.req("t", "resource.create", `{"operation_id":"c1","resource_id":"a"}`).want(t, "ok")
+	s.req("t", "resource.get", `{"resource_id":"x"}`).want(t, "resource_not_found") // an answer, not a rejection
+	s.req("t", "resource.get", `{"resource_id":""}`).want(t, "invalid_request")
+	// A fenced read that waits 100 ms for an lsn that never comes: the endpoint's time is
+	// the time to its reply, not the hand-off to a worker.
+	s.req("t", "resource.get", `{"resource_id":"a","min_lsn":9,"wait_ms":100}`).want(t, "fence_not_applied")
 	m, err = s.client.Request("$SRV.STATS.holdfast", nil, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stats micro.Stats
-	if err := json.Unmarshal(m.Data, &stats); err != nil || len(stats.Endpoints) != 28 {
+	if err := json.Unmarshal(m.Data, &stats); err != nil || len(stats.Endpoints) != 28 || stats.Type != micro.StatsResponseType ||
+		stats.ID != ping.ID {
 		t.Fatalf("stats: %v %s", err, m.Data)
+	}
+	got := map[string]*micro.EndpointStats{}
+	for _, e := range stats.Endpoints {
+		got[e.Name] = e
+	}
+	if e := got["resource_create"]; e == nil || e.NumRequests != 1 || e.NumErrors != 0 || e.LastError != "" {
+		t.Fatalf("resource_create stats %+v", e)
+	}
+	e := got["resource_get"]
+	if e == nil || e.NumRequests != 3 || e.NumErrors != 2 || e.LastError != "fence_not_applied" {
+		t.Fatalf("resource_get stats %+v (want 3 requests, 2 rejections, the last fence_not_applied)", e)
+	}
+	if e.ProcessingTime < 90*time.Millisecond || e.AverageProcessingTime != e.ProcessingTime/3 {
+		t.Fatalf("resource_get processing time %v, average %v: the fenced read alone waited 100ms", e.ProcessingTime, e.AverageProcessingTime)
+	}
+	if e := got["lease_reserve"]; e == nil || e.NumRequests != 0 || e.Subject != "holdfast.v1.*.lease.reserve" || e.QueueGroup != QueueGroup {
+		t.Fatalf("lease_reserve stats %+v", e)
+	}
+	// The instance's own subject answers too.
+	if _, err := s.client.Request("$SRV.STATS.holdfast."+ping.ID, nil, 5*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -15,7 +15,7 @@
 //	sys.Stop()           // journals flushed; the last events reach br (an actors.EventSink)
 //	br.Close(ctx)        // publish what is queued, as far as ctx allows
 //
-// Request path. A micro endpoint runs its handler one message at a time, so the handler
+// Request path. An endpoint subscription runs its handler one message at a time, so the handler
 // only hands the message to a bounded queue served by a pool of workers (answering
 // overloaded at once when the queue is full). A worker decodes, validates, maps the
 // request to a kernel command or read, and hands it to its shard with a callback. The
@@ -172,7 +172,7 @@ type Bridge struct {
 
 	sys    shardSystem
 	kcfg   kernel.Config
-	svc    micro.Service
+	svc    *microService
 	specs  []*verbSpec
 	intake chan *job
 	// replies carries finished lease.list calls back to the workers. Its capacity
@@ -272,9 +272,6 @@ func (b *Bridge) Registry() *prometheus.Registry { return b.metrics.reg }
 // and not halted and NATS is connected, 503 otherwise, the body saying which.
 func (b *Bridge) MetricsHandler() http.Handler { return b.metrics.handler() }
 
-// Service is the micro service (nil before Start).
-func (b *Bridge) Service() micro.Service { return b.svc }
-
 // Start serves the endpoints over sys, which must have the configured shard count, and
 // lets the event publishers report their published positions to it.
 func (b *Bridge) Start(sys *actors.System) error {
@@ -307,47 +304,27 @@ func (b *Bridge) start(sys shardSystem) error {
 		b.workers.Add(1)
 		go b.worker()
 	}
-	svc, err := micro.AddService(b.nc, micro.Config{
-		Name:        ServiceName,
-		Version:     b.cfg.Version,
-		Description: "Holdfast lease service, wire contract v1",
-		QueueGroup:  QueueGroup,
-		Metadata: map[string]string{
+	svc, err := startMicroService(b.nc, b.log, microConfig{
+		name:        ServiceName,
+		version:     b.cfg.Version,
+		description: "Holdfast lease service, wire contract v1",
+		queueGroup:  QueueGroup,
+		metadata: map[string]string{
 			"prefix":  b.cfg.Prefix,
 			"shards":  strconv.FormatUint(uint64(b.cfg.Shards), 10),
 			"api":     "v1",
 			"slot_ms": strconv.FormatUint(b.kcfg.SlotMillis, 10), // clients turn slots into times
 		},
-		StatsHandler: b.endpointStats,
-		ErrorHandler: func(_ micro.Service, e *micro.NATSError) {
-			b.log.Error("micro service error", "subject", e.Subject, "err", e.Description)
-		},
-	})
+	}, b.specs, b.handle)
 	if err != nil {
 		close(b.quit)
 		b.workers.Wait()
-		return fmt.Errorf("bridge: adding the micro service: %w", err)
-	}
-	for _, s := range b.specs {
-		kind := "read"
-		if s.verb.IsWrite() {
-			kind = "write"
-		}
-		spec := s
-		err := svc.AddEndpoint(s.verb.Object()+"_"+s.verb.Action(), micro.HandlerFunc(func(req micro.Request) { b.handle(spec, req) }),
-			micro.WithEndpointSubject(s.subject),
-			micro.WithEndpointMetadata(map[string]string{"verb": s.verb.String(), "kind": kind}))
-		if err != nil {
-			_ = svc.Stop()
-			close(b.quit)
-			b.workers.Wait()
-			return fmt.Errorf("bridge: adding endpoint %s: %w", s.verb, err)
-		}
+		return fmt.Errorf("bridge: starting the micro service: %w", err)
 	}
 	b.svc = svc
 	// A round trip: once Start returns, the server knows every endpoint.
 	if err := b.nc.Flush(); err != nil {
-		_ = svc.Stop()
+		_ = svc.stop()
 		close(b.quit)
 		b.workers.Wait()
 		return fmt.Errorf("bridge: flushing the endpoint subscriptions: %w", err)
@@ -369,7 +346,7 @@ func (b *Bridge) Drain(ctx context.Context) error {
 	b.drained = true
 	b.mu.Unlock()
 	var firstErr error
-	if err := b.svc.Stop(); err != nil {
+	if err := b.svc.stop(); err != nil {
 		firstErr = fmt.Errorf("bridge: stopping the micro service: %w", err)
 	}
 	// After a round trip the server has processed the unsubscribes: every request
@@ -438,11 +415,11 @@ type job struct {
 }
 
 // handle runs on the endpoint's subscription goroutine: it only queues the request.
-func (b *Bridge) handle(spec *verbSpec, req micro.Request) {
-	j := &job{spec: spec, subject: req.Subject(), reply: req.Reply(), data: req.Data(),
-		proto: isProtobuf(req.Headers()), start: time.Now()}
+func (b *Bridge) handle(spec *verbSpec, m *nats.Msg) {
+	j := &job{spec: spec, subject: m.Subject, reply: m.Reply, data: m.Data,
+		proto: isProtobuf(m.Header), start: time.Now()}
 	if b.cfg.Routing != nil {
-		j.header = nats.Header(req.Headers())
+		j.header = m.Header
 	}
 	b.handleJob(j)
 }
@@ -455,14 +432,14 @@ func (b *Bridge) handleJob(j *job) {
 	select {
 	case b.intake <- j:
 	default:
-		c := &call{b: b, spec: spec, reply: j.reply, proto: j.proto, start: j.start,
+		c := &call{b: b, spec: spec, reply: j.reply, proto: j.proto, start: j.start, forwarded: j.forwarded,
 			res: rejectReply(contract.CodeOverloaded, "the service's request queue is full; retry later")}
 		b.respond(c)
 	}
 }
 
 // isProtobuf reports whether the request asks for the protobuf encoding.
-func isProtobuf(h micro.Headers) bool {
+func isProtobuf(h nats.Header) bool {
 	v := h.Get(headerContentType)
 	if v == "" {
 		for k, vs := range h {
@@ -522,6 +499,8 @@ type call struct {
 	start  time.Time
 	op     op
 
+	forwarded bool // another node's request: that node's $SRV.STATS counts it
+
 	done   atomic.Bool // the first of answer and timeout wins
 	timer  *time.Timer
 	slot   bool // holds an in-flight slot
@@ -533,7 +512,7 @@ type call struct {
 
 // serve decodes, validates and routes one request.
 func (b *Bridge) serve(j *job) {
-	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start}
+	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start, forwarded: j.forwarded}
 	if rej := b.prepare(c, j); rej != nil {
 		c.res = rejectReply(rej.Code, rej.Message)
 		b.respond(c)
@@ -645,9 +624,14 @@ func (b *Bridge) respond(c *call) {
 		c.res = mergeList(c.parts, c.op.read.Limit)
 	}
 	code := c.res.Code
-	b.metrics.request(c.spec.verb, code, time.Since(c.start))
-	if code.IsRejection() {
-		c.spec.rejected.Add(1)
+	took := time.Since(c.start)
+	b.metrics.request(c.spec.verb, code, took)
+	if !c.forwarded {
+		rejected := ""
+		if code.IsRejection() {
+			rejected = code.String()
+		}
+		c.spec.stats.record(rejected, took)
 	}
 	if c.reply == "" {
 		return // a publish without a reply subject: executed, nobody to answer
@@ -678,17 +662,6 @@ func (b *Bridge) respond(c *call) {
 	if err := nc.PublishMsg(msg); err != nil {
 		b.log.Debug("publishing a reply", "verb", c.spec.verb.String(), "err", err)
 	}
-}
-
-// endpointStats adds the bridge's own counts to $SRV.STATS: replies are published by
-// the workers, after the micro handler has returned, so micro's own error count stays 0.
-func (b *Bridge) endpointStats(e *micro.Endpoint) any {
-	for _, s := range b.specs {
-		if s.subject == e.Subject {
-			return map[string]any{"rejected": s.rejected.Load(), "in_flight": b.inflight.Load()}
-		}
-	}
-	return nil
 }
 
 // rejectReply is a rejection found by the bridge itself.

@@ -3,7 +3,6 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -27,10 +26,10 @@ type verbSpec struct {
 	newReq  func() proto.Message
 	prepare func(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection
 
-	subject     string // <prefix>.v1.*.<object>.<action>
-	tenantStart int    // offset of the tenant token in a request subject
-	suffixLen   int    // len(".<object>.<action>")
-	rejected    atomic.Uint64
+	subject     string        // <prefix>.v1.*.<object>.<action>
+	tenantStart int           // offset of the tenant token in a request subject
+	suffixLen   int           // len(".<object>.<action>")
+	stats       endpointStats // for $SRV.STATS
 }
 
 type opKind uint8

@@ -70,6 +70,7 @@ func (b *Bridge) forward(j *job, shard uint32) {
 		}
 		if err == nil {
 			b.metrics.forward("answered")
+			j.spec.stats.record(resp.Header.Get(micro.ErrorHeader), time.Since(j.start))
 			if j.reply != "" {
 				out := &nats.Msg{Subject: j.reply, Data: resp.Data, Header: resp.Header}
 				if err := b.nc.PublishMsg(out); err != nil {
@@ -171,7 +172,7 @@ func (b *Bridge) handleForwarded(m *nats.Msg) {
 		part = uint32(k) + 1
 	}
 	b.handleJob(&job{spec: spec, subject: subject, reply: m.Reply, data: m.Data, header: m.Header,
-		proto: isProtobuf(micro.Headers(m.Header)), forwarded: true, start: time.Now(), part: part})
+		proto: isProtobuf(m.Header), forwarded: true, start: time.Now(), part: part})
 }
 
 // specFor finds the verb of a public request subject.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/contract"
@@ -181,6 +183,16 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			if owned != shards || forwarded == 0 {
 				t.Fatalf("metrics: %v shards owned over the nodes, %v requests forwarded", owned, forwarded)
 			}
+			// $SRV.STATS over the nodes counts each client request once, where it came in,
+			// forwarded or not: eight reserves, one of them rejected (resource_busy is an
+			// answer, not a rejection).
+			if m, err := c2.Conn().Request("holdfast.v1.default.lease.reserve", []byte("{"), 5*time.Second); err != nil ||
+				m.Header.Get(micro.ErrorHeader) != "invalid_request" {
+				t.Fatalf("a malformed reserve: %v %+v", err, m)
+			}
+			if reqs, errs := endpointStats(t, nodes["n1"].URL(), "lease_reserve", 3); reqs != 8 || errs != 1 {
+				t.Fatalf("$SRV.STATS lease_reserve over the nodes: %d requests, %d errors; want 8 and 1", reqs, errs)
+			}
 
 			// Kill the owner of the seat's shard.
 			shard := contract.ShardOf("default", seat, shards)
@@ -252,6 +264,42 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 }
 
 // metricValue sums a metric's samples in a node's registry.
+// endpointStats sums one endpoint's requests and errors over the $SRV.STATS answers of
+// the nodes (want of them) reachable at url.
+func endpointStats(t *testing.T, url, endpoint string, want int) (requests, errors int) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishRequest("$SRV.STATS.holdfast", inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < want; i++ {
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("$SRV.STATS: %d of %d answers: %v", i, want, err)
+		}
+		var st micro.Stats
+		if err := json.Unmarshal(m.Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range st.Endpoints {
+			if e.Name == endpoint {
+				requests += e.NumRequests
+				errors += e.NumErrors
+			}
+		}
+	}
+	return requests, errors
+}
+
 func metricValue(t *testing.T, s *Server, name string) float64 {
 	t.Helper()
 	mfs, err := s.br.Registry().Gather()
