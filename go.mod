@@ -3,6 +3,7 @@ module github.com/holdfast/holdfast
 go 1.26.0
 
 require (
+	github.com/alecthomas/kong v1.17.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/bufbuild/protocompile v0.14.1

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -16,16 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/messages"
 )
-
-func init() {
-	registerCLI("bench", "load test: concurrent reserve + release cycles over NATS", cmdBench)
-}
 
 const benchAbout = `C concurrent clients reserve a random one of R resources (created first,
 idempotently) and release it when granted, for D seconds, over a real NATS
@@ -47,9 +43,9 @@ Scenarios set the defaults of --clients and --resources:
 --echo also runs a plain NATS echo responder in-process on a private subject
 and drives it with the same clients for the same duration, right after the
 holdfast phase, and prints the ratio of holdfast requests/s to echo
-requests/s: the share of a bare NATS round trip that Holdfast achieves.
+requests/s: the share of a bare NATS round trip that Holdfast achieves.`
 
-Exit codes: 0 done, 1 setup failed, 2 usage error, 5 cannot connect.`
+const benchExitCodes = "Exit codes: 0 done, 1 setup failed, 2 usage error, 5 cannot connect.\n"
 
 type benchConfig struct {
 	cf        connFlags
@@ -84,41 +80,57 @@ func (c *benchConfig) phase() time.Duration {
 	return c.duration
 }
 
-// parseBench parses the flags of bench; code ≥ 0 means return it at once.
+// benchCmd is bench's command line.
+type benchCmd struct {
+	Scenario        string        `name:"scenario" default:"spread" enum:"spread,hotspot,claim" help:"spread (C=64, R=10000), hotspot (C=64, R=1) or claim (C=64, R=2048 work shards)."`
+	Checkpoints     int           `name:"checkpoints" default:"3" help:"Checkpoints per claimed work shard (--scenario claim)."`
+	Clients         int           `name:"clients" default:"64" placeholder:"C" help:"Concurrent clients (default from --scenario)."`
+	Resources       int           `name:"resources" default:"10000" placeholder:"R" help:"Resources (default from --scenario)."`
+	Duration        time.Duration `name:"duration" default:"10s" placeholder:"D" help:"Length of the whole run (with --echo, half for each phase)."`
+	TTL             time.Duration `name:"ttl" default:"10s" help:"TTL of each reservation (a cycle releases it at once)."`
+	Echo            bool          `name:"echo" help:"Also measure a plain NATS echo responder at the same concurrency."`
+	Encoding        string        `name:"encoding" default:"protobuf" enum:"protobuf,json" help:"Wire encoding: protobuf or json."`
+	Conns           int           `name:"conns" default:"1" help:"NATS connections the clients share (client i uses connection i mod N)."`
+	IDPrefix        string        `name:"id-prefix" default:"bench" help:"Prefix of the resource ids (<prefix>-r<i>)."`
+	Sample          time.Duration `name:"sample" placeholder:"D" help:"Every D, print the server's RSS, heap, table fill and stream and disk size (0: off)."`
+	MetricsURL      string        `name:"metrics-url" default:"http://127.0.0.1:9464/metrics" placeholder:"URL" help:"The server's Prometheus URL, read by --sample."`
+	Data            string        `name:"data" placeholder:"DIR" help:"The server's data directory, whose size --sample prints (empty: not measured)."`
+	BystanderTenant string        `name:"bystander-tenant" placeholder:"TENANT" help:"A second tenant that reserves and releases its own resource on the same shard as the first resource, counting every refusal."`
+	connFlags
+}
+
+func (benchCmd) Help() string { return benchAbout }
+
+// parseBench parses bench's flags (args after "bench"); code ≥ 0 means return it at once.
 func parseBench(e *env, args []string) (*benchConfig, int) {
-	fs := newFlagSet(e, "bench", "bench [--scenario spread|hotspot] [flags]", benchAbout)
-	cfg := &benchConfig{progress: true}
-	cfg.cf.register(fs)
-	fs.StringVar(&cfg.scenario, "scenario", "spread", "spread (C=64, R=10000), hotspot (C=64, R=1) or claim (C=64, R=2048 work shards)")
-	fs.IntVar(&cfg.checkpoints, "checkpoints", 3, "checkpoints per claimed work shard (--scenario claim)")
-	fs.IntVar(&cfg.clients, "clients", 64, "concurrent clients `C` (default from --scenario)")
-	fs.IntVar(&cfg.resources, "resources", 10000, "resources `R` (default from --scenario)")
-	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "length `D` of the whole run (with --echo, half for each phase)")
-	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "ttl of each reservation (a cycle releases it at once)")
-	fs.BoolVar(&cfg.echo, "echo", false, "also measure a plain NATS echo responder at the same concurrency")
-	enc := fs.String("encoding", "protobuf", "wire encoding: protobuf or json")
-	fs.IntVar(&cfg.conns, "conns", 1, "NATS connections the clients share (client i uses connection i mod N)")
-	fs.StringVar(&cfg.idPrefix, "id-prefix", "bench", "prefix of the resource ids (<prefix>-r<i>)")
-	fs.DurationVar(&cfg.sample, "sample", 0, "every `D`, print the server's RSS, heap, table fill and stream and disk size (0: off)")
-	fs.StringVar(&cfg.metricsURL, "metrics-url", "http://127.0.0.1:9464/metrics", "the server's Prometheus `URL`, read by --sample")
-	fs.StringVar(&cfg.dataDir, "data", "", "the server's data `directory`, whose size --sample prints (empty: not measured)")
-	fs.StringVar(&cfg.bystander, "bystander-tenant", "", "a second `tenant` that reserves and releases its own resource on the same shard as the first resource, counting every refusal")
-	pos, code := parseArgs(e, fs, args)
-	if code >= 0 {
-		return nil, code
+	kctx, root, err := parse(e, append([]string{"bench"}, args...))
+	switch {
+	case errors.Is(err, errHelp):
+		return nil, exitOK
+	case err != nil:
+		fmt.Fprintf(e.stderr, "holdfast bench: %v\n", err)
+		return nil, exitUsage
 	}
-	if len(pos) > 0 {
-		return nil, usageError(e, fs, "unexpected arguments: %v", pos)
+	e.cmd = "bench"
+	cfg, err := root.Bench.config(e, explicitFlags(kctx))
+	if err != nil {
+		return nil, exitUsage
 	}
+	return cfg, -1
+}
+
+// config checks the flags (set: the ones given) and applies the scenario's defaults.
+func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
+	cfg := &benchConfig{progress: true, cf: b.connFlags, scenario: b.Scenario, checkpoints: b.Checkpoints,
+		clients: b.Clients, resources: b.Resources, duration: b.Duration, ttl: b.TTL, echo: b.Echo, conns: b.Conns,
+		idPrefix: b.IDPrefix, sample: b.Sample, metricsURL: b.MetricsURL, dataDir: b.Data, bystander: b.BystanderTenant}
 	if err := cfg.cf.validate(); err != nil {
-		return nil, usageError(e, fs, "%v", err)
+		return nil, usageError(e, "%v", err)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !set["tenant"] {
 		// Its own tenant: the bench's objects and events stay out of the default one
 		// (a later `watch --from-start` does not replay 10,000 bench resources).
-		cfg.cf.tenant = "bench"
+		cfg.cf.Tenant = "bench"
 	}
 	switch cfg.scenario {
 	case "spread":
@@ -134,51 +146,51 @@ func parseBench(e *env, args []string) (*benchConfig, int) {
 			cfg.resources = 2048
 		}
 		if cfg.checkpoints < 0 || cfg.checkpoints > 1000 {
-			return nil, usageError(e, fs, "--checkpoints must be 0-1000")
+			return nil, usageError(e, "--checkpoints must be 0-1000")
 		}
 	default:
-		return nil, usageError(e, fs, "unknown --scenario %q (want spread, hotspot or claim)", cfg.scenario)
+		return nil, usageError(e, "unknown --scenario %q (want spread, hotspot or claim)", cfg.scenario)
 	}
-	switch *enc {
+	switch b.Encoding {
 	case "protobuf":
 		cfg.encoding = client.Protobuf
 	case "json":
 		cfg.encoding = client.JSON
 	default:
-		return nil, usageError(e, fs, "unknown --encoding %q (want protobuf or json)", *enc)
+		return nil, usageError(e, "unknown --encoding %q (want protobuf or json)", b.Encoding)
 	}
 	switch {
 	case cfg.clients < 1 || cfg.clients > 10000:
-		return nil, usageError(e, fs, "--clients must be 1-10000")
+		return nil, usageError(e, "--clients must be 1-10000")
 	case cfg.resources < 1 || cfg.resources > 10_000_000:
-		return nil, usageError(e, fs, "--resources must be 1-10000000")
+		return nil, usageError(e, "--resources must be 1-10000000")
 	case cfg.duration <= 0 || cfg.duration > 24*time.Hour:
-		return nil, usageError(e, fs, "--duration must be positive (at most 24h)")
+		return nil, usageError(e, "--duration must be positive (at most 24h)")
 	case cfg.ttl <= 0:
-		return nil, usageError(e, fs, "--ttl must be positive")
+		return nil, usageError(e, "--ttl must be positive")
 	case cfg.conns < 1 || cfg.conns > cfg.clients:
-		return nil, usageError(e, fs, "--conns must be 1-clients")
+		return nil, usageError(e, "--conns must be 1-clients")
 	case !client.ValidID(cfg.idPrefix + "-r0"):
-		return nil, usageError(e, fs, "invalid --id-prefix %q", cfg.idPrefix)
+		return nil, usageError(e, "invalid --id-prefix %q", cfg.idPrefix)
 	case cfg.sample < 0:
-		return nil, usageError(e, fs, "--sample must not be negative")
-	case cfg.bystander != "" && (!client.ValidTenant(cfg.bystander) || cfg.bystander == cfg.cf.tenant):
-		return nil, usageError(e, fs, "--bystander-tenant must be a valid tenant other than --tenant")
+		return nil, usageError(e, "--sample must not be negative")
+	case cfg.bystander != "" && (!client.ValidTenant(cfg.bystander) || cfg.bystander == cfg.cf.Tenant):
+		return nil, usageError(e, "--bystander-tenant must be a valid tenant other than --tenant")
 	}
-	return cfg, -1
+	return cfg, nil
 }
 
-func cmdBench(e *env, args []string) int {
-	cfg, code := parseBench(e, args)
-	if code >= 0 {
-		return code
+func (b *benchCmd) Run(e *env, kctx *kong.Context) error {
+	cfg, err := b.config(e, explicitFlags(kctx))
+	if err != nil {
+		return err
 	}
 	conns := make([]*nats.Conn, cfg.conns)
 	for i := range conns {
-		nc, err := cfg.cf.dial("bench", nats.Timeout(min(cfg.cf.timeout, 5*time.Second)))
+		nc, err := cfg.cf.dial("bench", nats.Timeout(min(cfg.cf.Timeout, 5*time.Second)))
 		if err != nil {
 			e.errorf("%v", err)
-			return exitConnect
+			return exitCode(exitConnect)
 		}
 		defer nc.Close()
 		conns[i] = nc
@@ -186,15 +198,15 @@ func cmdBench(e *env, args []string) int {
 	rep, err := runBench(e, cfg, conns)
 	if err != nil {
 		e.errorf("bench: %v", err)
-		return exitDomain
+		return exitCode(exitDomain)
 	}
-	if cfg.cf.json {
+	if cfg.cf.JSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		fmt.Fprintf(e.stdout, "%s\n", b)
 	} else {
 		rep.print(e.stdout)
 	}
-	return exitOK
+	return nil
 }
 
 // benchReport is the outcome of a bench run (printed, or as JSON with --json).
@@ -385,7 +397,7 @@ type benchWorker struct {
 
 // newBenchWorker is a client of a load phase: holder, operation id prefix, reusable requests.
 func newBenchWorker(cfg *benchConfig, nc *nats.Conn, header nats.Header, holder, opPrefix string, rng *rand.Rand) *benchWorker {
-	w := &benchWorker{nc: nc, enc: cfg.encoding, header: header, timeout: cfg.cf.timeout, rng: rng,
+	w := &benchWorker{nc: nc, enc: cfg.encoding, header: header, timeout: cfg.cf.Timeout, rng: rng,
 		holder: holder, opPrefix: []byte(opPrefix), reserveCodes: map[string]uint64{}, releaseCodes: map[string]uint64{}}
 	w.reserveReq = messages.ReserveRequest{HolderId: holder, Members: []*messages.Member{&w.member}, TtlMs: uint64(cfg.ttl.Milliseconds())}
 	w.releaseReq.HolderId = holder
@@ -503,8 +515,8 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	rep.Setup = setup
 
 	// Holdfast phase.
-	subjReserve := client.Subject(cfg.cf.prefix, cfg.cf.tenant, "lease", "reserve")
-	subjRelease := client.Subject(cfg.cf.prefix, cfg.cf.tenant, "lease", "release")
+	subjReserve := client.Subject(cfg.cf.Prefix, cfg.cf.Tenant, "lease", "reserve")
+	subjRelease := client.Subject(cfg.cf.Prefix, cfg.cf.Tenant, "lease", "release")
 	var header nats.Header
 	if cfg.encoding == client.Protobuf {
 		header = nats.Header{messages.HeaderContentType: []string{messages.ContentTypeProtobuf}}
@@ -528,7 +540,7 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	var sampling sync.WaitGroup
 	if cfg.sample > 0 {
 		out := e.stdout
-		if cfg.cf.json {
+		if cfg.cf.JSON {
 			out = e.stderr // stdout carries the one JSON report
 		}
 		smp = newSampler(cfg, conns[0], &live, out)
@@ -615,8 +627,8 @@ func benchSetup(ctx context.Context, cfg *benchConfig, conns []*nats.Conn, resou
 	start := time.Now()
 	clients := make([]*client.Client, len(conns))
 	for i, nc := range conns {
-		cl, err := client.New(nc, client.WithPrefix(cfg.cf.prefix), client.WithTenant(cfg.cf.tenant),
-			client.WithEncoding(cfg.encoding), client.WithTimeout(cfg.cf.timeout))
+		cl, err := client.New(nc, client.WithPrefix(cfg.cf.Prefix), client.WithTenant(cfg.cf.Tenant),
+			client.WithEncoding(cfg.encoding), client.WithTimeout(cfg.cf.Timeout))
 		if err != nil {
 			return setupReport{}, err
 		}
@@ -698,7 +710,7 @@ func benchEcho(ctx context.Context, e *env, cfg *benchConfig, conns []*nats.Conn
 		codes[i] = map[string]uint64{}
 		for ctx.Err() == nil && time.Now().Before(deadline) {
 			start := time.Now()
-			_, err := nc.RequestMsg(&msg, cfg.cf.timeout)
+			_, err := nc.RequestMsg(&msg, cfg.cf.Timeout)
 			lats[i].record(time.Since(start))
 			live.reserves.Add(1)
 			if err != nil {

@@ -28,11 +28,11 @@ type bystander struct {
 }
 
 func newBystander(ctx context.Context, cfg *benchConfig, nc *nats.Conn, hot, runID string, header nats.Header) (*bystander, error) {
-	shards, err := serviceShards(nc, cfg.cf.timeout)
+	shards, err := serviceShards(nc, cfg.cf.Timeout)
 	if err != nil {
 		return nil, err
 	}
-	target := contract.ShardOf(cfg.cf.tenant, contract.PlacementKey(hot), shards)
+	target := contract.ShardOf(cfg.cf.Tenant, contract.PlacementKey(hot), shards)
 	var id string
 	for i := 0; ; i++ {
 		id = "bystander-" + strconv.Itoa(i)
@@ -40,7 +40,7 @@ func newBystander(ctx context.Context, cfg *benchConfig, nc *nats.Conn, hot, run
 			break
 		}
 	}
-	cl, err := client.New(nc, client.WithPrefix(cfg.cf.prefix), client.WithTenant(cfg.bystander), client.WithTimeout(cfg.cf.timeout))
+	cl, err := client.New(nc, client.WithPrefix(cfg.cf.Prefix), client.WithTenant(cfg.bystander), client.WithTimeout(cfg.cf.Timeout))
 	if err != nil {
 		return nil, err
 	}
@@ -53,8 +53,8 @@ func newBystander(ctx context.Context, cfg *benchConfig, nc *nats.Conn, hot, run
 	}
 	w := newBenchWorker(cfg, nc, header, "bystander-"+runID, "y"+runID+"-", rand.New(rand.NewPCG(1, 2)))
 	return &bystander{w: w, res: []string{id}, codes: map[string]uint64{},
-		subjR: client.Subject(cfg.cf.prefix, cfg.bystander, "lease", "reserve"),
-		subjX: client.Subject(cfg.cf.prefix, cfg.bystander, "lease", "release")}, nil
+		subjR: client.Subject(cfg.cf.Prefix, cfg.bystander, "lease", "reserve"),
+		subjX: client.Subject(cfg.cf.Prefix, cfg.bystander, "lease", "release")}, nil
 }
 
 // run cycles until deadline, one write at a time, and counts what it got.

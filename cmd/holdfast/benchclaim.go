@@ -36,8 +36,8 @@ func runClaimBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, 
 	runID := client.NewOperationID()[:10]
 	clients := make([]*client.Client, len(conns))
 	for i, nc := range conns {
-		cl, err := client.New(nc, client.WithPrefix(cfg.cf.prefix), client.WithTenant(cfg.cf.tenant),
-			client.WithEncoding(cfg.encoding), client.WithTimeout(cfg.cf.timeout))
+		cl, err := client.New(nc, client.WithPrefix(cfg.cf.Prefix), client.WithTenant(cfg.cf.Tenant),
+			client.WithEncoding(cfg.encoding), client.WithTimeout(cfg.cf.Timeout))
 		if err != nil {
 			return nil, err
 		}

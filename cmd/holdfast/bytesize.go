@@ -46,3 +46,6 @@ func (b *byteSize) String() string {
 	}
 	return strconv.FormatUint(v, 10)
 }
+
+// UnmarshalText lets kong parse a byteSize flag.
+func (b *byteSize) UnmarshalText(text []byte) error { return b.Set(string(text)) }

@@ -3,22 +3,20 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/nats-io/nats.go"
-
-	"github.com/holdfast/holdfast/natsconn"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/messages"
+	"github.com/holdfast/holdfast/natsconn"
 )
 
 // Exit codes of the client commands. They tell outcomes apart for scripts.
@@ -41,63 +39,67 @@ const exitCodesHelp = `Exit codes:
   5  cannot connect to the NATS server
 `
 
+// exitCodesOf are the exit codes each command's help ends with.
+var exitCodesOf = map[string]string{
+	"resource": exitCodesHelp, "pool": exitCodesHelp, "range": exitCodesHelp, "lease": exitCodesHelp,
+	"run": exitCodesHelp, "work": exitCodesHelp, "cluster": exitCodesHelp,
+	"watch": watchExitCodes, "bench": benchExitCodes,
+}
+
 // env is where a command writes, and the context it runs under; tests
 // provide their own.
 type env struct {
 	stdout, stderr io.Writer
 	ctx            context.Context
+	cmd            string         // the command's path, "lease reserve", for messages
 	cl             *client.Client // the command's client, once connected
-}
-
-// osEnv is the process environment: stdout, stderr, and a context that ends
-// on SIGINT or SIGTERM.
-func osEnv() (*env, context.CancelFunc) {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	return &env{stdout: os.Stdout, stderr: os.Stderr, ctx: ctx}, cancel
-}
-
-// registerCLI registers a command written against env.
-// cliRuns are the client commands by name, for the tests that run command lines.
-var cliRuns = map[string]func(e *env, args []string) int{}
-
-func registerCLI(name, summary string, run func(e *env, args []string) int) {
-	cliRuns[name] = run
-	register(name, summary, func(args []string) int {
-		e, cancel := osEnv()
-		defer cancel()
-		return run(e, args)
-	})
 }
 
 func (e *env) errorf(format string, args ...any) {
 	fmt.Fprintf(e.stderr, "holdfast: "+format+"\n", args...)
 }
 
-// connFlags are the flags every client command has.
-type connFlags struct {
-	server  string
-	auth    natsconn.Settings
-	tenant  string
-	prefix  string
-	timeout time.Duration
-	json    bool
+// usageError reports a usage problem in one line and returns exitUsage.
+func usageError(e *env, format string, args ...any) error {
+	fmt.Fprintf(e.stderr, "holdfast %s: %s (run 'holdfast %s --help' for help)\n", e.cmd, fmt.Sprintf(format, args...), e.cmd)
+	return exitCode(exitUsage)
 }
 
-func (c *connFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", "", "NATS server `URL`s, comma-separated (default: $NATS_URL, the nats context's, or "+nats.DefaultURL+")")
-	registerAuthFlags(fs, &c.auth)
-	fs.StringVar(&c.tenant, "tenant", client.DefaultTenant, "tenant")
-	fs.StringVar(&c.prefix, "prefix", client.DefaultPrefix, "subject prefix (the server's --prefix)")
-	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up after this long in total, retries included")
-	fs.BoolVar(&c.json, "json", false, "print the JSON reply instead of the human-readable form")
+// connFlags are the flags every client command has.
+type connFlags struct {
+	Server string `placeholder:"URL" group:"connection" help:"NATS server URLs, comma-separated (default: $$NATS_URL, the nats context's, or nats://127.0.0.1:4222)."`
+	authFlags
+	Tenant  string        `default:"default" group:"connection" help:"Tenant."`
+	Prefix  string        `default:"holdfast" group:"connection" help:"Subject prefix (the server's --prefix)."`
+	Timeout time.Duration `default:"10s" group:"connection" help:"Give up after this long in total, retries included."`
+	JSON    bool          `name:"json" help:"Print the JSON reply instead of the human-readable form."`
+}
+
+// authFlags are the NATS credential, TLS and context flags of the nats CLI.
+type authFlags struct {
+	Context  string `name:"context" placeholder:"NAME" group:"connection" help:"nats CLI context to take the server and credentials from (default: $$NATS_CONTEXT, or the selected context)."`
+	Creds    string `name:"creds" placeholder:"FILE" group:"connection" help:"NATS credentials file."`
+	NKey     string `name:"nkey" placeholder:"FILE" group:"connection" help:"NATS nkey seed file."`
+	User     string `name:"user" group:"connection" help:"NATS user."`
+	Password string `name:"password" group:"connection" help:"NATS password."`
+	Token    string `name:"token" group:"connection" help:"NATS auth token."`
+	TLSCA    string `name:"tlsca" placeholder:"FILE" group:"connection" help:"CA certificate to verify the NATS server."`
+	TLSCert  string `name:"tlscert" placeholder:"FILE" group:"connection" help:"TLS client certificate."`
+	TLSKey   string `name:"tlskey" placeholder:"FILE" group:"connection" help:"TLS client key."`
+}
+
+// settings are the flags as natsconn's settings.
+func (a authFlags) settings() natsconn.Settings {
+	return natsconn.Settings{Context: a.Context, Creds: a.Creds, NKey: a.NKey, User: a.User, Password: a.Password,
+		Token: a.Token, TLSCA: a.TLSCA, TLSCert: a.TLSCert, TLSKey: a.TLSKey}
 }
 
 func (c *connFlags) validate() error {
-	if c.timeout <= 0 {
+	if c.Timeout <= 0 {
 		return errors.New("--timeout must be positive")
 	}
-	if !client.ValidTenant(c.tenant) {
-		return fmt.Errorf("invalid --tenant %q: 1-64 chars of A-Z a-z 0-9 _ -", c.tenant)
+	if !client.ValidTenant(c.Tenant) {
+		return fmt.Errorf("invalid --tenant %q: 1-64 chars of A-Z a-z 0-9 _ -", c.Tenant)
 	}
 	return nil
 }
@@ -105,14 +107,14 @@ func (c *connFlags) validate() error {
 // connect opens the NATS connection and the client. Its error is reported
 // with exitConnect (connection) or exitUsage (client options).
 func (c *connFlags) connect(name string, opts ...client.Option) (*nats.Conn, *client.Client, int, error) {
-	nc, err := c.dial(name, nats.Timeout(min(c.timeout, 5*time.Second)), nats.MaxReconnects(-1))
+	nc, err := c.dial(name, nats.Timeout(min(c.Timeout, 5*time.Second)), nats.MaxReconnects(-1))
 	if err != nil {
 		return nil, nil, exitConnect, err
 	}
 	base := []client.Option{
-		client.WithPrefix(c.prefix),
-		client.WithTenant(c.tenant),
-		client.WithTimeout(min(c.timeout, client.DefaultTimeout)),
+		client.WithPrefix(c.Prefix),
+		client.WithTenant(c.Tenant),
+		client.WithTimeout(min(c.Timeout, client.DefaultTimeout)),
 		client.WithRetry(1000, client.DefaultBackoffBase, client.DefaultBackoffMax),
 	}
 	cl, err := client.New(nc, append(base, opts...)...)
@@ -123,79 +125,31 @@ func (c *connFlags) connect(name string, opts ...client.Option) (*nats.Conn, *cl
 	return nc, cl, exitOK, nil
 }
 
-// newFlagSet returns a flag set that reports to e.stderr, with a usage
-// text made of synopsis, the flags, and the exit codes.
-func newFlagSet(e *env, name, synopsis, about string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // parseArgs reports a bad flag itself, in one line
-	usages[fs] = func(w io.Writer) {
-		fmt.Fprintf(w, "usage: holdfast %s\n", synopsis)
-		if about != "" {
-			fmt.Fprintf(w, "\n%s\n", strings.TrimRight(about, "\n"))
-		}
-		fmt.Fprintln(w, "\nFlags (--flag or -flag):")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-		fmt.Fprintf(w, "\n%s", exitCodesHelp)
+// run checks the connection flags, connects and runs do under a context bounded by
+// --timeout; do's result is the exit code.
+func (c *connFlags) run(e *env, do func(ctx context.Context, cl *client.Client) int) error {
+	if err := c.validate(); err != nil {
+		return usageError(e, "%v", err)
 	}
-	// The flag package calls Usage on -h and on a bad flag; parseArgs prints the help
-	// (on stdout) or a one-line hint itself.
-	fs.Usage = func() {}
-	return fs
+	nc, cl, code, err := c.connect(e.cmd)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitCode(code)
+	}
+	defer nc.Close()
+	e.cl = cl
+	ctx, cancel := context.WithTimeout(e.ctx, c.Timeout)
+	defer cancel()
+	return exitCode(do(ctx, cl))
 }
 
-// parseArgs parses flags and positional arguments in any order (the flag
-// package alone stops at the first positional one); everything after "--"
-// is positional. It returns the positional arguments, and the exit code to
-// return at once when parsing fails or help was asked for (-1 otherwise).
-func parseArgs(e *env, fs *flag.FlagSet, args []string) ([]string, int) {
-	var rest []string
-	for i, a := range args {
-		if a == "--" {
-			rest = append(rest, args[i+1:]...)
-			args = args[:i]
-			break
-		}
-	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				if u := usages[fs]; u != nil {
-					u(e.stdout)
-				}
-				return nil, exitOK
-			}
-			msg := err.Error()
-			if hint := flagHint(fs, err); hint != "" {
-				msg += "; " + hint
-			}
-			fmt.Fprintf(e.stderr, "holdfast %s: %s (run 'holdfast %s --help' for help)\n", fs.Name(), msg, fs.Name())
-			return nil, exitUsage
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-	return append(pos, rest...), -1
-}
-
-// usageError reports a usage problem and returns exitUsage.
-func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(e.stderr, "holdfast %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fmt.Fprintf(e.stderr, "Run 'holdfast %s --help' for help.\n", fs.Name())
-	return exitUsage
-}
-
-// memberList is the ordered list of lease members built from repeated
-// --resource, --pool and --range flags, in the order given on the command
-// line. Each of those flags is a memberFlag appending to the same list.
-type memberList struct {
-	members []*messages.Member
+// memberFlags are the repeated --resource, --pool and --range flags of a reserve. The
+// lease's members keep the order of the command line across the three flags: each value
+// takes the next number of one sequence, and members() merges by it.
+type memberFlags struct {
+	Resource memberValues `name:"resource" placeholder:"ID" help:"A resource (repeatable)."`
+	Pool     memberValues `name:"pool" placeholder:"ID:QTY" help:"Units of a pool (repeatable)."`
+	Range    memberValues `name:"range" placeholder:"ID[=VALUE]" help:"Any free value of a range, or that value (repeatable)."`
 }
 
 type memberKind int
@@ -206,29 +160,42 @@ const (
 	memberRange
 )
 
-type memberFlag struct {
-	list *memberList
-	kind memberKind
+// memberSeq numbers member values across the three flags (parses of one process run one
+// at a time in order; the numbers only need to grow).
+var memberSeq atomic.Uint64
+
+type memberValue struct {
+	seq    uint64
+	member *messages.Member
 }
 
-func (f memberFlag) String() string {
-	if f.list == nil {
-		return ""
-	}
-	var parts []string
-	for _, m := range f.list.members {
-		parts = append(parts, memberString(m))
-	}
-	return strings.Join(parts, ", ")
-}
+// memberValues are the values of one member flag.
+type memberValues []memberValue
 
-func (f memberFlag) Set(s string) error {
-	m, err := parseMember(f.kind, s)
+// Decode is kong's hook for one occurrence of the flag: its kind is the flag's name.
+func (v *memberValues) Decode(ctx *kong.DecodeContext) error {
+	var s string
+	if err := ctx.Scan.PopValueInto("member", &s); err != nil {
+		return err
+	}
+	kind := map[string]memberKind{"resource": memberResource, "pool": memberPool, "range": memberRange}[ctx.Value.Name]
+	m, err := parseMember(kind, s)
 	if err != nil {
 		return err
 	}
-	f.list.members = append(f.list.members, m)
+	*v = append(*v, memberValue{seq: memberSeq.Add(1), member: m})
 	return nil
+}
+
+// members are the members in command-line order.
+func (f *memberFlags) members() []*messages.Member {
+	all := append(append(append([]memberValue(nil), f.Resource...), f.Pool...), f.Range...)
+	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
+	out := make([]*messages.Member, len(all))
+	for i, v := range all {
+		out[i] = v.member
+	}
+	return out
 }
 
 // parseMember parses the value of --resource ID, --pool ID:QTY (split at the
@@ -321,24 +288,11 @@ func resultExit(r *client.Result) int {
 	return exitDomain
 }
 
-// registerAuthFlags adds the NATS credential, TLS and context flags of the nats CLI.
-func registerAuthFlags(fs *flag.FlagSet, s *natsconn.Settings) {
-	fs.StringVar(&s.Context, "context", "", "nats CLI context `name` to take the server and credentials from (default: $NATS_CONTEXT, or the selected context)")
-	fs.StringVar(&s.Creds, "creds", "", "NATS credentials `file`")
-	fs.StringVar(&s.NKey, "nkey", "", "NATS nkey seed `file`")
-	fs.StringVar(&s.User, "user", "", "NATS `user`")
-	fs.StringVar(&s.Password, "password", "", "NATS `password`")
-	fs.StringVar(&s.Token, "token", "", "NATS auth `token`")
-	fs.StringVar(&s.TLSCA, "tlsca", "", "CA certificate `file` to verify the NATS server")
-	fs.StringVar(&s.TLSCert, "tlscert", "", "TLS client certificate `file`")
-	fs.StringVar(&s.TLSKey, "tlskey", "", "TLS client key `file`")
-}
-
 // dial connects with the command's server and credentials; its error never shows a
 // password or token.
 func (c *connFlags) dial(name string, extra ...nats.Option) (*nats.Conn, error) {
-	s := c.auth
-	s.URL = c.server
+	s := c.authFlags.settings()
+	s.URL = c.Server
 	url, opts, err := s.Resolve(nats.DefaultURL)
 	if err != nil {
 		return nil, err

@@ -2,290 +2,187 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"math"
-	"strings"
 	"time"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/messages"
 )
 
-func init() {
-	registerCLI("resource", "create or read a named resource (create|get)", cmdResource)
-	registerCLI("pool", "create or read a capacity pool (create|get)", cmdPool)
-	registerCLI("range", "create or read a value range (create|get)", cmdRange)
-	registerCLI("lease", "reserve, activate, renew, release, revoke, reclaim, get or list leases", cmdLease)
+// The client commands of the lease API: resources, pools, ranges and leases. Each verb is
+// a struct of its flags and arguments (with the connection flags embedded) and a Run.
+
+// opFlag is the operation id of a write.
+type opFlag struct {
+	Op string `name:"op" placeholder:"ID" help:"Operation id (generated if absent; reuse it to retry)."`
 }
 
-// subcommand is one verb of an object command.
-type subcommand struct {
-	name string
-	run  func(e *env, args []string) int
-}
-
-// dispatch runs the verb named by args[0].
-func dispatch(e *env, object string, verbs []subcommand, args []string) int {
-	names := make([]string, len(verbs))
-	for i, v := range verbs {
-		names[i] = v.name
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		w, code := e.stdout, exitOK // help asked for: stdout, exit 0
-		if len(args) == 0 {
-			w, code = e.stderr, exitUsage
-		}
-		fmt.Fprintf(w, "usage: holdfast %s <%s> [flags]\n\nRun 'holdfast %s <verb> --help' for the flags of a verb.\n\n%s",
-			object, strings.Join(names, "|"), object, exitCodesHelp)
-		return code
-	}
-	for _, v := range verbs {
-		if v.name == args[0] {
-			return v.run(e, args[1:])
-		}
-	}
-	fmt.Fprintf(e.stderr, "holdfast %s: unknown verb %q", object, args[0])
-	if near, ok := closest(args[0], names); ok {
-		fmt.Fprintf(e.stderr, "; did you mean %q?", near)
-	}
-	fmt.Fprintf(e.stderr, " (one of %s)\n", strings.Join(names, ", "))
-	return exitUsage
-}
-
-// call is the common frame of a client command: flags parsed, connection
-// open, a context bounded by --timeout.
-type call struct {
-	e   *env
-	fs  *flag.FlagSet
-	cf  connFlags
-	pos []string
-}
-
-// show prints a result with the one-line view of its object when the reply carried
-// one (view is called only then).
-func (c *call) show(r *client.Result, has bool, view func() string) int {
-	return printResult(c.e, r, c.cf.json, func(w io.Writer) {
+// show prints a result with the one-line view of its object when the reply carried one
+// (view is called only then).
+func show(e *env, r *client.Result, jsonOut, has bool, view func() string) int {
+	return printResult(e, r, jsonOut, func(w io.Writer) {
 		if has {
 			fmt.Fprintln(w, view())
 		}
 	})
 }
 
-// prepare parses the flags and checks the number of positional arguments
-// (npos, or -1 for any). It returns -1 to go on, else an exit code.
-func (c *call) prepare(args []string, npos int, posName string) int {
-	c.cf.register(c.fs)
-	pos, code := parseArgs(c.e, c.fs, args)
-	if code >= 0 {
-		return code
-	}
-	if err := c.cf.validate(); err != nil {
-		return usageError(c.e, c.fs, "%v", err)
-	}
-	if npos >= 0 && len(pos) != npos {
-		if len(pos) < npos {
-			return usageError(c.e, c.fs, "missing %s", posName)
-		}
-		return usageError(c.e, c.fs, "unexpected arguments: %s", strings.Join(pos[npos:], " "))
-	}
-	c.pos = pos
-	return -1
-}
-
-// run connects and runs do under a context bounded by --timeout.
-func (c *call) run(do func(ctx context.Context, cl *client.Client) int) int {
-	nc, cl, code, err := c.cf.connect(c.fs.Name())
-	if err != nil {
-		c.e.errorf("%v", err)
-		return code
-	}
-	defer nc.Close()
-	c.e.cl = cl
-	ctx, cancel := context.WithTimeout(c.e.ctx, c.cf.timeout)
-	defer cancel()
-	return do(ctx, cl)
-}
-
-func newCall(e *env, name, synopsis, about string) *call {
-	return &call{e: e, fs: newFlagSet(e, name, synopsis, about)}
-}
-
 // readFlags are the fence flags of single-object reads.
 type readFlags struct {
-	minLSN uint64
-	wait   time.Duration
+	MinLSN uint64         `name:"min-lsn" placeholder:"LSN" help:"Answer only once the shard has applied this lsn (e.g. of an earlier write)."`
+	Wait   *time.Duration `name:"wait" help:"How long a --min-lsn read may wait (0-10s; server default 1s)."`
 }
 
-func (r *readFlags) register(fs *flag.FlagSet) {
-	fs.Uint64Var(&r.minLSN, "min-lsn", 0, "answer only once the shard has applied this `lsn` (e.g. of an earlier write)")
-	fs.DurationVar(&r.wait, "wait", 0, "how long a --min-lsn read may wait (0-10s; server default 1s)")
-}
-
-func (r *readFlags) options(fs *flag.FlagSet) []client.ReadOption {
+func (r *readFlags) options() []client.ReadOption {
 	var o []client.ReadOption
-	if r.minLSN > 0 {
-		o = append(o, client.MinLSN(r.minLSN))
+	if r.MinLSN > 0 {
+		o = append(o, client.MinLSN(r.MinLSN))
 	}
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "wait" })
-	if set {
-		o = append(o, client.Wait(r.wait))
+	if r.Wait != nil {
+		o = append(o, client.Wait(*r.Wait))
 	}
 	return o
 }
 
 // --- resource --------------------------------------------------------------
 
-func cmdResource(e *env, args []string) int {
-	return dispatch(e, "resource", []subcommand{
-		{"create", resourceCreate},
-		{"get", resourceGet},
-	}, args)
+type resourceCmd struct {
+	Create resourceCreateCmd `cmd:"" help:"Create a named resource."`
+	Get    resourceGetCmd    `cmd:"" help:"Read a resource."`
 }
 
-func resourceCreate(e *env, args []string) int {
-	c := newCall(e, "resource create", "resource create ID [flags]",
-		"Create a named resource. Ids: 1-128 chars of A-Z a-z 0-9 _ - : / @ +; the part\nbefore the first / is the placement key.")
-	op := c.fs.String("op", "", "operation `id` (generated if absent; reuse it to retry)")
-	if code := c.prepare(args, 1, "resource ID"); code >= 0 {
-		return code
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.CreateResource(ctx, c.pos[0], client.WithOperationID(*op))
+type resourceCreateCmd struct {
+	ID string `arg:"" name:"resource-id" help:"1-128 chars of A-Z a-z 0-9 _ - : / @ +; the part before the first / is the placement key."`
+	opFlag
+	connFlags
+}
+
+func (c *resourceCreateCmd) Run(e *env) error {
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := cl.CreateResource(ctx, c.ID, client.WithOperationID(c.Op))
 		if err != nil {
-			return errorExit(e, err, c.cf.json)
+			return errorExit(e, err, c.JSON)
 		}
-		return c.show(&res.Result, res.Resource != nil, func() string { return resourceLine(res.Resource) })
+		return show(e, &res.Result, c.JSON, res.Resource != nil, func() string { return resourceLine(res.Resource) })
 	})
 }
 
-func resourceGet(e *env, args []string) int {
-	c := newCall(e, "resource get", "resource get ID [flags]", "Read a resource.")
-	var rf readFlags
-	rf.register(c.fs)
-	if code := c.prepare(args, 1, "resource ID"); code >= 0 {
-		return code
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.GetResource(ctx, c.pos[0], rf.options(c.fs)...)
+type resourceGetCmd struct {
+	ID string `arg:"" name:"resource-id" help:"The resource."`
+	readFlags
+	connFlags
+}
+
+func (c *resourceGetCmd) Run(e *env) error {
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := cl.GetResource(ctx, c.ID, c.options()...)
 		if err != nil {
-			return errorExit(e, err, c.cf.json)
+			return errorExit(e, err, c.JSON)
 		}
-		return c.show(&res.Result, res.Resource != nil, func() string { return resourceLine(res.Resource) })
+		return show(e, &res.Result, c.JSON, res.Resource != nil, func() string { return resourceLine(res.Resource) })
 	})
 }
 
 // --- pool ------------------------------------------------------------------
 
-func cmdPool(e *env, args []string) int {
-	return dispatch(e, "pool", []subcommand{
-		{"create", poolCreate},
-		{"get", poolGet},
-	}, args)
+type poolCmd struct {
+	Create poolCreateCmd `cmd:"" help:"Create a capacity pool of --capacity units."`
+	Get    poolGetCmd    `cmd:"" help:"Read a pool."`
 }
 
-func poolCreate(e *env, args []string) int {
-	c := newCall(e, "pool create", "pool create ID --capacity N [flags]", "Create a capacity pool of N units.")
-	op := c.fs.String("op", "", "operation `id` (generated if absent; reuse it to retry)")
-	capacity := c.fs.Uint64("capacity", 0, "total units (> 0)")
-	if code := c.prepare(args, 1, "pool ID"); code >= 0 {
-		return code
+type poolCreateCmd struct {
+	ID       string `arg:"" name:"pool-id" help:"The pool's id (as a resource id)."`
+	Capacity uint64 `name:"capacity" placeholder:"N" help:"Total units (> 0)."`
+	opFlag
+	connFlags
+}
+
+func (c *poolCreateCmd) Run(e *env) error {
+	if c.Capacity == 0 {
+		return usageError(e, "--capacity must be > 0")
 	}
-	if *capacity == 0 {
-		return usageError(e, c.fs, "--capacity must be > 0")
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.CreatePool(ctx, c.pos[0], *capacity, client.WithOperationID(*op))
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := cl.CreatePool(ctx, c.ID, c.Capacity, client.WithOperationID(c.Op))
 		if err != nil {
-			return errorExit(e, err, c.cf.json)
+			return errorExit(e, err, c.JSON)
 		}
-		return c.show(&res.Result, res.Pool != nil, func() string { return poolLine(res.Pool) })
+		return show(e, &res.Result, c.JSON, res.Pool != nil, func() string { return poolLine(res.Pool) })
 	})
 }
 
-func poolGet(e *env, args []string) int {
-	c := newCall(e, "pool get", "pool get ID [flags]", "Read a pool.")
-	var rf readFlags
-	rf.register(c.fs)
-	if code := c.prepare(args, 1, "pool ID"); code >= 0 {
-		return code
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.GetPool(ctx, c.pos[0], rf.options(c.fs)...)
+type poolGetCmd struct {
+	ID string `arg:"" name:"pool-id" help:"The pool."`
+	readFlags
+	connFlags
+}
+
+func (c *poolGetCmd) Run(e *env) error {
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := cl.GetPool(ctx, c.ID, c.options()...)
 		if err != nil {
-			return errorExit(e, err, c.cf.json)
+			return errorExit(e, err, c.JSON)
 		}
-		return c.show(&res.Result, res.Pool != nil, func() string { return poolLine(res.Pool) })
+		return show(e, &res.Result, c.JSON, res.Pool != nil, func() string { return poolLine(res.Pool) })
 	})
 }
 
 // --- range -----------------------------------------------------------------
 
-func cmdRange(e *env, args []string) int {
-	return dispatch(e, "range", []subcommand{
-		{"create", rangeCreate},
-		{"get", rangeGet},
-	}, args)
+type rangeCmd struct {
+	Create rangeCreateCmd `cmd:"" help:"Create the value range [--first, --last] (up to [0, 2^64-1])."`
+	Get    rangeGetCmd    `cmd:"" help:"Read a range."`
 }
 
-func rangeCreate(e *env, args []string) int {
-	c := newCall(e, "range create", "range create ID --first A --last B [--strategy S] [flags]",
-		"Create the value range [A, B] (up to [0, 2^64-1]).")
-	op := c.fs.String("op", "", "operation `id` (generated if absent; reuse it to retry)")
-	first := c.fs.Uint64("first", 0, "lowest value")
-	last := c.fs.Uint64("last", math.MaxUint64, "highest value")
-	strategy := c.fs.String("strategy", messages.StrategyLowestFree, "lowest_free, random or least_recently_freed")
-	if code := c.prepare(args, 1, "range ID"); code >= 0 {
-		return code
+type rangeCreateCmd struct {
+	ID       string `arg:"" name:"range-id" help:"The range's id (as a resource id)."`
+	First    uint64 `name:"first" help:"Lowest value."`
+	Last     uint64 `name:"last" default:"18446744073709551615" help:"Highest value."`
+	Strategy string `name:"strategy" default:"lowest_free" enum:"lowest_free,random,least_recently_freed" help:"Which free value a reserve takes: lowest_free, random or least_recently_freed."`
+	opFlag
+	connFlags
+}
+
+func (c *rangeCreateCmd) Run(e *env) error {
+	if c.First > c.Last {
+		return usageError(e, "--first %d is above --last %d", c.First, c.Last)
 	}
-	switch *strategy {
-	case messages.StrategyLowestFree, messages.StrategyRandom, messages.StrategyLeastRecentlyFreed:
-	default:
-		return usageError(e, c.fs, "unknown --strategy %q", *strategy)
-	}
-	if *first > *last {
-		return usageError(e, c.fs, "--first %d is above --last %d", *first, *last)
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.CreateRange(ctx, c.pos[0], *first, *last, *strategy, client.WithOperationID(*op))
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := cl.CreateRange(ctx, c.ID, c.First, c.Last, c.Strategy, client.WithOperationID(c.Op))
 		if err != nil {
-			return errorExit(e, err, c.cf.json)
+			return errorExit(e, err, c.JSON)
 		}
-		return c.show(&res.Result, res.Range != nil, func() string { return rangeLine(res.Range) })
+		return show(e, &res.Result, c.JSON, res.Range != nil, func() string { return rangeLine(res.Range) })
 	})
 }
 
-func rangeGet(e *env, args []string) int {
-	c := newCall(e, "range get", "range get ID [flags]", "Read a range.")
-	var rf readFlags
-	rf.register(c.fs)
-	if code := c.prepare(args, 1, "range ID"); code >= 0 {
-		return code
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.GetRange(ctx, c.pos[0], rf.options(c.fs)...)
+type rangeGetCmd struct {
+	ID string `arg:"" name:"range-id" help:"The range."`
+	readFlags
+	connFlags
+}
+
+func (c *rangeGetCmd) Run(e *env) error {
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := cl.GetRange(ctx, c.ID, c.options()...)
 		if err != nil {
-			return errorExit(e, err, c.cf.json)
+			return errorExit(e, err, c.JSON)
 		}
-		return c.show(&res.Result, res.Range != nil, func() string { return rangeLine(res.Range) })
+		return show(e, &res.Result, c.JSON, res.Range != nil, func() string { return rangeLine(res.Range) })
 	})
 }
 
 // --- lease -----------------------------------------------------------------
 
-func cmdLease(e *env, args []string) int {
-	return dispatch(e, "lease", []subcommand{
-		{"reserve", leaseReserve},
-		{"activate", leaseActivate},
-		{"renew", leaseRenew},
-		{"release", leaseRelease},
-		{"revoke", leaseRevoke},
-		{"reclaim", leaseReclaim},
-		{"get", leaseGet},
-		{"list", leaseList},
-	}, args)
+type leaseCmd struct {
+	Reserve  leaseReserveCmd  `cmd:"" help:"Reserve members for a holder as one lease, all or nothing."`
+	Activate leaseActivateCmd `cmd:"" help:"Activate a reserved lease whose deadline is still ahead."`
+	Renew    leaseRenewCmd    `cmd:"" help:"Renew a reserved lease: its deadline becomes now + --ttl."`
+	Release  leaseReleaseCmd  `cmd:"" help:"Release a lease (the holder gives it up)."`
+	Revoke   leaseRevokeCmd   `cmd:"" help:"Revoke an active lease (operator)."`
+	Reclaim  leaseReclaimCmd  `cmd:"" help:"Reclaim a revoking lease (operator): it becomes revoked and its members free."`
+	Get      leaseGetCmd      `cmd:"" help:"Read a lease."`
+	List     leaseListCmd     `cmd:"" help:"List a holder's live leases across all shards."`
 }
 
 // printLease prints a lease result.
@@ -301,243 +198,232 @@ func printLease(e *env, res *client.LeaseResult, jsonOut bool) int {
 	return printResult(e, &res.Result, jsonOut, func(w io.Writer) { leaseBlock(w, res.Lease.Lease, slot, time.Now()) })
 }
 
-func leaseReserve(e *env, args []string) int {
-	c := newCall(e, "lease reserve", "lease reserve --holder H (--resource ID | --pool ID:QTY | --range ID[=VALUE])... [flags]",
-		`Reserve the members for the holder as one lease, all or nothing. Members are
-taken in the order given; all must share one placement key (the id part before
-its first /). --range ID takes any free value, --range ID=VALUE that value.
-
-Example:
-  holdfast lease reserve --holder alice --resource node14/gpu0 --pool node14/mem:4 --ttl 30s`)
-	var ml memberList
-	c.fs.Var(memberFlag{&ml, memberResource}, "resource", "a resource `ID` (repeatable)")
-	c.fs.Var(memberFlag{&ml, memberPool}, "pool", "`ID:QTY` units of a pool (repeatable)")
-	c.fs.Var(memberFlag{&ml, memberRange}, "range", "`ID` (any free value) or ID=VALUE of a range (repeatable)")
-	holder := c.fs.String("holder", "", "holder `id` (required)")
-	ttl := c.fs.Duration("ttl", 30*time.Second, "time to live of the reservation (ignored with --activate)")
-	activate := c.fs.Bool("activate", false, "create the lease active instead of reserved")
-	op := c.fs.String("op", "", "operation `id` (generated if absent; reuse it to retry)")
-	if code := c.prepare(args, 0, ""); code >= 0 {
-		return code
-	}
-	switch {
-	case *holder == "":
-		return usageError(e, c.fs, "--holder is required")
-	case len(ml.members) == 0:
-		return usageError(e, c.fs, "give at least one --resource, --pool or --range")
-	case *ttl <= 0 && !*activate:
-		return usageError(e, c.fs, "--ttl must be positive")
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.Reserve(ctx, client.ReserveRequest{Holder: *holder, Members: ml.members, TTL: *ttl, Activate: *activate},
-			client.WithOperationID(*op))
+// leaseRun connects, calls do and prints its lease.
+func leaseRun(e *env, cf *connFlags, do func(ctx context.Context, cl *client.Client) (*client.LeaseResult, error)) error {
+	return cf.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := do(ctx, cl)
 		if err != nil {
-			return errorExit(e, err, c.cf.json)
+			return errorExit(e, err, cf.JSON)
 		}
-		return printLease(e, res, c.cf.json)
+		return printLease(e, res, cf.JSON)
 	})
 }
 
-// fenceFlags are the flags naming a lease and its epoch for the
-// holder-authorized verbs: a positional LEASE_ID or --lease, --epoch, or
-// --fence LEASE_ID@EPOCH.
-type fenceFlags struct {
-	lease  string
-	epoch  uint64
-	fence  string
-	holder string
+type leaseReserveCmd struct {
+	memberFlags
+	Holder   string        `name:"holder" placeholder:"ID" help:"Holder id (required)."`
+	TTL      time.Duration `name:"ttl" default:"30s" help:"Time to live of the reservation (ignored with --activate)."`
+	Activate bool          `name:"activate" help:"Create the lease active instead of reserved."`
+	opFlag
+	connFlags
 }
 
-func (f *fenceFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.lease, "lease", "", "lease `id` (or give it as the argument)")
-	fs.Uint64Var(&f.epoch, "epoch", 0, "the lease's current epoch")
-	fs.StringVar(&f.fence, "fence", "", "lease id and epoch as `LEASE_ID@EPOCH` (instead of --lease/--epoch)")
-	fs.StringVar(&f.holder, "holder", "", "holder `id` (required)")
+func (leaseReserveCmd) Help() string {
+	return `Members are taken in the order given; all must share one placement key (the id part
+before its first /). --range ID takes any free value, --range ID=VALUE that value.
+
+Example:
+  holdfast lease reserve --holder alice --resource node14/gpu0 --pool node14/mem:4 --ttl 30s`
+}
+
+func (c *leaseReserveCmd) Run(e *env) error {
+	members := c.members()
+	switch {
+	case c.Holder == "":
+		return usageError(e, "--holder is required")
+	case len(members) == 0:
+		return usageError(e, "give at least one --resource, --pool or --range")
+	case c.TTL <= 0 && !c.Activate:
+		return usageError(e, "--ttl must be positive")
+	}
+	return leaseRun(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.LeaseResult, error) {
+		return cl.Reserve(ctx, client.ReserveRequest{Holder: c.Holder, Members: members, TTL: c.TTL, Activate: c.Activate},
+			client.WithOperationID(c.Op))
+	})
+}
+
+// fenceFlags name a lease and its epoch for the holder-authorized verbs: the LEASE_ID
+// argument or --lease, and --epoch; or --fence LEASE_ID@EPOCH.
+type fenceFlags struct {
+	LeaseID string `arg:"" optional:"" name:"lease-id" help:"The lease (or --lease, or --fence)."`
+	Lease   string `name:"lease" placeholder:"ID" help:"Lease id (or give it as the argument)."`
+	Epoch   uint64 `name:"epoch" help:"The lease's current epoch."`
+	Fence   string `name:"fence" placeholder:"LEASE_ID@EPOCH" help:"Lease id and epoch (instead of --lease/--epoch)."`
+	Holder  string `name:"holder" placeholder:"ID" help:"Holder id (required)."`
 }
 
 // resolve returns the fence, or a usage error message.
-func (f *fenceFlags) resolve(pos []string) (client.Fence, string) {
-	if len(pos) > 0 {
-		if f.lease != "" || f.fence != "" {
+func (f *fenceFlags) resolve() (client.Fence, string) {
+	lease := f.Lease
+	if f.LeaseID != "" {
+		if f.Lease != "" || f.Fence != "" {
 			return client.Fence{}, "give the lease once: as the argument, --lease or --fence"
 		}
-		f.lease = pos[0]
+		lease = f.LeaseID
 	}
-	if f.holder == "" {
+	if f.Holder == "" {
 		return client.Fence{}, "--holder is required"
 	}
-	if f.fence != "" {
-		if f.lease != "" || f.epoch != 0 {
+	if f.Fence != "" {
+		if lease != "" || f.Epoch != 0 {
 			return client.Fence{}, "--fence replaces --lease and --epoch"
 		}
-		fence, err := client.ParseFence(f.fence)
+		fence, err := client.ParseFence(f.Fence)
 		if err != nil {
 			return client.Fence{}, err.Error()
 		}
 		return fence, ""
 	}
-	if f.lease == "" {
+	if lease == "" {
 		return client.Fence{}, "missing lease id"
 	}
-	if f.epoch == 0 {
+	if f.Epoch == 0 {
 		return client.Fence{}, "--epoch is required (the lease's current epoch, ≥ 1)"
 	}
-	return client.Fence{LeaseID: f.lease, Epoch: f.epoch}, ""
+	return client.Fence{LeaseID: lease, Epoch: f.Epoch}, ""
 }
 
-func holderVerb(e *env, args []string, verb, about string, withTTL bool,
-	do func(ctx context.Context, cl *client.Client, holder string, f client.Fence, ttl time.Duration, op string) (*client.LeaseResult, error)) int {
-	c := newCall(e, "lease "+verb, "lease "+verb+" LEASE_ID --holder H --epoch N [flags]", about)
-	var ff fenceFlags
-	ff.register(c.fs)
-	var ttl *time.Duration
-	if withTTL {
-		ttl = c.fs.Duration("ttl", 30*time.Second, "new time to live from now")
-	}
-	op := c.fs.String("op", "", "operation `id` (generated if absent; reuse it to retry)")
-	if code := c.prepare(args, -1, ""); code >= 0 {
-		return code
-	}
-	if len(c.pos) > 1 {
-		return usageError(e, c.fs, "unexpected arguments: %s", strings.Join(c.pos[1:], " "))
-	}
-	fence, msg := ff.resolve(c.pos)
+// holderRun resolves the fence, then calls do with it.
+func holderRun(e *env, f *fenceFlags, cf *connFlags, do func(ctx context.Context, cl *client.Client, fence client.Fence) (*client.LeaseResult, error)) error {
+	fence, msg := f.resolve()
 	if msg != "" {
-		return usageError(e, c.fs, "%s", msg)
+		return usageError(e, "%s", msg)
 	}
-	var d time.Duration
-	if ttl != nil {
-		if *ttl <= 0 {
-			return usageError(e, c.fs, "--ttl must be positive")
-		}
-		d = *ttl
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := do(ctx, cl, ff.holder, fence, d, *op)
-		if err != nil {
-			return errorExit(e, err, c.cf.json)
-		}
-		return printLease(e, res, c.cf.json)
+	return leaseRun(e, cf, func(ctx context.Context, cl *client.Client) (*client.LeaseResult, error) { return do(ctx, cl, fence) })
+}
+
+type leaseActivateCmd struct {
+	fenceFlags
+	opFlag
+	connFlags
+}
+
+func (c *leaseActivateCmd) Run(e *env) error {
+	return holderRun(e, &c.fenceFlags, &c.connFlags, func(ctx context.Context, cl *client.Client, f client.Fence) (*client.LeaseResult, error) {
+		return cl.Activate(ctx, c.Holder, f, client.WithOperationID(c.Op))
 	})
 }
 
-func leaseActivate(e *env, args []string) int {
-	return holderVerb(e, args, "activate", "Activate a reserved lease whose deadline is still ahead.", false,
-		func(ctx context.Context, cl *client.Client, holder string, f client.Fence, _ time.Duration, op string) (*client.LeaseResult, error) {
-			return cl.Activate(ctx, holder, f, client.WithOperationID(op))
-		})
+type leaseRenewCmd struct {
+	fenceFlags
+	TTL time.Duration `name:"ttl" default:"30s" help:"New time to live from now."`
+	opFlag
+	connFlags
 }
 
-func leaseRenew(e *env, args []string) int {
-	return holderVerb(e, args, "renew", "Renew a reserved lease: its deadline becomes now + --ttl.", true,
-		func(ctx context.Context, cl *client.Client, holder string, f client.Fence, ttl time.Duration, op string) (*client.LeaseResult, error) {
-			return cl.Renew(ctx, holder, f, ttl, client.WithOperationID(op))
-		})
-}
-
-func leaseRelease(e *env, args []string) int {
-	return holderVerb(e, args, "release", "Release a lease (the holder gives it up).", false,
-		func(ctx context.Context, cl *client.Client, holder string, f client.Fence, _ time.Duration, op string) (*client.LeaseResult, error) {
-			return cl.Release(ctx, holder, f, client.WithOperationID(op))
-		})
-}
-
-func operatorVerb(e *env, args []string, verb, about string,
-	do func(ctx context.Context, cl *client.Client, leaseID, op string) (*client.LeaseResult, error)) int {
-	c := newCall(e, "lease "+verb, "lease "+verb+" LEASE_ID [flags]", about)
-	lease := c.fs.String("lease", "", "lease `id` (or give it as the argument)")
-	op := c.fs.String("op", "", "operation `id` (generated if absent; reuse it to retry)")
-	if code := c.prepare(args, -1, ""); code >= 0 {
-		return code
+func (c *leaseRenewCmd) Run(e *env) error {
+	if c.TTL <= 0 {
+		return usageError(e, "--ttl must be positive")
 	}
-	id, msg := leaseArg(c.pos, *lease)
-	if msg != "" {
-		return usageError(e, c.fs, "%s", msg)
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := do(ctx, cl, id, *op)
-		if err != nil {
-			return errorExit(e, err, c.cf.json)
-		}
-		return printLease(e, res, c.cf.json)
+	return holderRun(e, &c.fenceFlags, &c.connFlags, func(ctx context.Context, cl *client.Client, f client.Fence) (*client.LeaseResult, error) {
+		return cl.Renew(ctx, c.Holder, f, c.TTL, client.WithOperationID(c.Op))
 	})
 }
 
-// leaseArg takes the lease id from the one positional argument or --lease.
-func leaseArg(pos []string, flagVal string) (string, string) {
+type leaseReleaseCmd struct {
+	fenceFlags
+	opFlag
+	connFlags
+}
+
+func (c *leaseReleaseCmd) Run(e *env) error {
+	return holderRun(e, &c.fenceFlags, &c.connFlags, func(ctx context.Context, cl *client.Client, f client.Fence) (*client.LeaseResult, error) {
+		return cl.Release(ctx, c.Holder, f, client.WithOperationID(c.Op))
+	})
+}
+
+// leaseIDFlags name a lease by the LEASE_ID argument or --lease.
+type leaseIDFlags struct {
+	LeaseID string `arg:"" optional:"" name:"lease-id" help:"The lease (or --lease)."`
+	Lease   string `name:"lease" placeholder:"ID" help:"Lease id (or give it as the argument)."`
+}
+
+// id is the lease, or a usage error message.
+func (f *leaseIDFlags) id() (string, string) {
 	switch {
-	case len(pos) > 1:
-		return "", "unexpected arguments: " + strings.Join(pos[1:], " ")
-	case len(pos) == 1 && flagVal != "":
+	case f.LeaseID != "" && f.Lease != "":
 		return "", "give the lease once: as the argument or --lease"
-	case len(pos) == 1:
-		return pos[0], ""
-	case flagVal == "":
+	case f.LeaseID != "":
+		return f.LeaseID, ""
+	case f.Lease == "":
 		return "", "missing lease id"
 	}
-	return flagVal, ""
+	return f.Lease, ""
 }
 
-func leaseRevoke(e *env, args []string) int {
-	return operatorVerb(e, args, "revoke", "Revoke an active lease (operator): it becomes revoking and its epoch moves on;\nits members stay unavailable until 'lease reclaim'.",
-		func(ctx context.Context, cl *client.Client, id, op string) (*client.LeaseResult, error) {
-			return cl.Revoke(ctx, id, client.WithOperationID(op))
-		})
-}
-
-func leaseReclaim(e *env, args []string) int {
-	return operatorVerb(e, args, "reclaim", "Reclaim a revoking lease (operator): it becomes revoked and its members free.",
-		func(ctx context.Context, cl *client.Client, id, op string) (*client.LeaseResult, error) {
-			return cl.Reclaim(ctx, id, client.WithOperationID(op))
-		})
-}
-
-func leaseGet(e *env, args []string) int {
-	c := newCall(e, "lease get", "lease get LEASE_ID [flags]", "Read a lease.")
-	lease := c.fs.String("lease", "", "lease `id` (or give it as the argument)")
-	var rf readFlags
-	rf.register(c.fs)
-	if code := c.prepare(args, -1, ""); code >= 0 {
-		return code
-	}
-	id, msg := leaseArg(c.pos, *lease)
+// operatorRun takes the lease id, then calls do with it.
+func operatorRun(e *env, f *leaseIDFlags, cf *connFlags, do func(ctx context.Context, cl *client.Client, id string) (*client.LeaseResult, error)) error {
+	id, msg := f.id()
 	if msg != "" {
-		return usageError(e, c.fs, "%s", msg)
+		return usageError(e, "%s", msg)
 	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.GetLease(ctx, id, rf.options(c.fs)...)
-		if err != nil {
-			return errorExit(e, err, c.cf.json)
-		}
-		return printLease(e, res, c.cf.json)
+	return leaseRun(e, cf, func(ctx context.Context, cl *client.Client) (*client.LeaseResult, error) { return do(ctx, cl, id) })
+}
+
+type leaseRevokeCmd struct {
+	leaseIDFlags
+	opFlag
+	connFlags
+}
+
+func (leaseRevokeCmd) Help() string {
+	return "The lease becomes revoking and its epoch moves on; its members stay unavailable\nuntil 'lease reclaim'."
+}
+
+func (c *leaseRevokeCmd) Run(e *env) error {
+	return operatorRun(e, &c.leaseIDFlags, &c.connFlags, func(ctx context.Context, cl *client.Client, id string) (*client.LeaseResult, error) {
+		return cl.Revoke(ctx, id, client.WithOperationID(c.Op))
 	})
 }
 
-func leaseList(e *env, args []string) int {
-	c := newCall(e, "lease list", "lease list --holder H [--limit N] [flags]",
-		"List the holder's live leases (reserved, active, revoking) across all shards.")
-	holder := c.fs.String("holder", "", "holder `id` (required)")
-	limit := c.fs.Int("limit", 0, "most leases to list, 1-10000 (server default 1000)")
-	if code := c.prepare(args, 0, ""); code >= 0 {
-		return code
+type leaseReclaimCmd struct {
+	leaseIDFlags
+	opFlag
+	connFlags
+}
+
+func (c *leaseReclaimCmd) Run(e *env) error {
+	return operatorRun(e, &c.leaseIDFlags, &c.connFlags, func(ctx context.Context, cl *client.Client, id string) (*client.LeaseResult, error) {
+		return cl.Reclaim(ctx, id, client.WithOperationID(c.Op))
+	})
+}
+
+type leaseGetCmd struct {
+	leaseIDFlags
+	readFlags
+	connFlags
+}
+
+func (c *leaseGetCmd) Run(e *env) error {
+	return operatorRun(e, &c.leaseIDFlags, &c.connFlags, func(ctx context.Context, cl *client.Client, id string) (*client.LeaseResult, error) {
+		return cl.GetLease(ctx, id, c.options()...)
+	})
+}
+
+type leaseListCmd struct {
+	Holder string `name:"holder" placeholder:"ID" help:"Holder id (required)."`
+	Limit  int    `name:"limit" help:"Most leases to list, 1-10000 (server default 1000)."`
+	connFlags
+}
+
+func (c *leaseListCmd) Run(e *env) error {
+	if c.Holder == "" {
+		return usageError(e, "--holder is required")
 	}
-	if *holder == "" {
-		return usageError(e, c.fs, "--holder is required")
+	if c.Limit < 0 || c.Limit > messages.MaxListLimit {
+		return usageError(e, "--limit must be 1-%d", messages.MaxListLimit)
 	}
-	if *limit < 0 || *limit > messages.MaxListLimit {
-		return usageError(e, c.fs, "--limit must be 1-%d", messages.MaxListLimit)
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.ListLeases(ctx, *holder, *limit)
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := cl.ListLeases(ctx, c.Holder, c.Limit)
 		if err != nil {
-			return errorExit(e, err, c.cf.json)
+			return errorExit(e, err, c.JSON)
 		}
-		return printResult(e, &res.Result, c.cf.json, func(w io.Writer) {
+		return printResult(e, &res.Result, c.JSON, func(w io.Writer) {
 			more := ""
 			if res.Truncated {
 				more = " (truncated by --limit)"
 			}
-			fmt.Fprintf(w, "%d live lease(s) of %s%s\n", len(res.Leases), *holder, more)
+			fmt.Fprintf(w, "%d live lease(s) of %s%s\n", len(res.Leases), c.Holder, more)
 			for _, l := range res.Leases {
 				fmt.Fprintln(w, leaseLine(l.Lease))
 			}

@@ -8,29 +8,23 @@ import (
 	"github.com/holdfast/holdfast/client"
 )
 
-func init() {
-	registerCLI("cluster", "show which node serves which shard (status)", cmdCluster)
+type clusterCmd struct {
+	Status clusterStatusCmd `cmd:"" help:"Show the live nodes, the node serving each shard and the position it has applied."`
 }
 
-func cmdCluster(e *env, args []string) int {
-	return dispatch(e, "cluster", []subcommand{
-		{"status", clusterStatus},
-	}, args)
+type clusterStatusCmd struct {
+	Key string `name:"key" help:"Placement key whose shard (in --tenant) to show as well."`
+	connFlags
 }
 
-func clusterStatus(e *env, args []string) int {
-	c := newCall(e, "cluster status", "cluster status [--key KEY] [flags]",
-		"Show the live nodes, the node serving each shard and the position it has applied;\nwith --key, also the shard a placement key maps to in --tenant.")
-	key := c.fs.String("key", "", "placement `key` whose shard to show")
-	if code := c.prepare(args, 0, ""); code >= 0 {
-		return code
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
+func (c *clusterStatusCmd) Run(e *env) error {
+	key := &c.Key
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
 		res, err := cl.ClusterStatus(ctx, *key)
 		if err != nil {
-			return errorExit(e, err, c.cf.json)
+			return errorExit(e, err, c.JSON)
 		}
-		return c.show(&res.Result, true, func() string {
+		return show(e, &res.Result, c.JSON, true, func() string {
 			var b strings.Builder
 			for i, n := range res.Nodes {
 				if i > 0 {

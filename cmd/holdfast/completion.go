@@ -1,34 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 )
 
 // Shell completion: `holdfast completion bash|zsh` prints a script that asks the binary
-// itself (`holdfast __complete WORDS...`) for the candidates, so commands, verbs and flags
-// complete from the same definitions the commands parse with.
+// itself (`holdfast __complete WORDS...`) for the candidates, which come from the same
+// kong model the command line is parsed with: commands, verbs, flags and enum values.
 
-func init() {
-	register("completion", "print a shell completion script (bash or zsh): source <(holdfast completion bash)", cmdCompletion)
-	register("__complete", "", cmdComplete)
-}
-
-// verbsOf are the verbs of the object commands (dispatch's tables).
-var verbsOf = map[string][]string{
-	"resource": {"create", "get"},
-	"pool":     {"create", "get"},
-	"range":    {"create", "get"},
-	"lease":    {"reserve", "activate", "renew", "release", "revoke", "reclaim", "get", "list"},
-	"cluster":  {"status"},
-	"run":      {"create", "get", "complete", "fail", "cancel"},
-	"work":     {"get", "unpark"},
+type completionCmd struct {
+	Shell string `arg:"" enum:"bash,zsh" help:"bash or zsh."`
 }
 
 const bashCompletion = `# holdfast completion for bash: source <(holdfast completion bash)
@@ -43,48 +28,78 @@ const zshCompletion = `# holdfast completion for zsh: source <(holdfast completi
 autoload -U +X bashcompinit && bashcompinit
 ` + bashCompletion
 
-func cmdCompletion(args []string) int {
-	if len(args) != 1 || (args[0] != "bash" && args[0] != "zsh") {
-		fmt.Fprintln(os.Stderr, "usage: holdfast completion bash|zsh   (e.g. source <(holdfast completion bash))")
-		return exitUsage
-	}
-	if args[0] == "bash" {
-		fmt.Print(bashCompletion)
+func (c *completionCmd) Run(e *env) error {
+	if c.Shell == "bash" {
+		fmt.Fprint(e.stdout, bashCompletion)
 	} else {
-		fmt.Print(zshCompletion)
+		fmt.Fprint(e.stdout, zshCompletion)
 	}
-	return exitOK
+	return nil
 }
 
-func cmdComplete(args []string) int {
-	for _, c := range completions(args) {
-		fmt.Println(c)
+// completeCmd answers the completion script: the candidates for the last word.
+type completeCmd struct {
+	Words []string `arg:"" optional:"" passthrough:""`
+}
+
+func (c *completeCmd) Run(e *env) error {
+	for _, w := range completions(c.Words) {
+		fmt.Fprintln(e.stdout, w)
 	}
-	return exitOK
+	return nil
 }
 
 // completions are the candidates for the last of words (the word being typed), given the
-// ones before it.
+// ones before it: the subcommands of the command they name, its flags (with "-"), or the
+// values of the flag or argument before it when they are an enum.
 func completions(words []string) []string {
 	if len(words) == 0 {
 		return nil
 	}
+	p, err := newParser(&env{stdout: io.Discard, stderr: io.Discard, ctx: context.Background()}, &cliRoot{})
+	if err != nil {
+		return nil
+	}
 	cur, before := words[len(words)-1], words[:len(words)-1]
-	var cands []string
-	switch {
-	case len(before) == 0:
-		cands = append(cands, "version", "help")
-		for n := range commands {
-			if !strings.HasPrefix(n, "__") {
-				cands = append(cands, n)
+	node := p.Model.Node
+	for _, w := range before {
+		if strings.HasPrefix(w, "-") {
+			continue
+		}
+		for _, child := range node.Children {
+			if child.Name == w && !child.Hidden {
+				node = child
+				break
 			}
 		}
-	case len(before) == 1 && verbsOf[before[0]] != nil && !strings.HasPrefix(cur, "-"):
-		cands = verbsOf[before[0]]
-	case len(before) == 1 && before[0] == "completion":
-		cands = []string{"bash", "zsh"}
+	}
+	var cands []string
+	switch {
 	case strings.HasPrefix(cur, "-"):
-		cands = flagsOf(before)
+		for _, group := range node.AllFlags(true) {
+			for _, f := range group {
+				cands = append(cands, "--"+f.Name)
+			}
+		}
+	case len(before) > 0 && strings.HasPrefix(before[len(before)-1], "--"):
+		for _, group := range node.AllFlags(true) {
+			for _, f := range group {
+				if "--"+f.Name == before[len(before)-1] && f.Enum != "" {
+					cands = strings.Split(f.Enum, ",")
+				}
+			}
+		}
+	case len(node.Children) > 0:
+		for _, child := range node.Children {
+			if !child.Hidden {
+				cands = append(cands, child.Name)
+			}
+		}
+		if node == p.Model.Node {
+			cands = append(cands, "help")
+		}
+	case len(node.Positional) > 0 && node.Positional[0].Enum != "":
+		cands = strings.Split(node.Positional[0].Enum, ",")
 	}
 	var out []string
 	for _, c := range cands {
@@ -93,47 +108,5 @@ func completions(words []string) []string {
 		}
 	}
 	sort.Strings(out)
-	return out
-}
-
-// flagsOf are the flags of the command the words name, found by building its flag set:
-// the command runs with --help against a discarded output.
-func flagsOf(before []string) []string {
-	run, ok := cliRuns[before[0]]
-	var args []string
-	name := before[0]
-	if verbsOf[name] != nil && len(before) > 1 {
-		args = append(args, before[1])
-		name += " " + before[1]
-	}
-	var fs *flag.FlagSet
-	switch {
-	case ok:
-		e := &env{stdout: io.Discard, stderr: io.Discard, ctx: context.Background()}
-		run(e, append(args, "--help"))
-		for f := range usages {
-			if f.Name() == name {
-				fs = f
-			}
-		}
-	case name == "serve":
-		var b bytes.Buffer
-		saved := serveHelpOut
-		serveHelpOut = &b
-		_, _ = parseServeFlags([]string{"--help"})
-		serveHelpOut = saved
-		var out []string
-		for _, line := range strings.Split(b.String(), "\n") {
-			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "-") {
-				out = append(out, "-"+f[0])
-			}
-		}
-		return out
-	}
-	if fs == nil {
-		return nil
-	}
-	var out []string
-	fs.VisitAll(func(f *flag.Flag) { out = append(out, "--"+f.Name) })
 	return out
 }

@@ -4,18 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/nats-io/nats.go"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/contract"
@@ -24,14 +24,6 @@ import (
 	"github.com/holdfast/holdfast/natsconn"
 	"github.com/holdfast/holdfast/server"
 )
-
-func init() {
-	register("serve", "run the Holdfast service (embeds NATS with JetStream unless --nats is given)", func(args []string) int {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return serveMain(ctx, args, os.Stderr)
-	})
-}
 
 // Bounds of the serve flags beyond what kernel.Config.Validate checks.
 const (
@@ -69,27 +61,85 @@ type serveConfig struct {
 	pprof          bool
 }
 
-// flagsFromEnv sets every flag the command line left alone from its environment variable,
-// HOLDFAST_<FLAG> (upper case, '-' as '_': HOLDFAST_MAX_MEMORY=16GiB), as a container or
-// a systemd unit configures a service. The command line wins; test hooks are not read.
-func flagsFromEnv(fs *flag.FlagSet, explicit map[string]bool) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || explicit[f.Name] || f.Name == "test-hooks-dir" {
-			return
+// serveCmd is the command line of `holdfast serve`. Every flag but --test-hooks-dir can
+// also come from HOLDFAST_<FLAG> (upper case, '-' as '_': HOLDFAST_MAX_MEMORY=16GiB), as a
+// container or a systemd unit configures a service; the command line wins (serveEnv).
+type serveCmd struct {
+	Data                  string        `name:"data" default:"./holdfast-data" placeholder:"DIR" help:"Data directory: journals, snapshots, the embedded JetStream store."`
+	Listen                string        `name:"listen" default:"127.0.0.1:4222" placeholder:"HOST:PORT" help:"Embedded NATS client listener (port 0: any free port)."`
+	NATS                  string        `name:"nats" placeholder:"URL" help:"Connect to this existing NATS deployment (URLs, comma-separated) instead of embedding one; it must have JetStream."`
+	Prefix                string        `name:"prefix" default:"${prefix}" help:"Subject prefix: requests on <prefix>.v1.<tenant>.<object>.<verb>."`
+	Shards                uint          `name:"shards" default:"8" placeholder:"COUNT" help:"Shard count, fixed when the data directory is created."`
+	Slot                  time.Duration `name:"slot" default:"100ms" help:"Slot length: the unit of logical time (whole milliseconds)."`
+	MaxTTL                time.Duration `name:"max-ttl" default:"1h" help:"Largest ttl_ms accepted, at most 1h."`
+	DedupeWindow          time.Duration `name:"dedupe-window" default:"10m" help:"How long an operation_id's outcome is remembered."`
+	HistoryWindow         time.Duration `name:"history-window" default:"10m" help:"How long an ended lease stays readable."`
+	MaxMemory             byteSize      `name:"max-memory" default:"${max_memory}" placeholder:"BYTES" help:"Bytes the shards' operation and lease tables may hold, over all shards (e.g. 8GiB); sizes --max-operations and --max-leases unless they are given."`
+	MaxResources          int           `name:"max-resources" default:"${max_resources}" help:"Resources per shard."`
+	MaxLeases             int           `name:"max-leases" default:"${max_leases}" help:"Leases per shard, live and ended within the history window (also sizes the member table, the expiry index and the range value table); default from --max-memory."`
+	MaxBundle             int           `name:"max-bundle" default:"${max_bundle}" help:"Members per lease."`
+	MaxOperations         int           `name:"max-operations" default:"${max_operations}" help:"Remembered operation outcomes per shard; default from --max-memory."`
+	MaxPools              int           `name:"max-pools" default:"${max_pools}" help:"Pools per shard."`
+	MaxRanges             int           `name:"max-ranges" default:"${max_ranges}" help:"Value ranges per shard."`
+	MetricsListen         string        `name:"metrics-listen" default:"127.0.0.1:9464" placeholder:"HOST:PORT" help:"Prometheus /metrics, /livez and /readyz (also /healthz) (empty: no metrics listener)."`
+	Pprof                 bool          `name:"pprof" help:"Also serve Go's profiler (/debug/pprof) on the metrics listener."`
+	LogLevel              string        `name:"log-level" default:"info" placeholder:"LEVEL" help:"Log level: debug, info, warn or error."`
+	LogFormat             string        `name:"log-format" default:"text" placeholder:"FORMAT" help:"Log format: text or json."`
+	EventsMaxAge          time.Duration `name:"events-max-age" default:"${events_max_age}" help:"Max age of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)."`
+	EventsMaxBytes        byteSize      `name:"events-max-bytes" default:"${events_max_bytes}" placeholder:"BYTES" help:"Max bytes of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)."`
+	EventsDuplicateWindow time.Duration `name:"events-duplicate-window" default:"${events_duplicate_window}" help:"Duplicate window of the HOLDFAST_EVENTS stream (at least 10s): a restart republishes what may not have been stored, and the stream drops the copies within it, so it should cover a restart."`
+	Journal               string        `name:"journal" placeholder:"KIND" help:"Where shard journals and snapshots live: file (this process's --data; the default with an embedded NATS) or jetstream (replicated in JetStream, shared by a cluster of processes; the default with --nats)."`
+	Node                  string        `name:"node" placeholder:"NAME" help:"This process's name in a cluster (default: the host name)."`
+	Replicas              int           `name:"replicas" default:"1" help:"JetStream replicas of journals, snapshots and the cluster bucket: 1 or 3."`
+	OwnershipTTL          time.Duration `name:"ownership-ttl" default:"${ownership_ttl}" help:"How long a node's claim on a shard lasts without renewal (whole seconds); a node stops serving a shard before it lapses."`
+	authFlags
+	TestHooksDir string `name:"test-hooks-dir" placeholder:"DIR" hidden:"" help:"TESTS ONLY: a directory whose files move the clock and fail journal writes (see testhooks.go)."`
+}
+
+func (serveCmd) Help() string {
+	return `Runs the Holdfast service. With no flags it embeds a NATS server with JetStream
+(stored under --data), listens for NATS clients on 127.0.0.1:4222, and logs one
+line with the word "ready" and the NATS URL clients should use once it serves.
+SIGINT or SIGTERM stops it cleanly. Every flag can also be set as HOLDFAST_<FLAG>
+(HOLDFAST_MAX_MEMORY=16GiB); the command line wins.`
+}
+
+// flagDefaults are the defaults the flag declarations name as ${...}: the packages' own.
+func flagDefaults() kong.Vars {
+	def := kernel.DefaultConfig()
+	mem := byteSize(defaultMaxMemory)
+	evb := byteSize(events.DefaultMaxBytes)
+	return kong.Vars{
+		"prefix":                  contract.DefaultPrefix,
+		"max_memory":              mem.String(),
+		"max_resources":           strconv.Itoa(def.MaxResources),
+		"max_leases":              strconv.Itoa(def.MaxLeases),
+		"max_bundle":              strconv.Itoa(def.MaxBundle),
+		"max_operations":          strconv.Itoa(def.MaxOperations),
+		"max_pools":               strconv.Itoa(def.MaxPools),
+		"max_ranges":              strconv.Itoa(def.MaxRanges),
+		"events_max_age":          events.DefaultMaxAge.String(),
+		"events_max_bytes":        evb.String(),
+		"events_duplicate_window": events.DefaultDuplicateWindow.String(),
+		"ownership_ttl":           server.DefaultOwnershipTTL.String(),
+	}
+}
+
+// serveEnv gives every serve flag its environment variable (one rule, applied to the
+// parsed declarations rather than written into each tag), except the test hooks.
+func serveEnv(app *kong.Application) {
+	for _, n := range app.Children {
+		if n.Name != "serve" {
+			continue
 		}
-		name := serveEnvVar(f.Name)
-		v, ok := os.LookupEnv(name)
-		if !ok {
-			return
+		for _, f := range n.Flags {
+			if f.Name == "test-hooks-dir" || f.Name == "help" {
+				continue
+			}
+			f.Envs = []string{serveEnvVar(f.Name)}
+			f.Tag.Envs = f.Envs
 		}
-		if e := fs.Set(f.Name, v); e != nil {
-			err = fmt.Errorf("%s=%q: %v", name, v, e)
-			return
-		}
-		explicit[f.Name] = true
-	})
-	return err
+	}
 }
 
 // serveEnvVar is the environment variable of a serve flag.
@@ -97,84 +147,32 @@ func serveEnvVar(flagName string) string {
 	return "HOLDFAST_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// serveHelpOut is where `holdfast serve --help` prints (tests redirect it).
+// parseServeFlags parses serve's flags (args after "serve") and checks them; the error is
+// for the user (errHelp: the help was printed on serveHelpOut).
+func parseServeFlags(args []string) (*serveConfig, error) {
+	e := &env{stdout: serveHelpOut, stderr: io.Discard, ctx: context.Background()}
+	kctx, root, err := parse(e, append([]string{"serve"}, args...))
+	if err != nil {
+		return nil, err
+	}
+	return root.Serve.config(explicitFlags(kctx))
+}
+
+// serveHelpOut is where `holdfast serve --help` prints when parseServeFlags parses.
 var serveHelpOut io.Writer = os.Stdout
 
-// parseServeFlags parses and checks the flags; the error is for the user.
-func parseServeFlags(args []string) (*serveConfig, error) {
+// config checks the flags (explicit: the ones given) and builds the configuration.
+func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 	def := kernel.DefaultConfig()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // serveMain reports the error, once
-	// -h prints the help on stdout (help is not an error); a bad flag gets one line and
-	// a hint, not the whole usage.
-	fs.Usage = func() {}
-	printUsage := func(out io.Writer) {
-		fs.SetOutput(out)
-		defer fs.SetOutput(io.Discard)
-		fmt.Fprint(out, "usage: holdfast serve [flags]\n\n"+
-			"Runs the Holdfast service. With no flags it embeds a NATS server with JetStream\n"+
-			"(stored under --data), listens for NATS clients on 127.0.0.1:4222, and logs one\n"+
-			"line with the word \"ready\" and the NATS URL clients should use once it serves.\n"+
-			"SIGINT or SIGTERM stops it cleanly.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	data := fs.String("data", "./holdfast-data", "data `directory`: journals, snapshots, the embedded JetStream store")
-	listen := fs.String("listen", "127.0.0.1:4222", "embedded NATS client listener `host:port` (port 0: any free port)")
-	natsURL := fs.String("nats", "", "connect to this existing NATS deployment (`URL`s, comma-separated) instead of embedding one; it must have JetStream")
-	prefix := fs.String("prefix", contract.DefaultPrefix, "subject `prefix`: requests on <prefix>.v1.<tenant>.<object>.<verb>")
-	shards := fs.Uint("shards", 8, "shard `count`, fixed when the data directory is created")
-	slot := fs.Duration("slot", 100*time.Millisecond, "slot length: the unit of logical time (whole milliseconds)")
-	maxTTL := fs.Duration("max-ttl", time.Hour, "largest ttl_ms accepted, at most 1h")
-	dedupe := fs.Duration("dedupe-window", 10*time.Minute, "how long an operation_id's outcome is remembered")
-	history := fs.Duration("history-window", 10*time.Minute, "how long an ended lease stays readable")
-	maxMemory := byteSize(defaultMaxMemory)
-	fs.Var(&maxMemory, "max-memory", "`bytes` the shards' operation and lease tables may hold, over all shards (e.g. 8GiB); sizes --max-operations and --max-leases unless they are given")
-	maxResources := fs.Int("max-resources", def.MaxResources, "resources per shard")
-	maxLeases := fs.Int("max-leases", def.MaxLeases, "leases per shard, live and ended within the history window (also sizes the member table, the expiry index and the range value table); default from --max-memory")
-	maxBundle := fs.Int("max-bundle", def.MaxBundle, "members per lease")
-	maxOperations := fs.Int("max-operations", def.MaxOperations, "remembered operation outcomes per shard; default from --max-memory")
-	maxPools := fs.Int("max-pools", def.MaxPools, "pools per shard")
-	maxRanges := fs.Int("max-ranges", def.MaxRanges, "value ranges per shard")
-	metricsListen := fs.String("metrics-listen", "127.0.0.1:9464", "Prometheus /metrics, /livez and /readyz (also /healthz) `host:port` (empty: no metrics listener)")
-	pprofOn := fs.Bool("pprof", false, "also serve Go's profiler (/debug/pprof) on the metrics listener")
-	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
-	logFormat := fs.String("log-format", "text", "log `format`: text or json")
-	eventsMaxAge := fs.Duration("events-max-age", events.DefaultMaxAge, "max age of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
-	eventsMaxBytes := byteSize(events.DefaultMaxBytes)
-	fs.Var(&eventsMaxBytes, "events-max-bytes", "max `bytes` of the HOLDFAST_EVENTS stream when this process creates it (0: unlimited)")
-	testHooksDir := fs.String("test-hooks-dir", "", "TESTS ONLY: a `directory` whose files move the clock and fail journal writes (see testhooks.go)")
-	eventsDup := fs.Duration("events-duplicate-window", events.DefaultDuplicateWindow, "duplicate window of the HOLDFAST_EVENTS stream (at least 10s): a restart republishes what may not have been stored, and the stream drops the copies within it, so it should cover a restart")
-	var auth natsconn.Settings
-	registerAuthFlags(fs, &auth)
-	journal := fs.String("journal", "", "where shard journals and snapshots live: `file` (this process's --data; the default with an embedded NATS) or jetstream (replicated in JetStream, shared by a cluster of processes; the default with --nats)")
-	node := fs.String("node", "", "this process's `name` in a cluster (default: the host name)")
-	replicas := fs.Int("replicas", 1, "JetStream replicas of journals, snapshots and the cluster bucket: 1 or 3")
-	ownershipTTL := fs.Duration("ownership-ttl", server.DefaultOwnershipTTL, "how long a node's claim on a shard lasts without renewal (whole seconds); a node stops serving a shard before it lapses")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(serveHelpOut)
-		} else if hint := flagHint(fs, err); hint != "" {
-			err = fmt.Errorf("%w (%s)", err, hint)
-		}
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	explicit := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-	if err := flagsFromEnv(fs, explicit); err != nil {
-		return nil, err
-	}
-
-	c := &serveConfig{data: *data, listen: *listen, natsURL: *natsURL, prefix: *prefix,
-		listenExplicit: explicit["listen"], metricsListen: *metricsListen,
-		events:       events.Config{MaxAge: *eventsMaxAge, MaxBytes: int64(min(uint64(eventsMaxBytes), 1<<62)), DuplicateWindow: *eventsDup},
-		testHooksDir: *testHooksDir, maxMemory: uint64(maxMemory), explicitBounds: explicit}
+	auth := f.authFlags.settings()
+	c := &serveConfig{data: f.Data, listen: f.Listen, natsURL: f.NATS, prefix: f.Prefix,
+		listenExplicit: explicit["listen"], metricsListen: f.MetricsListen,
+		events:       events.Config{MaxAge: f.EventsMaxAge, MaxBytes: int64(min(uint64(f.EventsMaxBytes), 1<<62)), DuplicateWindow: f.EventsDuplicateWindow},
+		testHooksDir: f.TestHooksDir, maxMemory: uint64(f.MaxMemory), explicitBounds: explicit}
 	if c.data == "" {
 		return nil, errors.New("--data: must not be empty")
 	}
-	c.journal, c.node, c.replicas, c.ownershipTTL, c.pprof = *journal, *node, *replicas, *ownershipTTL, *pprofOn
+	c.journal, c.node, c.replicas, c.ownershipTTL, c.pprof = f.Journal, f.Node, f.Replicas, f.OwnershipTTL, f.Pprof
 	// An external NATS is named by --nats, NATS_URL or a nats context given by --context
 	// or NATS_CONTEXT; its credentials come from the flags or the context.
 	if c.natsURL != "" || os.Getenv("NATS_URL") != "" || auth.Context != "" || os.Getenv("NATS_CONTEXT") != "" {
@@ -208,51 +206,51 @@ func parseServeFlags(args []string) (*serveConfig, error) {
 	if err := contract.ValidPrefix(c.prefix); err != nil {
 		return nil, fmt.Errorf("--prefix: %w", err)
 	}
-	if *shards < 1 || *shards > serveMaxShards {
-		return nil, fmt.Errorf("--shards: must be between 1 and %d, got %d", serveMaxShards, *shards)
+	if f.Shards < 1 || f.Shards > serveMaxShards {
+		return nil, fmt.Errorf("--shards: must be between 1 and %d, got %d", serveMaxShards, f.Shards)
 	}
-	c.shards = uint32(*shards)
-	if *slot < time.Millisecond || *slot%time.Millisecond != 0 {
-		return nil, fmt.Errorf("--slot: must be a whole number of milliseconds, at least 1ms, got %v", *slot)
+	c.shards = uint32(f.Shards)
+	if f.Slot < time.Millisecond || f.Slot%time.Millisecond != 0 {
+		return nil, fmt.Errorf("--slot: must be a whole number of milliseconds, at least 1ms, got %v", f.Slot)
 	}
-	c.slot = *slot
-	if *maxTTL > kernel.MaxTTLMillisLimit*time.Millisecond {
-		return nil, fmt.Errorf("--max-ttl: at most 1h, got %v", *maxTTL)
+	c.slot = f.Slot
+	if f.MaxTTL > kernel.MaxTTLMillisLimit*time.Millisecond {
+		return nil, fmt.Errorf("--max-ttl: at most 1h, got %v", f.MaxTTL)
 	}
-	if *maxTTL < time.Millisecond || *maxTTL%time.Millisecond != 0 {
-		return nil, fmt.Errorf("--max-ttl: must be a whole number of milliseconds, at least 1ms, got %v", *maxTTL)
+	if f.MaxTTL < time.Millisecond || f.MaxTTL%time.Millisecond != 0 {
+		return nil, fmt.Errorf("--max-ttl: must be a whole number of milliseconds, at least 1ms, got %v", f.MaxTTL)
 	}
 	for _, w := range []struct {
 		name string
 		d    time.Duration
-	}{{"dedupe-window", *dedupe}, {"history-window", *history}} {
+	}{{"dedupe-window", f.DedupeWindow}, {"history-window", f.HistoryWindow}} {
 		if w.d < c.slot {
 			return nil, fmt.Errorf("--%s: must be at least one slot (%v), got %v", w.name, c.slot, w.d)
 		}
 	}
-	if *eventsDup < events.MinDuplicateWindow {
-		return nil, fmt.Errorf("--events-duplicate-window: at least %v, got %v", events.MinDuplicateWindow, *eventsDup)
+	if f.EventsDuplicateWindow < events.MinDuplicateWindow {
+		return nil, fmt.Errorf("--events-duplicate-window: at least %v, got %v", events.MinDuplicateWindow, f.EventsDuplicateWindow)
 	}
-	if *eventsMaxAge != 0 && *eventsMaxAge < *eventsDup {
-		return nil, fmt.Errorf("--events-max-age: must not be shorter than the duplicate window (%v), got %v", *eventsDup, *eventsMaxAge)
+	if f.EventsMaxAge != 0 && f.EventsMaxAge < f.EventsDuplicateWindow {
+		return nil, fmt.Errorf("--events-max-age: must not be shorter than the duplicate window (%v), got %v", f.EventsDuplicateWindow, f.EventsMaxAge)
 	}
 	k := def
-	k.MaxTTLMillis = uint64(*maxTTL / time.Millisecond)
-	c.dedupeWindow, c.historyWindow = *dedupe, *history
-	k.MaxResources, k.MaxBundle, k.MaxOperations = *maxResources, *maxBundle, *maxOperations
-	k.MaxPools, k.MaxRanges = *maxPools, *maxRanges
-	if *maxLeases < 1 || *maxOperations < 1 {
+	k.MaxTTLMillis = uint64(f.MaxTTL / time.Millisecond)
+	c.dedupeWindow, c.historyWindow = f.DedupeWindow, f.HistoryWindow
+	k.MaxResources, k.MaxBundle, k.MaxOperations = f.MaxResources, f.MaxBundle, f.MaxOperations
+	k.MaxPools, k.MaxRanges = f.MaxPools, f.MaxRanges
+	if f.MaxLeases < 1 || f.MaxOperations < 1 {
 		return nil, fmt.Errorf("table bounds: --max-leases and --max-operations must be at least 1")
 	}
 	if c.maxMemory < 1<<20 {
-		return nil, fmt.Errorf("--max-memory: at least 1MiB, got %v", &maxMemory)
+		return nil, fmt.Errorf("--max-memory: at least 1MiB, got %v", &f.MaxMemory)
 	}
 	c.kernel = k
 	c.setSlot(c.slot)
-	if err := c.sizeTables(c.shards, *maxLeases, *maxOperations); err != nil {
+	if err := c.sizeTables(c.shards, f.MaxLeases, f.MaxOperations); err != nil {
 		return nil, err
 	}
-	switch strings.ToLower(*logLevel) {
+	switch strings.ToLower(f.LogLevel) {
 	case "debug":
 		c.logLevel = slog.LevelDebug
 	case "info":
@@ -262,14 +260,14 @@ func parseServeFlags(args []string) (*serveConfig, error) {
 	case "error":
 		c.logLevel = slog.LevelError
 	default:
-		return nil, fmt.Errorf("--log-level: debug, info, warn or error, got %q", *logLevel)
+		return nil, fmt.Errorf("--log-level: debug, info, warn or error, got %q", f.LogLevel)
 	}
-	switch *logFormat {
+	switch f.LogFormat {
 	case "text":
 	case "json":
 		c.logJSON = true
 	default:
-		return nil, fmt.Errorf("--log-format: text or json, got %q", *logFormat)
+		return nil, fmt.Errorf("--log-format: text or json, got %q", f.LogFormat)
 	}
 	return c, nil
 }
@@ -414,16 +412,24 @@ func syncServeDir(dir string) error {
 
 // serveNATSLog routes the embedded server's log into slog.
 
-// serveMain runs the service until ctx is done; it returns the process exit code.
-func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
-	c, err := parseServeFlags(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
+func (f *serveCmd) Run(e *env, kctx *kong.Context) error {
+	c, err := f.config(explicitFlags(kctx))
 	if err != nil {
-		fmt.Fprintf(stderr, "holdfast serve: %v\n", err)
-		return 2
+		fmt.Fprintf(e.stderr, "holdfast serve: %v\n", err)
+		return exitCode(exitUsage)
 	}
+	return exitCode(serve(e.ctx, c, e.stderr))
+}
+
+// serveMain runs `holdfast serve args...` until ctx is done; it returns the process exit
+// code.
+func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
+	return runCLI(&env{stdout: serveHelpOut, stderr: stderr, ctx: ctx}, append([]string{"serve"}, args...))
+}
+
+// serve runs the configured service until ctx is done, logging to stderr; it returns the
+// process exit code.
+func serve(ctx context.Context, c *serveConfig, stderr io.Writer) int {
 	opts := &slog.HandlerOptions{Level: c.logLevel}
 	var h slog.Handler = slog.NewTextHandler(stderr, opts)
 	if c.logJSON {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/messages"
 )
@@ -12,27 +14,28 @@ import (
 // The operator's side of work coordination (docs/api.md Part III): runs created, read and
 // ended, work shards read and unparked. Workers use the Go client's Worker.
 
-func init() {
-	registerCLI("run", "create, read or end a run of work shards (create|get|complete|fail|cancel)", cmdRun)
-	registerCLI("work", "read a work shard, or unpark a parked one (get|unpark)", cmdWork)
+type runCmd struct {
+	Create   runCreateCmd `cmd:"" help:"Create a run with its work shards."`
+	Get      runGetCmd    `cmd:"" help:"Read a run: its status and its work shards counted by status."`
+	Complete runEndCmd    `cmd:"" help:"Mark a run done: every work shard must be done or split."`
+	Fail     runEndCmd    `cmd:"" help:"End a run as failed: nothing in it can be claimed any more."`
+	Cancel   runEndCmd    `cmd:"" help:"End a run as cancelled: nothing in it can be claimed any more."`
 }
 
-func cmdRun(e *env, args []string) int {
-	return dispatch(e, "run", []subcommand{
-		{"create", runCreate},
-		{"get", runGet},
-		{"complete", func(e *env, args []string) int { return runEnd(e, "complete", args) }},
-		{"fail", func(e *env, args []string) int { return runEnd(e, "fail", args) }},
-		{"cancel", func(e *env, args []string) int { return runEnd(e, "cancel", args) }},
-	}, args)
+type workCmd struct {
+	Get    workGetCmd    `cmd:"" help:"Read a work shard: range, status, claim (lease id and epoch, never the holder), cursor."`
+	Unpark workUnparkCmd `cmd:"" help:"Make a parked work shard claimable again (an operator's verb)."`
 }
 
 // shardFlags collects --shard NAME=START..END (END empty: unbounded), in order.
 type shardFlags []*messages.WorkSpec
 
-func (s *shardFlags) String() string { return "" }
-
-func (s *shardFlags) Set(v string) error {
+// Decode is kong's hook for one --shard.
+func (s *shardFlags) Decode(ctx *kong.DecodeContext) error {
+	var v string
+	if err := ctx.Scan.PopValueInto("shard", &v); err != nil {
+		return err
+	}
 	name, rng, ok := strings.Cut(v, "=")
 	start, end, ok2 := strings.Cut(rng, "..")
 	if !ok || !ok2 || name == "" {
@@ -68,102 +71,105 @@ func workLine(w *messages.Work) string {
 	return s
 }
 
-func runCreate(e *env, args []string) int {
-	c := newCall(e, "run create", "run create RUN --shard NAME=START..END ... [flags]",
-		"Create a run with its work shards, each a key range [START, END) (END empty: unbounded):\n"+
-			"  holdfast run create crawl-42 --shard a=a..m --shard b=m..")
-	op := c.fs.String("op", "", "operation `id` (generated if absent; reuse it to retry)")
-	var shards shardFlags
-	c.fs.Var(&shards, "shard", "a work shard `NAME=START..END` (repeat it)")
-	if code := c.prepare(args, 1, "run ID"); code >= 0 {
-		return code
+type runCreateCmd struct {
+	ID     string     `arg:"" name:"run-id" help:"The run."`
+	Shards shardFlags `name:"shard" placeholder:"NAME=START..END" help:"A work shard, the key range [START, END) (END empty: unbounded); repeat it."`
+	opFlag
+	connFlags
+}
+
+func (runCreateCmd) Help() string {
+	return "Example:\n  holdfast run create crawl-42 --shard a=a..m --shard b=m.."
+}
+
+func (c *runCreateCmd) Run(e *env) error {
+	if len(c.Shards) == 0 {
+		return usageError(e, "at least one --shard is required")
 	}
-	if len(shards) == 0 {
-		return usageError(e, c.fs, "at least one --shard is required")
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		return c.showRun(cl.CreateRun(ctx, c.pos[0], shards, client.WithOperationID(*op)))
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		return showRun(e, c.JSON)(cl.CreateRun(ctx, c.ID, c.Shards, client.WithOperationID(c.Op)))
 	})
 }
 
-func runGet(e *env, args []string) int {
-	c := newCall(e, "run get", "run get RUN [flags]", "Read a run: its status and its work shards counted by status.")
-	var rf readFlags
-	rf.register(c.fs)
-	if code := c.prepare(args, 1, "run ID"); code >= 0 {
-		return code
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		return c.showRun(cl.GetRun(ctx, c.pos[0], rf.options(c.fs)...))
+type runGetCmd struct {
+	ID string `arg:"" name:"run-id" help:"The run."`
+	readFlags
+	connFlags
+}
+
+func (c *runGetCmd) Run(e *env) error {
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		return showRun(e, c.JSON)(cl.GetRun(ctx, c.ID, c.options()...))
 	})
 }
 
-func runEnd(e *env, verb string, args []string) int {
-	c := newCall(e, "run "+verb, "run "+verb+" RUN [flags]",
-		map[string]string{"complete": "Mark a run done: every work shard must be done or split.",
-			"fail": "End a run as failed: nothing in it can be claimed any more.", "cancel": "End a run as cancelled: nothing in it can be claimed any more."}[verb])
-	op := c.fs.String("op", "", "operation `id` (generated if absent; reuse it to retry)")
-	reason := c.fs.String("reason", "", "why (fail, cancel)")
-	if code := c.prepare(args, 1, "run ID"); code >= 0 {
-		return code
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
+// runEndCmd is run complete, fail and cancel: the verb is the command's name.
+type runEndCmd struct {
+	ID     string `arg:"" name:"run-id" help:"The run."`
+	Reason string `name:"reason" help:"Why (fail, cancel)."`
+	opFlag
+	connFlags
+}
+
+func (c *runEndCmd) Run(e *env) error {
+	verb := e.cmd[strings.LastIndexByte(e.cmd, ' ')+1:]
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
 		var res *client.RunResult
 		var err error
 		switch verb {
 		case "complete":
-			res, err = cl.CompleteRun(ctx, c.pos[0], client.WithOperationID(*op))
+			res, err = cl.CompleteRun(ctx, c.ID, client.WithOperationID(c.Op))
 		case "fail":
-			res, err = cl.FailRun(ctx, c.pos[0], *reason, client.WithOperationID(*op))
+			res, err = cl.FailRun(ctx, c.ID, c.Reason, client.WithOperationID(c.Op))
 		default:
-			res, err = cl.CancelRun(ctx, c.pos[0], *reason, client.WithOperationID(*op))
+			res, err = cl.CancelRun(ctx, c.ID, c.Reason, client.WithOperationID(c.Op))
 		}
-		return c.showRun(res, err)
+		return showRun(e, c.JSON)(res, err)
 	})
 }
 
-func cmdWork(e *env, args []string) int {
-	return dispatch(e, "work", []subcommand{
-		{"get", workGet},
-		{"unpark", workUnpark},
-	}, args)
+type workGetCmd struct {
+	RunID string `arg:"" name:"run-id" help:"The run."`
+	Name  string `arg:"" name:"name" help:"The work shard."`
+	readFlags
+	connFlags
 }
 
-func workGet(e *env, args []string) int {
-	c := newCall(e, "work get", "work get RUN NAME [flags]", "Read a work shard: range, status, claim (lease id and epoch, never the holder), cursor.")
-	var rf readFlags
-	rf.register(c.fs)
-	if code := c.prepare(args, 2, "run ID and work shard name"); code >= 0 {
-		return code
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		return c.showWork(cl.GetWork(ctx, c.pos[0], c.pos[1], rf.options(c.fs)...))
+func (c *workGetCmd) Run(e *env) error {
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		return showWork(e, c.JSON)(cl.GetWork(ctx, c.RunID, c.Name, c.options()...))
 	})
 }
 
-func workUnpark(e *env, args []string) int {
-	c := newCall(e, "work unpark", "work unpark RUN NAME [flags]", "Make a parked work shard claimable again (an operator's verb).")
-	op := c.fs.String("op", "", "operation `id` (generated if absent; reuse it to retry)")
-	if code := c.prepare(args, 2, "run ID and work shard name"); code >= 0 {
-		return code
-	}
-	return c.run(func(ctx context.Context, cl *client.Client) int {
-		return c.showWork(cl.Unpark(ctx, c.pos[0], c.pos[1], client.WithOperationID(*op)))
+type workUnparkCmd struct {
+	RunID string `arg:"" name:"run-id" help:"The run."`
+	Name  string `arg:"" name:"name" help:"The work shard."`
+	opFlag
+	connFlags
+}
+
+func (c *workUnparkCmd) Run(e *env) error {
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		return showWork(e, c.JSON)(cl.Unpark(ctx, c.RunID, c.Name, client.WithOperationID(c.Op)))
 	})
 }
 
 // showRun prints a run reply, or the error that kept it from coming.
-func (c *call) showRun(res *client.RunResult, err error) int {
-	if err != nil {
-		return errorExit(c.e, err, c.cf.json)
+func showRun(e *env, jsonOut bool) func(*client.RunResult, error) int {
+	return func(res *client.RunResult, err error) int {
+		if err != nil {
+			return errorExit(e, err, jsonOut)
+		}
+		return show(e, &res.Result, jsonOut, res.Run != nil, func() string { return runLine(res.Run) })
 	}
-	return c.show(&res.Result, res.Run != nil, func() string { return runLine(res.Run) })
 }
 
 // showWork prints a work shard reply, or the error that kept it from coming.
-func (c *call) showWork(res *client.WorkResult, err error) int {
-	if err != nil {
-		return errorExit(c.e, err, c.cf.json)
+func showWork(e *env, jsonOut bool) func(*client.WorkResult, error) int {
+	return func(res *client.WorkResult, err error) int {
+		if err != nil {
+			return errorExit(e, err, jsonOut)
+		}
+		return show(e, &res.Result, jsonOut, res.Work != nil, func() string { return workLine(res.Work) })
 	}
-	return c.show(&res.Result, res.Work != nil, func() string { return workLine(res.Work) })
 }
