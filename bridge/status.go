@@ -48,7 +48,7 @@ func (b *Bridge) serveStatus(c *call, j *job) {
 		}
 	}
 	wg.Wait()
-	m := &messages.Reply{}
+	m := &messages.Reply{SlotMs: b.kcfg.SlotMillis}
 	for _, node := range nodes {
 		cn := &messages.ClusterNode{Node: node}
 		for k, o := range owners {

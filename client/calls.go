@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -304,16 +305,41 @@ func (c *Client) ClusterStatus(ctx context.Context, placementKey string) (*Clust
 	if err != nil {
 		return nil, err
 	}
-	return &ClusterResult{Result: *r, Nodes: r.Reply.Nodes, Shards: r.Reply.Shards, Shard: r.Reply.Shard}, nil
+	return &ClusterResult{Result: *r, Nodes: r.Reply.Nodes, Shards: r.Reply.Shards, Shard: r.Reply.Shard,
+		Slot: time.Duration(r.Reply.SlotMs) * time.Millisecond}, nil
 }
 
-// SlotLength asks the service how long a slot is (its micro metadata `slot_ms`), so that
-// slots (`deadline_slot`, `retire_after_slot`) can be shown as times: slot s starts at
-// s × length after the Unix epoch. It is asked once and remembered.
+// SlotLength asks the service how long a slot is, so that slots (`deadline_slot`,
+// `retire_after_slot`) can be shown as times: slot s starts at s × length after the Unix
+// epoch. It asks $SRV.INFO (the micro metadata `slot_ms`), and when a service of another
+// prefix answers that first, this prefix's own service through cluster.status. It is asked
+// once and remembered.
 func (c *Client) SlotLength(ctx context.Context) (time.Duration, error) {
 	if d := time.Duration(c.slotLen.Load()); d > 0 {
 		return d, nil
 	}
+	d, err := c.infoSlotLength(ctx)
+	if errors.Is(err, errOtherPrefix) {
+		var st *ClusterResult
+		if st, err = c.ClusterStatus(ctx, ""); err == nil {
+			if d = st.Slot; !st.OK() || d <= 0 {
+				err = fmt.Errorf("cluster.status gave no slot length (code %s)", st.Code)
+			}
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	c.slotLen.Store(int64(d))
+	return d, nil
+}
+
+// errOtherPrefix: the service that answered $SRV.INFO serves another prefix.
+var errOtherPrefix = errors.New("a service of another prefix answered")
+
+// infoSlotLength is the slot length in the micro metadata of the first service that
+// answers $SRV.INFO.
+func (c *Client) infoSlotLength(ctx context.Context) (time.Duration, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
 	defer cancel()
 	m, err := c.nc.RequestWithContext(rctx, "$SRV.INFO."+serviceName, nil)
@@ -327,15 +353,13 @@ func (c *Client) SlotLength(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if info.Metadata["prefix"] != c.cfg.prefix {
-		return 0, fmt.Errorf("the service that answered serves prefix %q, not %q", info.Metadata["prefix"], c.cfg.prefix)
+		return 0, errOtherPrefix
 	}
 	ms, err := strconv.ParseUint(info.Metadata["slot_ms"], 10, 32)
 	if err != nil || ms == 0 {
 		return 0, fmt.Errorf("the service does not advertise its slot length (slot_ms %q)", info.Metadata["slot_ms"])
 	}
-	d := time.Duration(ms) * time.Millisecond
-	c.slotLen.Store(int64(d))
-	return d, nil
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // SlotTime is the time slot s starts at, for a slot length.

@@ -508,3 +508,22 @@ func TestOperationIDsAreUnique(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// The slot length comes from $SRV.INFO; when a service of another prefix answers that
+// first, from this prefix's own cluster.status.
+func TestSlotLengthAsksItsOwnPrefix(t *testing.T) {
+	_, nc := startNATS(t, false)
+	other := &fake{handler: always(`{"name":"holdfast","metadata":{"prefix":"acme.hf","slot_ms":"10"}}`)}
+	other.serve(t, nc, "$SRV.INFO.holdfast")
+	status := &fake{handler: always(`{"outcome":"committed","code":"ok","slot_ms":"250"}`)}
+	status.serve(t, nc, "holdfast.v1.default.cluster.status")
+	c := newClient(t, nc)
+	d, err := c.SlotLength(context.Background())
+	if err != nil || d != 250*time.Millisecond {
+		t.Fatalf("slot length %v, %v; want 250ms from cluster.status", d, err)
+	}
+	own := newClient(t, nc, WithPrefix("acme.hf"))
+	if d, err := own.SlotLength(context.Background()); err != nil || d != 10*time.Millisecond {
+		t.Fatalf("acme.hf's slot length %v, %v; want 10ms from $SRV.INFO", d, err)
+	}
+}

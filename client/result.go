@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/holdfast/holdfast/messages"
 )
@@ -141,4 +142,6 @@ type ClusterResult struct {
 	Shards []*messages.ClusterShard
 	// Shard is the placement key's shard when one was given.
 	Shard *uint32
+	// Slot is the service's slot length: slot s starts s × Slot after the Unix epoch.
+	Slot time.Duration
 }

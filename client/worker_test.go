@@ -237,3 +237,15 @@ func BenchmarkClaimCycle(b *testing.B) {
 		}
 	})
 }
+
+// A real service advertises its slot length both ways, alike.
+func TestSlotLengthOfARealService(t *testing.T) {
+	srv := testserver.Start(t)
+	c := newClient(t, srv.URL)
+	ctx := context.Background()
+	d, err := c.SlotLength(ctx)
+	st, serr := c.ClusterStatus(ctx, "")
+	if err != nil || serr != nil || d != 10*time.Millisecond || st.Slot != d {
+		t.Fatalf("SlotLength %v %v, cluster.status slot %v %v; want 10ms", d, err, st, serr)
+	}
+}

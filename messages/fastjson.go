@@ -86,6 +86,7 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 		})
 	}
 	w.u64("earliest_deadline_slot", m.EarliestDeadlineSlot)
+	w.u64("slot_ms", m.SlotMs)
 	return append(w.b, '}')
 }
 

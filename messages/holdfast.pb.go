@@ -3024,8 +3024,12 @@ type Reply struct {
 	// With `resource_busy` and `none_available`: the slot at which a claim in
 	// the way may end (absent: none will by itself). Never who holds it.
 	EarliestDeadlineSlot uint64 `protobuf:"varint,22,opt,name=earliest_deadline_slot,json=earliestDeadlineSlot,proto3" json:"earliest_deadline_slot,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// `cluster.status`: the slot length in milliseconds. Slot `s` starts
+	// `s × slot_ms` ms after the Unix epoch, so `deadline_slot` and
+	// `retire_after_slot` can be shown as times.
+	SlotMs        uint64 `protobuf:"varint,23,opt,name=slot_ms,json=slotMs,proto3" json:"slot_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
@@ -3208,6 +3212,13 @@ func (x *Reply) GetCapacity() *Capacity {
 func (x *Reply) GetEarliestDeadlineSlot() uint64 {
 	if x != nil {
 		return x.EarliestDeadlineSlot
+	}
+	return 0
+}
+
+func (x *Reply) GetSlotMs() uint64 {
+	if x != nil {
+		return x.SlotMs
 	}
 	return 0
 }
@@ -3589,7 +3600,7 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1f\n" +
 	"\vapplied_lsn\x18\x03 \x01(\x04R\n" +
-	"appliedLsn\"\xe5\x06\n" +
+	"appliedLsn\"\xfe\x06\n" +
 	"\x05Reply\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x1a\n" +
@@ -3614,7 +3625,8 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x04work\x18\x13 \x01(\v2\x11.holdfast.v1.WorkR\x04work\x12-\n" +
 	"\bchildren\x18\x14 \x03(\v2\x11.holdfast.v1.WorkR\bchildren\x121\n" +
 	"\bcapacity\x18\x15 \x01(\v2\x15.holdfast.v1.CapacityR\bcapacity\x124\n" +
-	"\x16earliest_deadline_slot\x18\x16 \x01(\x04R\x14earliestDeadlineSlotB\b\n" +
+	"\x16earliest_deadline_slot\x18\x16 \x01(\x04R\x14earliestDeadlineSlot\x12\x17\n" +
+	"\aslot_ms\x18\x17 \x01(\x04R\x06slotMsB\b\n" +
 	"\x06_shard\"\xea\x02\n" +
 	"\x05Event\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x16\n" +

@@ -459,7 +459,7 @@ func TestClusterStatusCommand(t *testing.T) {
 	url, nc := startNATS(t)
 	r := respond(t, nc, "holdfast.v1.acme.cluster.status", func([]byte) string {
 		return `{"outcome":"committed","code":"ok","nodes":[{"node":"a","shards":[0,2]},{"node":"b","shards":[1]}],` +
-			`"shards":[{"shard":0,"owner":"a","applied_lsn":"7"},{"shard":1,"owner":"b"},{"shard":2}],"shard":1}`
+			`"shards":[{"shard":0,"owner":"a","applied_lsn":"7"},{"shard":1,"owner":"b"},{"shard":2}],"shard":1,"slot_ms":"100"}`
 	})
 	code, out, errOut := run(t, cmdCluster, "status", "--server", url, "--tenant", "acme", "--timeout", "2s", "--key", "gpu")
 	if code != exitOK {
@@ -472,6 +472,7 @@ shard 0: a, applied lsn 7
 shard 1: b, applied lsn 0
 shard 2: (none: moving), applied lsn 0
 key gpu: shard 1
+slot 100ms
 `
 	if out != want {
 		t.Fatalf("output:\n%s\nwant:\n%s", out, want)

@@ -46,6 +46,9 @@ func (c *clusterStatusCmd) Run(e *env) error {
 			if res.Shard != nil {
 				fmt.Fprintf(&b, "\nkey %s: shard %d", *key, *res.Shard)
 			}
+			if res.Slot > 0 {
+				fmt.Fprintf(&b, "\nslot %v", res.Slot)
+			}
 			return b.String()
 		})
 	})
