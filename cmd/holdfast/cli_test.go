@@ -494,14 +494,14 @@ func TestLeaseShowsItsDeadlineAsATime(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("reserve: %d %s", code, errOut)
 	}
-	if !strings.Contains(out, "  expires  expires in 1m0s (") && !strings.Contains(out, "  expires  expires in 59.") {
+	if !strings.Contains(out, "  expires  in 1m0s (") && !strings.Contains(out, "  expires  in 59.") {
 		t.Fatalf("no deadline as a time:\n%s", out)
 	}
 	now := time.Date(2026, 11, 24, 14, 16, 12, 0, time.UTC)
-	if got := whenString(now.Add(28400*time.Millisecond), now, "expires in", "expired"); got != "expires in 28.4s (14:16:40.400Z)" {
+	if got := whenString(now.Add(28400*time.Millisecond), now); got != "in 28.4s (14:16:40.400Z)" {
 		t.Fatalf("whenString: %q", got)
 	}
-	if got := whenString(now.Add(-3*time.Second), now, "expires in", "expired"); got != "expired 3s ago (14:16:09.000Z)" {
+	if got := whenString(now.Add(-3*time.Second), now); got != "3s ago (14:16:09.000Z)" {
 		t.Fatalf("whenString past: %q", got)
 	}
 }

@@ -175,10 +175,10 @@ func leaseBlock(w io.Writer, l *messages.Lease, slot time.Duration, now time.Tim
 		fmt.Fprintf(w, "  log      %s\n", strings.Join(pos, " "))
 	}
 	if v := l.GetDeadlineSlot(); v != 0 && slot > 0 && l.GetState() == messages.StateReserved {
-		fmt.Fprintf(w, "  expires  %s\n", whenString(client.SlotTime(v, slot), now, "expires in", "expired"))
+		fmt.Fprintf(w, "  expires  %s\n", whenString(client.SlotTime(v, slot), now))
 	}
 	if v := l.GetRetireAfterSlot(); v != 0 && slot > 0 {
-		fmt.Fprintf(w, "  retires  %s\n", whenString(client.SlotTime(v, slot), now, "readable for", "retired"))
+		fmt.Fprintf(w, "  retires  %s\n", whenString(client.SlotTime(v, slot), now))
 	}
 	for _, m := range l.GetMembers() {
 		fmt.Fprintf(w, "  member   %s\n", memberString(m))
@@ -210,13 +210,13 @@ func eventLine(ev client.Event) string {
 	return b.String()
 }
 
-// whenString says how far t is from now, and when: "expires in 28.4s (14:16:40.300Z)", or
-// "expired 3.1s ago (…)" once past. A deadline is late, never early: the service may act
-// on it a little after this time.
-func whenString(t, now time.Time, ahead, past string) string {
+// whenString says how far t is from now, and when: "in 28.4s (14:16:40.300Z)", or
+// "3.1s ago (…)" once past (under the labels "expires" and "retires"). A deadline is late,
+// never early: the service may act on it a little after this time.
+func whenString(t, now time.Time) string {
 	at := t.UTC().Format("15:04:05.000Z")
 	if d := t.Sub(now); d >= 0 {
-		return fmt.Sprintf("%s %s (%s)", ahead, d.Round(100*time.Millisecond), at)
+		return fmt.Sprintf("in %s (%s)", d.Round(100*time.Millisecond), at)
 	}
-	return fmt.Sprintf("%s %s ago (%s)", past, now.Sub(t).Round(100*time.Millisecond), at)
+	return fmt.Sprintf("%s ago (%s)", now.Sub(t).Round(100*time.Millisecond), at)
 }
