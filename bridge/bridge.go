@@ -562,12 +562,21 @@ func (b *Bridge) serve(j *job) {
 // answer is the shard's reply callback: it runs on the shard's goroutine, where enqueue
 // publishes the reply.
 func (c *call) answer(r *actors.Reply) {
-	if !c.done.CompareAndSwap(false, true) {
+	if !c.settle() {
 		return // timed out already: the late answer is dropped
 	}
-	c.timer.Stop()
 	c.res = r
 	c.b.enqueue(c)
+}
+
+// settle claims the call's one answer for the caller, against its timer (which it stops):
+// false when the timer has answered already. Whoever answers a call settles it first.
+func (c *call) settle() bool {
+	if !c.done.CompareAndSwap(false, true) {
+		return false
+	}
+	c.timer.Stop()
+	return true
 }
 
 // part is the callback of one shard's part of a lease.list.
@@ -577,10 +586,9 @@ func (c *call) part(i int) func(*actors.Reply) {
 		if c.left.Add(-1) != 0 {
 			return
 		}
-		if !c.done.CompareAndSwap(false, true) {
+		if !c.settle() {
 			return
 		}
-		c.timer.Stop()
 		c.b.enqueue(c)
 	}
 }

@@ -28,8 +28,10 @@ func (b *Bridge) serveStatus(c *call, j *job) {
 	if b.cfg.Status != nil {
 		var err error
 		if nodes, owners, err = b.cfg.Status(ctx); err != nil {
-			c.res = rejectReply(contract.CodeEngineHalted, "the cluster's state could not be read; retry")
-			b.respond(c)
+			if c.settle() {
+				c.res = rejectReply(contract.CodeEngineHalted, "the cluster's state could not be read; retry")
+				b.respond(c)
+			}
 			return
 		}
 	}
@@ -67,6 +69,9 @@ func (b *Bridge) serveStatus(c *call, j *job) {
 	if c.op.hasKey {
 		k := c.op.shard
 		m.Shard = &k
+	}
+	if !c.settle() {
+		return // the call's timer answered first
 	}
 	c.status = m
 	c.res = &actors.Reply{Code: contract.CodeOK, MemberIndex: -1}

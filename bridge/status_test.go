@@ -2,6 +2,9 @@ package bridge
 
 import (
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/contract"
 )
@@ -41,5 +44,35 @@ func TestClusterStatusOfOneProcess(t *testing.T) {
 	}
 	if r := s.req("t1", "cluster.status", `{"placement_key":"bad key"}`); r.code != "invalid_request" {
 		t.Fatalf("bad key: %s", r.raw)
+	}
+}
+
+// cluster.status is answered once: its call's timer, stopped by the answer, never adds a
+// second reply (a timeout) nor gives its in-flight slot back twice.
+func TestClusterStatusIsAnsweredOnce(t *testing.T) {
+	s := startStack(t, startNATS(t), stackOptions{shards: 2, cfg: func(c *Config) { c.Timeout = 200 * time.Millisecond }})
+	inbox := nats.NewInbox()
+	sub, err := s.client.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.PublishRequest("holdfast.v1.t.cluster.status", inbox, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.NextMsg(600 * time.Millisecond); err == nil {
+		t.Fatalf("a second reply after the bridge's timeout: %s", m.Data)
+	}
+	if p, f := s.br.pending.Load(), s.br.inflight.Load(); p != 0 || f != 0 {
+		t.Fatalf("pending %d, in flight %d after the answer; want 0 and 0", p, f)
+	}
+	for _, sp := range s.br.specs {
+		if sp.verb == contract.VerbClusterStatus {
+			if st := sp.stats.snapshot(); st.NumRequests != 1 || st.NumErrors != 0 {
+				t.Fatalf("$SRV.STATS cluster_status: %+v", st)
+			}
+		}
 	}
 }
