@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
@@ -569,5 +571,39 @@ func TestCompletions(t *testing.T) {
 		if got := strings.Join(completions(c.words), " "); got != c.want {
 			t.Errorf("%q: %q, want %q", c.words, got, c.want)
 		}
+	}
+}
+
+// Every command and verb has its help: on stdout, exit 0, naming its path and each of
+// its flags (a declaration kong cannot build fails here first).
+func TestEveryCommandHasHelp(t *testing.T) {
+	p, err := newParser(&env{stdout: io.Discard, stderr: io.Discard, ctx: context.Background()}, &cliRoot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n *kong.Node)
+	n := 0
+	walk = func(node *kong.Node) {
+		for _, child := range node.Children {
+			if child.Hidden {
+				continue
+			}
+			path := strings.Fields(strings.TrimSpace(child.Path()))
+			code, out, errOut := run(t, runCLI, append(path, "--help")...)
+			if code != exitOK || errOut != "" || !strings.Contains(out, "Usage: holdfast "+strings.Join(path, " ")) {
+				t.Errorf("%v --help: exit %d, stderr %q, stdout %q", path, code, errOut, out)
+			}
+			for _, f := range child.Flags {
+				if !f.Hidden && !strings.Contains(out, "--"+f.Name) {
+					t.Errorf("%v --help does not show --%s", path, f.Name)
+				}
+			}
+			n++
+			walk(child)
+		}
+	}
+	walk(p.Model.Node)
+	if n < 30 {
+		t.Fatalf("%d commands walked", n)
 	}
 }
