@@ -382,6 +382,8 @@ func TestCommandsSendTheRightRequests(t *testing.T) {
 
 func TestWatchCommand(t *testing.T) {
 	url, nc := startNATS(t)
+	// The service's slot length, so that the lines show times.
+	respond(t, nc, "$SRV.INFO.holdfast", func([]byte) string { return `{"metadata":{"prefix":"holdfast","slot_ms":"100"}}` })
 	done := make(chan struct{})
 	var (
 		code     int
@@ -411,7 +413,8 @@ func TestWatchCommand(t *testing.T) {
 		t.Fatalf("exit %d, output %q, stderr %q", code, out, eo)
 	}
 	if !strings.HasPrefix(lines[0], "lease.reserved tenant=default shard=3 lsn=") ||
-		!strings.Contains(lines[0], "slot=50 lease 3-") || !strings.HasSuffix(lines[0], "holder=a state=reserved epoch=1 fence=3-"+strings.TrimPrefix(strings.Fields(lines[0])[3], "lsn=")+"@1 deadline_slot=80 members=resource n/r") {
+		!strings.Contains(lines[0], "slot=50 time=1970-01-01T00:00:05.000Z lease 3-") ||
+		!strings.HasSuffix(lines[0], "holder=a state=reserved epoch=1 fence=3-"+strings.TrimPrefix(strings.Fields(lines[0])[3], "lsn=")+"@1 deadline_slot=80 deadline=1970-01-01T00:00:08.000Z members=resource n/r") {
 		t.Fatalf("event line %q", lines[0])
 	}
 
@@ -431,12 +434,20 @@ func TestOutputLines(t *testing.T) {
 	v := uint64(7)
 	ev := client.Event{Event: &messages.Event{Event: "range.created", Tenant: "t", Shard: 1, Lsn: 2, Slot: 3,
 		Range: &messages.Range{RangeId: "vx", First: 1, Last: 9, Allocated: 1, Free: 8}}, Sequence: 44}
-	if got := eventLine(ev); got != "seq=44 range.created tenant=t shard=1 lsn=2 slot=3 range vx [1..9] strategy=lowest_free allocated=1 free=8" {
+	if got := eventLine(ev, 0); got != "seq=44 range.created tenant=t shard=1 lsn=2 slot=3 range vx [1..9] strategy=lowest_free allocated=1 free=8" {
 		t.Fatalf("eventLine = %q", got)
+	}
+	// With the slot length known, times in UTC: slot 3 of 100ms starts 300ms after the epoch.
+	if got := eventLine(ev, 100*time.Millisecond); got != "seq=44 range.created tenant=t shard=1 lsn=2 slot=3 time=1970-01-01T00:00:00.300Z range vx [1..9] strategy=lowest_free allocated=1 free=8" {
+		t.Fatalf("eventLine with the slot length = %q", got)
+	}
+	reserved := &messages.Lease{LeaseId: "1-2", HolderId: "h", State: "reserved", LeaseEpoch: 1, DeadlineSlot: 17955640224}
+	if got := leaseLine(reserved, 100*time.Millisecond); got != "lease 1-2 holder=h state=reserved epoch=1 fence=1-2@1 deadline_slot=17955640224 deadline=2026-11-24T23:47:02.400Z" {
+		t.Fatalf("leaseLine with the slot length = %q", got)
 	}
 	l := &messages.Lease{LeaseId: "1-2", HolderId: "h", State: "active", LeaseEpoch: 2, DeadlineSlot: 9,
 		Members: []*messages.Member{{RangeId: "vx", Value: &v}, {PoolId: "p", Quantity: 3}}}
-	if got := leaseLine(l); got != "lease 1-2 holder=h state=active epoch=2 fence=1-2@2 members=range vx=7, pool p:3" {
+	if got := leaseLine(l, 0); got != "lease 1-2 holder=h state=active epoch=2 fence=1-2@2 members=range vx=7, pool p:3" {
 		t.Fatalf("leaseLine = %q", got)
 	}
 	if got := resourceLine(&messages.Resource{ResourceId: "r", State: "reserved", CurrentLeaseId: "1-2", Version: 3}); got != "resource r state=reserved lease=1-2 version=3" {

@@ -189,13 +189,18 @@ type leaseCmd struct {
 func printLease(e *env, res *client.LeaseResult, jsonOut bool) int {
 	var slot time.Duration
 	if l := res.Lease.Lease; !jsonOut && e.cl != nil && l != nil && (l.GetDeadlineSlot() != 0 || l.GetRetireAfterSlot() != 0) {
-		// Slots shown as times: the service advertises its slot length (one short
-		// request; without an answer the slots alone are shown).
-		ctx, cancel := context.WithTimeout(e.ctx, time.Second)
-		slot, _ = e.cl.SlotLength(ctx)
-		cancel()
+		slot = slotLength(e, e.cl)
 	}
 	return printResult(e, &res.Result, jsonOut, func(w io.Writer) { leaseBlock(w, res.Lease.Lease, slot, time.Now()) })
+}
+
+// slotLength is the service's slot length, for showing slots as times: one short request
+// (remembered by the client); 0 without an answer, and the slots alone are shown.
+func slotLength(e *env, cl *client.Client) time.Duration {
+	ctx, cancel := context.WithTimeout(e.ctx, time.Second)
+	defer cancel()
+	slot, _ := cl.SlotLength(ctx)
+	return slot
 }
 
 // leaseRun connects, calls do and prints its lease.
@@ -418,6 +423,10 @@ func (c *leaseListCmd) Run(e *env) error {
 		if err != nil {
 			return errorExit(e, err, c.JSON)
 		}
+		var slot time.Duration
+		if !c.JSON && len(res.Leases) > 0 {
+			slot = slotLength(e, cl)
+		}
 		return printResult(e, &res.Result, c.JSON, func(w io.Writer) {
 			more := ""
 			if res.Truncated {
@@ -425,7 +434,7 @@ func (c *leaseListCmd) Run(e *env) error {
 			}
 			fmt.Fprintf(w, "%d live lease(s) of %s%s\n", len(res.Leases), c.Holder, more)
 			for _, l := range res.Leases {
-				fmt.Fprintln(w, leaseLine(l.Lease))
+				fmt.Fprintln(w, leaseLine(l.Lease, slot))
 			}
 		})
 	})

@@ -134,12 +134,17 @@ func membersString(ms []*messages.Member) string {
 }
 
 // leaseLine is the one-line form of a lease:
-// "lease 3-1042 holder=alice state=reserved epoch=1 fence=3-1042@1 deadline_slot=99 members=resource n1/gpu0, pool n1/mem:4".
-func leaseLine(l *messages.Lease) string {
+// "lease 3-1042 holder=alice state=reserved epoch=1 fence=3-1042@1 deadline_slot=99 members=resource n1/gpu0, pool n1/mem:4";
+// with the slot length known (slot > 0), the deadline as a UTC time too
+// ("deadline_slot=17955640224 deadline=2026-11-24T23:47:02.400Z").
+func leaseLine(l *messages.Lease, slot time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lease %s holder=%s state=%s epoch=%d fence=%s", l.GetLeaseId(), l.GetHolderId(), l.GetState(), l.GetLeaseEpoch(), client.FenceOf(l))
 	if l.GetDeadlineSlot() != 0 && l.GetState() == messages.StateReserved {
 		fmt.Fprintf(&b, " deadline_slot=%d", l.GetDeadlineSlot())
+		if slot > 0 {
+			b.WriteString(" deadline=" + slotStamp(l.GetDeadlineSlot(), slot))
+		}
 	}
 	if len(l.GetMembers()) > 0 {
 		b.WriteString(" members=" + membersString(l.GetMembers()))
@@ -186,16 +191,21 @@ func leaseBlock(w io.Writer, l *messages.Lease, slot time.Duration, now time.Tim
 }
 
 // eventLine is the one-line form of an event:
-// "seq=12 lease.reserved tenant=default shard=2 lsn=1042 slot=99 lease 3-1042 holder=alice ...".
-func eventLine(ev client.Event) string {
+// "seq=12 lease.reserved tenant=default shard=2 lsn=1042 slot=99 lease 3-1042 holder=alice ...";
+// with the slot length known (slot > 0), the slot and a lease's deadline as UTC times too
+// ("slot=17955639924 time=2026-11-24T23:46:32.400Z").
+func eventLine(ev client.Event, slot time.Duration) string {
 	var b strings.Builder
 	if ev.Sequence != 0 {
 		fmt.Fprintf(&b, "seq=%d ", ev.Sequence)
 	}
 	fmt.Fprintf(&b, "%s tenant=%s shard=%d lsn=%d slot=%d", ev.GetEvent(), ev.GetTenant(), ev.GetShard(), ev.GetLsn(), ev.GetSlot())
+	if slot > 0 && ev.GetSlot() != 0 {
+		b.WriteString(" time=" + slotStamp(ev.GetSlot(), slot))
+	}
 	switch {
 	case ev.GetLease() != nil:
-		b.WriteString(" " + leaseLine(ev.GetLease()))
+		b.WriteString(" " + leaseLine(ev.GetLease(), slot))
 	case ev.GetResource() != nil:
 		b.WriteString(" " + resourceLine(ev.GetResource()))
 	case ev.GetPool() != nil:
@@ -208,6 +218,11 @@ func eventLine(ev client.Event) string {
 		b.WriteString(" " + workLine(ev.GetWork()))
 	}
 	return b.String()
+}
+
+// slotStamp is the UTC time slot s starts at, to the millisecond.
+func slotStamp(s uint64, slot time.Duration) string {
+	return client.SlotTime(s, slot).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 // whenString says how far t is from now, and when: "in 28.4s (14:16:40.300Z)", or

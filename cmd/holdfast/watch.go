@@ -64,6 +64,10 @@ func (c *watchCmd) Run(e *env) error {
 		ctx, cancel = context.WithTimeout(ctx, c.For)
 		defer cancel()
 	}
+	var slot time.Duration
+	if !c.JSON {
+		slot = slotLength(e, cl)
+	}
 	w, err := cl.Watch(ctx, opts)
 	if err != nil {
 		e.errorf("%v", err)
@@ -102,7 +106,7 @@ func (c *watchCmd) Run(e *env) error {
 			}
 			fmt.Fprintf(e.stdout, "%s\n", b)
 		} else {
-			fmt.Fprintln(e.stdout, eventLine(ev))
+			fmt.Fprintln(e.stdout, eventLine(ev, slot))
 		}
 		seen++
 		if ev.CaughtUp {
