@@ -18,13 +18,38 @@ type opFlag struct {
 	Op string `name:"op" placeholder:"ID" help:"Operation id (generated if absent; reuse it to retry)."`
 }
 
-// show prints a result with the one-line view of its object when the reply carried one
-// (view is called only then).
-func show(e *env, r *client.Result, jsonOut, has bool, view func() string) int {
-	return printResult(e, r, jsonOut, func(w io.Writer) {
-		if has {
-			fmt.Fprintln(w, view())
+// view is what a reply shows: its result and, when it carried its object, the object's
+// one-line form.
+type view struct {
+	result *client.Result
+	line   string
+	has    bool
+}
+
+func resourceView(r *client.ResourceResult) view {
+	return view{&r.Result, resourceLine(r.Resource), r.Resource != nil}
+}
+
+func poolView(r *client.PoolResult) view { return view{&r.Result, poolLine(r.Pool), r.Pool != nil} }
+
+func rangeView(r *client.RangeResult) view {
+	return view{&r.Result, rangeLine(r.Range), r.Range != nil}
+}
+
+// callAndShow connects, makes the call and prints its reply, or the error that kept it
+// from coming.
+func callAndShow[R any](e *env, cf *connFlags, call func(ctx context.Context, cl *client.Client) (R, error), show func(R) view) error {
+	return cf.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := call(ctx, cl)
+		if err != nil {
+			return errorExit(e, err, cf.JSON)
 		}
+		v := show(res)
+		return printResult(e, v.result, cf.JSON, func(w io.Writer) {
+			if v.has {
+				fmt.Fprintln(w, v.line)
+			}
+		})
 	})
 }
 
@@ -59,13 +84,9 @@ type resourceCreateCmd struct {
 }
 
 func (c *resourceCreateCmd) Run(e *env) error {
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.CreateResource(ctx, c.ID, client.WithOperationID(c.Op))
-		if err != nil {
-			return errorExit(e, err, c.JSON)
-		}
-		return show(e, &res.Result, c.JSON, res.Resource != nil, func() string { return resourceLine(res.Resource) })
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.ResourceResult, error) {
+		return cl.CreateResource(ctx, c.ID, client.WithOperationID(c.Op))
+	}, resourceView)
 }
 
 type resourceGetCmd struct {
@@ -75,13 +96,9 @@ type resourceGetCmd struct {
 }
 
 func (c *resourceGetCmd) Run(e *env) error {
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.GetResource(ctx, c.ID, c.options()...)
-		if err != nil {
-			return errorExit(e, err, c.JSON)
-		}
-		return show(e, &res.Result, c.JSON, res.Resource != nil, func() string { return resourceLine(res.Resource) })
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.ResourceResult, error) {
+		return cl.GetResource(ctx, c.ID, c.options()...)
+	}, resourceView)
 }
 
 // --- pool ------------------------------------------------------------------
@@ -102,13 +119,9 @@ func (c *poolCreateCmd) Run(e *env) error {
 	if c.Capacity == 0 {
 		return usageError(e, "--capacity must be > 0")
 	}
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.CreatePool(ctx, c.ID, c.Capacity, client.WithOperationID(c.Op))
-		if err != nil {
-			return errorExit(e, err, c.JSON)
-		}
-		return show(e, &res.Result, c.JSON, res.Pool != nil, func() string { return poolLine(res.Pool) })
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.PoolResult, error) {
+		return cl.CreatePool(ctx, c.ID, c.Capacity, client.WithOperationID(c.Op))
+	}, poolView)
 }
 
 type poolGetCmd struct {
@@ -118,13 +131,9 @@ type poolGetCmd struct {
 }
 
 func (c *poolGetCmd) Run(e *env) error {
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.GetPool(ctx, c.ID, c.options()...)
-		if err != nil {
-			return errorExit(e, err, c.JSON)
-		}
-		return show(e, &res.Result, c.JSON, res.Pool != nil, func() string { return poolLine(res.Pool) })
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.PoolResult, error) {
+		return cl.GetPool(ctx, c.ID, c.options()...)
+	}, poolView)
 }
 
 // --- range -----------------------------------------------------------------
@@ -147,13 +156,9 @@ func (c *rangeCreateCmd) Run(e *env) error {
 	if c.First > c.Last {
 		return usageError(e, "--first %d is above --last %d", c.First, c.Last)
 	}
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.CreateRange(ctx, c.ID, c.First, c.Last, c.Strategy, client.WithOperationID(c.Op))
-		if err != nil {
-			return errorExit(e, err, c.JSON)
-		}
-		return show(e, &res.Result, c.JSON, res.Range != nil, func() string { return rangeLine(res.Range) })
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.RangeResult, error) {
+		return cl.CreateRange(ctx, c.ID, c.First, c.Last, c.Strategy, client.WithOperationID(c.Op))
+	}, rangeView)
 }
 
 type rangeGetCmd struct {
@@ -163,13 +168,9 @@ type rangeGetCmd struct {
 }
 
 func (c *rangeGetCmd) Run(e *env) error {
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.GetRange(ctx, c.ID, c.options()...)
-		if err != nil {
-			return errorExit(e, err, c.JSON)
-		}
-		return show(e, &res.Result, c.JSON, res.Range != nil, func() string { return rangeLine(res.Range) })
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.RangeResult, error) {
+		return cl.GetRange(ctx, c.ID, c.options()...)
+	}, rangeView)
 }
 
 // --- lease -----------------------------------------------------------------

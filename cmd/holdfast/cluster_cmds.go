@@ -18,38 +18,38 @@ type clusterStatusCmd struct {
 }
 
 func (c *clusterStatusCmd) Run(e *env) error {
-	key := &c.Key
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.ClusterStatus(ctx, *key)
-		if err != nil {
-			return errorExit(e, err, c.JSON)
-		}
-		return show(e, &res.Result, c.JSON, true, func() string {
-			var b strings.Builder
-			for i, n := range res.Nodes {
-				if i > 0 {
-					b.WriteByte('\n')
-				}
-				shards := make([]string, len(n.GetShards()))
-				for j, k := range n.GetShards() {
-					shards[j] = fmt.Sprint(k)
-				}
-				fmt.Fprintf(&b, "node %s: shards %s", n.GetNode(), strings.Join(shards, " "))
-			}
-			for _, s := range res.Shards {
-				owner := s.GetOwner()
-				if owner == "" {
-					owner = "(none: moving)"
-				}
-				fmt.Fprintf(&b, "\nshard %d: %s, applied lsn %d", s.GetShard(), owner, s.GetAppliedLsn())
-			}
-			if res.Shard != nil {
-				fmt.Fprintf(&b, "\nkey %s: shard %d", *key, *res.Shard)
-			}
-			if res.Slot > 0 {
-				fmt.Fprintf(&b, "\nslot %v", res.Slot)
-			}
-			return b.String()
-		})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.ClusterResult, error) {
+		return cl.ClusterStatus(ctx, c.Key)
+	}, func(res *client.ClusterResult) view {
+		return view{&res.Result, clusterLines(res, c.Key), true}
 	})
+}
+
+// clusterLines are cluster.status's lines: the nodes, the shards, the key's shard, the slot.
+func clusterLines(res *client.ClusterResult, key string) string {
+	var b strings.Builder
+	for i, n := range res.Nodes {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		shards := make([]string, len(n.GetShards()))
+		for j, k := range n.GetShards() {
+			shards[j] = fmt.Sprint(k)
+		}
+		fmt.Fprintf(&b, "node %s: shards %s", n.GetNode(), strings.Join(shards, " "))
+	}
+	for _, s := range res.Shards {
+		owner := s.GetOwner()
+		if owner == "" {
+			owner = "(none: moving)"
+		}
+		fmt.Fprintf(&b, "\nshard %d: %s, applied lsn %d", s.GetShard(), owner, s.GetAppliedLsn())
+	}
+	if res.Shard != nil {
+		fmt.Fprintf(&b, "\nkey %s: shard %d", key, *res.Shard)
+	}
+	if res.Slot > 0 {
+		fmt.Fprintf(&b, "\nslot %v", res.Slot)
+	}
+	return b.String()
 }

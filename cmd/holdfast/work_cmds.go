@@ -86,9 +86,9 @@ func (c *runCreateCmd) Run(e *env) error {
 	if len(c.Shards) == 0 {
 		return usageError(e, "at least one --shard is required")
 	}
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		return showRun(e, c.JSON)(cl.CreateRun(ctx, c.ID, c.Shards, client.WithOperationID(c.Op)))
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.RunResult, error) {
+		return cl.CreateRun(ctx, c.ID, c.Shards, client.WithOperationID(c.Op))
+	}, runView)
 }
 
 type runGetCmd struct {
@@ -98,9 +98,9 @@ type runGetCmd struct {
 }
 
 func (c *runGetCmd) Run(e *env) error {
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		return showRun(e, c.JSON)(cl.GetRun(ctx, c.ID, c.options()...))
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.RunResult, error) {
+		return cl.GetRun(ctx, c.ID, c.options()...)
+	}, runView)
 }
 
 // runEndCmd is run complete, fail and cancel: the verb is the command's name.
@@ -113,19 +113,15 @@ type runEndCmd struct {
 
 func (c *runEndCmd) Run(e *env) error {
 	verb := e.cmd[strings.LastIndexByte(e.cmd, ' ')+1:]
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		var res *client.RunResult
-		var err error
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.RunResult, error) {
 		switch verb {
 		case "complete":
-			res, err = cl.CompleteRun(ctx, c.ID, client.WithOperationID(c.Op))
+			return cl.CompleteRun(ctx, c.ID, client.WithOperationID(c.Op))
 		case "fail":
-			res, err = cl.FailRun(ctx, c.ID, c.Reason, client.WithOperationID(c.Op))
-		default:
-			res, err = cl.CancelRun(ctx, c.ID, c.Reason, client.WithOperationID(c.Op))
+			return cl.FailRun(ctx, c.ID, c.Reason, client.WithOperationID(c.Op))
 		}
-		return showRun(e, c.JSON)(res, err)
-	})
+		return cl.CancelRun(ctx, c.ID, c.Reason, client.WithOperationID(c.Op))
+	}, runView)
 }
 
 type workGetCmd struct {
@@ -136,9 +132,9 @@ type workGetCmd struct {
 }
 
 func (c *workGetCmd) Run(e *env) error {
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		return showWork(e, c.JSON)(cl.GetWork(ctx, c.RunID, c.Name, c.options()...))
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.WorkResult, error) {
+		return cl.GetWork(ctx, c.RunID, c.Name, c.options()...)
+	}, workView)
 }
 
 type workUnparkCmd struct {
@@ -149,27 +145,11 @@ type workUnparkCmd struct {
 }
 
 func (c *workUnparkCmd) Run(e *env) error {
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		return showWork(e, c.JSON)(cl.Unpark(ctx, c.RunID, c.Name, client.WithOperationID(c.Op)))
-	})
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.WorkResult, error) {
+		return cl.Unpark(ctx, c.RunID, c.Name, client.WithOperationID(c.Op))
+	}, workView)
 }
 
-// showRun prints a run reply, or the error that kept it from coming.
-func showRun(e *env, jsonOut bool) func(*client.RunResult, error) int {
-	return func(res *client.RunResult, err error) int {
-		if err != nil {
-			return errorExit(e, err, jsonOut)
-		}
-		return show(e, &res.Result, jsonOut, res.Run != nil, func() string { return runLine(res.Run) })
-	}
-}
+func runView(r *client.RunResult) view { return view{&r.Result, runLine(r.Run), r.Run != nil} }
 
-// showWork prints a work shard reply, or the error that kept it from coming.
-func showWork(e *env, jsonOut bool) func(*client.WorkResult, error) int {
-	return func(res *client.WorkResult, err error) int {
-		if err != nil {
-			return errorExit(e, err, jsonOut)
-		}
-		return show(e, &res.Result, jsonOut, res.Work != nil, func() string { return workLine(res.Work) })
-	}
-}
+func workView(r *client.WorkResult) view { return view{&r.Result, workLine(r.Work), r.Work != nil} }
