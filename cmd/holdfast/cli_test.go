@@ -519,6 +519,32 @@ func TestLeaseShowsItsDeadlineAsATime(t *testing.T) {
 	}
 }
 
+// Connection flags may come before the command, as the nats CLI takes them.
+func TestFlagsBeforeTheCommand(t *testing.T) {
+	url, nc := startNATS(t)
+	respond(t, nc, "holdfast.v1.acme.resource.get", func([]byte) string {
+		return `{"outcome":"committed","code":"ok","resource":{"resource_id":"r","state":"available"}}`
+	})
+	code, out, errOut := run(t, runCLI, "--server", url, "--tenant=acme", "--json", "resource", "get", "r", "--timeout", "2s")
+	if code != exitOK || !strings.Contains(out, `"resource_id":"r"`) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"--help"}, []string{"--help"}},
+		{[]string{"--server", "u", "lease", "get", "1-1"}, []string{"lease", "get", "1-1", "--server", "u"}},
+		{[]string{"--json", "--server=u", "lease", "list"}, []string{"lease", "list", "--json", "--server=u"}},
+		{[]string{"lease", "--server", "u", "get"}, []string{"lease", "--server", "u", "get"}},
+	} {
+		p, err := newParser(&env{stdout: io.Discard, stderr: io.Discard, ctx: context.Background()}, &cliRoot{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hoistFlags(p.Model, c.in); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("hoistFlags(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 // The top level: help on stdout with exit 0, a version, a mistyped command in one line.
 func TestTopLevel(t *testing.T) {
 	var out, errb bytes.Buffer

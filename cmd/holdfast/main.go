@@ -46,7 +46,8 @@ type cliRoot struct {
 const rootAbout = `Holdfast: fenced, time-bounded leases on NATS.
 
 Client commands reach NATS by --server, NATS_URL or a nats context (--context,
-NATS_CONTEXT); serve flags also come from HOLDFAST_<FLAG>.`
+NATS_CONTEXT); flags go before or after the command (holdfast --server URL lease get
+3-4); serve flags also come from HOLDFAST_<FLAG>.`
 
 // exitCode is a command's result: the process exit code, carried as an error so that a
 // kong Run method can return it (exitOK included).
@@ -86,6 +87,7 @@ func parse(e *env, args []string) (kctx *kong.Context, root *cliRoot, err error)
 		return nil, nil, err // a mistake in the declarations: the tests catch it
 	}
 	serveEnv(p.Model)
+	args = hoistFlags(p.Model, args)
 	defer func() {
 		if r := recover(); r != nil {
 			if _, ok := r.(kongExit); !ok {
@@ -96,6 +98,31 @@ func parse(e *env, args []string) (kctx *kong.Context, root *cliRoot, err error)
 	}()
 	kctx, err = p.Parse(args)
 	return kctx, root, err
+}
+
+// hoistFlags moves the flags given before the command (`holdfast --server nats://h:4222
+// lease get 3-4`, as the nats CLI takes its connection flags) to after it, where kong
+// takes a command's flags. A flag takes the next word as its value unless it is boolean
+// in the model or written --flag=value. Without a command word, args stay as they are.
+func hoistFlags(app *kong.Application, args []string) []string {
+	bools := map[string]bool{"-h": true, "--help": true}
+	_ = kong.Visit(app, func(n kong.Visitable, next kong.Next) error {
+		if f, ok := n.(*kong.Flag); ok && f.IsBool() {
+			bools["--"+f.Name] = true
+		}
+		return next(nil)
+	})
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") && args[i] != "--" {
+		if !strings.Contains(args[i], "=") && !bools[args[i]] {
+			i++ // its value
+		}
+		i++
+	}
+	if i == 0 || i >= len(args) {
+		return args
+	}
+	return append(append([]string(nil), args[i:]...), args[:i]...)
 }
 
 // runCLI runs a command line (the command first) and returns the exit code: help on
