@@ -32,6 +32,7 @@ type microService struct {
 	log      *slog.Logger
 	identity micro.ServiceIdentity
 	desc     string
+	group    string // the endpoints' queue group
 	started  time.Time
 	specs    []*verbSpec
 
@@ -56,6 +57,7 @@ func startMicroService(nc *nats.Conn, log *slog.Logger, cfg microConfig, specs [
 		identity: micro.ServiceIdentity{Name: cfg.name, ID: nuid.Next(), Version: cfg.version,
 			Metadata: maps.Clone(cfg.metadata)},
 		desc:    cfg.description,
+		group:   cfg.queueGroup,
 		started: time.Now().UTC(),
 		specs:   specs,
 	}
@@ -134,7 +136,7 @@ func (ms *microService) asyncError(sub *nats.Subscription, err error) {
 func (ms *microService) info() []byte {
 	eps := make([]micro.EndpointInfo, 0, len(ms.specs))
 	for _, s := range ms.specs {
-		eps = append(eps, micro.EndpointInfo{Name: s.endpointName(), Subject: s.subject, QueueGroup: QueueGroup,
+		eps = append(eps, micro.EndpointInfo{Name: s.endpointName(), Subject: s.subject, QueueGroup: ms.group,
 			Metadata: s.endpointMetadata()})
 	}
 	b, _ := json.Marshal(micro.Info{ServiceIdentity: ms.identity, Type: micro.InfoResponseType,
@@ -147,7 +149,7 @@ func (ms *microService) stats() []byte {
 	eps := make([]*micro.EndpointStats, 0, len(ms.specs))
 	for _, s := range ms.specs {
 		e := s.stats.snapshot()
-		e.Name, e.Subject, e.QueueGroup = s.endpointName(), s.subject, QueueGroup
+		e.Name, e.Subject, e.QueueGroup = s.endpointName(), s.subject, ms.group
 		eps = append(eps, e)
 	}
 	b, _ := json.Marshal(micro.Stats{ServiceIdentity: ms.identity, Type: micro.StatsResponseType,
@@ -182,7 +184,7 @@ func (ms *microService) stop() error {
 // published.
 type endpointStats struct {
 	requests  atomic.Int64
-	errors    atomic.Int64
+	errs      atomic.Int64
 	nanos     atomic.Int64
 	lastError atomic.Pointer[string]
 }
@@ -199,14 +201,14 @@ func (s *endpointStats) record(code string, d time.Duration) {
 }
 
 func (s *endpointStats) fail(what string) {
-	s.errors.Add(1)
+	s.errs.Add(1)
 	s.lastError.Store(&what)
 }
 
 func (s *endpointStats) snapshot() *micro.EndpointStats {
 	e := &micro.EndpointStats{
 		NumRequests:    int(s.requests.Load()),
-		NumErrors:      int(s.errors.Load()),
+		NumErrors:      int(s.errs.Load()),
 		ProcessingTime: time.Duration(s.nanos.Load()),
 	}
 	if p := s.lastError.Load(); p != nil {
