@@ -101,24 +101,6 @@ type benchCmd struct {
 
 func (benchCmd) Help() string { return benchAbout }
 
-// parseBench parses bench's flags (args after "bench"); code ≥ 0 means return it at once.
-func parseBench(e *env, args []string) (*benchConfig, int) {
-	kctx, root, err := parse(e, append([]string{"bench"}, args...))
-	switch {
-	case errors.Is(err, errHelp):
-		return nil, exitOK
-	case err != nil:
-		fmt.Fprintf(e.stderr, "holdfast bench: %v\n", err)
-		return nil, exitUsage
-	}
-	e.cmd = "bench"
-	cfg, err := root.Bench.config(e, explicitFlags(kctx))
-	if err != nil {
-		return nil, exitUsage
-	}
-	return cfg, -1
-}
-
 // config checks the flags (set: the ones given) and applies the scenario's defaults.
 func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 	cfg := &benchConfig{progress: true, cf: b.connFlags, scenario: b.Scenario, checkpoints: b.Checkpoints,

@@ -147,20 +147,6 @@ func serveEnvVar(flagName string) string {
 	return "HOLDFAST_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parseServeFlags parses serve's flags (args after "serve") and checks them; the error is
-// for the user (errHelp: the help was printed on serveHelpOut).
-func parseServeFlags(args []string) (*serveConfig, error) {
-	e := &env{stdout: serveHelpOut, stderr: io.Discard, ctx: context.Background()}
-	kctx, root, err := parse(e, append([]string{"serve"}, args...))
-	if err != nil {
-		return nil, err
-	}
-	return root.Serve.config(explicitFlags(kctx))
-}
-
-// serveHelpOut is where `holdfast serve --help` prints when parseServeFlags parses.
-var serveHelpOut io.Writer = os.Stdout
-
 // config checks the flags (explicit: the ones given) and builds the configuration.
 func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 	def := kernel.DefaultConfig()
@@ -419,12 +405,6 @@ func (f *serveCmd) Run(e *env, kctx *kong.Context) error {
 		return exitCode(exitUsage)
 	}
 	return exitCode(serve(e.ctx, c, e.stderr))
-}
-
-// serveMain runs `holdfast serve args...` until ctx is done; it returns the process exit
-// code.
-func serveMain(ctx context.Context, args []string, stderr io.Writer) int {
-	return runCLI(&env{stdout: serveHelpOut, stderr: stderr, ctx: ctx}, append([]string{"serve"}, args...))
 }
 
 // serve runs the configured service until ctx is done, logging to stderr; it returns the
