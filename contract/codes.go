@@ -63,6 +63,8 @@ const (
 	CodeSplitInvalid
 	CodeWorkTableFull
 	CodeNoneAvailable
+	// CodeObjectInUse: a delete found the object held (docs/api.md §4 "Deleting objects").
+	CodeObjectInUse
 	codeCount
 )
 
@@ -117,6 +119,7 @@ const (
 	NameSplitInvalid         = "split_invalid"
 	NameWorkTableFull        = "work_table_full"
 	NameNoneAvailable        = "none_available"
+	NameObjectInUse          = "object_in_use"
 )
 
 var codeNames = [codeCount]string{
@@ -169,6 +172,7 @@ var codeNames = [codeCount]string{
 	CodeSplitInvalid:         NameSplitInvalid,
 	CodeWorkTableFull:        NameWorkTableFull,
 	CodeNoneAvailable:        NameNoneAvailable,
+	CodeObjectInUse:          NameObjectInUse,
 }
 
 // String returns the wire name of the code.

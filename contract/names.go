@@ -62,6 +62,11 @@ const (
 	EventLeaseExpired    = "lease.expired"
 	EventLeaseRevoking   = "lease.revoking"
 	EventLeaseRevoked    = "lease.revoked"
+
+	EventResourceDeleted = "resource.deleted"
+	EventPoolDeleted     = "pool.deleted"
+	EventRangeDeleted    = "range.deleted"
+	EventRunDeleted      = "run.deleted"
 )
 
 // EventMsgID is the JetStream message id of the n-th event of entry (shard, lsn):

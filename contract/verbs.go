@@ -42,6 +42,11 @@ const (
 	VerbSplitResidual
 	VerbGetRun
 	VerbGetWork
+	// Deleting idle objects (docs/api.md §4 "Deleting objects"). Journaled: append only.
+	VerbDeleteResource
+	VerbDeletePool
+	VerbDeleteRange
+	VerbDeleteRun
 	// VerbCount is how many verbs there are: one past the last.
 	VerbCount
 )
@@ -78,6 +83,10 @@ var verbParts = [VerbCount][2]string{
 	VerbSplitResidual:  {"work", "split_residual"},
 	VerbGetRun:         {"run", "get"},
 	VerbGetWork:        {"work", "get"},
+	VerbDeleteResource: {"resource", "delete"},
+	VerbDeletePool:     {"pool", "delete"},
+	VerbDeleteRange:    {"range", "delete"},
+	VerbDeleteRun:      {"run", "delete"},
 }
 
 // Object is the verb's object: "resource", "pool", "range", "lease" or "cluster".
@@ -113,8 +122,11 @@ func (v Verb) IsRead() bool {
 
 // IsWrite reports whether the verb is a journaled command a client may send.
 func (v Verb) IsWrite() bool {
-	return v >= VerbCreateResource && v <= VerbReclaim || v >= VerbCreateRun && v <= VerbSplitResidual
+	return v >= VerbCreateResource && v <= VerbReclaim || v >= VerbCreateRun && v <= VerbSplitResidual || v.IsDelete()
 }
+
+// IsDelete reports whether the verb deletes an idle object by its id.
+func (v Verb) IsDelete() bool { return v >= VerbDeleteResource && v <= VerbDeleteRun }
 
 // IsWorkVerb reports whether the verb acts on the work shard a lease holds, fenced by the
 // lease (docs/api.md Part III).

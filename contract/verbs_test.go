@@ -21,7 +21,7 @@ func TestVerbs(t *testing.T) {
 	want := "resource.create pool.create range.create lease.reserve lease.activate lease.renew lease.release " +
 		"lease.revoke lease.reclaim resource.get pool.get range.get lease.get lease.list cluster.status " +
 		"run.create run.register run.complete run.fail run.cancel work.checkpoint work.complete work.park work.unpark " +
-		"work.split_replace work.split_residual run.get work.get"
+		"work.split_replace work.split_residual run.get work.get resource.delete pool.delete range.delete run.delete"
 	if got := strings.Join(names, " "); got != want || reads != 8 {
 		t.Errorf("verbs %q (%d reads), want %q", got, reads, want)
 	}

@@ -21,8 +21,10 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 		return fmt.Errorf("lease, member or operation table over its bound")
 	case k.expiry.len() > cfg.MaxExpirations:
 		return fmt.Errorf("expiry index over its bound")
-	case len(k.resIdx) != len(k.res), len(k.poolIdx) != len(k.pools), len(k.rangeIdx) != len(k.ranges):
-		return fmt.Errorf("object index and table differ in size")
+	}
+	graves, err := k.checkSlots()
+	if err != nil {
+		return err
 	}
 
 	poolReserved := make([]uint64, len(k.pools))
@@ -77,6 +79,9 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 		}
 		holderLive[l.holder]++
 		for _, m := range l.members {
+			if !k.validMemberRef(m.kind, uint64(m.obj)) || m.kind != MemberWork && graves[graveOf(m.kind)][m.obj] {
+				return fmt.Errorf("lease %d: a member names a deleted object", l.lsn)
+			}
 			switch m.kind {
 			case MemberResource:
 				if resOwner[m.obj] != 0 {
@@ -142,6 +147,9 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 	}
 	for i := range k.pools {
 		p := &k.pools[i]
+		if p.key == "" && *p != (pool{}) {
+			return fmt.Errorf("pool slot %d: free but not cleared", i)
+		}
 		if p.reserved != poolReserved[i] || p.active != poolActive[i] {
 			return fmt.Errorf("pool %q: counts %d/%d, leases hold %d/%d", p.key, p.reserved, p.active, poolReserved[i], poolActive[i])
 		}
@@ -152,6 +160,9 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 	freed := 0
 	for i := range k.ranges {
 		r := &k.ranges[i]
+		if (r.key == "" || graves[graveRange][i]) && (r.used.Len() != 0 || r.freed.Len() != 0) {
+			return fmt.Errorf("range slot %d: deleted but remembers freed values", i)
+		}
 		if r.allocated.Len() != rangeValues[i] {
 			return fmt.Errorf("range %q: %d allocated, leases hold %d", r.key, r.allocated.Len(), rangeValues[i])
 		}
@@ -228,7 +239,7 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 			return fmt.Errorf("holder %q: live list has %d, counted %d", h.key, n, h.live)
 		}
 	}
-	if err := k.checkWorkTables(); err != nil {
+	if err := k.checkWorkTables(graves[graveRun]); err != nil {
 		return err
 	}
 	return k.checkRetryCache(indexes)
@@ -238,25 +249,38 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 // shard is claimed by at most one live lease, and by exactly the one that holds it; a
 // claimed work shard is active (done, split and parked ones are never held); a cursor
 // stays inside its range.
-func (k *Kernel) checkWorkTables() error {
+func (k *Kernel) checkWorkTables(deletedRun []bool) error {
 	cfg := &k.cfg
-	if len(k.runs) > cfg.MaxRuns || len(k.works) > cfg.MaxWork || len(k.runIdx) != len(k.runs) || len(k.workIdx) != len(k.works) {
-		return fmt.Errorf("run or work table over its bound, or its index differs in size")
+	if len(k.runs) > cfg.MaxRuns || len(k.works) > cfg.MaxWork {
+		return fmt.Errorf("run or work table over its bound")
 	}
-	inRun := 0
+	inRun, liveWork := 0, 0
+	listed := make([]bool, len(k.works))
 	for i := range k.runs {
 		r := &k.runs[i]
-		if idx, ok := k.runIdx[r.key]; !ok || idx != int32(i) {
-			return fmt.Errorf("run %q: not indexed at its slot", r.key)
-		}
-		prev := int32(-1)
-		for _, w := range r.work {
-			if w <= prev || w >= int32(len(k.works)) || k.works[w].run != int32(i) {
-				return fmt.Errorf("run %q: work list out of order or foreign", r.key)
+		if r.key == "" {
+			if len(r.work) != 0 || len(r.ready) != 0 || len(r.held) != 0 {
+				return fmt.Errorf("run slot %d: free but not cleared", i)
 			}
-			prev = w
+			continue
+		}
+		for _, w := range r.work {
+			if w < 0 || w >= int32(len(k.works)) || listed[w] || k.works[w].key == "" || k.works[w].run != int32(i) {
+				return fmt.Errorf("run %q: work list names a foreign, free or repeated work shard", r.key)
+			}
+			if p := k.works[w].parent; p >= 0 && !listed[p] {
+				return fmt.Errorf("run %q: work shard %q listed before its parent", r.key, k.works[w].key)
+			}
+			listed[w] = true
 		}
 		inRun += len(r.work)
+		if deletedRun[i] {
+			if len(r.ready) != 0 || len(r.held) != 0 || !r.status.Terminal() {
+				return fmt.Errorf("deleted run %q: %s, or work in its queues", r.key, r.status)
+			}
+			continue
+		}
+		liveWork += len(r.work)
 		for _, q := range []workQueue{qReady, qHeld} {
 			h := *k.queue(int32(i), q)
 			for j, w := range h {
@@ -269,13 +293,18 @@ func (k *Kernel) checkWorkTables() error {
 			}
 		}
 	}
-	if inRun != len(k.works) {
-		return fmt.Errorf("work shards in runs %d, in the table %d", inRun, len(k.works))
+	if inRun != len(k.works)-len(k.free.works) || liveWork != len(k.workIdx) {
+		return fmt.Errorf("work shards in runs %d (%d live), in the table %d (%d free), indexed %d",
+			inRun, liveWork, len(k.works), len(k.free.works), len(k.workIdx))
 	}
 	for i := range k.works {
 		w := &k.works[i]
-		if idx, ok := k.workIdx[w.key]; !ok || idx != int32(i) {
-			return fmt.Errorf("work %q: not indexed at its slot", w.key)
+		if w.key == "" {
+			continue // free: checkSlots
+		}
+		deleted := deletedRun[w.run]
+		if idx, ok := k.workIdx[w.key]; !deleted && (!ok || idx != int32(i)) || deleted && ok && idx == int32(i) {
+			return fmt.Errorf("work %q: not indexed at its slot, or indexed while its run is deleted", w.key)
 		}
 		if w.end != "" && w.start >= w.end {
 			return fmt.Errorf("work %q: empty range", w.key)
@@ -283,7 +312,7 @@ func (k *Kernel) checkWorkTables() error {
 		if w.cursor.set && (w.cursor.key < w.start || (w.end != "" && w.cursor.key >= w.end && w.status == WorkActive)) {
 			return fmt.Errorf("work %q: cursor outside its range", w.key)
 		}
-		if w.parent >= int32(i) || (w.parent >= 0 && !slices.Contains(k.works[w.parent].children, int32(i))) {
+		if w.parent >= int32(len(k.works)) || (w.parent >= 0 && (k.works[w.parent].run != w.run || !slices.Contains(k.works[w.parent].children, int32(i)))) {
 			return fmt.Errorf("work %q: parent link broken", w.key)
 		}
 		for _, ch := range w.children {
@@ -291,7 +320,7 @@ func (k *Kernel) checkWorkTables() error {
 				return fmt.Errorf("work %q: child link broken", w.key)
 			}
 		}
-		ready, held := w.status == WorkActive && w.lease == 0, w.lease != 0
+		ready, held := w.status == WorkActive && w.lease == 0 && !deleted, w.lease != 0
 		if (w.readyPos >= 0) != ready || (w.heldPos >= 0) != held {
 			return fmt.Errorf("work %q: in the ready queue %v, held queue %v; %s with lease %d", w.key, w.readyPos >= 0, w.heldPos >= 0, w.status, w.lease)
 		}
@@ -407,4 +436,79 @@ func (k *Kernel) checkRetryCache(indexes bool) error {
 		return fmt.Errorf("retry cache index holds %d keys, %d records are newest for theirs", t.index.len(), keys)
 	}
 	return nil
+}
+
+// checkSlots verifies the object tables' slots: each is free (cleared, on its table's free
+// list once), a grave (named by one grave, its key out of the index) or live (indexed at
+// its slot); graves free in order, never before the ended leases that may name them. It
+// returns which slots of each table are graves.
+func (k *Kernel) checkSlots() (graves [graveKindEnd][]bool, err error) {
+	keys := [graveKindEnd]func(int) string{
+		graveResource: func(i int) string { return k.res[i].key },
+		gravePool:     func(i int) string { return k.pools[i].key },
+		graveRange:    func(i int) string { return k.ranges[i].key },
+		graveRun:      func(i int) string { return k.runs[i].key },
+	}
+	sizes := [graveKindEnd]int{graveResource: len(k.res), gravePool: len(k.pools), graveRange: len(k.ranges), graveRun: len(k.runs)}
+	indexes := [graveKindEnd]map[string]int32{graveResource: k.resIdx, gravePool: k.poolIdx, graveRange: k.rangeIdx, graveRun: k.runIdx}
+	for kind := graveResource; kind < graveKindEnd; kind++ {
+		graves[kind] = make([]bool, sizes[kind])
+	}
+	var prev uint64
+	for i := 0; i < k.graves.len(); i++ {
+		g := k.graves.nth(i)
+		if g.kind < graveResource || g.kind >= graveKindEnd || g.idx < 0 || int(g.idx) >= sizes[g.kind] ||
+			graves[g.kind][g.idx] || keys[g.kind](int(g.idx)) == "" {
+			return graves, fmt.Errorf("grave %d: kind %d slot %d names no deleted object, or again", i, g.kind, g.idx)
+		}
+		if g.freeAfter < prev || g.freeAfter > k.ended.q.next() {
+			return graves, fmt.Errorf("grave %d: frees after %d (previous %d, ended table next %d)", i, g.freeAfter, prev, k.ended.q.next())
+		}
+		prev = g.freeAfter
+		graves[g.kind][g.idx] = true
+	}
+	lists := k.free.lists()
+	for kind := graveResource; kind < graveKindEnd; kind++ {
+		onList := make([]bool, sizes[kind])
+		for _, idx := range *lists[kind-1] {
+			if idx < 0 || int(idx) >= sizes[kind] || onList[idx] || keys[kind](int(idx)) != "" {
+				return graves, fmt.Errorf("free list %d: slot %d in use, out of the table or listed twice", kind, idx)
+			}
+			onList[idx] = true
+		}
+		live := 0
+		for i := 0; i < sizes[kind]; i++ {
+			key := keys[kind](i)
+			if key == "" {
+				if !onList[i] {
+					return graves, fmt.Errorf("table %d: slot %d free but not on the free list", kind, i)
+				}
+				continue
+			}
+			idx, ok := indexes[kind][key]
+			at := ok && idx == int32(i)
+			if at == graves[kind][i] {
+				return graves, fmt.Errorf("%q: a grave %v, indexed at its slot %v", key, graves[kind][i], at)
+			}
+			if at {
+				live++
+			}
+		}
+		if live != len(indexes[kind]) {
+			return graves, fmt.Errorf("table %d: %d live objects, %d indexed", kind, live, len(indexes[kind]))
+		}
+	}
+	onList := make([]bool, len(k.works))
+	for _, idx := range k.free.works {
+		if idx < 0 || int(idx) >= len(k.works) || onList[idx] || k.works[idx].key != "" {
+			return graves, fmt.Errorf("free work slot %d in use, out of the table or listed twice", idx)
+		}
+		onList[idx] = true
+	}
+	for i := range k.works {
+		if w := &k.works[i]; (w.key == "") != onList[i] || w.key != "" && (w.run < 0 || int(w.run) >= len(k.runs) || k.runs[w.run].key == "") {
+			return graves, fmt.Errorf("work slot %d: free %v, on the free list %v, or of no run", i, w.key == "", onList[i])
+		}
+	}
+	return graves, nil
 }

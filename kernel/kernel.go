@@ -45,11 +45,15 @@ type Kernel struct {
 	holders    []holder
 	holderFree []int32
 
-	// Work coordination: runs and their work shards, in creation order (never removed).
+	// Work coordination: runs and their work shards.
 	runIdx  map[string]int32 // "tenant\x00run_id" → index in runs
 	runs    []run
 	workIdx map[string]int32 // "tenant\x00run_id/name" → index in works
 	works   []work
+
+	// Deleted objects' slots: graves until no ended lease names them, then free.
+	graves fifo[grave]
+	free   freeSlots
 
 	expiry expiryHeap
 	ended  endedTable // terminal leases within their history window
@@ -170,6 +174,8 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		k.endRun(c, out)
 	case contract.VerbUnparkWork:
 		k.unparkWork(c, out)
+	case contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange, contract.VerbDeleteRun:
+		k.deleteObject(c, out)
 	case contract.VerbCheckpoint, contract.VerbCompleteWork, contract.VerbParkWork, contract.VerbSplitReplace, contract.VerbSplitResidual:
 		k.workVerb(e, out)
 	default:

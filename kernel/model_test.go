@@ -164,6 +164,15 @@ type refModel struct {
 	ended     []uint64           // terminal leases in the order they ended (dropped from the front)
 	ops       []mOp              // remembered outcomes in commit order
 	issued    []mIssued          // every lease ever granted (for the generator)
+	// Deleted objects hold their table slot until every lease that ended before the delete
+	// has retired: graves in delete order, and how many leases have ever ended and retired.
+	graves               []mGrave
+	endedN, endedRetired uint64
+}
+
+type mGrave struct {
+	verb      Verb   // the create verb of the table it holds a slot in
+	freeAfter uint64 // endedN at the delete
 }
 
 func newRefModel(cfg Config) *refModel {
@@ -327,6 +336,7 @@ func (m *refModel) retireOne(slot uint64) bool {
 		return false
 	}
 	m.ended = m.ended[1:]
+	m.endedRetired++
 	delete(m.leases, l.lsn)
 	m.watermark = max(m.watermark, l.lsn)
 	return true
@@ -379,13 +389,13 @@ func (m *refModel) cmdTTLSlots(c *Command) uint64 {
 }
 
 func (m *refModel) validate(c *Command) Code {
-	if !mValidTenant(c.Tenant) || c.Verb < contract.VerbCreateResource || c.Verb > contract.VerbReclaim ||
-		!mValidID(c.OperationID, 64) {
+	if !mValidTenant(c.Tenant) || (c.Verb < contract.VerbCreateResource || c.Verb > contract.VerbReclaim) &&
+		(c.Verb < contract.VerbDeleteResource || c.Verb > contract.VerbDeleteRange) || !mValidID(c.OperationID, 64) {
 		return contract.CodeInvalidRequest
 	}
 	ttlOK := c.TTLMillis >= 1 && c.TTLMillis <= m.cfg.MaxTTLMillis
 	switch c.Verb {
-	case contract.VerbCreateResource:
+	case contract.VerbCreateResource, contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange:
 		if !mValidID(c.ObjectID, 128) {
 			return contract.CodeInvalidRequest
 		}
@@ -538,9 +548,11 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 	want := Output{Code: op.code, LSN: op.lsn, FromRetryCache: true, MemberIndex: -1}
 	switch op.cmd.Verb {
 	case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
-		if op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists {
-			m.fillObject(&want, op.cmd.Verb, c.Tenant, op.cmd.ObjectID)
+		if (op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists) && m.exists(op.cmd.Verb, mKey(c.Tenant, op.cmd.ObjectID)) {
+			m.fillObject(&want, op.cmd.Verb, c.Tenant, op.cmd.ObjectID) // as it is now, unless deleted since
 		}
+	case contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange:
+		// the object is gone: a retry shows the code and lsn only
 	default:
 		lsn := c.LeaseLSN // the lease a lease verb named
 		if op.cmd.Verb == contract.VerbReserve {
@@ -559,6 +571,20 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 		}
 	}
 	return want
+}
+
+// exists reports whether the object of a create verb's kind is there (not deleted).
+func (m *refModel) exists(create Verb, key string) bool {
+	var ok bool
+	switch create {
+	case contract.VerbCreateResource:
+		_, ok = m.resources[key]
+	case contract.VerbCreatePool:
+		_, ok = m.pools[key]
+	case contract.VerbCreateRange:
+		_, ok = m.ranges[key]
+	}
+	return ok
 }
 
 func (m *refModel) fillObject(out *Output, v Verb, tenant, id string) {
@@ -618,6 +644,9 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 	lsn := m.lastLSN
 	for i := 0; i < retireBudget && m.retireOne(slot); i++ {
 	}
+	for i := 0; i < retireBudget && len(m.graves) > 0 && m.graves[0].freeAfter <= m.endedRetired; i++ {
+		m.graves = m.graves[1:]
+	}
 	out := Output{LSN: lsn, MemberIndex: -1}
 	before := m.resourceStates()
 	switch c.Verb {
@@ -625,6 +654,8 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 		m.expire(slot, lsn, c, &out)
 	case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
 		m.create(c, &out)
+	case contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange:
+		m.delete(c, &out)
 	case contract.VerbReserve:
 		m.reserve(slot, lsn, c, &out)
 	default:
@@ -665,6 +696,11 @@ func (m *refModel) create(c *Command, out *Output) {
 		_, exists = m.ranges[key]
 		count, bound, full = len(m.ranges), m.cfg.MaxRanges, contract.CodeRangeTableFull
 	}
+	for _, g := range m.graves {
+		if g.verb == c.Verb {
+			count++
+		}
+	}
 	switch {
 	case exists:
 		out.Code = contract.CodeAlreadyExists
@@ -686,6 +722,51 @@ func (m *refModel) create(c *Command, out *Output) {
 		out.Event = EventRangeCreated
 	}
 	m.fillObject(out, c.Verb, c.Tenant, c.ObjectID)
+}
+
+// delete removes an idle object; its slot is a grave until the leases that ended before
+// have retired.
+func (m *refModel) delete(c *Command, out *Output) {
+	key := mKey(c.Tenant, c.ObjectID)
+	var create Verb
+	var exists, inUse bool
+	var notFound Code
+	switch c.Verb {
+	case contract.VerbDeleteResource:
+		create, notFound = contract.VerbCreateResource, contract.CodeResourceNotFound
+		_, exists = m.resources[key]
+		inUse = exists && m.resourceLease(c.Tenant, c.ObjectID) != nil
+	case contract.VerbDeletePool:
+		create, notFound = contract.VerbCreatePool, contract.CodePoolNotFound
+		_, exists = m.pools[key]
+		r, a := m.poolUse(c.Tenant, c.ObjectID)
+		inUse = r+a != 0
+	case contract.VerbDeleteRange:
+		create, notFound = contract.VerbCreateRange, contract.CodeRangeNotFound
+		_, exists = m.ranges[key]
+		inUse = exists && len(m.rangeValues(c.Tenant, c.ObjectID)) != 0
+	}
+	if !exists {
+		out.Code = notFound
+		return
+	}
+	m.fillObject(out, create, c.Tenant, c.ObjectID)
+	if inUse {
+		out.Code = contract.CodeObjectInUse
+		return
+	}
+	switch c.Verb {
+	case contract.VerbDeleteResource:
+		delete(m.resources, key)
+		out.Event = EventResourceDeleted
+	case contract.VerbDeletePool:
+		delete(m.pools, key)
+		out.Event = EventPoolDeleted
+	case contract.VerbDeleteRange:
+		delete(m.ranges, key)
+		out.Event = EventRangeDeleted
+	}
+	m.graves = append(m.graves, mGrave{verb: create, freeAfter: m.endedN})
 }
 
 // mNthFree is the n-th (0-based, ascending) value of [first, last] not in excl (sorted,
@@ -868,6 +949,7 @@ func (m *refModel) end(l *mLease, lsn, slot uint64, to LeaseState, bumpEpoch boo
 		l.retireAfter = mMaxU
 	}
 	m.ended = append(m.ended, l.lsn)
+	m.endedN++
 }
 
 func (m *refModel) leaseVerb(slot, lsn uint64, c *Command, out *Output) {
@@ -1158,6 +1240,16 @@ func (g *mGen) write() *Command {
 				c.Strategy = 3
 			}
 		}
+	case x < 20:
+		ids := mResources
+		c.Verb = mPick(g, []Verb{contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange})
+		switch c.Verb {
+		case contract.VerbDeletePool:
+			ids = []string{mPick(g, mPools).id}
+		case contract.VerbDeleteRange:
+			ids = []string{mPick(g, mRanges).id}
+		}
+		c.ObjectID = g.objID(ids)
 	case x < 50:
 		g.reserve(c)
 	case x < 98:
@@ -1196,7 +1288,7 @@ func (g *mGen) objects(tenant string) int {
 
 func (g *mGen) mutate(c *Command) {
 	switch c.Verb {
-	case contract.VerbCreateResource:
+	case contract.VerbCreateResource, contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange:
 		c.ObjectID += "x"
 	case contract.VerbCreatePool:
 		c.Capacity++

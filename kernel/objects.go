@@ -13,13 +13,13 @@ func (k *Kernel) createResource(c *Command, out *Output) {
 		k.viewResource(idx, out)
 		return
 	}
-	if len(k.res) >= k.cfg.MaxResources {
+	idx, ok := takeSlot(&k.free.res, len(k.res), k.cfg.MaxResources)
+	if !ok {
 		out.Code = contract.CodeResourceTableFull
 		return
 	}
-	idx := int32(len(k.res))
 	key := string(k.keyBuf)
-	k.res = append(k.res, resource{key: key})
+	put(&k.res, idx, resource{key: key})
 	k.resIdx[key] = idx
 	out.Event = EventResourceCreated
 	k.viewResource(idx, out)
@@ -32,13 +32,13 @@ func (k *Kernel) createPool(c *Command, out *Output) {
 		k.viewPool(idx, out)
 		return
 	}
-	if len(k.pools) >= k.cfg.MaxPools {
+	idx, ok := takeSlot(&k.free.pools, len(k.pools), k.cfg.MaxPools)
+	if !ok {
 		out.Code = contract.CodePoolTableFull
 		return
 	}
-	idx := int32(len(k.pools))
 	key := string(k.keyBuf)
-	k.pools = append(k.pools, pool{key: key, capacity: c.Capacity})
+	put(&k.pools, idx, pool{key: key, capacity: c.Capacity})
 	k.poolIdx[key] = idx
 	out.Event = EventPoolCreated
 	k.viewPool(idx, out)
@@ -51,13 +51,13 @@ func (k *Kernel) createRange(c *Command, out *Output) {
 		k.viewRange(idx, out)
 		return
 	}
-	if len(k.ranges) >= k.cfg.MaxRanges {
+	idx, ok := takeSlot(&k.free.ranges, len(k.ranges), k.cfg.MaxRanges)
+	if !ok {
 		out.Code = contract.CodeRangeTableFull
 		return
 	}
-	idx := int32(len(k.ranges))
 	key := string(k.keyBuf)
-	k.ranges = append(k.ranges, valueRange{key: key, first: c.First, last: c.Last, strategy: c.Strategy})
+	put(&k.ranges, idx, valueRange{key: key, first: c.First, last: c.Last, strategy: c.Strategy})
 	k.rangeIdx[key] = idx
 	out.Event = EventRangeCreated
 	k.viewRange(idx, out)

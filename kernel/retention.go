@@ -8,12 +8,13 @@ import "github.com/holdfast/holdfast/contract"
 const retireBudget = 8
 
 // retire drops at most budget operations and budget terminal leases whose windows ended
-// before slot.
+// before slot, then frees at most budget graves no ended lease names any more.
 func (k *Kernel) retire(slot uint64, budget int) {
 	for i := 0; i < budget && k.ops.retireFront(slot); i++ {
 	}
 	for i := 0; i < budget && k.retireLease(slot); i++ {
 	}
+	k.freeGraves(budget)
 }
 
 // retireLease drops the lease that ended first, if its history window has passed, and
@@ -85,7 +86,8 @@ func (k *Kernel) LookupOperation(c *Command, slot uint64, out *Output) bool {
 // original one (same hash), so it names the object again: a create shows that object's
 // current view (with ok or already_exists); a lease verb or reserve that succeeded shows
 // the lease id and epoch its reply carried, with the lease's current view while it is
-// readable and nothing else once it has retired. A failed lease verb shows no lease.
+// readable and nothing else once it has retired. A failed lease verb shows no lease, a
+// delete no object.
 func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) {
 	switch c.Verb {
 	case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
@@ -107,6 +109,9 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 			}
 		}
 		return
+	}
+	if c.Verb.IsDelete() {
+		return // the object is gone: its view was in the original reply
 	}
 	if c.Verb.IsWorkVerb() {
 		// The work shard the lease held, as it is now (while the lease is readable).

@@ -135,6 +135,8 @@ var writeVerbs = map[string]Verb{
 	"fail-run": contract.VerbFailRun, "cancel-run": contract.VerbCancelRun, "checkpoint": contract.VerbCheckpoint,
 	"complete-work": contract.VerbCompleteWork, "park": contract.VerbParkWork, "unpark": contract.VerbUnparkWork,
 	"split-replace": contract.VerbSplitReplace, "split-residual": contract.VerbSplitResidual,
+	"delete-resource": contract.VerbDeleteResource, "delete-pool": contract.VerbDeletePool,
+	"delete-range": contract.VerbDeleteRange, "delete-run": contract.VerbDeleteRun,
 }
 
 func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
@@ -310,6 +312,13 @@ func (s *scenario) other(t *testing.T, d *datadriven.TestData, tenant string) st
 		return fmt.Sprintf("restored at lsn %d", k2.LastLSN())
 	case "slot":
 		return fmt.Sprintf("slot %d", s.slot)
+	case "slots":
+		// Object slots in use (live objects and graves) and free, table by table.
+		st := s.k.Stats()
+		f := &s.k.free
+		return fmt.Sprintf("resources=%d pools=%d ranges=%d runs=%d work=%d graves=%d free=%d/%d/%d/%d/%d",
+			st.Resources, st.Pools, st.Ranges, len(s.k.runs)-len(f.runs), len(s.k.works)-len(f.works), s.k.graves.len(),
+			len(f.res), len(f.pools), len(f.ranges), len(f.runs), len(f.works))
 	case "get-run":
 		s.k.GetRun(tenant, id, &s.out)
 		s.checked(t, contract.VerbGetRun, s.out.Code, "")

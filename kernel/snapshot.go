@@ -13,8 +13,11 @@ import (
 // snapshotFormat is the version byte of a snapshot payload.
 // 2: operations remember the failing member of a reserve; 3: ended leases in their own
 // table, outcomes in two queues with the reply's epoch and without verb or object; 4: runs
-// and work shards after the ranges. Restore still reads 2 and 3.
-const snapshotFormat = 4
+// and work shards after the ranges; 5: deleted objects — graves and free slots before the
+// tables, a free slot as an empty key (name, for a work shard), each run's list of work
+// shards (slots are reused, so creation order is no longer slot order). Restore still
+// reads 2, 3 and 4.
+const snapshotFormat = 5
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables in creation
 // order, leases by lsn, retention queues in retirement order, so the same state always
@@ -55,11 +58,15 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	b = appendUvarint(b, k.lastLSN)
 	b = appendUvarint(b, k.lastSlot)
 	b = appendUvarint(b, k.retired)
+	b = k.appendGraves(b)
 
 	b = appendUvarint(b, uint64(len(k.res)))
 	for i := range k.res {
 		r := &k.res[i]
 		b = appendString(b, r.key)
+		if r.key == "" {
+			continue // a free slot
+		}
 		b = append(b, byte(r.state))
 		b = appendUvarint(b, r.lease)
 		b = appendUvarint(b, r.version)
@@ -68,6 +75,9 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	for i := range k.pools {
 		p := &k.pools[i]
 		b = appendString(b, p.key)
+		if p.key == "" {
+			continue
+		}
 		b = appendUvarint(b, p.capacity)
 		b = appendUvarint(b, p.reserved)
 		b = appendUvarint(b, p.active)
@@ -76,6 +86,9 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	for i := range k.ranges {
 		r := &k.ranges[i]
 		b = appendString(b, r.key)
+		if r.key == "" {
+			continue
+		}
 		b = appendUvarint(b, r.first)
 		b = appendUvarint(b, r.last)
 		b = append(b, byte(r.strategy))
@@ -186,13 +199,19 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 	}
 	d := decoder{b: b}
 	format := d.byte()
-	if format != snapshotFormat && format != 3 && format != 2 {
+	if format < 2 || format > snapshotFormat {
 		return nil, badSnapshot("unknown format")
 	}
 	if shard := d.uvarint(); shard != uint64(cfg.Shard) {
 		return nil, badSnapshot("snapshot of shard %d restored as shard %d", shard, cfg.Shard)
 	}
 	k.lastLSN, k.lastSlot, k.retired = d.uvarint(), d.uvarint(), d.uvarint()
+	var buried map[grave]bool // (kind, idx) of every grave, freeAfter zero
+	if format >= 5 {
+		buried = k.restoreGraves(&d)
+	}
+	isBuried := func(kind graveKind, idx int) bool { return buried[grave{kind: kind, idx: int32(idx)}] }
+	free := func(key string) bool { return format >= 5 && key == "" }
 	count := func(max int, what string) int {
 		n := d.uvarint()
 		if n > uint64(max) {
@@ -204,20 +223,38 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		return int(n)
 	}
+	// A live object's key goes in its index; a grave's does not (the invariants check the
+	// one against the other).
 	for i, n := 0, count(cfg.MaxResources, "resources"); i < n && d.err == nil; i++ {
-		r := resource{key: d.string(maxEncodedString), state: ResourceState(d.byte()), lease: d.uvarint(), version: d.uvarint()}
-		k.resIdx[r.key] = int32(len(k.res))
+		r := resource{key: d.string(maxEncodedString)}
+		if !free(r.key) {
+			r.state, r.lease, r.version = ResourceState(d.byte()), d.uvarint(), d.uvarint()
+			if !isBuried(graveResource, i) {
+				k.resIdx[r.key] = int32(i)
+			}
+		}
 		k.res = append(k.res, r)
 	}
 	for i, n := 0, count(cfg.MaxPools, "pools"); i < n && d.err == nil; i++ {
-		p := pool{key: d.string(maxEncodedString), capacity: d.uvarint(), reserved: d.uvarint(), active: d.uvarint()}
-		k.poolIdx[p.key] = int32(len(k.pools))
+		p := pool{key: d.string(maxEncodedString)}
+		if !free(p.key) {
+			p.capacity, p.reserved, p.active = d.uvarint(), d.uvarint(), d.uvarint()
+			if !isBuried(gravePool, i) {
+				k.poolIdx[p.key] = int32(i)
+			}
+		}
 		k.pools = append(k.pools, p)
 	}
 	for i, n := 0, count(cfg.MaxRanges, "ranges"); i < n && d.err == nil; i++ {
-		k.ranges = append(k.ranges, valueRange{key: d.string(maxEncodedString), first: d.uvarint(), last: d.uvarint(), strategy: Strategy(d.byte())})
+		k.ranges = append(k.ranges, valueRange{key: d.string(maxEncodedString)})
 		r := &k.ranges[len(k.ranges)-1]
-		k.rangeIdx[r.key] = int32(len(k.ranges) - 1)
+		if free(r.key) {
+			continue
+		}
+		r.first, r.last, r.strategy = d.uvarint(), d.uvarint(), Strategy(d.byte())
+		if !isBuried(graveRange, i) {
+			k.rangeIdx[r.key] = int32(i)
+		}
 		for _, dec := range []func([]byte) ([]byte, error){r.allocated.DecodeBinary, r.used.DecodeBinary, r.freed.DecodeBinary} {
 			if d.err != nil {
 				break
@@ -232,7 +269,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		k.rangeValues += r.freed.Len()
 	}
 	if format >= 4 && d.err == nil {
-		if e := k.restoreWork(&d); e != nil && err == nil {
+		if e := k.restoreWork(&d, format, buried); e != nil && err == nil {
 			err = e
 		}
 	}
@@ -427,35 +464,47 @@ func restoreOutcomesV2(k *Kernel, d *decoder, n, maxBundle int) {
 	}
 }
 
+// validMemberRef reports whether a member names a slot in use: a live object or a grave,
+// never a free slot.
 func (k *Kernel) validMemberRef(kind MemberKind, obj uint64) bool {
 	switch kind {
 	case MemberResource:
-		return obj < uint64(len(k.res))
+		return obj < uint64(len(k.res)) && k.res[obj].key != ""
 	case MemberPool:
-		return obj < uint64(len(k.pools))
+		return obj < uint64(len(k.pools)) && k.pools[obj].key != ""
 	case MemberRange:
-		return obj < uint64(len(k.ranges))
+		return obj < uint64(len(k.ranges)) && k.ranges[obj].key != ""
 	case MemberWork:
-		return obj < uint64(len(k.works))
+		return obj < uint64(len(k.works)) && k.works[obj].key != ""
 	}
 	return false
 }
 
-// appendWork encodes the runs, then the work shards in creation order. A run's list of
-// work shards and a work shard's children are not stored: both are in creation order, so
-// restore rebuilds them from each work shard's run and parent.
+// appendWork encodes the runs, each with its work shards in creation order, then the work
+// shards by slot. A work shard's children are not stored: they are in creation order, so
+// restore rebuilds them from the runs' lists and each work shard's parent.
 func (k *Kernel) appendWork(b []byte) []byte {
 	b = appendUvarint(b, uint64(len(k.runs)))
 	for i := range k.runs {
 		r := &k.runs[i]
 		b = appendString(b, r.key)
+		if r.key == "" {
+			continue // a free slot
+		}
 		b = append(b, byte(r.status))
 		b = appendString(b, r.reason)
+		b = appendUvarint(b, uint64(len(r.work)))
+		for _, w := range r.work {
+			b = appendUvarint(b, uint64(w))
+		}
 	}
 	b = appendUvarint(b, uint64(len(k.works)))
 	for i := range k.works {
 		w := &k.works[i]
 		b = appendString(b, w.name)
+		if w.key == "" {
+			continue
+		}
 		b = appendUvarint(b, uint64(w.run))
 		b = appendString(b, w.start)
 		b = appendString(b, w.end)
@@ -474,19 +523,49 @@ func (k *Kernel) appendWork(b []byte) []byte {
 }
 
 // restoreWork reads what appendWork wrote, checking counts against the bounds and every
-// reference against the tables (the invariants check the rest).
-func (k *Kernel) restoreWork(d *decoder) error {
+// reference against the tables (the invariants check the rest). Format 4 had no free
+// slots and no run lists: its slots were in creation order.
+func (k *Kernel) restoreWork(d *decoder, format byte, buried map[grave]bool) error {
 	n := d.uvarint()
 	if n > uint64(k.cfg.MaxRuns) {
 		return badSnapshot("%d runs exceed the bound %d", n, k.cfg.MaxRuns)
 	}
+	var lists [][]int32 // format 5: each run's work shards
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		r := run{key: d.string(2*maxEncodedString + 1), status: RunStatus(d.byte()), reason: d.string(maxEncodedString)}
-		if _, dup := k.runIdx[r.key]; dup || r.status < RunActive || r.status > RunCancelled {
+		r := run{key: d.string(2*maxEncodedString + 1)}
+		if format >= 5 && r.key == "" {
+			k.runs = append(k.runs, r)
+			lists = append(lists, nil)
+			continue
+		}
+		r.status, r.reason = RunStatus(d.byte()), d.string(maxEncodedString)
+		if format >= 5 {
+			m := d.uvarint()
+			if m > uint64(k.cfg.MaxWork) {
+				d.fail()
+				break
+			}
+			list := make([]int32, 0, m)
+			for j := uint64(0); j < m && d.err == nil; j++ {
+				w := d.uvarint()
+				if w >= uint64(k.cfg.MaxWork) {
+					d.fail()
+				}
+				list = append(list, int32(w))
+			}
+			lists = append(lists, list)
+		}
+		if r.status < RunActive || r.status > RunCancelled {
 			d.fail()
 			break
 		}
-		k.runIdx[r.key] = int32(len(k.runs))
+		if !buried[grave{kind: graveRun, idx: int32(i)}] {
+			if _, dup := k.runIdx[r.key]; dup {
+				d.fail()
+				break
+			}
+			k.runIdx[r.key] = int32(i)
+		}
 		k.runs = append(k.runs, r)
 	}
 	n = d.uvarint()
@@ -495,6 +574,10 @@ func (k *Kernel) restoreWork(d *decoder) error {
 	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		w := work{name: d.string(maxEncodedString), readyPos: -1, heldPos: -1}
+		if format >= 5 && w.name == "" {
+			k.works = append(k.works, w) // a free slot
+			continue
+		}
 		r := d.uvarint()
 		w.start, w.end, w.metadata = d.string(maxEncodedString), d.string(maxEncodedString), d.string(maxEncodedBlob)
 		w.status = WorkStatus(d.byte())
@@ -503,23 +586,65 @@ func (k *Kernel) restoreWork(d *decoder) error {
 		parent, splits := d.uvarint(), d.uvarint()
 		w.reason = d.string(maxEncodedString)
 		idx := int32(len(k.works))
-		if r >= uint64(len(k.runs)) || parent > uint64(idx) || splits > 1<<31 || w.status < WorkActive || w.status > WorkParked {
+		if r >= uint64(len(k.runs)) || k.runs[r].key == "" || parent > n || (format < 5 && parent > uint64(idx)) ||
+			splits > 1<<31 || w.status < WorkActive || w.status > WorkParked {
 			d.fail()
 			break
 		}
 		w.run, w.parent, w.splits = int32(r), int32(parent)-1, uint32(splits)
 		t, runID := splitKey(k.runs[w.run].key)
 		w.key = t + "\x00" + contract.WorkID(runID, w.name)
-		if _, dup := k.workIdx[w.key]; dup {
-			d.fail()
-			break
+		if k.liveRun(w.run) {
+			if _, dup := k.workIdx[w.key]; dup {
+				d.fail()
+				break
+			}
+			k.workIdx[w.key] = idx
 		}
 		k.works = append(k.works, w)
-		k.workIdx[w.key] = idx
-		k.runs[w.run].work = append(k.runs[w.run].work, idx) // queues: rebuildWorkQueues, once leases are back
-		if w.parent >= 0 {
-			k.works[w.parent].children = append(k.works[w.parent].children, idx)
+		if format < 5 {
+			k.runs[w.run].work = append(k.runs[w.run].work, idx) // queues: rebuildWorkQueues, once leases are back
+			if w.parent >= 0 {
+				k.works[w.parent].children = append(k.works[w.parent].children, idx)
+			}
 		}
 	}
+	if format >= 5 && d.err == nil {
+		k.linkWork(d, lists)
+	}
 	return nil
+}
+
+// linkWork gives each run its work shards and each work shard its children, in creation
+// order, from the runs' lists: every work shard in use is in its own run's list once,
+// after its parent.
+func (k *Kernel) linkWork(d *decoder, lists [][]int32) {
+	listed := make([]bool, len(k.works))
+	inUse := 0
+	for i := range k.works {
+		if k.works[i].key != "" {
+			inUse++
+		}
+	}
+	for r, list := range lists {
+		for _, w := range list {
+			if int(w) >= len(k.works) || listed[w] || k.works[w].key == "" || k.works[w].run != int32(r) {
+				d.fail()
+				return
+			}
+			if p := k.works[w].parent; p >= 0 {
+				if int(p) >= len(k.works) || !listed[p] || k.works[p].run != int32(r) {
+					d.fail()
+					return
+				}
+				k.works[p].children = append(k.works[p].children, w)
+			}
+			listed[w] = true
+			inUse--
+		}
+		k.runs[r].work = list
+	}
+	if inUse != 0 {
+		d.fail()
+	}
 }

@@ -2,6 +2,7 @@ package kernel
 
 // Stats is the fill of the shard's tables, for metrics: each next to its bound in Config.
 type Stats struct {
+	// Object slots in use: live objects and deleted ones whose slots are not free yet.
 	Resources   int
 	Pools       int
 	Ranges      int
@@ -18,7 +19,8 @@ type Stats struct {
 
 // Stats reports table fill. O(1).
 func (k *Kernel) Stats() Stats {
-	st := Stats{Resources: len(k.res), Pools: len(k.pools), Ranges: len(k.ranges), Leases: k.leaseCount(),
+	st := Stats{Resources: len(k.res) - len(k.free.res), Pools: len(k.pools) - len(k.free.pools),
+		Ranges: len(k.ranges) - len(k.free.ranges), Leases: k.leaseCount(),
 		Members: k.members, Operations: k.ops.len(), Expirations: k.expiry.len(), RangeValues: k.rangeValues,
 		Reserved: k.live[LeaseReserved], Active: k.live[LeaseActive], Revoking: k.live[LeaseRevoking]}
 	if d, ok := k.NextDeadline(); ok {

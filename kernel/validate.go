@@ -36,8 +36,12 @@ func Validate(cfg *Config, c *Command) *Rejection {
 		return reject(contract.CodeInvalidRequest, "operation_id: must be 1-64 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric")
 	}
 	switch c.Verb {
-	case contract.VerbCreateResource:
+	case contract.VerbCreateResource, contract.VerbDeleteResource:
 		return validObject("resource_id", c.ObjectID)
+	case contract.VerbDeletePool:
+		return validObject("pool_id", c.ObjectID)
+	case contract.VerbDeleteRange:
+		return validObject("range_id", c.ObjectID)
 	case contract.VerbCreatePool:
 		if r := validObject("pool_id", c.ObjectID); r != nil {
 			return r
@@ -296,7 +300,7 @@ func validateWork(c *Command) *Rejection {
 			return r
 		}
 		return validateWorkSpecs(c)
-	case contract.VerbCompleteRun, contract.VerbFailRun, contract.VerbCancelRun:
+	case contract.VerbCompleteRun, contract.VerbFailRun, contract.VerbCancelRun, contract.VerbDeleteRun:
 		return validRunID("run_id", c.ObjectID)
 	case contract.VerbUnparkWork:
 		if r := validRunID("run_id", c.ObjectID); r != nil {

@@ -90,6 +90,10 @@ const (
 	EventWorkParked
 	EventWorkUnparked
 	EventWorkSplit
+	EventResourceDeleted
+	EventPoolDeleted
+	EventRangeDeleted
+	EventRunDeleted
 )
 
 var eventNames = [...]string{"", contract.EventResourceCreated, contract.EventPoolCreated, contract.EventRangeCreated,
@@ -97,7 +101,8 @@ var eventNames = [...]string{"", contract.EventResourceCreated, contract.EventPo
 	contract.EventLeaseExpired, contract.EventLeaseRevoking, contract.EventLeaseRevoked,
 	contract.EventRunCreated, contract.EventRunRegistered, contract.EventRunCompleted, contract.EventRunFailed,
 	contract.EventRunCancelled, contract.EventWorkCheckpointed, contract.EventWorkCompleted,
-	contract.EventWorkParked, contract.EventWorkUnparked, contract.EventWorkSplit}
+	contract.EventWorkParked, contract.EventWorkUnparked, contract.EventWorkSplit,
+	contract.EventResourceDeleted, contract.EventPoolDeleted, contract.EventRangeDeleted, contract.EventRunDeleted}
 
 func (e EventKind) String() string {
 	if int(e) < len(eventNames) {

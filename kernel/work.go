@@ -144,11 +144,18 @@ func (k *Kernel) findWork(tenant, runID, name string) (int32, bool) {
 	return idx, ok
 }
 
-// addWork creates a work shard of run r; the caller has checked the bounds and the name.
+// workRoom reports whether n more work shards fit in the table (graves count: their
+// slots are not free yet).
+func (k *Kernel) workRoom(n int) bool {
+	return len(k.works)-len(k.free.works)+n <= k.cfg.MaxWork
+}
+
+// addWork creates a work shard of run r; the caller has checked the bounds (workRoom) and
+// the name.
 func (k *Kernel) addWork(r int32, tenant, runID string, spec WorkSpec, parent int32) int32 {
-	idx := int32(len(k.works))
+	idx, _ := takeSlot(&k.free.works, len(k.works), k.cfg.MaxWork)
 	key := tenant + "\x00" + contract.WorkID(runID, spec.Name)
-	k.works = append(k.works, work{key: key, run: r, name: spec.Name, start: spec.Start, end: spec.End,
+	put(&k.works, idx, work{key: key, run: r, name: spec.Name, start: spec.Start, end: spec.End,
 		metadata: spec.Metadata, status: WorkActive, parent: parent, readyPos: -1, heldPos: -1})
 	k.workIdx[key] = idx
 	k.runs[r].work = append(k.runs[r].work, idx)
@@ -163,13 +170,13 @@ func (k *Kernel) createRun(c *Command, out *Output) {
 		k.viewRun(idx, out)
 		return
 	}
-	if len(k.runs) >= k.cfg.MaxRuns || len(k.works)+len(c.Work) > k.cfg.MaxWork {
+	if len(k.runs)-len(k.free.runs) >= k.cfg.MaxRuns || !k.workRoom(len(c.Work)) {
 		out.Code = contract.CodeWorkTableFull
 		return
 	}
-	r := int32(len(k.runs))
+	r, _ := takeSlot(&k.free.runs, len(k.runs), k.cfg.MaxRuns)
 	key := string(k.tenantKey(c.Tenant, c.ObjectID))
-	k.runs = append(k.runs, run{key: key, status: RunActive})
+	put(&k.runs, r, run{key: key, status: RunActive})
 	k.runIdx[key] = r
 	for _, spec := range c.Work {
 		k.addWork(r, c.Tenant, c.ObjectID, spec, -1)
@@ -196,7 +203,7 @@ func (k *Kernel) registerRun(c *Command, out *Output) {
 			return
 		}
 	}
-	if len(k.works)+len(c.Work) > k.cfg.MaxWork {
+	if !k.workRoom(len(c.Work)) {
 		out.Code = contract.CodeWorkTableFull
 		return
 	}

@@ -98,6 +98,22 @@ type mwModel struct {
 	ops     int
 	out     Output
 	journal []mwEntry // every applied entry, encoded as the journal holds it
+	// A deleted run's work shards hold their slots until every lease that ended before
+	// the delete has retired (retireAfter of each ended lease, in the order they ended).
+	ended           []uint64
+	endedN, retired int
+	graves          []mwGrave
+}
+
+type mwGrave struct{ works, freeAfter int }
+
+// graveWork is how many work slots deleted runs still hold.
+func (m *mwModel) graveWork() int {
+	n := 0
+	for _, g := range m.graves {
+		n += g.works
+	}
+	return n
 }
 
 type mwEntry struct {
@@ -107,6 +123,13 @@ type mwEntry struct {
 
 // apply applies an entry as the shard does and keeps its journal encoding.
 func (m *mwModel) apply(k *Kernel, c *Command) {
+	for i := 0; i < retireBudget && len(m.ended) > 0 && m.ended[0] < m.slot; i++ {
+		m.ended = m.ended[1:]
+		m.retired++
+	}
+	for i := 0; i < retireBudget && len(m.graves) > 0 && m.graves[0].freeAfter <= m.retired; i++ {
+		m.graves = m.graves[1:]
+	}
 	e := Entry{LSN: k.LastLSN() + 1, Slot: m.slot, Cmd: c}
 	m.journal = append(m.journal, mwEntry{lsn: e.LSN, slot: e.Slot, bytes: c.AppendBinary(nil)})
 	k.Apply(e, &m.out)
@@ -143,7 +166,7 @@ func (m *mwModel) liveLeases() []uint64 {
 
 func (m *mwModel) step(rt *rapid.T, k *Kernel, i int) {
 	runID := rapid.SampledFrom([]string{"r1", "r2"}).Draw(rt, "run")
-	switch rapid.IntRange(0, 12).Draw(rt, "op") {
+	switch rapid.IntRange(0, 13).Draw(rt, "op") {
 	case 0: // create a run: a partition of the key space
 		n := rapid.IntRange(1, 3).Draw(rt, "n")
 		cuts := rapid.SliceOfNDistinct(rapid.IntRange(1, len(mwKeys)-1), n-1, n-1, rapid.ID[int]).Draw(rt, "cuts")
@@ -167,7 +190,7 @@ func (m *mwModel) step(rt *rapid.T, k *Kernel, i int) {
 		switch {
 		case m.runs[runID] != nil:
 			m.want(rt, i, c, out, contract.CodeAlreadyExists)
-		case len(m.works)+len(c.Work) > m.cfg.MaxWork:
+		case len(m.works)+m.graveWork()+len(c.Work) > m.cfg.MaxWork:
 			m.want(rt, i, c, out, contract.CodeWorkTableFull)
 		default:
 			m.want(rt, i, c, out, contract.CodeOK)
@@ -189,7 +212,7 @@ func (m *mwModel) step(rt *rapid.T, k *Kernel, i int) {
 			m.want(rt, i, c, out, contract.CodeRunTerminal)
 		case m.works[runID+"/"+name] != nil:
 			m.want(rt, i, c, out, contract.CodeAlreadyExists)
-		case len(m.works)+1 > m.cfg.MaxWork:
+		case len(m.works)+m.graveWork()+1 > m.cfg.MaxWork:
 			m.want(rt, i, c, out, contract.CodeWorkTableFull)
 		default:
 			m.want(rt, i, c, out, contract.CodeOK)
@@ -286,6 +309,26 @@ func (m *mwModel) step(rt *rapid.T, k *Kernel, i int) {
 			m.want(rt, i, c, out, contract.CodeOK)
 			r.status = map[Verb]RunStatus{contract.VerbCompleteRun: RunDone, contract.VerbFailRun: RunFailed, contract.VerbCancelRun: RunCancelled}[verb]
 		}
+	case 13: // delete the run: only once it has ended and nothing of it is claimed
+		c := &Command{Verb: contract.VerbDeleteRun, ObjectID: runID}
+		out := m.submit(rt, k, c)
+		r := m.runs[runID]
+		switch {
+		case r == nil:
+			m.want(rt, i, c, out, contract.CodeRunNotFound)
+		case !r.status.Terminal() || slices.ContainsFunc(r.works, func(key string) bool { return m.works[key].lease != 0 }):
+			m.want(rt, i, c, out, contract.CodeObjectInUse)
+		default:
+			m.want(rt, i, c, out, contract.CodeOK)
+			for _, key := range r.works {
+				delete(m.works, key)
+			}
+			delete(m.runs, runID)
+			m.graves = append(m.graves, mwGrave{works: len(r.works), freeAfter: m.endedN})
+			if k.GetRun("t1", runID, &m.out); m.out.Code != contract.CodeRunNotFound {
+				rt.Fatalf("step %d: deleted run reads %s", i, m.out.Code)
+			}
+		}
 	case 12: // time passes; due expiries commit
 		m.slot += uint64(rapid.IntRange(0, 4).Draw(rt, "dt"))
 		for _, due := range k.DueExpirations(m.slot, 100, nil) {
@@ -360,6 +403,8 @@ func (m *mwModel) claimable(runID string, named *mwWork) (string, Code) {
 func (m *mwModel) endLease(lsn uint64) {
 	l := m.leases[lsn]
 	l.ended, l.epoch = true, l.epoch+1
+	m.ended = append(m.ended, m.slot+m.cfg.HistoryWindowSlots)
+	m.endedN++
 	if w := m.works[l.work]; w.lease == lsn {
 		w.lease = 0
 	}
@@ -418,7 +463,7 @@ func (m *mwModel) fenced(rt *rapid.T, i int, c *Command, out *Output, lsn uint64
 		switch {
 		case c.SplitKey <= w.resume() || c.SplitKey <= w.start || (w.end != "" && c.SplitKey >= w.end) || m.works[w.run+"/"+name] != nil:
 			m.want(rt, i, c, out, contract.CodeSplitInvalid)
-		case len(m.works)+1 > m.cfg.MaxWork:
+		case len(m.works)+m.graveWork()+1 > m.cfg.MaxWork:
 			m.want(rt, i, c, out, contract.CodeWorkTableFull)
 		default:
 			m.want(rt, i, c, out, contract.CodeOK)
@@ -439,7 +484,7 @@ func (m *mwModel) fenced(rt *rapid.T, i int, c *Command, out *Output, lsn uint64
 			}
 		case m.works[w.run+"/"+w.name+":c0"] != nil || m.works[w.run+"/"+w.name+":c1"] != nil:
 			m.want(rt, i, c, out, contract.CodeSplitInvalid)
-		case len(m.works)+2 > m.cfg.MaxWork:
+		case len(m.works)+m.graveWork()+2 > m.cfg.MaxWork:
 			m.want(rt, i, c, out, contract.CodeWorkTableFull)
 		default:
 			m.want(rt, i, c, out, contract.CodeOK)

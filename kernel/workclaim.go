@@ -206,11 +206,11 @@ func (k *Kernel) splitReplace(w int32, e Entry, leaseIdx int32, out *Output) {
 			return
 		}
 	}
-	if len(k.works)+len(c.Work) > k.cfg.MaxWork {
+	if !k.workRoom(len(c.Work)) {
 		out.Code = contract.CodeWorkTableFull
 		return
 	}
-	first := int32(len(k.works))
+	first := len(k.works[w].children)
 	for i := range c.Work {
 		spec := WorkSpec{Name: childName(name, 'c', uint64(i)), Start: c.Work[i].Start, End: c.Work[i].End, Metadata: metadata}
 		ch := k.addWork(run, tenant, runID, spec, w)
@@ -220,7 +220,7 @@ func (k *Kernel) splitReplace(w int32, e Entry, leaseIdx int32, out *Output) {
 	out.Event = EventWorkSplit
 	k.endClaim(leaseIdx, e, out)
 	k.viewWork(w, out)
-	for ch := first; ch < int32(len(k.works)); ch++ { // this split's children, not earlier residuals
+	for _, ch := range k.works[w].children[first:] { // this split's children, not earlier residuals
 		out.Children = append(out.Children, k.workView(ch, nil))
 	}
 }
@@ -240,7 +240,7 @@ func (k *Kernel) splitResidual(w int32, c *Command, out *Output) {
 		out.Code = contract.CodeSplitInvalid
 		return
 	}
-	if len(k.works)+1 > k.cfg.MaxWork {
+	if !k.workRoom(1) {
 		out.Code = contract.CodeWorkTableFull
 		return
 	}

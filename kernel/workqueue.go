@@ -134,6 +134,9 @@ func (k *Kernel) rebuildWorkQueues() {
 	for i := range k.works {
 		w := &k.works[i]
 		w.readyPos, w.heldPos = -1, -1
+		if w.key == "" || !k.liveRun(w.run) {
+			continue // free, or a deleted run's: in no queue
+		}
 		switch {
 		case w.lease != 0:
 			k.enqueue(int32(i), qHeld)

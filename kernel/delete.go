@@ -1,0 +1,269 @@
+package kernel
+
+import (
+	"math"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel/internal/valueset"
+)
+
+// Deleting objects (docs/api.md §4 "Deleting objects"). A delete of an idle object takes
+// its name out of the index at once — a get answers *_not_found, a create of the same id
+// makes a new object — but its slot stays behind as a grave: ended leases in their
+// history window name their members by slot (endedLease.obj), and their views must still
+// show the deleted object's name. No live lease can name it (a delete needs the object
+// idle), so the only readers left are the ended leases at the time of the delete; once
+// the ended table's front has passed the last of them, the slot is free and the next
+// create of that kind reuses it. Tables therefore stay bounded by their Config bounds,
+// counting graves, whatever the rate of creates and deletes.
+
+// graveKind is the table a grave's slot is in.
+type graveKind uint8
+
+const (
+	graveResource graveKind = iota + 1
+	gravePool
+	graveRange
+	graveRun // the run's slot and the slots of all its work shards
+	graveKindEnd
+)
+
+// grave is a deleted object's slot waiting for the ended leases that may name it to
+// retire.
+type grave struct {
+	// freeAfter is the ended table's sequence number at the delete: every lease that
+	// can name the slot ended before it, so once the table's front sequence reaches
+	// it the slot is unreferenced.
+	freeAfter uint64
+	idx       int32
+	kind      graveKind
+}
+
+// freeSlots are the free slots of each object table, reused last freed first.
+type freeSlots struct {
+	res, pools, ranges, runs, works []int32
+}
+
+// takeSlot returns the slot a new record of a table of n slots goes in: a free one, else
+// n (append). ok is false when the table is at its bound with no slot free.
+func takeSlot(free *[]int32, n, bound int) (idx int32, ok bool) {
+	if f := *free; len(f) > 0 {
+		*free = f[:len(f)-1]
+		return f[len(f)-1], true
+	}
+	if n >= bound {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// put stores v at slot idx of table t, appending when idx is one past its end.
+func put[T any](t *[]T, idx int32, v T) {
+	if int(idx) == len(*t) {
+		*t = append(*t, v)
+		return
+	}
+	(*t)[idx] = v
+}
+
+// bury leaves a deleted object's slot as a grave.
+func (k *Kernel) bury(kind graveKind, idx int32) {
+	k.graves.push(grave{freeAfter: k.ended.q.next(), idx: idx, kind: kind})
+}
+
+// freeGraves frees at most budget graves whose readers have all retired. Each entry
+// digs at most one grave, so a budget above one drains any backlog.
+func (k *Kernel) freeGraves(budget int) {
+	for i := 0; i < budget && k.graves.len() > 0; i++ {
+		g := *k.graves.front()
+		if g.freeAfter > k.ended.q.base {
+			return
+		}
+		k.graves.pop()
+		switch g.kind {
+		case graveResource:
+			k.res[g.idx] = resource{}
+			k.free.res = append(k.free.res, g.idx)
+		case gravePool:
+			k.pools[g.idx] = pool{}
+			k.free.pools = append(k.free.pools, g.idx)
+		case graveRange:
+			k.ranges[g.idx] = valueRange{}
+			k.free.ranges = append(k.free.ranges, g.idx)
+		case graveRun:
+			for _, w := range k.runs[g.idx].work {
+				k.works[w] = work{}
+				k.free.works = append(k.free.works, w)
+			}
+			k.runs[g.idx] = run{}
+			k.free.runs = append(k.free.runs, g.idx)
+		}
+	}
+}
+
+// deleteObject deletes the idle resource, pool, range or run the command names.
+func (k *Kernel) deleteObject(c *Command, out *Output) {
+	key := k.tenantKey(c.Tenant, c.ObjectID)
+	switch c.Verb {
+	case contract.VerbDeleteResource:
+		idx, ok := k.resIdx[string(key)]
+		switch {
+		case !ok:
+			out.Code = contract.CodeResourceNotFound
+			return
+		case k.res[idx].state != ResourceAvailable:
+			out.Code = contract.CodeObjectInUse
+			k.viewResource(idx, out)
+			return
+		}
+		k.viewResource(idx, out)
+		delete(k.resIdx, k.res[idx].key)
+		k.bury(graveResource, idx)
+		out.Event = EventResourceDeleted
+	case contract.VerbDeletePool:
+		idx, ok := k.poolIdx[string(key)]
+		switch {
+		case !ok:
+			out.Code = contract.CodePoolNotFound
+			return
+		case k.pools[idx].reserved+k.pools[idx].active != 0:
+			out.Code = contract.CodeObjectInUse
+			k.viewPool(idx, out)
+			return
+		}
+		k.viewPool(idx, out)
+		delete(k.poolIdx, k.pools[idx].key)
+		k.bury(gravePool, idx)
+		out.Event = EventPoolDeleted
+	case contract.VerbDeleteRange:
+		idx, ok := k.rangeIdx[string(key)]
+		switch {
+		case !ok:
+			out.Code = contract.CodeRangeNotFound
+			return
+		case k.ranges[idx].allocated.Len() != 0:
+			out.Code = contract.CodeObjectInUse
+			k.viewRange(idx, out)
+			return
+		}
+		k.viewRange(idx, out)
+		r := &k.ranges[idx]
+		delete(k.rangeIdx, r.key)
+		// Its remembered freed values count against MaxRangeValues: give them back now;
+		// a grave keeps only what an ended lease's view reads (the key).
+		k.rangeValues -= r.freed.Len()
+		r.used, r.freed = valueset.Set{}, valueset.FreedQueue{}
+		k.bury(graveRange, idx)
+		out.Event = EventRangeDeleted
+	case contract.VerbDeleteRun:
+		idx, ok := k.runIdx[string(key)]
+		switch {
+		case !ok:
+			out.Code = contract.CodeRunNotFound
+			return
+		case !k.runs[idx].status.Terminal() || k.runClaimed(idx):
+			out.Code = contract.CodeObjectInUse
+			k.viewRun(idx, out)
+			return
+		}
+		k.viewRun(idx, out)
+		r := &k.runs[idx]
+		delete(k.runIdx, r.key)
+		for _, w := range r.work {
+			delete(k.workIdx, k.works[w].key)
+			k.works[w].readyPos = -1
+		}
+		r.ready, r.held = nil, nil
+		k.bury(graveRun, idx)
+		out.Event = EventRunDeleted
+	}
+}
+
+// runClaimed reports whether a live lease holds one of run r's work shards.
+func (k *Kernel) runClaimed(r int32) bool {
+	return len(k.runs[r].held) != 0
+}
+
+// liveRun reports whether run slot r holds a run that is not deleted.
+func (k *Kernel) liveRun(r int32) bool {
+	idx, ok := k.runIdx[k.runs[r].key]
+	return ok && idx == r && k.runs[r].key != ""
+}
+
+// appendGraves encodes the graves in the order they free, each with how many ended
+// leases must still retire before it (sequence numbers are internal), then each table's
+// free slots in the order they are reused from.
+func (k *Kernel) appendGraves(b []byte) []byte {
+	b = appendUvarint(b, uint64(k.graves.len()))
+	base := k.ended.q.base
+	for i := 0; i < k.graves.len(); i++ {
+		g := k.graves.nth(i)
+		b = append(b, byte(g.kind))
+		b = appendUvarint(b, uint64(g.idx))
+		b = appendUvarint(b, g.freeAfter-min(g.freeAfter, base))
+	}
+	for _, f := range k.free.lists() {
+		b = appendUvarint(b, uint64(len(*f)))
+		for _, idx := range *f {
+			b = appendUvarint(b, uint64(idx))
+		}
+	}
+	return b
+}
+
+func (f *freeSlots) lists() [5]*[]int32 {
+	return [5]*[]int32{&f.res, &f.pools, &f.ranges, &f.runs, &f.works}
+}
+
+// restoreGraves reads what appendGraves wrote and returns the set of graves (kind and
+// slot) for the tables' restore; the invariants check them against the tables.
+func (k *Kernel) restoreGraves(d *decoder) map[grave]bool {
+	n := d.uvarint()
+	bound := uint64(k.cfg.MaxResources + k.cfg.MaxPools + k.cfg.MaxRanges + k.cfg.MaxRuns)
+	if n > bound {
+		d.fail()
+		return nil
+	}
+	buried := make(map[grave]bool, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		kind, idx, after := graveKind(d.byte()), d.uvarint(), d.uvarint()
+		g := grave{kind: kind, idx: int32(idx)}
+		if kind < graveResource || kind >= graveKindEnd || idx > math.MaxInt32 || buried[g] ||
+			(i > 0 && after < k.graves.nth(int(i-1)).freeAfter) {
+			d.fail()
+			break
+		}
+		buried[g] = true
+		g.freeAfter = after
+		k.graves.push(g)
+	}
+	bounds := [5]int{k.cfg.MaxResources, k.cfg.MaxPools, k.cfg.MaxRanges, k.cfg.MaxRuns, k.cfg.MaxWork}
+	for t, f := range k.free.lists() {
+		m := d.uvarint()
+		if m > uint64(bounds[t]) {
+			d.fail()
+			return nil
+		}
+		for j := uint64(0); j < m && d.err == nil; j++ {
+			idx := d.uvarint()
+			if idx >= uint64(bounds[t]) {
+				d.fail()
+			}
+			*f = append(*f, int32(idx))
+		}
+	}
+	return buried
+}
+
+// graveOf is the grave kind of a member's table (work shards are buried with their run).
+func graveOf(kind MemberKind) graveKind {
+	switch kind {
+	case MemberResource:
+		return graveResource
+	case MemberPool:
+		return gravePool
+	case MemberRange:
+		return graveRange
+	}
+	return graveRun
+}
