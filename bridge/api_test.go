@@ -516,7 +516,8 @@ func TestMicroServiceDiscovery(t *testing.T) {
 	for _, v := range []string{"resource.create", "resource.get", "pool.create", "pool.get", "range.create", "range.get",
 		"lease.reserve", "lease.activate", "lease.renew", "lease.release", "lease.revoke", "lease.reclaim", "lease.get", "lease.list", "cluster.status",
 		"run.create", "run.register", "run.complete", "run.fail", "run.cancel", "run.get", "work.get", "work.checkpoint",
-		"work.complete", "work.park", "work.unpark", "work.split_replace", "work.split_residual"} {
+		"work.complete", "work.park", "work.unpark", "work.split_replace", "work.split_residual",
+		"resource.delete", "pool.delete", "range.delete", "run.delete"} {
 		want["holdfast.v1.*."+v] = true
 	}
 	for _, e := range info.Endpoints {
@@ -539,7 +540,7 @@ func TestMicroServiceDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stats micro.Stats
-	if err := json.Unmarshal(m.Data, &stats); err != nil || len(stats.Endpoints) != 28 || stats.Type != micro.StatsResponseType ||
+	if err := json.Unmarshal(m.Data, &stats); err != nil || len(stats.Endpoints) != 32 || stats.Type != micro.StatsResponseType ||
 		stats.ID != ping.ID {
 		t.Fatalf("stats: %v %s", err, m.Data)
 	}
@@ -563,5 +564,61 @@ func TestMicroServiceDiscovery(t *testing.T) {
 	// The instance's own subject answers too.
 	if _, err := s.client.Request("$SRV.STATS.holdfast."+ping.ID, nil, 5*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Deletes: an object in use answers object_in_use with its view; an idle one is deleted,
+// its id then unknown to reads and free for a new create; a retry replays ok.
+func TestDeleteVerbs(t *testing.T) {
+	s := startStack(t, startNATS(t), stackOptions{shards: 2})
+	const tenant = "acme"
+	s.req(tenant, "resource.create", `{"operation_id":"c1","resource_id":"n1/gpu"}`).want(t, "ok")
+	r := s.req(tenant, "lease.reserve", `{"operation_id":"r1","holder_id":"h","ttl_ms":60000,"members":[{"resource_id":"n1/gpu"}]}`).want(t, "ok")
+	id := r.str(t, "lease", "lease_id")
+	r = s.req(tenant, "resource.delete", `{"operation_id":"d1","resource_id":"n1/gpu"}`).want(t, "object_in_use")
+	if r.str(t, "resource", "state") != "reserved" {
+		t.Fatalf("object_in_use shows the resource: %s", r.raw)
+	}
+	r.absent(t, "category")
+	s.req(tenant, "lease.release", fmt.Sprintf(`{"operation_id":"r2","lease_id":%q,"holder_id":"h","lease_epoch":1}`, id)).want(t, "ok")
+	r = s.req(tenant, "resource.delete", `{"operation_id":"d2","resource_id":"n1/gpu"}`).want(t, "ok")
+	wantKeys(t, "resource.delete", r.obj, "outcome", "code", "lsn", "resource")
+	s.req(tenant, "resource.delete", `{"operation_id":"d2","resource_id":"n1/gpu"}`).want(t, "ok") // a retry
+	s.req(tenant, "resource.get", `{"resource_id":"n1/gpu"}`).want(t, "resource_not_found")
+	s.req(tenant, "resource.delete", `{"operation_id":"d3","resource_id":"n1/gpu"}`).want(t, "resource_not_found")
+	// The ended lease still names what it held.
+	r = s.req(tenant, "lease.get", fmt.Sprintf(`{"lease_id":%q}`, id)).want(t, "ok")
+	if !contains(r.raw, `"resource_id":"n1/gpu"`) {
+		t.Fatalf("ended lease of a deleted resource: %s", r.raw)
+	}
+	s.req(tenant, "resource.create", `{"operation_id":"c2","resource_id":"n1/gpu"}`).want(t, "ok")
+
+	s.req(tenant, "pool.delete", `{"operation_id":"d4","pool_id":"n1/none"}`).want(t, "pool_not_found")
+	s.req(tenant, "range.delete", `{"operation_id":"d5","range_id":"n1/none"}`).want(t, "range_not_found")
+	s.req(tenant, "pool.delete", `{"operation_id":"d6","pool_id":""}`).want(t, "invalid_request")
+	s.req(tenant, "run.create", `{"operation_id":"w1","run_id":"crawl","shards":[{"name":"a","start":"","end":""}]}`).want(t, "ok")
+	s.req(tenant, "run.delete", `{"operation_id":"w2","run_id":"crawl"}`).want(t, "object_in_use")
+	s.req(tenant, "run.cancel", `{"operation_id":"w3","run_id":"crawl"}`).want(t, "ok")
+	r = s.req(tenant, "run.delete", `{"operation_id":"w4","run_id":"crawl"}`).want(t, "ok")
+	if r.str(t, "run", "status") != "cancelled" {
+		t.Fatalf("run.delete: %s", r.raw)
+	}
+	s.req(tenant, "run.get", `{"run_id":"crawl"}`).want(t, "run_not_found")
+}
+
+// Every verb the contract serves has exactly one endpoint.
+func TestEveryServedVerbHasAnEndpoint(t *testing.T) {
+	specs := map[contract.Verb]int{}
+	for _, s := range verbSpecs() {
+		specs[s.verb]++
+	}
+	for _, v := range contract.Verbs() {
+		if specs[v] != 1 {
+			t.Errorf("%s: %d endpoints", v, specs[v])
+		}
+		delete(specs, v)
+	}
+	if len(specs) != 0 {
+		t.Errorf("endpoints of verbs the contract does not serve: %v", specs)
 	}
 }

@@ -90,6 +90,12 @@ func verbSpecs() []*verbSpec {
 			newReq: func() proto.Message { return new(messages.ListLeasesRequest) }, prepare: prepListLeases},
 		{verb: contract.VerbClusterStatus,
 			newReq: func() proto.Message { return new(messages.ClusterStatusRequest) }, prepare: prepClusterStatus},
+		{verb: contract.VerbDeleteResource,
+			newReq: func() proto.Message { return new(messages.DeleteResourceRequest) }, prepare: prepDeleteResource},
+		{verb: contract.VerbDeletePool,
+			newReq: func() proto.Message { return new(messages.DeletePoolRequest) }, prepare: prepDeletePool},
+		{verb: contract.VerbDeleteRange,
+			newReq: func() proto.Message { return new(messages.DeleteRangeRequest) }, prepare: prepDeleteRange},
 	}, workSpecs()...)
 }
 
@@ -193,6 +199,30 @@ func prepCreateResource(b *Bridge, tenant string, m proto.Message, o *op) *kerne
 	r := m.(*messages.CreateResourceRequest)
 	*o = op{kind: opWrite, shard: b.objectShard(tenant, r.ResourceId),
 		cmd: &kernel.Command{OperationID: r.OperationId, ObjectID: r.ResourceId}}
+	return nil
+}
+
+// objectWrite routes a write naming an object by its id, as its create did.
+func (b *Bridge) objectWrite(tenant, opID, id string, o *op) *kernel.Command {
+	*o = op{kind: opWrite, shard: b.objectShard(tenant, id), cmd: &kernel.Command{OperationID: opID, ObjectID: id}}
+	return o.cmd
+}
+
+func prepDeleteResource(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.DeleteResourceRequest)
+	b.objectWrite(tenant, r.OperationId, r.ResourceId, o)
+	return nil
+}
+
+func prepDeletePool(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.DeletePoolRequest)
+	b.objectWrite(tenant, r.OperationId, r.PoolId, o)
+	return nil
+}
+
+func prepDeleteRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.DeleteRangeRequest)
+	b.objectWrite(tenant, r.OperationId, r.RangeId, o)
 	return nil
 }
 

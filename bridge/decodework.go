@@ -20,6 +20,7 @@ func workSpecs() []*verbSpec {
 		{verb: contract.VerbCompleteRun, newReq: func() proto.Message { return new(messages.EndRunRequest) }, prepare: prepEndRun},
 		{verb: contract.VerbFailRun, newReq: func() proto.Message { return new(messages.EndRunRequest) }, prepare: prepEndRun},
 		{verb: contract.VerbCancelRun, newReq: func() proto.Message { return new(messages.EndRunRequest) }, prepare: prepEndRun},
+		{verb: contract.VerbDeleteRun, newReq: func() proto.Message { return new(messages.DeleteRunRequest) }, prepare: prepDeleteRun},
 		{verb: contract.VerbGetRun, newReq: func() proto.Message { return new(messages.GetRunRequest) }, prepare: prepGetRun},
 		{verb: contract.VerbGetWork, newReq: func() proto.Message { return new(messages.GetWorkRequest) }, prepare: prepGetWork},
 		{verb: contract.VerbCheckpoint, newReq: func() proto.Message { return new(messages.CheckpointRequest) }, prepare: prepCheckpoint},
@@ -61,6 +62,12 @@ func prepRegisterRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.R
 func prepEndRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.EndRunRequest)
 	b.runWrite(tenant, r.OperationId, r.RunId, o).Reason = r.Reason
+	return nil
+}
+
+func prepDeleteRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	r := m.(*messages.DeleteRunRequest)
+	b.runWrite(tenant, r.OperationId, r.RunId, o)
 	return nil
 }
 

@@ -50,6 +50,9 @@ func TestEventsArriveInOrderWithMessageIDs(t *testing.T) {
 	r = s.req(tenant, "lease.reserve", `{"operation_id":"r6","holder_id":"h","activate":true,"members":[{"pool_id":"n1/mem","quantity":2}]}`).want(t, "ok")
 	id2 := r.str(t, "lease", "lease_id")
 	s.req(tenant, "lease.release", fmt.Sprintf(`{"operation_id":"r7","lease_id":%q,"holder_id":"h","lease_epoch":1}`, id2)).want(t, "ok")
+	// Deletes of idle objects carry the object as it was.
+	s.req(tenant, "pool.delete", `{"operation_id":"d1","pool_id":"n1/mem"}`).want(t, "ok")
+	s.req(tenant, "range.delete", `{"operation_id":"d2","range_id":"n1/vx"}`).want(t, "ok")
 	// A short hold expires on the shard's clock (10ms slots): an internal entry.
 	s.req(tenant, "lease.reserve", `{"operation_id":"r8","holder_id":"h","ttl_ms":30,"members":[{"resource_id":"n1/gpu"}]}`).want(t, "ok")
 	// No events: a domain failure, a rejection, a read.
@@ -66,7 +69,8 @@ func TestEventsArriveInOrderWithMessageIDs(t *testing.T) {
 		{tenant, "resource.created", 1}, {tenant, "pool.created", 2}, {tenant, "range.created", 3},
 		{tenant, "lease.reserved", 4}, {tenant, "lease.renewed", 5}, {tenant, "lease.activated", 6},
 		{tenant, "lease.revoking", 7}, {tenant, "lease.revoked", 8}, {tenant, "lease.activated", 9},
-		{tenant, "lease.released", 10}, {tenant, "lease.reserved", 11}, {tenant, "lease.expired", 13},
+		{tenant, "lease.released", 10}, {tenant, "pool.deleted", 11}, {tenant, "range.deleted", 12},
+		{tenant, "lease.reserved", 13}, {tenant, "lease.expired", 15},
 		{"zeta", "resource.created", 1},
 	}
 	got := map[string][]eventstest.Stored{}
@@ -114,8 +118,11 @@ func TestEventsArriveInOrderWithMessageIDs(t *testing.T) {
 	if ev.Lease.GetLeaseId() != id || ev.Lease.GetState() != "reserved" || len(ev.Lease.Members) != 2 || ev.Lease.Members[1].GetValue() != 1 {
 		t.Fatalf("lease.reserved view: %s", got[tenant][3].Raw)
 	}
-	if got[tenant][11].Ev.Lease.GetState() != "expired" || got[tenant][11].Ev.Lease.GetLeaseEpoch() != 2 {
-		t.Fatalf("lease.expired view: %s", got[tenant][11].Raw)
+	if got[tenant][13].Ev.Lease.GetState() != "expired" || got[tenant][13].Ev.Lease.GetLeaseEpoch() != 2 {
+		t.Fatalf("lease.expired view: %s", got[tenant][13].Raw)
+	}
+	if ev := got[tenant][10].Ev; ev.Pool.GetPoolId() != "n1/mem" || ev.Pool.GetCapacity() != 8 {
+		t.Fatalf("pool.deleted view: %s", got[tenant][10].Raw)
 	}
 
 	s.waitPublished()

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -31,7 +32,7 @@ type Metrics struct {
 
 	requests *prometheus.CounterVec
 	reqCache [32][64]atomic.Pointer[counterBox]
-	duration [32]prometheus.Observer
+	duration [contract.VerbCount]prometheus.Observer
 
 	published     *prometheus.CounterVec
 	publishErrors *prometheus.CounterVec

@@ -68,6 +68,9 @@ const (
 	CodeSplitInvalid      = contract.NameSplitInvalid
 	CodeWorkTableFull     = contract.NameWorkTableFull
 	CodeNoneAvailable     = contract.NameNoneAvailable
+	// CodeObjectInUse answers a delete of an object that is held (docs/api.md
+	// §4 "Deleting objects").
+	CodeObjectInUse = contract.NameObjectInUse
 )
 
 // Reply.code: rejection codes. They come with OutcomeRejected; see
@@ -157,6 +160,11 @@ const (
 	EventLeaseExpired   = contract.EventLeaseExpired
 	EventLeaseRevoking  = contract.EventLeaseRevoking
 	EventLeaseRevoked   = contract.EventLeaseRevoked
+	// The deletes' events carry the object as it was.
+	EventResourceDeleted = contract.EventResourceDeleted
+	EventPoolDeleted     = contract.EventPoolDeleted
+	EventRangeDeleted    = contract.EventRangeDeleted
+	EventRunDeleted      = contract.EventRunDeleted
 )
 
 // Defaults and bounds of read request fields. Values outside the bounds are

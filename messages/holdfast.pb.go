@@ -1341,6 +1341,177 @@ func (x *CreateRangeRequest) GetStrategy() string {
 	return ""
 }
 
+// DeleteResourceRequest is the request of `resource.delete`: deletes a
+// resource no lease holds. Success fields: `resource` (as it was). Domain
+// codes: `resource_not_found`, `object_in_use`.
+type DeleteResourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The idempotency key of this write.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The id of the resource to delete.
+	ResourceId    string `protobuf:"bytes,2,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteResourceRequest) Reset() {
+	*x = DeleteResourceRequest{}
+	mi := &file_holdfast_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteResourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteResourceRequest) ProtoMessage() {}
+
+func (x *DeleteResourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteResourceRequest.ProtoReflect.Descriptor instead.
+func (*DeleteResourceRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteResourceRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *DeleteResourceRequest) GetResourceId() string {
+	if x != nil {
+		return x.ResourceId
+	}
+	return ""
+}
+
+// DeletePoolRequest is the request of `pool.delete`: deletes a pool with no
+// units reserved or active. Success fields: `pool` (as it was). Domain codes:
+// `pool_not_found`, `object_in_use`.
+type DeletePoolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The idempotency key of this write.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The id of the pool to delete.
+	PoolId        string `protobuf:"bytes,2,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePoolRequest) Reset() {
+	*x = DeletePoolRequest{}
+	mi := &file_holdfast_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePoolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePoolRequest) ProtoMessage() {}
+
+func (x *DeletePoolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePoolRequest.ProtoReflect.Descriptor instead.
+func (*DeletePoolRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DeletePoolRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *DeletePoolRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+// DeleteRangeRequest is the request of `range.delete`: deletes a range with
+// no value allocated. Success fields: `range` (as it was). Domain codes:
+// `range_not_found`, `object_in_use`.
+type DeleteRangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The idempotency key of this write.
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The id of the range to delete.
+	RangeId       string `protobuf:"bytes,2,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRangeRequest) Reset() {
+	*x = DeleteRangeRequest{}
+	mi := &file_holdfast_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRangeRequest) ProtoMessage() {}
+
+func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DeleteRangeRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *DeleteRangeRequest) GetRangeId() string {
+	if x != nil {
+		return x.RangeId
+	}
+	return ""
+}
+
 // ReserveRequest is the request of `lease.reserve`. Success fields: `lease`.
 // Domain codes: `resource_not_found`, `pool_not_found`, `range_not_found`,
 // `resource_busy`, `insufficient_capacity`, `value_busy`,
@@ -1371,7 +1542,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_holdfast_proto_msgTypes[16]
+	mi := &file_holdfast_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1554,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[16]
+	mi := &file_holdfast_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1567,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{16}
+	return file_holdfast_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReserveRequest) GetOperationId() string {
@@ -1463,7 +1634,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_holdfast_proto_msgTypes[17]
+	mi := &file_holdfast_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1646,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[17]
+	mi := &file_holdfast_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1659,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{17}
+	return file_holdfast_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ActivateRequest) GetOperationId() string {
@@ -1547,7 +1718,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_holdfast_proto_msgTypes[18]
+	mi := &file_holdfast_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1730,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[18]
+	mi := &file_holdfast_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1743,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{18}
+	return file_holdfast_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RenewRequest) GetOperationId() string {
@@ -1629,7 +1800,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_holdfast_proto_msgTypes[19]
+	mi := &file_holdfast_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1812,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[19]
+	mi := &file_holdfast_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1825,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{19}
+	return file_holdfast_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReleaseRequest) GetOperationId() string {
@@ -1701,7 +1872,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_holdfast_proto_msgTypes[20]
+	mi := &file_holdfast_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1884,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[20]
+	mi := &file_holdfast_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1897,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{20}
+	return file_holdfast_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RevokeRequest) GetOperationId() string {
@@ -1758,7 +1929,7 @@ type ReclaimRequest struct {
 
 func (x *ReclaimRequest) Reset() {
 	*x = ReclaimRequest{}
-	mi := &file_holdfast_proto_msgTypes[21]
+	mi := &file_holdfast_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1941,7 @@ func (x *ReclaimRequest) String() string {
 func (*ReclaimRequest) ProtoMessage() {}
 
 func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[21]
+	mi := &file_holdfast_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1954,7 @@ func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimRequest.ProtoReflect.Descriptor instead.
 func (*ReclaimRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{21}
+	return file_holdfast_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReclaimRequest) GetOperationId() string {
@@ -1817,7 +1988,7 @@ type GetResourceRequest struct {
 
 func (x *GetResourceRequest) Reset() {
 	*x = GetResourceRequest{}
-	mi := &file_holdfast_proto_msgTypes[22]
+	mi := &file_holdfast_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +2000,7 @@ func (x *GetResourceRequest) String() string {
 func (*GetResourceRequest) ProtoMessage() {}
 
 func (x *GetResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[22]
+	mi := &file_holdfast_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +2013,7 @@ func (x *GetResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{22}
+	return file_holdfast_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetResourceRequest) GetResourceId() string {
@@ -1883,7 +2054,7 @@ type GetLeaseRequest struct {
 
 func (x *GetLeaseRequest) Reset() {
 	*x = GetLeaseRequest{}
-	mi := &file_holdfast_proto_msgTypes[23]
+	mi := &file_holdfast_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2066,7 @@ func (x *GetLeaseRequest) String() string {
 func (*GetLeaseRequest) ProtoMessage() {}
 
 func (x *GetLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[23]
+	mi := &file_holdfast_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2079,7 @@ func (x *GetLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaseRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{23}
+	return file_holdfast_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetLeaseRequest) GetLeaseId() string {
@@ -1949,7 +2120,7 @@ type GetPoolRequest struct {
 
 func (x *GetPoolRequest) Reset() {
 	*x = GetPoolRequest{}
-	mi := &file_holdfast_proto_msgTypes[24]
+	mi := &file_holdfast_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2132,7 @@ func (x *GetPoolRequest) String() string {
 func (*GetPoolRequest) ProtoMessage() {}
 
 func (x *GetPoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[24]
+	mi := &file_holdfast_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2145,7 @@ func (x *GetPoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolRequest.ProtoReflect.Descriptor instead.
 func (*GetPoolRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{24}
+	return file_holdfast_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetPoolRequest) GetPoolId() string {
@@ -2015,7 +2186,7 @@ type GetRangeRequest struct {
 
 func (x *GetRangeRequest) Reset() {
 	*x = GetRangeRequest{}
-	mi := &file_holdfast_proto_msgTypes[25]
+	mi := &file_holdfast_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2198,7 @@ func (x *GetRangeRequest) String() string {
 func (*GetRangeRequest) ProtoMessage() {}
 
 func (x *GetRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[25]
+	mi := &file_holdfast_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2211,7 @@ func (x *GetRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRangeRequest.ProtoReflect.Descriptor instead.
 func (*GetRangeRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{25}
+	return file_holdfast_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetRangeRequest) GetRangeId() string {
@@ -2079,7 +2250,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_holdfast_proto_msgTypes[26]
+	mi := &file_holdfast_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2262,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[26]
+	mi := &file_holdfast_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2275,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{26}
+	return file_holdfast_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListLeasesRequest) GetHolderId() string {
@@ -2133,7 +2304,7 @@ type CreateRunRequest struct {
 
 func (x *CreateRunRequest) Reset() {
 	*x = CreateRunRequest{}
-	mi := &file_holdfast_proto_msgTypes[27]
+	mi := &file_holdfast_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2316,7 @@ func (x *CreateRunRequest) String() string {
 func (*CreateRunRequest) ProtoMessage() {}
 
 func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[27]
+	mi := &file_holdfast_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2329,7 @@ func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunRequest.ProtoReflect.Descriptor instead.
 func (*CreateRunRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{27}
+	return file_holdfast_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateRunRequest) GetOperationId() string {
@@ -2194,7 +2365,7 @@ type RegisterRunRequest struct {
 
 func (x *RegisterRunRequest) Reset() {
 	*x = RegisterRunRequest{}
-	mi := &file_holdfast_proto_msgTypes[28]
+	mi := &file_holdfast_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2377,7 @@ func (x *RegisterRunRequest) String() string {
 func (*RegisterRunRequest) ProtoMessage() {}
 
 func (x *RegisterRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[28]
+	mi := &file_holdfast_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2390,7 @@ func (x *RegisterRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRunRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRunRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{28}
+	return file_holdfast_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RegisterRunRequest) GetOperationId() string {
@@ -2256,7 +2427,7 @@ type EndRunRequest struct {
 
 func (x *EndRunRequest) Reset() {
 	*x = EndRunRequest{}
-	mi := &file_holdfast_proto_msgTypes[29]
+	mi := &file_holdfast_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2439,7 @@ func (x *EndRunRequest) String() string {
 func (*EndRunRequest) ProtoMessage() {}
 
 func (x *EndRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[29]
+	mi := &file_holdfast_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2452,7 @@ func (x *EndRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndRunRequest.ProtoReflect.Descriptor instead.
 func (*EndRunRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{29}
+	return file_holdfast_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EndRunRequest) GetOperationId() string {
@@ -2305,6 +2476,61 @@ func (x *EndRunRequest) GetReason() string {
 	return ""
 }
 
+// `run.delete`: deletes an ended run (done, failed or cancelled) none of
+// whose work shards is claimed, with all its work shards. Reply: `run` (as it
+// was). Domain codes: `run_not_found`, `object_in_use`.
+type DeleteRunRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	RunId         string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRunRequest) Reset() {
+	*x = DeleteRunRequest{}
+	mi := &file_holdfast_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRunRequest) ProtoMessage() {}
+
+func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRunRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRunRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DeleteRunRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *DeleteRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 // `run.get`. Reply: `run`, `applied_lsn`.
 type GetRunRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2317,7 +2543,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_holdfast_proto_msgTypes[30]
+	mi := &file_holdfast_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2555,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[30]
+	mi := &file_holdfast_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2568,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{30}
+	return file_holdfast_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -2379,7 +2605,7 @@ type GetWorkRequest struct {
 
 func (x *GetWorkRequest) Reset() {
 	*x = GetWorkRequest{}
-	mi := &file_holdfast_proto_msgTypes[31]
+	mi := &file_holdfast_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2617,7 @@ func (x *GetWorkRequest) String() string {
 func (*GetWorkRequest) ProtoMessage() {}
 
 func (x *GetWorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[31]
+	mi := &file_holdfast_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2630,7 @@ func (x *GetWorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{31}
+	return file_holdfast_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetWorkRequest) GetRunId() string {
@@ -2450,7 +2676,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_holdfast_proto_msgTypes[32]
+	mi := &file_holdfast_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2688,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[32]
+	mi := &file_holdfast_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2701,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{32}
+	return file_holdfast_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CheckpointRequest) GetOperationId() string {
@@ -2527,7 +2753,7 @@ type ParkWorkRequest struct {
 
 func (x *ParkWorkRequest) Reset() {
 	*x = ParkWorkRequest{}
-	mi := &file_holdfast_proto_msgTypes[33]
+	mi := &file_holdfast_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2765,7 @@ func (x *ParkWorkRequest) String() string {
 func (*ParkWorkRequest) ProtoMessage() {}
 
 func (x *ParkWorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[33]
+	mi := &file_holdfast_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2778,7 @@ func (x *ParkWorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkWorkRequest.ProtoReflect.Descriptor instead.
 func (*ParkWorkRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{33}
+	return file_holdfast_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ParkWorkRequest) GetOperationId() string {
@@ -2602,7 +2828,7 @@ type UnparkWorkRequest struct {
 
 func (x *UnparkWorkRequest) Reset() {
 	*x = UnparkWorkRequest{}
-	mi := &file_holdfast_proto_msgTypes[34]
+	mi := &file_holdfast_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2614,7 +2840,7 @@ func (x *UnparkWorkRequest) String() string {
 func (*UnparkWorkRequest) ProtoMessage() {}
 
 func (x *UnparkWorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[34]
+	mi := &file_holdfast_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2627,7 +2853,7 @@ func (x *UnparkWorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnparkWorkRequest.ProtoReflect.Descriptor instead.
 func (*UnparkWorkRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{34}
+	return file_holdfast_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UnparkWorkRequest) GetOperationId() string {
@@ -2666,7 +2892,7 @@ type SplitReplaceRequest struct {
 
 func (x *SplitReplaceRequest) Reset() {
 	*x = SplitReplaceRequest{}
-	mi := &file_holdfast_proto_msgTypes[35]
+	mi := &file_holdfast_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2904,7 @@ func (x *SplitReplaceRequest) String() string {
 func (*SplitReplaceRequest) ProtoMessage() {}
 
 func (x *SplitReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[35]
+	mi := &file_holdfast_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2917,7 @@ func (x *SplitReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitReplaceRequest.ProtoReflect.Descriptor instead.
 func (*SplitReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{35}
+	return file_holdfast_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SplitReplaceRequest) GetOperationId() string {
@@ -2744,7 +2970,7 @@ type SplitResidualRequest struct {
 
 func (x *SplitResidualRequest) Reset() {
 	*x = SplitResidualRequest{}
-	mi := &file_holdfast_proto_msgTypes[36]
+	mi := &file_holdfast_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2982,7 @@ func (x *SplitResidualRequest) String() string {
 func (*SplitResidualRequest) ProtoMessage() {}
 
 func (x *SplitResidualRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[36]
+	mi := &file_holdfast_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2995,7 @@ func (x *SplitResidualRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResidualRequest.ProtoReflect.Descriptor instead.
 func (*SplitResidualRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{36}
+	return file_holdfast_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SplitResidualRequest) GetOperationId() string {
@@ -2819,7 +3045,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_holdfast_proto_msgTypes[37]
+	mi := &file_holdfast_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2831,7 +3057,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[37]
+	mi := &file_holdfast_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2844,7 +3070,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{37}
+	return file_holdfast_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ClusterStatusRequest) GetPlacementKey() string {
@@ -2865,7 +3091,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_holdfast_proto_msgTypes[38]
+	mi := &file_holdfast_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +3103,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[38]
+	mi := &file_holdfast_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +3116,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{38}
+	return file_holdfast_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ClusterNode) GetNode() string {
@@ -2920,7 +3146,7 @@ type ClusterShard struct {
 
 func (x *ClusterShard) Reset() {
 	*x = ClusterShard{}
-	mi := &file_holdfast_proto_msgTypes[39]
+	mi := &file_holdfast_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3158,7 @@ func (x *ClusterShard) String() string {
 func (*ClusterShard) ProtoMessage() {}
 
 func (x *ClusterShard) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[39]
+	mi := &file_holdfast_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3171,7 @@ func (x *ClusterShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShard.ProtoReflect.Descriptor instead.
 func (*ClusterShard) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{39}
+	return file_holdfast_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ClusterShard) GetShard() uint32 {
@@ -3034,7 +3260,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_holdfast_proto_msgTypes[40]
+	mi := &file_holdfast_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3272,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[40]
+	mi := &file_holdfast_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3285,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{40}
+	return file_holdfast_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Reply) GetOutcome() string {
@@ -3260,7 +3486,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_holdfast_proto_msgTypes[41]
+	mi := &file_holdfast_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3498,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[41]
+	mi := &file_holdfast_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3511,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{41}
+	return file_holdfast_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Event) GetEvent() string {
@@ -3471,7 +3697,17 @@ const file_holdfast_proto_rawDesc = "" +
 	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +
 	"\x05first\x18\x03 \x01(\x04R\x05first\x12\x12\n" +
 	"\x04last\x18\x04 \x01(\x04R\x04last\x12\x1a\n" +
-	"\bstrategy\x18\x05 \x01(\tR\bstrategy\"\xd5\x01\n" +
+	"\bstrategy\x18\x05 \x01(\tR\bstrategy\"[\n" +
+	"\x15DeleteResourceRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x1f\n" +
+	"\vresource_id\x18\x02 \x01(\tR\n" +
+	"resourceId\"O\n" +
+	"\x11DeletePoolRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x17\n" +
+	"\apool_id\x18\x02 \x01(\tR\x06poolId\"R\n" +
+	"\x12DeleteRangeRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
+	"\brange_id\x18\x02 \x01(\tR\arangeId\"\xd5\x01\n" +
 	"\x0eReserveRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x1b\n" +
 	"\tholder_id\x18\x02 \x01(\tR\bholderId\x12-\n" +
@@ -3545,7 +3781,10 @@ const file_holdfast_proto_rawDesc = "" +
 	"\rEndRunRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"i\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"L\n" +
+	"\x10DeleteRunRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\"i\n" +
 	"\rGetRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x17\n" +
 	"\amin_lsn\x18\x02 \x01(\x04R\x06minLsn\x12\x1c\n" +
@@ -3654,7 +3893,7 @@ func file_holdfast_proto_rawDescGZIP() []byte {
 	return file_holdfast_proto_rawDescData
 }
 
-var file_holdfast_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_holdfast_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_holdfast_proto_goTypes = []any{
 	(*Member)(nil),                // 0: holdfast.v1.Member
 	(*WorkRef)(nil),               // 1: holdfast.v1.WorkRef
@@ -3672,32 +3911,36 @@ var file_holdfast_proto_goTypes = []any{
 	(*CreateResourceRequest)(nil), // 13: holdfast.v1.CreateResourceRequest
 	(*CreatePoolRequest)(nil),     // 14: holdfast.v1.CreatePoolRequest
 	(*CreateRangeRequest)(nil),    // 15: holdfast.v1.CreateRangeRequest
-	(*ReserveRequest)(nil),        // 16: holdfast.v1.ReserveRequest
-	(*ActivateRequest)(nil),       // 17: holdfast.v1.ActivateRequest
-	(*RenewRequest)(nil),          // 18: holdfast.v1.RenewRequest
-	(*ReleaseRequest)(nil),        // 19: holdfast.v1.ReleaseRequest
-	(*RevokeRequest)(nil),         // 20: holdfast.v1.RevokeRequest
-	(*ReclaimRequest)(nil),        // 21: holdfast.v1.ReclaimRequest
-	(*GetResourceRequest)(nil),    // 22: holdfast.v1.GetResourceRequest
-	(*GetLeaseRequest)(nil),       // 23: holdfast.v1.GetLeaseRequest
-	(*GetPoolRequest)(nil),        // 24: holdfast.v1.GetPoolRequest
-	(*GetRangeRequest)(nil),       // 25: holdfast.v1.GetRangeRequest
-	(*ListLeasesRequest)(nil),     // 26: holdfast.v1.ListLeasesRequest
-	(*CreateRunRequest)(nil),      // 27: holdfast.v1.CreateRunRequest
-	(*RegisterRunRequest)(nil),    // 28: holdfast.v1.RegisterRunRequest
-	(*EndRunRequest)(nil),         // 29: holdfast.v1.EndRunRequest
-	(*GetRunRequest)(nil),         // 30: holdfast.v1.GetRunRequest
-	(*GetWorkRequest)(nil),        // 31: holdfast.v1.GetWorkRequest
-	(*CheckpointRequest)(nil),     // 32: holdfast.v1.CheckpointRequest
-	(*ParkWorkRequest)(nil),       // 33: holdfast.v1.ParkWorkRequest
-	(*UnparkWorkRequest)(nil),     // 34: holdfast.v1.UnparkWorkRequest
-	(*SplitReplaceRequest)(nil),   // 35: holdfast.v1.SplitReplaceRequest
-	(*SplitResidualRequest)(nil),  // 36: holdfast.v1.SplitResidualRequest
-	(*ClusterStatusRequest)(nil),  // 37: holdfast.v1.ClusterStatusRequest
-	(*ClusterNode)(nil),           // 38: holdfast.v1.ClusterNode
-	(*ClusterShard)(nil),          // 39: holdfast.v1.ClusterShard
-	(*Reply)(nil),                 // 40: holdfast.v1.Reply
-	(*Event)(nil),                 // 41: holdfast.v1.Event
+	(*DeleteResourceRequest)(nil), // 16: holdfast.v1.DeleteResourceRequest
+	(*DeletePoolRequest)(nil),     // 17: holdfast.v1.DeletePoolRequest
+	(*DeleteRangeRequest)(nil),    // 18: holdfast.v1.DeleteRangeRequest
+	(*ReserveRequest)(nil),        // 19: holdfast.v1.ReserveRequest
+	(*ActivateRequest)(nil),       // 20: holdfast.v1.ActivateRequest
+	(*RenewRequest)(nil),          // 21: holdfast.v1.RenewRequest
+	(*ReleaseRequest)(nil),        // 22: holdfast.v1.ReleaseRequest
+	(*RevokeRequest)(nil),         // 23: holdfast.v1.RevokeRequest
+	(*ReclaimRequest)(nil),        // 24: holdfast.v1.ReclaimRequest
+	(*GetResourceRequest)(nil),    // 25: holdfast.v1.GetResourceRequest
+	(*GetLeaseRequest)(nil),       // 26: holdfast.v1.GetLeaseRequest
+	(*GetPoolRequest)(nil),        // 27: holdfast.v1.GetPoolRequest
+	(*GetRangeRequest)(nil),       // 28: holdfast.v1.GetRangeRequest
+	(*ListLeasesRequest)(nil),     // 29: holdfast.v1.ListLeasesRequest
+	(*CreateRunRequest)(nil),      // 30: holdfast.v1.CreateRunRequest
+	(*RegisterRunRequest)(nil),    // 31: holdfast.v1.RegisterRunRequest
+	(*EndRunRequest)(nil),         // 32: holdfast.v1.EndRunRequest
+	(*DeleteRunRequest)(nil),      // 33: holdfast.v1.DeleteRunRequest
+	(*GetRunRequest)(nil),         // 34: holdfast.v1.GetRunRequest
+	(*GetWorkRequest)(nil),        // 35: holdfast.v1.GetWorkRequest
+	(*CheckpointRequest)(nil),     // 36: holdfast.v1.CheckpointRequest
+	(*ParkWorkRequest)(nil),       // 37: holdfast.v1.ParkWorkRequest
+	(*UnparkWorkRequest)(nil),     // 38: holdfast.v1.UnparkWorkRequest
+	(*SplitReplaceRequest)(nil),   // 39: holdfast.v1.SplitReplaceRequest
+	(*SplitResidualRequest)(nil),  // 40: holdfast.v1.SplitResidualRequest
+	(*ClusterStatusRequest)(nil),  // 41: holdfast.v1.ClusterStatusRequest
+	(*ClusterNode)(nil),           // 42: holdfast.v1.ClusterNode
+	(*ClusterShard)(nil),          // 43: holdfast.v1.ClusterShard
+	(*Reply)(nil),                 // 44: holdfast.v1.Reply
+	(*Event)(nil),                 // 45: holdfast.v1.Event
 }
 var file_holdfast_proto_depIdxs = []int32{
 	1,  // 0: holdfast.v1.Member.work:type_name -> holdfast.v1.WorkRef
@@ -3714,8 +3957,8 @@ var file_holdfast_proto_depIdxs = []int32{
 	12, // 11: holdfast.v1.Reply.range:type_name -> holdfast.v1.Range
 	10, // 12: holdfast.v1.Reply.leases:type_name -> holdfast.v1.Lease
 	8,  // 13: holdfast.v1.Reply.applied_lsns:type_name -> holdfast.v1.ShardLsn
-	38, // 14: holdfast.v1.Reply.nodes:type_name -> holdfast.v1.ClusterNode
-	39, // 15: holdfast.v1.Reply.shards:type_name -> holdfast.v1.ClusterShard
+	42, // 14: holdfast.v1.Reply.nodes:type_name -> holdfast.v1.ClusterNode
+	43, // 15: holdfast.v1.Reply.shards:type_name -> holdfast.v1.ClusterShard
 	5,  // 16: holdfast.v1.Reply.run:type_name -> holdfast.v1.Run
 	6,  // 17: holdfast.v1.Reply.work:type_name -> holdfast.v1.Work
 	6,  // 18: holdfast.v1.Reply.children:type_name -> holdfast.v1.Work
@@ -3739,21 +3982,21 @@ func file_holdfast_proto_init() {
 		return
 	}
 	file_holdfast_proto_msgTypes[0].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[22].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[23].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[24].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[25].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[26].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[30].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[31].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[40].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[27].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[28].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[29].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[34].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[35].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_holdfast_proto_rawDesc), len(file_holdfast_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
