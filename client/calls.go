@@ -138,6 +138,40 @@ func (c *Client) CreateRange(ctx context.Context, rangeID string, first, last ui
 	return &RangeResult{Result: *r, Range: r.Reply.Range}, nil
 }
 
+// DeleteResource deletes a resource no lease holds; the result shows it as it was. Its id
+// is free for a new resource at once. Domain codes: resource_not_found, object_in_use
+// (held: release, revoke or wait for expiry first).
+func (c *Client) DeleteResource(ctx context.Context, resourceID string, opts ...WriteOption) (*ResourceResult, error) {
+	o := writeOpts(opts)
+	r, err := c.call(ctx, contract.VerbDeleteResource, &messages.DeleteResourceRequest{OperationId: o.opID, ResourceId: resourceID}, o.opID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &ResourceResult{Result: *r, Resource: r.Reply.Resource}, nil
+}
+
+// DeletePool deletes a pool with no units reserved or active. Domain codes:
+// pool_not_found, object_in_use.
+func (c *Client) DeletePool(ctx context.Context, poolID string, opts ...WriteOption) (*PoolResult, error) {
+	o := writeOpts(opts)
+	r, err := c.call(ctx, contract.VerbDeletePool, &messages.DeletePoolRequest{OperationId: o.opID, PoolId: poolID}, o.opID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &PoolResult{Result: *r, Pool: r.Reply.Pool}, nil
+}
+
+// DeleteRange deletes a range with no value allocated (and forgets its freed values).
+// Domain codes: range_not_found, object_in_use.
+func (c *Client) DeleteRange(ctx context.Context, rangeID string, opts ...WriteOption) (*RangeResult, error) {
+	o := writeOpts(opts)
+	r, err := c.call(ctx, contract.VerbDeleteRange, &messages.DeleteRangeRequest{OperationId: o.opID, RangeId: rangeID}, o.opID, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &RangeResult{Result: *r, Range: r.Reply.Range}, nil
+}
+
 // ReserveRequest describes a lease.reserve.
 type ReserveRequest struct {
 	// Holder is the holder id claiming the members.

@@ -428,6 +428,14 @@ func TestSubjectsTenantPrefixAndRequests(t *testing.T) {
 			`{"holder_id":"h","limit":10}`},
 		{"lease.list", func() error { _, err := c.ListLeases(ctx, "h", 0); return err },
 			`{"holder_id":"h"}`},
+		{"resource.delete", func() error { _, err := c.DeleteResource(ctx, "n1/gpu0", WithOperationID("OP")); return err },
+			`{"operation_id":"OP","resource_id":"n1/gpu0"}`},
+		{"pool.delete", func() error { _, err := c.DeletePool(ctx, "n1/mem", WithOperationID("OP")); return err },
+			`{"operation_id":"OP","pool_id":"n1/mem"}`},
+		{"range.delete", func() error { _, err := c.DeleteRange(ctx, "vxlan", WithOperationID("OP")); return err },
+			`{"operation_id":"OP","range_id":"vxlan"}`},
+		{"run.delete", func() error { _, err := c.DeleteRun(ctx, "crawl", WithOperationID("OP")); return err },
+			`{"operation_id":"OP","run_id":"crawl"}`},
 	}
 	for i, s := range steps {
 		if err := s.call(); err != nil {

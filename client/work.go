@@ -107,6 +107,14 @@ func (c *Client) CancelRun(ctx context.Context, runID, reason string, opts ...Wr
 	return c.runCall(ctx, contract.VerbCancelRun, &messages.EndRunRequest{OperationId: o.opID, RunId: runID, Reason: reason}, o.opID)
 }
 
+// DeleteRun deletes an ended run (done, failed or cancelled) with all its work shards,
+// once none is claimed. Domain codes: run_not_found, object_in_use (still active, or a
+// claim is live: cancel it, then wait for its claims to end).
+func (c *Client) DeleteRun(ctx context.Context, runID string, opts ...WriteOption) (*RunResult, error) {
+	o := writeOpts(opts)
+	return c.runCall(ctx, contract.VerbDeleteRun, &messages.DeleteRunRequest{OperationId: o.opID, RunId: runID}, o.opID)
+}
+
 // GetRun reads a run. Codes: ok, run_not_found.
 func (c *Client) GetRun(ctx context.Context, runID string, opts ...ReadOption) (*RunResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)

@@ -580,6 +580,16 @@ func TestRunAndWorkCommands(t *testing.T) {
 		{cmdRun, []string{"complete", "crawl"}, exitDomain, "invalid_state"},
 		{cmdRun, []string{"cancel", "crawl", "--reason", "enough"}, exitOK, `status=cancelled`},
 		{cmdRun, []string{"fail", "crawl"}, exitDomain, "run_terminal"},
+		{cmdRun, []string{"delete", "crawl"}, exitOK, "ok run.delete"},
+		{cmdRun, []string{"get", "crawl"}, exitDomain, "run_not_found"},
+		{cmdResource, []string{"create", "n1/gpu"}, exitOK, "resource n1/gpu state=available"},
+		{cmdLease, []string{"reserve", "--holder", "h", "--resource", "n1/gpu", "--ttl", "1m"}, exitOK, "state    reserved"},
+		{cmdResource, []string{"delete", "n1/gpu"}, exitDomain, "object_in_use resource.delete"},
+		{cmdPool, []string{"create", "mem", "--capacity", "4"}, exitOK, "pool mem"},
+		{cmdPool, []string{"delete", "mem"}, exitOK, "ok pool.delete"},
+		{cmdPool, []string{"delete", "mem"}, exitDomain, "pool_not_found"},
+		{cmdRange, []string{"create", "vx", "--first", "1", "--last", "9"}, exitOK, "range vx"},
+		{cmdRange, []string{"delete", "vx"}, exitOK, "ok range.delete"},
 	} {
 		code, out, errOut := run(t, c.cmd, append(c.args, "--server", srv.URL)...)
 		if code != c.code || !strings.Contains(out+errOut, c.want) {
@@ -601,7 +611,7 @@ func TestCompletions(t *testing.T) {
 		{[]string{"serve", "--max-me"}, "--max-memory"},
 		{[]string{"completion", ""}, "bash zsh"},
 		{[]string{"range", "create", "r", "--strategy", ""}, "least_recently_freed lowest_free random"},
-		{[]string{"run", ""}, "cancel complete create fail get"},
+		{[]string{"run", ""}, "cancel complete create delete fail get"},
 		{[]string{"lease", "get", "--js"}, "--json"},
 		{[]string{"__c"}, ""}, // hidden
 	} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/holdfast/holdfast/client"
@@ -75,6 +76,7 @@ func (r *readFlags) options() []client.ReadOption {
 type resourceCmd struct {
 	Create resourceCreateCmd `cmd:"" help:"Create a named resource."`
 	Get    resourceGetCmd    `cmd:"" help:"Read a resource."`
+	Delete deleteCmd         `cmd:"" help:"Delete a resource no lease holds (object_in_use while one does)."`
 }
 
 type resourceCreateCmd struct {
@@ -106,6 +108,7 @@ func (c *resourceGetCmd) Run(e *env) error {
 type poolCmd struct {
 	Create poolCreateCmd `cmd:"" help:"Create a capacity pool of --capacity units."`
 	Get    poolGetCmd    `cmd:"" help:"Read a pool."`
+	Delete deleteCmd     `cmd:"" help:"Delete a pool with no units reserved or active (object_in_use otherwise)."`
 }
 
 type poolCreateCmd struct {
@@ -141,6 +144,7 @@ func (c *poolGetCmd) Run(e *env) error {
 type rangeCmd struct {
 	Create rangeCreateCmd `cmd:"" help:"Create the value range [--first, --last] (up to [0, 2^64-1])."`
 	Get    rangeGetCmd    `cmd:"" help:"Read a range."`
+	Delete deleteCmd      `cmd:"" help:"Delete a range with no value allocated (object_in_use otherwise)."`
 }
 
 type rangeCreateCmd struct {
@@ -171,6 +175,35 @@ func (c *rangeGetCmd) Run(e *env) error {
 	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.RangeResult, error) {
 		return cl.GetRange(ctx, c.ID, c.options()...)
 	}, rangeView)
+}
+
+// deleteCmd is resource, pool, range and run delete: the object is the command's first word.
+type deleteCmd struct {
+	ID string `arg:"" name:"id" help:"The object to delete."`
+	opFlag
+	connFlags
+}
+
+func (c *deleteCmd) Run(e *env) error {
+	op := client.WithOperationID(c.Op)
+	cf := &c.connFlags
+	switch object, _, _ := strings.Cut(e.cmd, " "); object {
+	case "pool":
+		return callAndShow(e, cf, func(ctx context.Context, cl *client.Client) (*client.PoolResult, error) {
+			return cl.DeletePool(ctx, c.ID, op)
+		}, poolView)
+	case "range":
+		return callAndShow(e, cf, func(ctx context.Context, cl *client.Client) (*client.RangeResult, error) {
+			return cl.DeleteRange(ctx, c.ID, op)
+		}, rangeView)
+	case "run":
+		return callAndShow(e, cf, func(ctx context.Context, cl *client.Client) (*client.RunResult, error) {
+			return cl.DeleteRun(ctx, c.ID, op)
+		}, runView)
+	}
+	return callAndShow(e, cf, func(ctx context.Context, cl *client.Client) (*client.ResourceResult, error) {
+		return cl.DeleteResource(ctx, c.ID, op)
+	}, resourceView)
 }
 
 // --- lease -----------------------------------------------------------------

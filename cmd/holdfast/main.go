@@ -29,11 +29,11 @@ import (
 // cliRoot is the whole command line.
 type cliRoot struct {
 	Serve      serveCmd      `cmd:"" help:"Run the Holdfast service (embeds NATS with JetStream unless --nats is given)."`
-	Resource   resourceCmd   `cmd:"" help:"Create or read a named resource."`
-	Pool       poolCmd       `cmd:"" help:"Create or read a capacity pool."`
-	Range      rangeCmd      `cmd:"" help:"Create or read a value range."`
+	Resource   resourceCmd   `cmd:"" help:"Create, read or delete a named resource."`
+	Pool       poolCmd       `cmd:"" help:"Create, read or delete a capacity pool."`
+	Range      rangeCmd      `cmd:"" help:"Create, read or delete a value range."`
 	Lease      leaseCmd      `cmd:"" help:"Reserve, activate, renew, release, revoke, reclaim, read or list leases."`
-	RunCmd     runCmd        `cmd:"" name:"run" help:"Create, read or end a run of work shards."`
+	RunCmd     runCmd        `cmd:"" name:"run" help:"Create, read, end or delete a run of work shards."`
 	Work       workCmd       `cmd:"" help:"Read a work shard, or unpark a parked one."`
 	Cluster    clusterCmd    `cmd:"" help:"Show which node serves which shard."`
 	Watch      watchCmd      `cmd:"" help:"Follow events live, or replay them from the event stream."`

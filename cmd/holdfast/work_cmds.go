@@ -20,6 +20,7 @@ type runCmd struct {
 	Complete runEndCmd    `cmd:"" help:"Mark a run done: every work shard must be done or split."`
 	Fail     runEndCmd    `cmd:"" help:"End a run as failed: nothing in it can be claimed any more."`
 	Cancel   runEndCmd    `cmd:"" help:"End a run as cancelled: nothing in it can be claimed any more."`
+	Delete   deleteCmd    `cmd:"" help:"Delete an ended run with all its work shards, once none is claimed."`
 }
 
 type workCmd struct {
