@@ -37,8 +37,10 @@ Scenarios set the defaults of --clients and --resources:
   claim    C=64, R=2048  work shards in runs of 256: each client claims the next
            work shard of a run, checkpoints it --checkpoints times and completes
            it, until every work shard is done or D passes (a worker fleet).
-           Runs are not deleted: each claim bench adds R work shards to the
-           server's tables (65,536 per shard), in tenant bench.
+
+It writes in tenant bench (--tenant to change it). When done it deletes what it
+used — the resources, or the runs (cancelled first) — and prints what it
+deleted; --keep leaves them for a look afterwards.
 
 --echo also runs a plain NATS echo responder in-process on a private subject
 and drives it with the same clients for the same duration, right after the
@@ -69,6 +71,8 @@ type benchConfig struct {
 	bystander string
 	// checkpoints per claimed work shard (--scenario claim).
 	checkpoints int
+	// keep leaves the resources or runs in place instead of deleting them when done.
+	keep bool
 }
 
 // phase is the length of each measured phase: --duration is the whole run, so with
@@ -96,6 +100,7 @@ type benchCmd struct {
 	MetricsURL      string        `name:"metrics-url" default:"http://127.0.0.1:9464/metrics" placeholder:"URL" help:"The server's Prometheus URL, read by --sample."`
 	Data            string        `name:"data" placeholder:"DIR" help:"The server's data directory, whose size --sample prints (empty: not measured)."`
 	BystanderTenant string        `name:"bystander-tenant" placeholder:"TENANT" help:"A second tenant that reserves and releases its own resource on the same shard as the first resource, counting every refusal."`
+	Keep            bool          `name:"keep" help:"Leave the resources or runs the bench used (by default it deletes them when done)."`
 	connFlags
 }
 
@@ -105,7 +110,8 @@ func (benchCmd) Help() string { return benchAbout }
 func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 	cfg := &benchConfig{progress: true, cf: b.connFlags, scenario: b.Scenario, checkpoints: b.Checkpoints,
 		clients: b.Clients, resources: b.Resources, duration: b.Duration, ttl: b.TTL, echo: b.Echo, conns: b.Conns,
-		idPrefix: b.IDPrefix, sample: b.Sample, metricsURL: b.MetricsURL, dataDir: b.Data, bystander: b.BystanderTenant}
+		idPrefix: b.IDPrefix, sample: b.Sample, metricsURL: b.MetricsURL, dataDir: b.Data, bystander: b.BystanderTenant,
+		keep: b.Keep}
 	if err := cfg.cf.validate(); err != nil {
 		return nil, usageError(e, "%v", err)
 	}
@@ -191,6 +197,11 @@ func (b *benchCmd) Run(e *env, kctx *kong.Context) error {
 	return nil
 }
 
+func newBenchReport(cfg *benchConfig) *benchReport {
+	return &benchReport{Scenario: cfg.scenario, Clients: cfg.clients, Resources: cfg.resources, Duration: cfg.duration,
+		Encoding: cfg.encoding.String(), Conns: cfg.conns, Tenant: cfg.cf.Tenant, RunID: client.NewOperationID()[:10]}
+}
+
 // benchReport is the outcome of a bench run (printed, or as JSON with --json).
 type benchReport struct {
 	Scenario  string        `json:"scenario"`
@@ -208,6 +219,12 @@ type benchReport struct {
 	// Samples are the --sample lines; Bystander what the second tenant's writes got.
 	Samples   []benchSample     `json:"samples,omitempty"`
 	Bystander map[string]uint64 `json:"bystander_codes,omitempty"`
+	// Cleanup is what the deletes after the run did; nil with --keep (Kept).
+	Cleanup *cleanupReport `json:"cleanup,omitempty"`
+	Kept    bool           `json:"kept,omitempty"`
+	Tenant  string         `json:"tenant"`
+	// RunID names this run's holders, operation ids and (claim) runs.
+	RunID string `json:"run_id"`
 }
 
 type setupReport struct {
@@ -284,6 +301,16 @@ func (r *benchReport) print(w io.Writer) {
 			fmt.Fprintf(w, "  codes echo:    %s\n", formatCodes(codes))
 		}
 		fmt.Fprintf(w, "ratio: holdfast requests/s / echo requests/s = %.3f\n", r.Ratio)
+	}
+	what := "resource(s)"
+	if r.Scenario == "claim" {
+		what = "run(s)"
+	}
+	switch {
+	case r.Kept:
+		fmt.Fprintf(w, "kept: the %s stay in tenant %s (--keep)\n", what, r.Tenant)
+	case r.Cleanup != nil:
+		r.Cleanup.print(w, what)
 	}
 }
 
@@ -480,9 +507,8 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 		return runClaimBench(e, cfg, conns)
 	}
 	ctx := e.ctx
-	rep := &benchReport{Scenario: cfg.scenario, Clients: cfg.clients, Resources: cfg.resources, Duration: cfg.duration,
-		Encoding: cfg.encoding.String(), Conns: cfg.conns}
-	runID := client.NewOperationID()[:10]
+	rep := newBenchReport(cfg)
+	runID := rep.RunID
 	resources := make([]string, cfg.resources)
 	for i := range resources {
 		resources[i] = cfg.idPrefix + "-r" + strconv.Itoa(i)
@@ -588,6 +614,13 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 			rep.Ratio = rep.Holdfast.RequestsPS / echo.RequestsPS
 		}
 	}
+	if rep.Kept = cfg.keep; !cfg.keep {
+		c := benchCleanup(ctx, cfg, conns, cfg.cf.Tenant, resources, deleteResource)
+		if by != nil {
+			c.add(benchCleanup(ctx, cfg, conns, cfg.bystander, by.res, deleteResource))
+		}
+		rep.Cleanup = &c
+	}
 	return rep, nil
 }
 
@@ -607,56 +640,27 @@ func runPhase(ctx context.Context, d time.Duration, n int, loop func(i int, dead
 // benchSetup creates the resources with cfg.clients concurrent SDK calls.
 func benchSetup(ctx context.Context, cfg *benchConfig, conns []*nats.Conn, resources []string) (setupReport, error) {
 	start := time.Now()
-	clients := make([]*client.Client, len(conns))
-	for i, nc := range conns {
-		cl, err := client.New(nc, client.WithPrefix(cfg.cf.Prefix), client.WithTenant(cfg.cf.Tenant),
-			client.WithEncoding(cfg.encoding), client.WithTimeout(cfg.cf.Timeout))
-		if err != nil {
-			return setupReport{}, err
+	clients, err := benchClients(cfg, conns, cfg.cf.Tenant)
+	if err != nil {
+		return setupReport{}, err
+	}
+	var created, existed atomic.Int64
+	err = forEachID(ctx, cfg.clients, clients, resources, func(cl *client.Client, id string) error {
+		res, err := cl.CreateResource(ctx, id)
+		if err == nil && res.Code != messages.CodeOK && res.Code != messages.CodeAlreadyExists {
+			err = res.Err()
 		}
-		clients[i] = cl
-	}
-	var (
-		next             atomic.Int64
-		created, existed atomic.Int64
-		mu               sync.Mutex
-		firstErr         error
-	)
-	var wg sync.WaitGroup
-	for i := range min(cfg.clients, len(resources)) {
-		cl := clients[i%len(clients)]
-		wg.Go(func() {
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= len(resources) || ctx.Err() != nil {
-					return
-				}
-				res, err := cl.CreateResource(ctx, resources[k])
-				if err == nil && res.Code != messages.CodeOK && res.Code != messages.CodeAlreadyExists {
-					err = res.Err()
-				}
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("create %s: %w", resources[k], err)
-					}
-					mu.Unlock()
-					next.Store(int64(len(resources)))
-					return
-				}
-				if res.Code == messages.CodeOK {
-					created.Add(1)
-				} else {
-					existed.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr == nil && ctx.Err() != nil {
-		firstErr = ctx.Err()
-	}
-	return setupReport{Created: int(created.Load()), Existed: int(existed.Load()), Elapsed: time.Since(start)}, firstErr
+		switch {
+		case err != nil:
+			return fmt.Errorf("create %s: %w", id, err)
+		case res.Code == messages.CodeOK:
+			created.Add(1)
+		default:
+			existed.Add(1)
+		}
+		return nil
+	})
+	return setupReport{Created: int(created.Load()), Existed: int(existed.Load()), Elapsed: time.Since(start)}, err
 }
 
 // benchEcho measures a plain NATS echo responder, started in-process on a

@@ -50,6 +50,11 @@ func fakeHoldfast(t *testing.T, nc *nats.Conn) (reserves *atomic.Int64) {
 			} else {
 				rep.Lease = &messages.Lease{LeaseId: "0-" + req.OperationId[len(req.OperationId)-1:], HolderId: req.HolderId, LeaseEpoch: 1, Members: req.Members}
 			}
+		case strings.HasSuffix(m.Subject, ".resource.delete"):
+			var req messages.DeleteResourceRequest
+			if decode(&req) != nil || req.ResourceId == "" {
+				rep = &messages.Reply{Outcome: "rejected", Code: "invalid_request", Category: "definite"}
+			}
 		case strings.HasSuffix(m.Subject, ".lease.release"):
 			var req messages.ReleaseRequest
 			if decode(&req) != nil || req.LeaseEpoch != 1 || req.HolderId == "" {
@@ -102,6 +107,7 @@ func TestBenchRunsAndStopsByItself(t *testing.T) {
 				"  verb          count       p50       p99      p999       max\n",
 				"  reserve  ", "  release  ", "  codes reserve: ok=", " resource_busy=", "  codes release: ok=",
 				"echo: ", "(echo requests)", "  echo     ", "ratio: holdfast requests/s / echo requests/s = ",
+				"cleanup: 5 resource(s) deleted in ",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
@@ -220,9 +226,67 @@ func TestBenchClaimScenario(t *testing.T) {
 	if rep.Holdfast.Cycles != 300 || rep.Holdfast.Codes["checkpoint"]["ok"] != 600 || rep.Holdfast.Codes["complete"]["ok"] != 300 {
 		t.Fatalf("claim scenario: %+v\n%s", rep.Holdfast, out)
 	}
-	for _, want := range []string{"scenario=claim clients=4 resources=300", "work shards completed: 300 of 300", "  claim  ", "  checkpt  "} {
+	for _, want := range []string{"scenario=claim clients=4 resources=300", "work shards completed: 300 of 300", "  claim  ", "  checkpt  ",
+		"cleanup: 2 run(s) deleted in "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// The runs are gone, with their work shards: the tables are as before.
+	cl, err := client.New(nc, client.WithTenant("bench"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []string{"run0", "run1"} {
+		id := "bench-" + rep.RunID + "-" + run
+		if r, err := cl.GetRun(context.Background(), id); err != nil || r.Code != messages.CodeRunNotFound {
+			t.Fatalf("run %s after the bench: %v %+v", id, err, r)
+		}
+	}
+}
+
+// A bench deletes what it used unless --keep: run twice against a real Holdfast, once with
+// --keep, the resources are there after the first and gone after the second.
+func TestBenchDeletesWhatItUsedUnlessKeep(t *testing.T) {
+	srv := testserver.Start(t)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cl, err := client.New(nc, client.WithTenant("bench"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := func() int {
+		n := 0
+		for _, id := range []string{"bench-r0", "bench-r1", "bench-r2"} {
+			r, err := cl.GetResource(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Code == messages.CodeOK {
+				n++
+			}
+		}
+		return n
+	}
+	printed := func(rep *benchReport) string {
+		var b bytes.Buffer
+		rep.print(&b)
+		return b.String()
+	}
+	rep, _ := benchRun(t, nc, "--resources", "3", "--clients", "2", "--duration", "300ms", "--keep")
+	out := printed(rep)
+	if rep.Cleanup != nil || !rep.Kept || !strings.Contains(out, "kept: the resource(s) stay in tenant bench (--keep)") || exists() != 3 {
+		t.Fatalf("--keep: cleanup %+v, %d resources left\n%s", rep.Cleanup, exists(), out)
+	}
+	rep, _ = benchRun(t, nc, "--resources", "3", "--clients", "2", "--duration", "300ms", "--bystander-tenant", "other")
+	out = printed(rep)
+	if !strings.Contains(out, "cleanup: 4 resource(s) deleted in ") {
+		t.Errorf("output:\n%s", out)
+	}
+	if c := rep.Cleanup; c == nil || c.Deleted != 4 || c.Left != 0 || c.Error != "" || rep.Setup.Existed != 3 || exists() != 0 {
+		t.Fatalf("cleanup %+v, setup %+v, %d resources left\n%s", c, rep.Setup, exists(), out)
 	}
 }

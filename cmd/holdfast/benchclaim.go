@@ -31,17 +31,11 @@ func claimRuns(cfg *benchConfig, runID string) []string {
 
 func runClaimBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error) {
 	ctx := e.ctx
-	rep := &benchReport{Scenario: cfg.scenario, Clients: cfg.clients, Resources: cfg.resources, Duration: cfg.duration,
-		Encoding: cfg.encoding.String(), Conns: cfg.conns}
-	runID := client.NewOperationID()[:10]
-	clients := make([]*client.Client, len(conns))
-	for i, nc := range conns {
-		cl, err := client.New(nc, client.WithPrefix(cfg.cf.Prefix), client.WithTenant(cfg.cf.Tenant),
-			client.WithEncoding(cfg.encoding), client.WithTimeout(cfg.cf.Timeout))
-		if err != nil {
-			return nil, err
-		}
-		clients[i] = cl
+	rep := newBenchReport(cfg)
+	runID := rep.RunID
+	clients, err := benchClients(cfg, conns, cfg.cf.Tenant)
+	if err != nil {
+		return nil, err
 	}
 	runs := claimRuns(cfg, runID)
 	fmt.Fprintf(e.stderr, "bench: creating %d runs of up to %d work shards...\n", len(runs), claimRunSize)
@@ -149,6 +143,10 @@ func runClaimBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, 
 		Cycles:     cycles,
 		Verbs:      []verbReport{verbOf("claim", &claimLat), verbOf("checkpt", &checkLat), verbOf("complete", &doneLat)},
 		Codes:      codes,
+	}
+	if rep.Kept = cfg.keep; !cfg.keep {
+		c := benchCleanup(ctx, cfg, conns, cfg.cf.Tenant, runs, deleteRun)
+		rep.Cleanup = &c
 	}
 	return rep, nil
 }
