@@ -280,6 +280,9 @@ func (s *shard) applyInflight(err error) {
 	if obs != nil {
 		obs.Batch(s.h.shard, n, time.Since(s.batchStart))
 	}
+	// The gauges first: whoever has a reply and then reads the shard's position
+	// (cluster.status, metrics) sees at least its entry.
+	s.publishGauges()
 	for _, a := range answers {
 		a.To(a.Reply)
 	}
@@ -289,7 +292,6 @@ func (s *shard) applyInflight(err error) {
 		s.events = nil // the sink keeps the slice
 	}
 	s.answerReaders(time.Time{})
-	s.publishGauges()
 	s.maybeSnapshot()
 }
 
