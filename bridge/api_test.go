@@ -580,6 +580,9 @@ func TestDeleteVerbs(t *testing.T) {
 		t.Fatalf("object_in_use shows the resource: %s", r.raw)
 	}
 	r.absent(t, "category")
+	if !contains(r.str(t, "message"), "a lease holds the resource") {
+		t.Fatalf("object_in_use message: %s", r.raw)
+	}
 	s.req(tenant, "lease.release", fmt.Sprintf(`{"operation_id":"r2","lease_id":%q,"holder_id":"h","lease_epoch":1}`, id)).want(t, "ok")
 	r = s.req(tenant, "resource.delete", `{"operation_id":"d2","resource_id":"n1/gpu"}`).want(t, "ok")
 	wantKeys(t, "resource.delete", r.obj, "outcome", "code", "lsn", "resource")

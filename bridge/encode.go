@@ -240,6 +240,16 @@ func domainMessage(c *call) string {
 		return "the shard's run or work table is full"
 	case contract.CodeNoneAvailable:
 		return "no claimable work shard now"
+	case contract.CodeObjectInUse:
+		switch c.spec.verb {
+		case contract.VerbDeleteResource:
+			return "a lease holds the resource: release, revoke and reclaim, or let it expire first"
+		case contract.VerbDeletePool:
+			return "units of the pool are reserved or active: their leases must end first"
+		case contract.VerbDeleteRange:
+			return "values of the range are allocated: their leases must end first"
+		}
+		return "the run is active (cancel, fail or complete it first) or a work shard is claimed (its claim must end first)"
 	}
 	return r.Code.String()
 }
