@@ -19,8 +19,8 @@ import (
 // reads 2, 3 and 4.
 const snapshotFormat = 5
 
-// Snapshot encodes the whole shard state. The encoding is canonical: tables in creation
-// order, leases by lsn, retention queues in retirement order, so the same state always
+// Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
+// the ended leases refer to), leases by lsn, retention queues in retirement order, so the same state always
 // gives the same bytes however it was reached (directly, or restored and replayed).
 // It is a hand-written binary format rather than msgpack or protobuf because the kernel
 // imports only the standard library and a canonical byte order matters more here than
