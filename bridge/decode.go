@@ -91,11 +91,11 @@ func verbSpecs() []*verbSpec {
 		{verb: contract.VerbClusterStatus,
 			newReq: func() proto.Message { return new(messages.ClusterStatusRequest) }, prepare: prepClusterStatus},
 		{verb: contract.VerbDeleteResource,
-			newReq: func() proto.Message { return new(messages.DeleteResourceRequest) }, prepare: prepDeleteResource},
+			newReq: func() proto.Message { return new(messages.DeleteResourceRequest) }, prepare: prepDelete},
 		{verb: contract.VerbDeletePool,
-			newReq: func() proto.Message { return new(messages.DeletePoolRequest) }, prepare: prepDeletePool},
+			newReq: func() proto.Message { return new(messages.DeletePoolRequest) }, prepare: prepDelete},
 		{verb: contract.VerbDeleteRange,
-			newReq: func() proto.Message { return new(messages.DeleteRangeRequest) }, prepare: prepDeleteRange},
+			newReq: func() proto.Message { return new(messages.DeleteRangeRequest) }, prepare: prepDelete},
 	}, workSpecs()...)
 }
 
@@ -197,39 +197,36 @@ func (b *Bridge) objectShard(tenant, id string) uint32 {
 
 func prepCreateResource(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.CreateResourceRequest)
-	*o = op{kind: opWrite, shard: b.objectShard(tenant, r.ResourceId),
-		cmd: &kernel.Command{OperationID: r.OperationId, ObjectID: r.ResourceId}}
+	b.objectWrite(tenant, r.OperationId, r.ResourceId, o)
 	return nil
 }
 
-// objectWrite routes a write naming an object by its id, as its create did.
+// objectWrite routes a write naming an object (a run too) by its id, as its create did.
 func (b *Bridge) objectWrite(tenant, opID, id string, o *op) *kernel.Command {
 	*o = op{kind: opWrite, shard: b.objectShard(tenant, id), cmd: &kernel.Command{OperationID: opID, ObjectID: id}}
 	return o.cmd
 }
 
-func prepDeleteResource(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.DeleteResourceRequest)
-	b.objectWrite(tenant, r.OperationId, r.ResourceId, o)
-	return nil
-}
-
-func prepDeletePool(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.DeletePoolRequest)
-	b.objectWrite(tenant, r.OperationId, r.PoolId, o)
-	return nil
-}
-
-func prepDeleteRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.DeleteRangeRequest)
-	b.objectWrite(tenant, r.OperationId, r.RangeId, o)
+// prepDelete is the four deletes: each names its object by id.
+func prepDelete(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+	var opID, id string
+	switch r := m.(type) {
+	case *messages.DeleteResourceRequest:
+		opID, id = r.OperationId, r.ResourceId
+	case *messages.DeletePoolRequest:
+		opID, id = r.OperationId, r.PoolId
+	case *messages.DeleteRangeRequest:
+		opID, id = r.OperationId, r.RangeId
+	case *messages.DeleteRunRequest:
+		opID, id = r.OperationId, r.RunId
+	}
+	b.objectWrite(tenant, opID, id, o)
 	return nil
 }
 
 func prepCreatePool(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.CreatePoolRequest)
-	*o = op{kind: opWrite, shard: b.objectShard(tenant, r.PoolId),
-		cmd: &kernel.Command{OperationID: r.OperationId, ObjectID: r.PoolId, Capacity: r.Capacity}}
+	b.objectWrite(tenant, r.OperationId, r.PoolId, o).Capacity = r.Capacity
 	return nil
 }
 
@@ -239,8 +236,8 @@ func prepCreateRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.R
 	if !ok {
 		return invalid("strategy: must be lowest_free, random or least_recently_freed")
 	}
-	*o = op{kind: opWrite, shard: b.objectShard(tenant, r.RangeId),
-		cmd: &kernel.Command{OperationID: r.OperationId, ObjectID: r.RangeId, First: r.First, Last: r.Last, Strategy: strategy}}
+	c := b.objectWrite(tenant, r.OperationId, r.RangeId, o)
+	c.First, c.Last, c.Strategy = r.First, r.Last, strategy
 	return nil
 }
 

@@ -20,7 +20,7 @@ func workSpecs() []*verbSpec {
 		{verb: contract.VerbCompleteRun, newReq: func() proto.Message { return new(messages.EndRunRequest) }, prepare: prepEndRun},
 		{verb: contract.VerbFailRun, newReq: func() proto.Message { return new(messages.EndRunRequest) }, prepare: prepEndRun},
 		{verb: contract.VerbCancelRun, newReq: func() proto.Message { return new(messages.EndRunRequest) }, prepare: prepEndRun},
-		{verb: contract.VerbDeleteRun, newReq: func() proto.Message { return new(messages.DeleteRunRequest) }, prepare: prepDeleteRun},
+		{verb: contract.VerbDeleteRun, newReq: func() proto.Message { return new(messages.DeleteRunRequest) }, prepare: prepDelete},
 		{verb: contract.VerbGetRun, newReq: func() proto.Message { return new(messages.GetRunRequest) }, prepare: prepGetRun},
 		{verb: contract.VerbGetWork, newReq: func() proto.Message { return new(messages.GetWorkRequest) }, prepare: prepGetWork},
 		{verb: contract.VerbCheckpoint, newReq: func() proto.Message { return new(messages.CheckpointRequest) }, prepare: prepCheckpoint},
@@ -42,38 +42,27 @@ func workSpecsOf(ws []*messages.WorkSpec) []kernel.WorkSpec {
 	return out
 }
 
-func (b *Bridge) runWrite(tenant, opID, runID string, o *op) *kernel.Command {
-	*o = op{kind: opWrite, shard: b.objectShard(tenant, runID), cmd: &kernel.Command{OperationID: opID, ObjectID: runID}}
-	return o.cmd
-}
-
 func prepCreateRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.CreateRunRequest)
-	b.runWrite(tenant, r.OperationId, r.RunId, o).Work = workSpecsOf(r.Shards)
+	b.objectWrite(tenant, r.OperationId, r.RunId, o).Work = workSpecsOf(r.Shards)
 	return nil
 }
 
 func prepRegisterRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.RegisterRunRequest)
-	b.runWrite(tenant, r.OperationId, r.RunId, o).Work = workSpecsOf(r.Shards)
+	b.objectWrite(tenant, r.OperationId, r.RunId, o).Work = workSpecsOf(r.Shards)
 	return nil
 }
 
 func prepEndRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.EndRunRequest)
-	b.runWrite(tenant, r.OperationId, r.RunId, o).Reason = r.Reason
-	return nil
-}
-
-func prepDeleteRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.DeleteRunRequest)
-	b.runWrite(tenant, r.OperationId, r.RunId, o)
+	b.objectWrite(tenant, r.OperationId, r.RunId, o).Reason = r.Reason
 	return nil
 }
 
 func prepUnparkWork(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.UnparkWorkRequest)
-	b.runWrite(tenant, r.OperationId, r.RunId, o).Name = r.Name
+	b.objectWrite(tenant, r.OperationId, r.RunId, o).Name = r.Name
 	return nil
 }
 

@@ -101,87 +101,78 @@ func (k *Kernel) freeGraves(budget int) {
 	}
 }
 
-// deleteObject deletes the idle resource, pool, range or run the command names.
-func (k *Kernel) deleteObject(c *Command, out *Output) {
-	key := k.tenantKey(c.Tenant, c.ObjectID)
-	switch c.Verb {
-	case contract.VerbDeleteResource:
-		idx, ok := k.resIdx[string(key)]
-		switch {
-		case !ok:
-			out.Code = contract.CodeResourceNotFound
-			return
-		case k.res[idx].state != ResourceAvailable:
-			out.Code = contract.CodeObjectInUse
-			k.viewResource(idx, out)
-			return
-		}
-		k.viewResource(idx, out)
-		delete(k.resIdx, k.res[idx].key)
-		k.bury(graveResource, idx)
-		out.Event = EventResourceDeleted
-	case contract.VerbDeletePool:
-		idx, ok := k.poolIdx[string(key)]
-		switch {
-		case !ok:
-			out.Code = contract.CodePoolNotFound
-			return
-		case k.pools[idx].reserved+k.pools[idx].active != 0:
-			out.Code = contract.CodeObjectInUse
-			k.viewPool(idx, out)
-			return
-		}
-		k.viewPool(idx, out)
-		delete(k.poolIdx, k.pools[idx].key)
-		k.bury(gravePool, idx)
-		out.Event = EventPoolDeleted
-	case contract.VerbDeleteRange:
-		idx, ok := k.rangeIdx[string(key)]
-		switch {
-		case !ok:
-			out.Code = contract.CodeRangeNotFound
-			return
-		case k.ranges[idx].allocated.Len() != 0:
-			out.Code = contract.CodeObjectInUse
-			k.viewRange(idx, out)
-			return
-		}
-		k.viewRange(idx, out)
-		r := &k.ranges[idx]
-		delete(k.rangeIdx, r.key)
-		// Its remembered freed values count against MaxRangeValues: give them back now;
-		// a grave keeps only what an ended lease's view reads (the key).
-		k.rangeValues -= r.freed.Len()
-		r.used, r.freed = valueset.Set{}, valueset.FreedQueue{}
-		k.bury(graveRange, idx)
-		out.Event = EventRangeDeleted
-	case contract.VerbDeleteRun:
-		idx, ok := k.runIdx[string(key)]
-		switch {
-		case !ok:
-			out.Code = contract.CodeRunNotFound
-			return
-		case !k.runs[idx].status.Terminal() || k.runClaimed(idx):
-			out.Code = contract.CodeObjectInUse
-			k.viewRun(idx, out)
-			return
-		}
-		k.viewRun(idx, out)
-		r := &k.runs[idx]
-		delete(k.runIdx, r.key)
-		for _, w := range r.work {
-			delete(k.workIdx, k.works[w].key)
-			k.works[w].readyPos = -1
-		}
-		r.ready, r.held = nil, nil
-		k.bury(graveRun, idx)
-		out.Event = EventRunDeleted
-	}
+// deletable is how a delete finds, judges and buries an object of one kind.
+type deletable struct {
+	index    map[string]int32
+	notFound Code
+	grave    graveKind
+	event    EventKind
+	key      func(idx int32) string
+	inUse    func(idx int32) bool
+	view     func(idx int32, out *Output)
+	clear    func(idx int32) // what the grave need not keep, given back at once
 }
 
-// runClaimed reports whether a live lease holds one of run r's work shards.
-func (k *Kernel) runClaimed(r int32) bool {
-	return len(k.runs[r].held) != 0
+func (k *Kernel) deletable(v Verb) deletable {
+	switch v {
+	case contract.VerbDeletePool:
+		return deletable{index: k.poolIdx, notFound: contract.CodePoolNotFound, grave: gravePool, event: EventPoolDeleted,
+			key:   func(i int32) string { return k.pools[i].key },
+			inUse: func(i int32) bool { return k.pools[i].reserved+k.pools[i].active != 0 },
+			view:  k.viewPool}
+	case contract.VerbDeleteRange:
+		return deletable{index: k.rangeIdx, notFound: contract.CodeRangeNotFound, grave: graveRange, event: EventRangeDeleted,
+			key:   func(i int32) string { return k.ranges[i].key },
+			inUse: func(i int32) bool { return k.ranges[i].allocated.Len() != 0 },
+			view:  k.viewRange,
+			// The remembered freed values count against MaxRangeValues; an ended
+			// lease's view of the grave reads only its key.
+			clear: func(i int32) {
+				r := &k.ranges[i]
+				k.rangeValues -= r.freed.Len()
+				r.used, r.freed = valueset.Set{}, valueset.FreedQueue{}
+			}}
+	case contract.VerbDeleteRun:
+		return deletable{index: k.runIdx, notFound: contract.CodeRunNotFound, grave: graveRun, event: EventRunDeleted,
+			key:   func(i int32) string { return k.runs[i].key },
+			inUse: func(i int32) bool { return !k.runs[i].status.Terminal() || len(k.runs[i].held) != 0 },
+			view:  k.viewRun,
+			// Its work shards go with it: out of the index and out of its queues.
+			clear: func(i int32) {
+				r := &k.runs[i]
+				for _, w := range r.work {
+					delete(k.workIdx, k.works[w].key)
+					k.works[w].readyPos = -1
+				}
+				r.ready, r.held = nil, nil
+			}}
+	}
+	return deletable{index: k.resIdx, notFound: contract.CodeResourceNotFound, grave: graveResource, event: EventResourceDeleted,
+		key:   func(i int32) string { return k.res[i].key },
+		inUse: func(i int32) bool { return k.res[i].state != ResourceAvailable },
+		view:  k.viewResource}
+}
+
+// deleteObject deletes the idle resource, pool, range or run the command names; a held
+// one answers object_in_use. Either way the reply shows the object as it was.
+func (k *Kernel) deleteObject(c *Command, out *Output) {
+	d := k.deletable(c.Verb)
+	idx, ok := d.index[string(k.tenantKey(c.Tenant, c.ObjectID))]
+	if !ok {
+		out.Code = d.notFound
+		return
+	}
+	d.view(idx, out)
+	if d.inUse(idx) {
+		out.Code = contract.CodeObjectInUse
+		return
+	}
+	delete(d.index, d.key(idx))
+	if d.clear != nil {
+		d.clear(idx)
+	}
+	k.bury(d.grave, idx)
+	out.Event = d.event
 }
 
 // liveRun reports whether run slot r holds a run that is not deleted.
