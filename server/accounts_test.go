@@ -97,6 +97,13 @@ func TestNATSAccountsAndRoles(t *testing.T) {
 	if r, err := operator.Reclaim(ctx, id); err != nil || !r.OK() {
 		t.Fatalf("operator reclaim: %v %+v", err, r)
 	}
+	// Deleting is the operator's too.
+	if _, err := worker.DeleteResource(ctx, "gpu0"); err == nil {
+		t.Fatal("a worker deleted a resource")
+	}
+	if r, err := operator.DeleteResource(ctx, "gpu0"); err != nil || !r.OK() {
+		t.Fatalf("operator delete: %v %+v", err, r)
+	}
 
 	// Another tenant's account has no route to acme's subjects: the client talks to
 	// holdfast.v1.acme.* and nothing there answers it.
