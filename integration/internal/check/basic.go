@@ -29,6 +29,9 @@ var domainCodes = map[string][]string{
 	VRangeGet:       {"range_not_found"},
 	VLeaseGet:       {"lease_not_found", "lease_retired"},
 	VList:           {},
+	VResourceDelete: {"resource_not_found", "object_in_use"},
+	VPoolDelete:     {"pool_not_found", "object_in_use"},
+	VRangeDelete:    {"range_not_found", "object_in_use"},
 	"(member-code)": {"resource_not_found", "pool_not_found", "range_not_found", "resource_busy", "insufficient_capacity", "value_busy", "value_out_of_range", "range_exhausted"},
 }
 
@@ -195,6 +198,13 @@ func replyProblem(h *History, op *Op, r *messages.Reply) string {
 	case VRangeCreate:
 		if r.Range == nil || r.Range.RangeId != op.Req.RangeID || r.Range.First != op.Req.First || r.Range.Last != op.Req.Last {
 			return "create without its range"
+		}
+	case VResourceDelete, VPoolDelete, VRangeDelete:
+		if r.FromRetryCache {
+			break // a replay of a delete carries no view (docs/api.md §4)
+		}
+		if eventObjectIDOf(r.Resource, r.Pool, r.Range) != op.Req.ObjectID() {
+			return "delete without the object it deleted"
 		}
 	}
 	return ""

@@ -170,7 +170,29 @@ func base(t *testing.T, doctor func(step string, r *messages.Reply, e *messages.
 	// Another tenant cannot see lease 0-4.
 	rec := b.call(3, "u", VLeaseGet, "g6", &messages.GetLeaseRequest{LeaseId: "0-4"}, rp("probe", &messages.Reply{Outcome: "committed", Code: "lease_not_found", AppliedLsn: 14}))
 	rec.Intent = history.IntentWrongTenant
+	// A delete of a held resource is refused, with the resource as it is; an idle pool's
+	// goes through.
+	r = ok(15)
+	r.Lease = lease("0-15", "h3", "reserved", 1, 15, 208, mR)
+	b.call(3, "t", VReserve, "o15", &messages.ReserveRequest{OperationId: "o15", HolderId: "h3", TtlMs: 1000, Members: []*messages.Member{mR}}, rp("reserve3", r))
+	ev("reserve3", &messages.Event{Event: "lease.reserved", Tenant: "t", Lsn: 15, Slot: 108, Lease: r.Lease})
+	r = domain("object_in_use", 16, "a lease holds the resource: release, revoke and reclaim, or let it expire first")
+	r.Resource = &messages.Resource{ResourceId: "n/r", State: "reserved", CurrentLeaseId: "0-15", Version: 7}
+	b.call(1, "t", VResourceDelete, "o16", &messages.DeleteResourceRequest{OperationId: "o16", ResourceId: "n/r"}, rp("delete-held", r))
+	r = ok(17)
+	r.Pool = &messages.Pool{PoolId: "n/p", Capacity: 3, Available: 3}
+	b.call(1, "t", VPoolDelete, "o17", &messages.DeletePoolRequest{OperationId: "o17", PoolId: "n/p"}, rp("delete-p", r))
+	ev("delete-p", &messages.Event{Event: "pool.deleted", Tenant: "t", Lsn: 17, Slot: 108, Pool: r.Pool})
 	return b.recs
+}
+
+// lastReturn is the latest response time in recs: where a builder carrying on goes from.
+func lastReturn(recs []history.Record) int64 {
+	var t int64
+	for _, r := range recs {
+		t = max(t, r.Return)
+	}
+	return t
 }
 
 func report(t *testing.T, recs []history.Record) *Report {
@@ -366,6 +388,20 @@ func TestDoubleGrantCatchesAResourceGrantedTwice(t *testing.T) {
 	}
 }
 
+// A delete answered ok while a lease holds the resource: the model refuses it, and the
+// shard's log shows the resource deleted under its holder.
+func TestLinearizabilityCatchesADeleteOfAHeldResource(t *testing.T) {
+	rep := expectViolation(t, CLinear, func(step string, r *messages.Reply, e *messages.Event) bool {
+		if step == "delete-held" {
+			r.Code, r.Message = "ok", ""
+		}
+		return true
+	})
+	if !rep.Has(CDoubleGrant) {
+		t.Errorf("no-double-grant should see the resource deleted while held")
+	}
+}
+
 func TestDoubleGrantCatchesAnOverfullPool(t *testing.T) {
 	expectViolation(t, CDoubleGrant, func(step string, r *messages.Reply, e *messages.Event) bool {
 		if step == "reserve1/event" {
@@ -481,7 +517,7 @@ func TestLinearizabilityCatchesAFalseBusy(t *testing.T) {
 
 func TestLinearizabilityCatchesAListMissingALease(t *testing.T) {
 	recs := base(t, nil)
-	b := &hb{t: t, recs: recs, now: recs[len(recs)-1].Return, seq: 100}
+	b := &hb{t: t, recs: recs, now: lastReturn(recs), seq: 100}
 	// h1's list, after 0-4 was revoked and reclaimed, still shows it.
 	b.call(1, "t", VList, "g9", &messages.ListLeasesRequest{HolderId: "h1"}, &messages.Reply{Outcome: "committed", Code: "ok",
 		Leases: []*messages.Lease{lease("0-4", "h1", "revoking", 2, 4, 0)}, AppliedLsns: []*messages.ShardLsn{{Lsn: 14}}})
@@ -524,7 +560,7 @@ func TestEventsCatchesAWrongReleasedLSN(t *testing.T) {
 
 func TestRepliesCatchesAnUnorderedList(t *testing.T) {
 	recs := base(t, nil)
-	b := &hb{t: t, recs: recs, now: recs[len(recs)-1].Return, seq: 100}
+	b := &hb{t: t, recs: recs, now: lastReturn(recs), seq: 100}
 	b.call(2, "t", VList, "g9", &messages.ListLeasesRequest{HolderId: "h2"}, &messages.Reply{Outcome: "committed", Code: "ok",
 		Leases:      []*messages.Lease{lease("0-11", "h2", "reserved", 1, 11, 107), lease("0-4", "h2", "active", 1, 4, 0)},
 		AppliedLsns: []*messages.ShardLsn{{Lsn: 14}}})
@@ -536,23 +572,23 @@ func TestRepliesCatchesAnUnorderedList(t *testing.T) {
 
 func TestLinearizabilityCatchesAnUnretiredLease(t *testing.T) {
 	recs := base(t, nil)
-	b := &hb{t: t, recs: recs, now: recs[len(recs)-1].Return, seq: 100}
-	retired := &messages.Reply{Outcome: "committed", Code: "lease_retired", AppliedLsn: 14}
+	b := &hb{t: t, recs: recs, now: lastReturn(recs), seq: 100}
+	retired := &messages.Reply{Outcome: "committed", Code: "lease_retired", AppliedLsn: 17}
 	b.call(1, "t", VLeaseGet, "g10", &messages.GetLeaseRequest{LeaseId: "0-4"}, retired)
 	if rep := report(t, b.recs); !rep.OK() {
 		t.Fatalf("a terminal lease may retire:\n%s", rep)
 	}
 	exp := lease("0-4", "h1", "revoked", 2, 4, 0)
-	b.call(1, "t", VLeaseGet, "g11", &messages.GetLeaseRequest{LeaseId: "0-4"}, &messages.Reply{Outcome: "committed", Code: "ok", AppliedLsn: 14, Lease: exp})
+	b.call(1, "t", VLeaseGet, "g11", &messages.GetLeaseRequest{LeaseId: "0-4"}, &messages.Reply{Outcome: "committed", Code: "ok", AppliedLsn: 17, Lease: exp})
 	rep := report(t, b.recs)
 	if !rep.Has(CLinear) {
 		t.Fatalf("a lease readable again after lease_retired not caught:\n%s", rep)
 	}
 	b = &hb{t: t, recs: base(t, nil), seq: 100}
-	b.now = b.recs[len(b.recs)-1].Return
+	b.now = lastReturn(b.recs)
 	b.call(1, "t", VLeaseGet, "g12", &messages.GetLeaseRequest{LeaseId: "0-11"}, retired)
 	b.call(2, "t", VRelease, "o30", &messages.ReleaseRequest{OperationId: "o30", LeaseId: "0-11", HolderId: "h2", LeaseEpoch: 2},
-		domain("invalid_state", 15, "the lease's state does not allow lease.release"))
+		domain("invalid_state", 18, "the lease's state does not allow lease.release"))
 	if rep := report(t, b.recs); !rep.Has(CLinear) {
 		t.Fatalf("a verb on a retired lease answering invalid_state not caught:\n%s", rep)
 	}

@@ -52,13 +52,13 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 		}
 		base := linOp{op: op, call: op.Invoke, ret: op.Return}
 		switch op.Verb {
-		case VResourceCreate, VResourceGet:
+		case VResourceCreate, VResourceGet, VResourceDelete:
 			o := base
 			add(partKey{kind: pkResource, tenant: op.Tenant, id: op.Req.ResourceID}, &o)
-		case VPoolCreate, VPoolGet:
+		case VPoolCreate, VPoolGet, VPoolDelete:
 			o := base
 			add(partKey{kind: pkPool, tenant: op.Tenant, id: op.Req.PoolID}, &o)
-		case VRangeCreate, VRangeGet:
+		case VRangeCreate, VRangeGet, VRangeDelete:
 			o := base
 			add(partKey{kind: pkRange, tenant: op.Tenant, id: op.Req.RangeID}, &o)
 		case VReserve:

@@ -392,6 +392,8 @@ func step(p partKey, s *mState, o *linOp) (bool, *mState, string) {
 		return stepLeaseVerb(p, s, o)
 	case VResourceGet, VPoolGet, VRangeGet:
 		return stepGet(p, s, o)
+	case VResourceDelete, VPoolDelete, VRangeDelete:
+		return stepDelete(p, s, o)
 	case VLeaseGet:
 		return stepLeaseGet(s, o)
 	case VList:
@@ -732,6 +734,39 @@ func stepLeaseVerb(p partKey, s *mState, o *linOp) (bool, *mState, string) {
 		}
 	}
 	return true, n, ""
+}
+
+// stepDelete: an idle object is deleted (its id free for a new object, which starts from
+// nothing: version 0, no remembered freed values); a held one answers object_in_use; a
+// missing one *_not_found. Both shown views are the object as it was. The partition's
+// lease records stay: its ended leases are still readable.
+func stepDelete(p partKey, s *mState, o *linOp) (bool, *mState, string) {
+	r := o.op.Result
+	inUse := s.rstate != "" || s.reserved+s.active != 0 || len(s.alloc) != 0
+	switch r.Code {
+	case messages.CodeOK, messages.CodeObjectInUse:
+		if !s.exists {
+			return false, s, "the object does not exist in this order: want " + map[pkind]string{pkResource: "resource", pkPool: "pool", pkRange: "range"}[p.kind] + "_not_found"
+		}
+		if inUse != (r.Code == messages.CodeObjectInUse) {
+			return false, s, fmt.Sprintf("the object is in use %v in the model, server says %s", inUse, r.Code)
+		}
+		if o.op.Fresh() {
+			if why := viewMismatch(p, s, r); why != "" {
+				return false, s, why
+			}
+		}
+		if inUse {
+			return true, s, ""
+		}
+		return true, &mState{leases: s.leases}, ""
+	case "resource_not_found", "pool_not_found", "range_not_found":
+		if s.exists {
+			return false, s, "the object exists: want ok or object_in_use, server says " + r.Code
+		}
+		return true, s, ""
+	}
+	return false, s, "unexpected code " + r.Code
 }
 
 func stepGet(p partKey, s *mState, o *linOp) (bool, *mState, string) {

@@ -29,7 +29,15 @@ const (
 	VReclaim        = "lease.reclaim"
 	VLeaseGet       = "lease.get"
 	VList           = "lease.list"
+	VResourceDelete = "resource.delete"
+	VPoolDelete     = "pool.delete"
+	VRangeDelete    = "range.delete"
 )
+
+// isDelete reports whether verb deletes an object.
+func isDelete(verb string) bool {
+	return verb == VResourceDelete || verb == VPoolDelete || verb == VRangeDelete
+}
 
 // IsWrite reports whether verb is a write (carries an operation_id).
 func IsWrite(verb string) bool {
@@ -37,7 +45,7 @@ func IsWrite(verb string) bool {
 	case VResourceCreate, VPoolCreate, VRangeCreate, VReserve, VActivate, VRenew, VRelease, VRevoke, VReclaim:
 		return true
 	}
-	return false
+	return isDelete(verb)
 }
 
 // holderVerb reports whether verb is holder-authorized (holder_id + lease_epoch).
@@ -113,6 +121,12 @@ func newRequest(verb string) proto.Message {
 		return &messages.GetLeaseRequest{}
 	case VList:
 		return &messages.ListLeasesRequest{}
+	case VResourceDelete:
+		return &messages.DeleteResourceRequest{}
+	case VPoolDelete:
+		return &messages.DeletePoolRequest{}
+	case VRangeDelete:
+		return &messages.DeleteRangeRequest{}
 	}
 	return nil
 }
@@ -158,6 +172,12 @@ func DecodeRequest(verb string, raw []byte) (Req, error) {
 		r.LeaseID, r.MinLSN, r.WaitMs = q.LeaseId, q.MinLsn, q.WaitMs
 	case *messages.ListLeasesRequest:
 		r.HolderID, r.Limit = q.HolderId, q.Limit
+	case *messages.DeleteResourceRequest:
+		r.OperationID, r.ResourceID = q.OperationId, q.ResourceId
+	case *messages.DeletePoolRequest:
+		r.OperationID, r.PoolID = q.OperationId, q.PoolId
+	case *messages.DeleteRangeRequest:
+		r.OperationID, r.RangeID = q.OperationId, q.RangeId
 	}
 	return r, nil
 }
@@ -291,7 +311,7 @@ func (o *Op) String() string {
 func (o *Op) reqString() string {
 	r := &o.Req
 	switch o.Verb {
-	case VResourceCreate, VResourceGet, VPoolGet, VRangeGet:
+	case VResourceCreate, VResourceGet, VPoolGet, VRangeGet, VResourceDelete, VPoolDelete, VRangeDelete:
 		s := r.ObjectID()
 		if r.MinLSN > 0 {
 			s += fmt.Sprintf(" min_lsn=%d", r.MinLSN)
@@ -555,7 +575,7 @@ func (h *History) placeShard(op *Op) {
 		shards = 1
 	}
 	switch op.Verb {
-	case VResourceCreate, VResourceGet, VPoolCreate, VPoolGet, VRangeCreate, VRangeGet:
+	case VResourceCreate, VResourceGet, VPoolCreate, VPoolGet, VRangeCreate, VRangeGet, VResourceDelete, VPoolDelete, VRangeDelete:
 		id := op.Req.ObjectID()
 		op.Shard, op.HasShard = contract.ShardOf(op.Tenant, contract.PlacementKey(id), shards), id != ""
 	case VReserve:

@@ -39,6 +39,12 @@ func expectedEvent(op *Op) string {
 		return "lease.revoking"
 	case VReclaim:
 		return "lease.revoked"
+	case VResourceDelete:
+		return "resource.deleted"
+	case VPoolDelete:
+		return "pool.deleted"
+	case VRangeDelete:
+		return "range.deleted"
 	}
 	return ""
 }
@@ -47,18 +53,25 @@ var verbOfEvent = map[string][]string{
 	"resource.created": {VResourceCreate}, "pool.created": {VPoolCreate}, "range.created": {VRangeCreate},
 	"lease.reserved": {VReserve}, "lease.activated": {VReserve, VActivate}, "lease.renewed": {VRenew},
 	"lease.released": {VRelease}, "lease.revoking": {VRevoke}, "lease.revoked": {VReclaim},
+	"resource.deleted": {VResourceDelete}, "pool.deleted": {VPoolDelete}, "range.deleted": {VRangeDelete},
 }
 
 func eventObjectID(ev *messages.Event) string {
-	switch {
-	case ev.Lease != nil:
+	if ev.Lease != nil {
 		return ev.Lease.LeaseId
-	case ev.Resource != nil:
-		return ev.Resource.ResourceId
-	case ev.Pool != nil:
-		return ev.Pool.PoolId
-	case ev.Range != nil:
-		return ev.Range.RangeId
+	}
+	return eventObjectIDOf(ev.Resource, ev.Pool, ev.Range)
+}
+
+// eventObjectIDOf is the id of whichever object view is present.
+func eventObjectIDOf(r *messages.Resource, p *messages.Pool, g *messages.Range) string {
+	switch {
+	case r != nil:
+		return r.ResourceId
+	case p != nil:
+		return p.PoolId
+	case g != nil:
+		return g.RangeId
 	}
 	return ""
 }
@@ -251,20 +264,24 @@ func checkDoubleGrant(w *World, rep *Report) {
 				tenant string
 				lease  *messages.Lease
 				pool   *messages.Pool
+				object string // the id of the object a create or delete names
 				line   string
 			}
 			var changes []change
 			for _, e := range en.events {
-				changes = append(changes, change{e.Ev.Event, e.Ev.Tenant, e.Ev.Lease, e.Ev.Pool, e.String()})
+				changes = append(changes, change{e.Ev.Event, e.Ev.Tenant, e.Ev.Lease, e.Ev.Pool, eventObjectID(e.Ev), e.String()})
 			}
 			if len(changes) == 0 && en.op != nil && en.op.Fresh() && en.op.OK() {
 				if k := expectedEvent(en.op); k != "" {
-					changes = append(changes, change{k, en.op.Tenant, en.op.Result.Lease, en.op.Result.Pool, en.op.String()})
+					changes = append(changes, change{k, en.op.Tenant, en.op.Result.Lease, en.op.Result.Pool, opObjectID(en.op), en.op.String()})
 				}
 			}
 			for _, c := range changes {
 				if c.pool != nil && c.kind == "pool.created" {
 					poolCap[c.tenant+"/pool/"+c.pool.PoolId] = c.pool.Capacity
+				}
+				if held := heldAtDelete(c.kind, c.tenant, c.object, holderOf, poolUse); held != "" {
+					rep.add(CDoubleGrant, fmt.Sprintf("shard %d lsn %d: %s deleted while %s", shard, lsn, c.object, held), c.line)
 				}
 				if c.lease == nil {
 					continue
@@ -325,6 +342,29 @@ func checkDoubleGrant(w *World, rep *Report) {
 			}
 		}
 	}
+}
+
+// heldAtDelete says what still held the object a delete event removed ("" when nothing
+// did): a delete must find its object idle (docs/api.md §4 "Deleting objects").
+func heldAtDelete(kind, tenant, id string, holderOf map[string]string, poolUse map[string]uint64) string {
+	switch kind {
+	case "resource.deleted":
+		if l, held := holderOf[tenant+"/res/"+id]; held {
+			return "lease " + l + " holds it"
+		}
+	case "pool.deleted":
+		if n := poolUse[tenant+"/pool/"+id]; n > 0 {
+			return fmt.Sprintf("%d of its units are granted", n)
+		}
+	case "range.deleted":
+		prefix := tenant + "/val/" + id + "/"
+		for k, l := range holderOf {
+			if strings.HasPrefix(k, prefix) {
+				return "lease " + l + " holds value " + k[len(prefix):]
+			}
+		}
+	}
+	return ""
 }
 
 // checkExpiry: expiry comes late, never early, judged on the server's own slots. Every

@@ -212,6 +212,12 @@ func (c *Client) learnWrite(verb string, m proto.Message, r *messages.Reply) {
 		shard = c.shardOf(q.PoolId)
 	case *messages.CreateRangeRequest:
 		shard = c.shardOf(q.RangeId)
+	case *messages.DeleteResourceRequest:
+		shard = c.shardOf(q.ResourceId)
+	case *messages.DeletePoolRequest:
+		shard = c.shardOf(q.PoolId)
+	case *messages.DeleteRangeRequest:
+		shard = c.shardOf(q.RangeId)
 	case *messages.ReserveRequest:
 		shard = c.shardOf(q.Members[0].ResourceId + q.Members[0].PoolId + q.Members[0].RangeId)
 		if r.Code == messages.CodeOK {
@@ -604,12 +610,26 @@ func (c *Client) list() {
 }
 
 // create re-creates an existing object (already_exists) or, after a third of the round,
-// a late resource.
+// a late resource; now and then it deletes one: the late resource (often held), a pool or
+// a range (mostly in use: object_in_use; when idle, gone until a create makes it again,
+// with other bounds).
 func (c *Client) create() {
 	l := c.r.Layout
 	key := l.Keys[c.rng.IntN(len(l.Keys))]
 	op := c.opID()
-	if time.Since(c.r.started) > c.r.Dur/3 && c.rng.IntN(2) == 0 {
+	late := time.Since(c.r.started) > c.r.Dur/3
+	if late && c.rng.IntN(4) == 0 {
+		switch c.rng.IntN(4) {
+		case 0, 1:
+			c.write("resource.delete", &messages.DeleteResourceRequest{OperationId: op, ResourceId: l.Late[key]}, op, "", c.Tenant)
+		case 2:
+			c.write("pool.delete", &messages.DeletePoolRequest{OperationId: op, PoolId: l.Pool[key]}, op, "", c.Tenant)
+		default:
+			c.write("range.delete", &messages.DeleteRangeRequest{OperationId: op, RangeId: l.Range[key]}, op, "", c.Tenant)
+		}
+		return
+	}
+	if late && c.rng.IntN(2) == 0 {
 		c.write("resource.create", &messages.CreateResourceRequest{OperationId: op, ResourceId: l.Late[key]}, op, "", c.Tenant)
 		return
 	}
