@@ -177,6 +177,28 @@ func TestWorkFleetSurvivesKills(t *testing.T) {
 		t.Fatalf("run: %v %+v", err, run.Run)
 	}
 	checkWorkEvents(t, nc, shards)
+
+	// The run ends and is deleted with its work shards; a kill -9 right after keeps the
+	// delete (acknowledged means journaled), and the id is free for a new run.
+	if r, err := c.CompleteRun(ctx, "scan"); err != nil || !r.OK() {
+		t.Fatalf("complete run: %v %+v", err, r)
+	}
+	if r, err := c.DeleteRun(ctx, "scan"); err != nil || !r.OK() || r.Run.GetDone() != shards {
+		t.Fatalf("delete run: %v %+v", err, r)
+	}
+	srv.Kill()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.GetRun(ctx, "scan"); err != nil || r.Code != messages.CodeRunNotFound {
+		t.Fatalf("the deleted run after a kill -9: %v %+v", err, r)
+	}
+	if r, err := c.GetWork(ctx, "scan", "s00"); err != nil || r.Code != messages.CodeRunNotFound {
+		t.Fatalf("a deleted run's work shard after a kill -9: %v %+v", err, r)
+	}
+	if r, err := c.CreateRun(ctx, "scan", specs[:1]); err != nil || !r.OK() || r.Run.GetActive() != 1 {
+		t.Fatalf("a new run of the deleted id: %v %+v", err, r)
+	}
 }
 
 // checkWorkEvents reads the event stream: per work shard, claims never overlap and
