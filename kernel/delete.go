@@ -101,78 +101,82 @@ func (k *Kernel) freeGraves(budget int) {
 	}
 }
 
-// deletable is how a delete finds, judges and buries an object of one kind.
-type deletable struct {
-	index    map[string]int32
-	notFound Code
-	grave    graveKind
-	event    EventKind
-	key      func(idx int32) string
-	inUse    func(idx int32) bool
-	view     func(idx int32, out *Output)
-	clear    func(idx int32) // what the grave need not keep, given back at once
-}
+// graveOfDelete is the table each delete verb removes from.
+var graveOfDelete = map[Verb]graveKind{contract.VerbDeleteResource: graveResource, contract.VerbDeletePool: gravePool,
+	contract.VerbDeleteRange: graveRange, contract.VerbDeleteRun: graveRun}
 
-func (k *Kernel) deletable(v Verb) deletable {
-	switch v {
-	case contract.VerbDeletePool:
-		return deletable{index: k.poolIdx, notFound: contract.CodePoolNotFound, grave: gravePool, event: EventPoolDeleted,
-			key:   func(i int32) string { return k.pools[i].key },
-			inUse: func(i int32) bool { return k.pools[i].reserved+k.pools[i].active != 0 },
-			view:  k.viewPool}
-	case contract.VerbDeleteRange:
-		return deletable{index: k.rangeIdx, notFound: contract.CodeRangeNotFound, grave: graveRange, event: EventRangeDeleted,
-			key:   func(i int32) string { return k.ranges[i].key },
-			inUse: func(i int32) bool { return k.ranges[i].allocated.Len() != 0 },
-			view:  k.viewRange,
-			// The remembered freed values count against MaxRangeValues; an ended
-			// lease's view of the grave reads only its key.
-			clear: func(i int32) {
-				r := &k.ranges[i]
-				k.rangeValues -= r.freed.Len()
-				r.used, r.freed = valueset.Set{}, valueset.FreedQueue{}
-			}}
-	case contract.VerbDeleteRun:
-		return deletable{index: k.runIdx, notFound: contract.CodeRunNotFound, grave: graveRun, event: EventRunDeleted,
-			key:   func(i int32) string { return k.runs[i].key },
-			inUse: func(i int32) bool { return !k.runs[i].status.Terminal() || len(k.runs[i].held) != 0 },
-			view:  k.viewRun,
-			// Its work shards go with it: out of the index and out of its queues.
-			clear: func(i int32) {
-				r := &k.runs[i]
-				for _, w := range r.work {
-					delete(k.workIdx, k.works[w].key)
-					k.works[w].readyPos = -1
-				}
-				r.ready, r.held = nil, nil
-			}}
-	}
-	return deletable{index: k.resIdx, notFound: contract.CodeResourceNotFound, grave: graveResource, event: EventResourceDeleted,
-		key:   func(i int32) string { return k.res[i].key },
-		inUse: func(i int32) bool { return k.res[i].state != ResourceAvailable },
-		view:  k.viewResource}
-}
+// What a delete answers and emits, by table.
+var (
+	deleteNotFound = [graveKindEnd]Code{graveResource: contract.CodeResourceNotFound, gravePool: contract.CodePoolNotFound,
+		graveRange: contract.CodeRangeNotFound, graveRun: contract.CodeRunNotFound}
+	deleteEvent = [graveKindEnd]EventKind{graveResource: EventResourceDeleted, gravePool: EventPoolDeleted,
+		graveRange: EventRangeDeleted, graveRun: EventRunDeleted}
+)
 
 // deleteObject deletes the idle resource, pool, range or run the command names; a held
 // one answers object_in_use. Either way the reply shows the object as it was.
 func (k *Kernel) deleteObject(c *Command, out *Output) {
-	d := k.deletable(c.Verb)
-	idx, ok := d.index[string(k.tenantKey(c.Tenant, c.ObjectID))]
+	g := graveOfDelete[c.Verb]
+	index := k.slotIndex(g)
+	idx, ok := index[string(k.tenantKey(c.Tenant, c.ObjectID))]
 	if !ok {
-		out.Code = d.notFound
+		out.Code = deleteNotFound[g]
 		return
 	}
-	d.view(idx, out)
-	if d.inUse(idx) {
+	var key string
+	var inUse bool
+	switch g {
+	case graveResource:
+		k.viewResource(idx, out)
+		key, inUse = k.res[idx].key, k.res[idx].state != ResourceAvailable
+	case gravePool:
+		k.viewPool(idx, out)
+		p := &k.pools[idx]
+		key, inUse = p.key, p.reserved+p.active != 0
+	case graveRange:
+		k.viewRange(idx, out)
+		key, inUse = k.ranges[idx].key, k.ranges[idx].allocated.Len() != 0
+	case graveRun:
+		k.viewRun(idx, out)
+		r := &k.runs[idx]
+		key, inUse = r.key, !r.status.Terminal() || len(r.held) != 0
+	}
+	if inUse {
 		out.Code = contract.CodeObjectInUse
 		return
 	}
-	delete(d.index, d.key(idx))
-	if d.clear != nil {
-		d.clear(idx)
+	delete(index, key)
+	switch g {
+	case graveRange:
+		// The remembered freed values count against MaxRangeValues; an ended lease's
+		// view of the grave reads only its key.
+		r := &k.ranges[idx]
+		k.rangeValues -= r.freed.Len()
+		r.used, r.freed = valueset.Set{}, valueset.FreedQueue{}
+	case graveRun:
+		// Its work shards go with it: out of the index and out of its queues.
+		r := &k.runs[idx]
+		for _, w := range r.work {
+			delete(k.workIdx, k.works[w].key)
+			k.works[w].readyPos = -1
+		}
+		r.ready, r.held = nil, nil
 	}
-	k.bury(d.grave, idx)
-	out.Event = d.event
+	k.bury(g, idx)
+	out.Event = deleteEvent[g]
+}
+
+// slotIndex is the name index of a table.
+func (k *Kernel) slotIndex(g graveKind) map[string]int32 {
+	switch g {
+	case gravePool:
+		return k.poolIdx
+	case graveRange:
+		return k.rangeIdx
+	case graveRun:
+		return k.runIdx
+	}
+	return k.resIdx
 }
 
 // liveRun reports whether run slot r holds a run that is not deleted.

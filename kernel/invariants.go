@@ -450,7 +450,6 @@ func (k *Kernel) checkSlots() (graves [graveKindEnd][]bool, err error) {
 		graveRun:      func(i int) string { return k.runs[i].key },
 	}
 	sizes := [graveKindEnd]int{graveResource: len(k.res), gravePool: len(k.pools), graveRange: len(k.ranges), graveRun: len(k.runs)}
-	indexes := [graveKindEnd]map[string]int32{graveResource: k.resIdx, gravePool: k.poolIdx, graveRange: k.rangeIdx, graveRun: k.runIdx}
 	for kind := graveResource; kind < graveKindEnd; kind++ {
 		graves[kind] = make([]bool, sizes[kind])
 	}
@@ -485,7 +484,7 @@ func (k *Kernel) checkSlots() (graves [graveKindEnd][]bool, err error) {
 				}
 				continue
 			}
-			idx, ok := indexes[kind][key]
+			idx, ok := k.slotIndex(kind)[key]
 			at := ok && idx == int32(i)
 			if at == graves[kind][i] {
 				return graves, fmt.Errorf("%q: a grave %v, indexed at its slot %v", key, graves[kind][i], at)
@@ -494,8 +493,8 @@ func (k *Kernel) checkSlots() (graves [graveKindEnd][]bool, err error) {
 				live++
 			}
 		}
-		if live != len(indexes[kind]) {
-			return graves, fmt.Errorf("table %d: %d live objects, %d indexed", kind, live, len(indexes[kind]))
+		if live != len(k.slotIndex(kind)) {
+			return graves, fmt.Errorf("table %d: %d live objects, %d indexed", kind, live, len(k.slotIndex(kind)))
 		}
 	}
 	onList := make([]bool, len(k.works))
