@@ -245,7 +245,7 @@ var (
 	descHalted = prometheus.NewDesc("holdfast_shard_halted",
 		"1 when the shard is halted (journal failure or refused recovery).", []string{"shard"}, nil)
 	descEntries = prometheus.NewDesc("holdfast_shard_table_entries",
-		"Entries in one of the shard's bounded tables.", []string{"shard", "table"}, nil)
+		"Entries in one of the shard's bounded tables (a deleted object counts until its slot is free: one history window).", []string{"shard", "table"}, nil)
 	descCapacity = prometheus.NewDesc("holdfast_shard_table_capacity",
 		"Configured bound of one of the shard's tables.", []string{"shard", "table"}, nil)
 	descLeases = prometheus.NewDesc("holdfast_leases",
@@ -302,6 +302,8 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 			{"operations", t.Operations, k.MaxOperations},
 			{"expirations", t.Expirations, k.MaxExpirations},
 			{"range_values", t.RangeValues, k.MaxRangeValues},
+			{"runs", t.Runs, k.MaxRuns},
+			{"work", t.Work, k.MaxWork},
 		} {
 			ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(tb.n), l, tb.name)
 			ch <- prometheus.MustNewConstMetric(descCapacity, prometheus.GaugeValue, float64(tb.bound), l, tb.name)

@@ -301,6 +301,10 @@ func TestMetricsAndHealth(t *testing.T) {
 	if !strings.Contains(body, `holdfast_shard_table_entries{shard="`+string(rune('0'+sh))+`",table="resources"} 1`) {
 		t.Errorf("/metrics: resource table fill of shard %d missing", sh)
 	}
+	if !strings.Contains(body, `holdfast_shard_table_capacity{shard="0",table="work"} `) ||
+		!strings.Contains(body, `holdfast_shard_table_entries{shard="0",table="runs"} 0`) {
+		t.Errorf("/metrics: the run and work tables' fill missing")
+	}
 	if t.Failed() {
 		t.Log(body)
 	}

@@ -11,6 +11,8 @@ type Stats struct {
 	Operations  int
 	Expirations int // reserved leases in the expiry index
 	RangeValues int // freed values remembered for least_recently_freed
+	Runs        int // run slots in use (live runs and deleted ones not yet freed)
+	Work        int // work-shard slots in use
 	// Live leases by state.
 	Reserved, Active, Revoking int
 	// NextDeadline is the earliest deadline in the expiry index (0: none).
@@ -22,7 +24,8 @@ func (k *Kernel) Stats() Stats {
 	st := Stats{Resources: len(k.res) - len(k.free.res), Pools: len(k.pools) - len(k.free.pools),
 		Ranges: len(k.ranges) - len(k.free.ranges), Leases: k.leaseCount(),
 		Members: k.members, Operations: k.ops.len(), Expirations: k.expiry.len(), RangeValues: k.rangeValues,
-		Reserved: k.live[LeaseReserved], Active: k.live[LeaseActive], Revoking: k.live[LeaseRevoking]}
+		Reserved: k.live[LeaseReserved], Active: k.live[LeaseActive], Revoking: k.live[LeaseRevoking],
+		Runs: len(k.runs) - len(k.free.runs), Work: len(k.works) - len(k.free.works)}
 	if d, ok := k.NextDeadline(); ok {
 		st.NextDeadline = d
 	}
