@@ -580,7 +580,7 @@ func TestDeleteVerbs(t *testing.T) {
 		t.Fatalf("object_in_use shows the resource: %s", r.raw)
 	}
 	r.absent(t, "category")
-	if !contains(r.str(t, "message"), "a lease holds the resource") {
+	if !contains(r.str(t, "message"), "a reserved lease holds the resource: it is released or expires first") {
 		t.Fatalf("object_in_use message: %s", r.raw)
 	}
 	s.req(tenant, "lease.release", fmt.Sprintf(`{"operation_id":"r2","lease_id":%q,"holder_id":"h","lease_epoch":1}`, id)).want(t, "ok")

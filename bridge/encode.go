@@ -243,7 +243,13 @@ func domainMessage(c *call) string {
 	case contract.CodeObjectInUse:
 		switch c.spec.verb {
 		case contract.VerbDeleteResource:
-			return "a lease holds the resource: release, revoke and reclaim, or let it expire first"
+			switch r.Resource.State {
+			case kernel.ResourceReserved:
+				return "a reserved lease holds the resource: it is released or expires first"
+			case kernel.ResourceRevoking:
+				return "a revoked lease still holds the resource: lease.reclaim it first"
+			}
+			return "an active lease holds the resource: it is released, or revoked and reclaimed, first"
 		case contract.VerbDeletePool:
 			return "units of the pool are reserved or active: their leases must end first"
 		case contract.VerbDeleteRange:

@@ -176,7 +176,7 @@ func base(t *testing.T, doctor func(step string, r *messages.Reply, e *messages.
 	r.Lease = lease("0-15", "h3", "reserved", 1, 15, 208, mR)
 	b.call(3, "t", VReserve, "o15", &messages.ReserveRequest{OperationId: "o15", HolderId: "h3", TtlMs: 1000, Members: []*messages.Member{mR}}, rp("reserve3", r))
 	ev("reserve3", &messages.Event{Event: "lease.reserved", Tenant: "t", Lsn: 15, Slot: 108, Lease: r.Lease})
-	r = domain("object_in_use", 16, "a lease holds the resource: release, revoke and reclaim, or let it expire first")
+	r = domain("object_in_use", 16, "a reserved lease holds the resource: it is released or expires first")
 	r.Resource = &messages.Resource{ResourceId: "n/r", State: "reserved", CurrentLeaseId: "0-15", Version: 7}
 	b.call(1, "t", VResourceDelete, "o16", &messages.DeleteResourceRequest{OperationId: "o16", ResourceId: "n/r"}, rp("delete-held", r))
 	r = ok(17)
