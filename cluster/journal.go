@@ -133,6 +133,11 @@ func (j *Journal) claim(ctx context.Context) error {
 	last := info.State.LastSeq
 	tail := position{}
 	if last > 0 {
+		if info.State.Msgs == 0 {
+			// Compaction always keeps the newest message: only a purge from outside empties it.
+			return fmt.Errorf("journal %s was purged empty past sequence %d: where it ended is lost, so shard %d cannot be recovered from it",
+				j.cfg.Names.JournalStream(j.cfg.Shard), last, j.cfg.Shard)
+		}
 		m, err := j.get(ctx, last)
 		if err != nil {
 			return fmt.Errorf("reading the journal's last message %d: %w", last, err)
@@ -368,8 +373,11 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 }
 
 // Compact purges the batch messages all of whose records are at or below upTo (a
-// snapshot covers them). The purge is not fenced: a stale owner purges only what its own
-// snapshot, already stored, covers.
+// snapshot covers them), except the stream's newest message: it says where the journal
+// ends (its Holdfast-Last header), and the next owner's claim reads it there — a stream
+// purged empty keeps its last sequence but not that position. It is purged in its turn
+// once a later message follows. The purge is not fenced: a stale owner purges only what
+// its own snapshot, already stored, covers, all of it before the current owner's claim.
 func (j *Journal) Compact(upTo uint64) error {
 	j.mu.Lock()
 	n := 0
@@ -380,12 +388,15 @@ func (j *Journal) Compact(upTo uint64) error {
 		j.mu.Unlock()
 		return nil
 	}
-	seq := j.index[n-1].seq
+	below := j.index[n-1].seq + 1
+	if j.index[n-1].seq == j.lastSeq {
+		below, n = j.index[n-1].seq, n-1
+	}
 	j.index = append(j.index[:0], j.index[n:]...)
 	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), j.cfg.Timeout)
 	defer cancel()
-	return j.stream.Purge(ctx, jetstream.WithPurgeSequence(seq+1))
+	return j.stream.Purge(ctx, jetstream.WithPurgeSequence(below))
 }
 
 // Close ends this journal's use; the stream stays.

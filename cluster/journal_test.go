@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -151,5 +152,73 @@ func TestJournalCompacts(t *testing.T) {
 	err := next.Replay(1, func(persistence.Record) error { return nil })
 	if !errors.Is(err, persistence.ErrCompacted) {
 		t.Fatalf("replay from a compacted lsn: %v", err)
+	}
+}
+
+// A snapshot can cover the whole journal (the owner took it right after its last
+// append). Compaction then keeps the newest message, which says where the journal ends:
+// the next owner claims after it and replays nothing, and the one after that too.
+func TestJournalCompactedToItsEndIsClaimedAgain(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	j := openJournal(t, js, 1, "a", 1)
+	for i := uint64(0); i < 3; i++ {
+		if err := j.Append(records(1+i*5, 5, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Compact(15); err != nil {
+		t.Fatal(err)
+	}
+	for epoch, node := range []string{"b", "c"} {
+		next := openJournal(t, js, 1, node, uint64(epoch+2))
+		if lsn, slot := next.Last(); lsn != 15 || slot != 115 {
+			t.Fatalf("owner %s sees the journal at %d.%d, want 15.115", node, lsn, slot)
+		}
+		wantRecords(t, replayAll(t, next, 16), 16, 0)
+		if err := next.Compact(15); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Once more appends follow, the message kept at the end is compacted in its turn.
+	last := openJournal(t, js, 1, "d", 4)
+	wantRecords(t, replayAll(t, last, 16), 16, 0)
+	if err := last.Append(records(16, 5, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := last.Compact(20); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(context.Background(), NamesFor("holdfast").JournalStream(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 || info.State.FirstSeq != info.State.LastSeq {
+		t.Fatalf("after compacting through lsn 20: %d message(s), sequences %d..%d; want the last one only",
+			info.State.Msgs, info.State.FirstSeq, info.State.LastSeq)
+	}
+}
+
+// A journal purged empty from outside has lost where it ended: a claim says so instead
+// of serving from the wrong position.
+func TestJournalPurgedEmptyIsRefused(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	j := openJournal(t, js, 1, "a", 1)
+	if err := j.Append(records(1, 5, 10)); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(context.Background(), NamesFor("holdfast").JournalStream(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 3, Node: "b", Epoch: 2})
+	if err == nil || !strings.Contains(err.Error(), "purged empty") {
+		t.Fatalf("claim of a journal purged empty: %v", err)
 	}
 }

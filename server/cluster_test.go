@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -71,11 +72,27 @@ func clusterNode(t *testing.T, url, name string, shards uint32, replicas int) *S
 	cfg.OwnershipTTL = time.Second
 	cfg.MetricsListen = ""
 	cfg.SnapshotEvery = 5 // failover loads a snapshot from the object store, then the journal's tail
+	cfg.Logger = failureLog(t, name)
 	s, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("node %s: %v", name, err)
 	}
 	return s
+}
+
+// failureLog is a node's logger whose lines the test prints if it fails: the cluster's
+// own account of claims, losses and loads is what explains a slow failover.
+func failureLog(t *testing.T, node string) *slog.Logger {
+	var logs strings.Builder
+	w := &syncWriter{w: &logs}
+	t.Cleanup(func() {
+		if t.Failed() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			t.Logf("node %s logged:\n%s", node, logs.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // waitBalanced waits until every shard has an owner and counts per node differ by at
