@@ -95,6 +95,40 @@ func failureLog(t *testing.T, node string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// compactedTo waits up to wait for shard k's snapshot at lsn and its journal compacted
+// below the newest message. A snapshot falls every SnapshotEvery entries unless one is
+// still being written, so the lsn it lands on is not known in advance.
+func compactedTo(t *testing.T, url string, k uint32, lsn uint64, wait time.Duration) bool {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	deadline := time.Now().Add(wait)
+	for {
+		var snap, compacted bool
+		if obs, err := js.ObjectStore(ctx, "HOLDFAST_SNAP"); err == nil {
+			_, err := obs.GetInfo(ctx, fmt.Sprintf("shard-%d/%020d", k, lsn))
+			snap = err == nil
+		}
+		if stream, err := js.Stream(ctx, fmt.Sprintf("HOLDFAST_J_%d", k)); err == nil {
+			if info, err := stream.Info(ctx); err == nil {
+				compacted = info.State.FirstSeq >= info.State.LastSeq
+			}
+		}
+		if snap && compacted {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitBalanced waits until every shard has an owner and counts per node differ by at
 // most one, among the nodes given.
 func waitBalanced(t *testing.T, s *Server, nodes int) []string {
@@ -183,11 +217,22 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			if l, err := c2.ListLeases(ctx, "h1", 0); err != nil || !l.OK() || len(l.Leases) != 6 {
 				t.Fatalf("lease.list across nodes: %v %+v", err, l)
 			}
-			// Enough entries on the seat's shard for snapshots and purges of its journal.
-			for i := 0; i < 12; i++ {
+			// Enough entries on the seat's shard for snapshots and purges of its journal,
+			// the last of them in a snapshot: the shard goes quiet with its whole journal
+			// covered and compacted — the case where a compaction that purged the stream
+			// empty left the next owner unable to find where the journal ended.
+			shard := contract.ShardOf("default", seat, shards)
+			for i := 0; ; i++ {
 				id := fmt.Sprintf("seat-7/%d", i)
-				if r, err := c1.CreateResource(ctx, id); err != nil || !r.OK() {
+				r, err := c1.CreateResource(ctx, id)
+				if err != nil || !r.OK() {
 					t.Fatalf("create %s: %v %+v", id, err, r)
+				}
+				if i >= 12 && compactedTo(t, nats_.URL(), shard, r.LSN, time.Second) {
+					break
+				}
+				if i > 60 {
+					t.Fatalf("shard %d: no snapshot ever covered its last entry", shard)
 				}
 			}
 
@@ -212,7 +257,6 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			}
 
 			// Kill the owner of the seat's shard.
-			shard := contract.ShardOf("default", seat, shards)
 			victim := owners[shard]
 			nodes[victim].crash()
 			var survivor *Server
