@@ -26,6 +26,11 @@ func (systemClock) Now() time.Time { return time.Now() }
 // SystemClock is the machine's clock.
 var SystemClock Clock = systemClock{}
 
+// DefaultSnapshotEvery is how many entries a shard journals between snapshots: recovery
+// replays at most this many after loading the newest snapshot, and the journal is
+// compacted below each one.
+const DefaultSnapshotEvery = 200_000
+
 // Options configures the shards of one process.
 type Options struct {
 	Dir    string // data directory; shard i keeps its journal and snapshots in Dir/shard-NNN (file storage)
@@ -38,7 +43,7 @@ type Options struct {
 	MaxBatch        int // entries per journal append
 	MaxCommandBytes int // encoded command size; past it: command_too_large
 	ExpirePerTick   int // expire entries committed per tick at most
-	SnapshotEvery   int // entries between snapshots (0: 200,000; negative: never)
+	SnapshotEvery   int // entries between snapshots (0: DefaultSnapshotEvery; negative: never)
 	SegmentSize     int64
 
 	// Events receives each applied batch's events and reports back how far they are
@@ -110,7 +115,7 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	if o.SnapshotEvery == 0 {
-		o.SnapshotEvery = 200_000
+		o.SnapshotEvery = DefaultSnapshotEvery
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

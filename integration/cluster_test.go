@@ -45,7 +45,10 @@ type clusterNode struct {
 func (n *clusterNode) start() {
 	n.t.Helper()
 	cmd := exec.Command(binary, "serve", "--nats", n.url, "--node", n.name, "--data", n.dir, "--journal", "jetstream",
-		"--replicas", "3", "--ownership-ttl", "1s", "--shards", "4", "--metrics-listen", "")
+		"--replicas", "3", "--ownership-ttl", "1s", "--shards", "4", "--metrics-listen", "",
+		// Snapshots and compaction of the journals happen all through the faults, so a
+		// failover can land on a journal compacted to its end.
+		"--snapshot-every", "100")
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		n.t.Fatal(err)
@@ -401,7 +404,7 @@ func TestClusterRoundChecked(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		d := filepath.Join(dir, fmt.Sprintf("n%d", i))
 		cfgs = append(cfgs, harness.ServerConfig{Bin: binary, DataDir: filepath.Join(d, "data"), HooksDir: filepath.Join(d, "hooks"),
-			LogPath: filepath.Join(d, "server.log"), Shards: 3, Extra: []string{"--replicas", "3", "--ownership-ttl", "1s"}})
+			LogPath: filepath.Join(d, "server.log"), Shards: 3, Extra: []string{"--replicas", "3", "--ownership-ttl", "1s", "--snapshot-every", "100"}})
 	}
 	cl, err := harness.NewCluster(ns.URL(), cfgs)
 	if err != nil {

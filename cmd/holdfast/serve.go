@@ -17,6 +17,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/nats-io/nats.go"
 
+	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/events"
@@ -27,9 +28,11 @@ import (
 
 // Bounds of the serve flags beyond what kernel.Config.Validate checks.
 const (
-	serveMaxShards  = 1024
-	serveLayoutFile = "holdfast.json"
-	serveLayoutV1   = 1
+	serveMaxShards = 1024
+	// maxSnapshotEvery bounds the journal a restart or a failover replays.
+	maxSnapshotEvery = 10_000_000
+	serveLayoutFile  = "holdfast.json"
+	serveLayoutV1    = 1
 )
 
 // serveConfig is the parsed command line of `holdfast serve`.
@@ -58,6 +61,7 @@ type serveConfig struct {
 	node           string
 	replicas       int
 	ownershipTTL   time.Duration
+	snapshotEvery  int
 	pprof          bool
 }
 
@@ -91,6 +95,7 @@ type serveCmd struct {
 	Journal               string        `name:"journal" placeholder:"KIND" help:"Where shard journals and snapshots live: file (this process's --data; the default with an embedded NATS) or jetstream (replicated in JetStream, shared by a cluster of processes; the default with --nats)."`
 	Node                  string        `name:"node" placeholder:"NAME" help:"This process's name in a cluster (default: the host name)."`
 	Replicas              int           `name:"replicas" default:"1" help:"JetStream replicas of journals, snapshots and the cluster bucket: 1 or 3."`
+	SnapshotEvery         int           `name:"snapshot-every" default:"${snapshot_every}" placeholder:"COUNT" help:"Entries a shard journals between snapshots; its journal is compacted below each, and a restart or failover replays at most this many."`
 	OwnershipTTL          time.Duration `name:"ownership-ttl" default:"${ownership_ttl}" help:"How long a node's claim on a shard lasts without renewal (whole seconds); a node stops serving a shard before it lapses."`
 	authFlags
 	TestHooksDir string `name:"test-hooks-dir" placeholder:"DIR" hidden:"" help:"TESTS ONLY: a directory whose files move the clock and fail journal writes (see testhooks.go)."`
@@ -122,6 +127,7 @@ func flagDefaults() kong.Vars {
 		"events_max_bytes":        evb.String(),
 		"events_duplicate_window": events.DefaultDuplicateWindow.String(),
 		"ownership_ttl":           server.DefaultOwnershipTTL.String(),
+		"snapshot_every":          strconv.Itoa(actors.DefaultSnapshotEvery),
 	}
 }
 
@@ -186,6 +192,10 @@ func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 	if c.replicas != 1 && c.replicas != 3 {
 		return nil, fmt.Errorf("--replicas: 1 or 3, got %d", c.replicas)
 	}
+	if f.SnapshotEvery < 1 || f.SnapshotEvery > maxSnapshotEvery {
+		return nil, fmt.Errorf("--snapshot-every: between 1 and %d entries, got %d", maxSnapshotEvery, f.SnapshotEvery)
+	}
+	c.snapshotEvery = f.SnapshotEvery
 	if c.ownershipTTL < time.Second || c.ownershipTTL%time.Second != 0 {
 		return nil, fmt.Errorf("--ownership-ttl: whole seconds, at least 1s, got %v", c.ownershipTTL)
 	}
@@ -465,7 +475,8 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	}
 	cfg := server.Config{Data: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel, Prefix: c.prefix,
 		NATSURL: c.natsURL, NATSOptions: c.natsOpts, Listen: c.listen, MetricsListen: c.metricsListen, Events: c.events, Logger: log,
-		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL, Pprof: c.pprof}
+		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL, Pprof: c.pprof,
+		SnapshotEvery: c.snapshotEvery}
 	if c.testHooksDir != "" {
 		hooks := startTestHooks(c.testHooksDir)
 		cleanups = append(cleanups, hooks.close)

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
@@ -241,6 +242,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--journal", "disk"}, "--journal"},
 		{[]string{"--replicas", "2"}, "--replicas"},
 		{[]string{"--ownership-ttl", "1500ms"}, "--ownership-ttl"},
+		{[]string{"--snapshot-every", "0"}, "--snapshot-every"},
 		{[]string{"extra"}, "extra"},
 	} {
 		var out bytes.Buffer
@@ -254,17 +256,18 @@ func TestServeFlagErrors(t *testing.T) {
 	}
 	if c.kernel.MaxLeases != 1000 || c.kernel.MaxExpirations != 1000 || c.kernel.MaxMembers != 4000 ||
 		c.kernel.SlotMillis != 250 || c.kernel.DedupeWindowSlots != 4 || c.kernel.HistoryWindowSlots != 2400 ||
-		c.kernel.MaxTTLMillis != 60000 || c.shards != 8 || c.explicitBounds["shards"] || c.kernel.MaxOperations != 1<<23 {
+		c.kernel.MaxTTLMillis != 60000 || c.shards != 8 || c.explicitBounds["shards"] || c.kernel.MaxOperations != 1<<23 ||
+		c.snapshotEvery != actors.DefaultSnapshotEvery {
 		t.Fatalf("parsed: %+v", c)
 	}
 	// --max-memory is split over the shards: 1 GiB over 4 is 128 MiB for operations and
 	// 128 MiB for leases per shard; an explicit bound wins.
-	c, err = parseServeFlags([]string{"--max-memory", "1GiB", "--shards", "4", "--max-operations", "77"})
+	c, err = parseServeFlags([]string{"--max-memory", "1GiB", "--shards", "4", "--max-operations", "77", "--snapshot-every", "500"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if k := c.kernel; k.MaxOperations != 77 || k.MaxLeases != (128<<20)/kernel.LeaseBytes || k.MaxMembers != 4*k.MaxLeases ||
-		c.events.MaxAge != 24*time.Hour || c.events.MaxBytes != 16<<30 {
+		c.events.MaxAge != 24*time.Hour || c.events.MaxBytes != 16<<30 || c.snapshotEvery != 500 {
 		t.Fatalf("parsed: %+v", c)
 	}
 }
