@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sort"
@@ -66,11 +67,16 @@ func (s *Storage) snapshotName(lsn uint64) string {
 	return fmt.Sprintf("%s%020d", s.snapshotPrefix(), lsn)
 }
 
-// snapshots lists this shard's snapshot objects, newest first.
-func (s *Storage) snapshots(ctx context.Context) ([]*jetstream.ObjectInfo, error) {
+// snapshots lists this shard's snapshot objects, newest first; with deleted, also the
+// markers that removed ones left behind.
+func (s *Storage) snapshots(ctx context.Context, deleted bool) ([]*jetstream.ObjectInfo, error) {
+	var opts []jetstream.ListObjectsOpt
+	if deleted {
+		opts = append(opts, jetstream.ListObjectsShowDeleted())
+	}
 	var all []*jetstream.ObjectInfo
 	err := attempts(ctx, func(actx context.Context) (err error) {
-		all, err = s.Objects.List(actx)
+		all, err = s.Objects.List(actx, opts...)
 		return err
 	})
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
@@ -81,7 +87,7 @@ func (s *Storage) snapshots(ctx context.Context) ([]*jetstream.ObjectInfo, error
 	}
 	var mine []*jetstream.ObjectInfo
 	for _, o := range all {
-		if !o.Deleted && strings.HasPrefix(o.Name, s.snapshotPrefix()) {
+		if (deleted || !o.Deleted) && strings.HasPrefix(o.Name, s.snapshotPrefix()) {
 			mine = append(mine, o)
 		}
 	}
@@ -94,7 +100,7 @@ func (s *Storage) snapshots(ctx context.Context) ([]*jetstream.ObjectInfo, error
 func (s *Storage) LoadSnapshot() (persistence.Snapshot, bool, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
-	objs, err := s.snapshots(ctx)
+	objs, err := s.snapshots(ctx, false)
 	if err != nil {
 		return persistence.Snapshot{}, false, fmt.Errorf("listing snapshots of shard %d: %w", s.Shard, err)
 	}
@@ -127,16 +133,40 @@ func (s *Storage) WriteSnapshot(lsn, slot uint64, payload []byte) error {
 	if err != nil {
 		return fmt.Errorf("storing snapshot of shard %d at lsn %d: %w", s.Shard, lsn, err)
 	}
-	objs, err := s.snapshots(ctx)
+	objs, err := s.snapshots(ctx, true)
 	if err != nil {
 		return nil // the snapshot is stored; old ones are removed next time
 	}
-	for i, o := range objs {
-		if i >= snapshotsKept {
-			_ = s.Objects.Delete(ctx, o.Name)
+	kept := 0
+	for _, o := range objs {
+		if !o.Deleted && kept < snapshotsKept {
+			kept++
+			continue
+		}
+		if err := s.removeSnapshot(ctx, o); err != nil {
+			return nil // removed next time
 		}
 	}
 	return nil
+}
+
+// removeSnapshot deletes a snapshot and then its name from the store. An object store's
+// delete purges the chunks but leaves a marker under the name for good (a meta message
+// per name), and snapshots are named by lsn: without purging the markers the store, and
+// every listing of it, would grow by one per snapshot forever. The meta subject is
+// $O.<bucket>.M.<name in URL-safe base64>, the object store's layout (ADR-20).
+func (s *Storage) removeSnapshot(ctx context.Context, o *jetstream.ObjectInfo) error {
+	if !o.Deleted {
+		if err := s.Objects.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return err
+		}
+	}
+	stream, err := s.JS.Stream(ctx, "OBJ_"+s.Names.Snapshots())
+	if err != nil {
+		return err
+	}
+	meta := "$O." + s.Names.Snapshots() + ".M." + base64.URLEncoding.EncodeToString([]byte(o.Name))
+	return stream.Purge(ctx, jetstream.WithPurgeSubject(meta))
 }
 
 func (s *Storage) publishedKey() string {
