@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/internal/natstest"
 )
@@ -29,5 +32,35 @@ func TestOpenBucketConcurrently(t *testing.T) {
 		if err != nil {
 			t.Fatalf("node %d: %v", i, err)
 		}
+	}
+}
+
+// A node that leaves takes its name out of the bucket for good: the marker of its
+// liveness key lapses too, so nodes that come and go under new names (pods of a
+// Deployment) leave nothing behind.
+func TestLeavingNodeLeavesNoMarker(t *testing.T) {
+	ns := natstest.Start(t, 1)
+	js := connectJS(t, ns.URL())
+	names := NamesFor("holdfast")
+	n, err := Join(context.Background(), Config{JS: js, Names: names, Node: "pod-x1", Shards: 2, OwnershipTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Stop()
+	stream, err := js.Stream(context.Background(), "KV_"+names.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := "$KV." + names.Bucket() + ".node.pod-x1"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := stream.GetLastMsgForSubject(context.Background(), subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still holds a message 10s after the node left: %v", subject, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -566,7 +566,9 @@ func (n *Node) Stop() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = n.kv.Delete(ctx, memberKey(n.cfg.Node))
+	// A purge whose marker lapses: a plain delete's marker stays under the name for good,
+	// one per node name ever stopped (pods of a Deployment come under new names).
+	_ = n.kv.Purge(ctx, memberKey(n.cfg.Node), jetstream.PurgeTTL(n.cfg.OwnershipTTL))
 }
 
 // Abandon stops the node's loop and its serving without handing anything over (tests:
