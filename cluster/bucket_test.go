@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/internal/natstest"
 )
 
@@ -62,5 +63,42 @@ func TestLeavingNodeLeavesNoMarker(t *testing.T) {
 			t.Fatalf("%s still holds a message 10s after the node left: %v", subject, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A renewal acknowledged when the revision it replaced may have been expiring is not
+// served on: the expiry's marker can still purge it and another node claim the shard.
+// The next renewal, which expects its revision, confirms it.
+func TestRenewalAtTheExpiryIsNotServedOn(t *testing.T) {
+	ns := natstest.Start(t, 1)
+	js := connectJS(t, ns.URL())
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	n, err := Join(ctx, Config{JS: js, Names: NamesFor("holdfast"), Node: "a", Shards: 1, OwnershipTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Abandon()
+	rev, err := n.kv.Create(ctx, shardKey(0), []byte(`{"node":"a"}`), jetstream.KeyTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The revision was written almost a TTL ago, as after a stall of the renewals.
+	n.claims[0] = &claim{rev: rev, sent: actors.MonoNow() - int64(ttl-ttl/20)}
+	n.renew(ctx, 0)
+	if n.Serving(0) {
+		t.Fatal("served on a renewal that landed as its predecessor may have expired")
+	}
+	n.renew(ctx, 0)
+	if !n.Serving(0) {
+		t.Fatal("a confirming renewal did not restore serving")
+	}
+	for _, c := range []struct {
+		prev, acked int64
+		want        bool
+	}{{0, int64(ttl / 4), true}, {0, int64(ttl * 3 / 4), true}, {0, int64(ttl * 9 / 10), false}, {0, int64(ttl), false}} {
+		if got := landedBeforeExpiry(c.prev, c.acked, ttl); got != c.want {
+			t.Errorf("acked %v after the previous send: %v, want %v", time.Duration(c.acked-c.prev), got, c.want)
+		}
 	}
 }

@@ -67,7 +67,8 @@ type Host interface {
 
 // claim is this node's hold on one shard.
 type claim struct {
-	rev uint64 // KV revision of the claim: the ownership epoch
+	rev  uint64 // KV revision of the claim: the ownership epoch
+	sent int64  // when the write of revision rev was sent (actors.MonoNow)
 }
 
 // Node holds shard claims in the cluster bucket and opens and closes shards on its host
@@ -368,9 +369,16 @@ func (n *Node) renew(ctx context.Context, k uint32) {
 	rev, err := n.renewKey(ctx, shardKey(k), val, c.rev)
 	switch {
 	case err == nil:
+		acked := actors.MonoNow()
 		n.mu.Lock()
-		c.rev = rev
+		prev := c.sent
+		c.rev, c.sent = rev, sent
 		n.mu.Unlock()
+		if !landedBeforeExpiry(prev, acked, n.cfg.OwnershipTTL) {
+			n.cfg.Metrics.ClaimRenewed(false)
+			n.log.Warn("claim renewed only as its last revision may have been expiring; not served on until the next renewal confirms it", "shard", k)
+			return
+		}
 		n.serveUntil[k].Store(sent + int64(n.validFor()))
 		n.cfg.Metrics.ClaimRenewed(true)
 	case isWrongLast(err):
@@ -386,6 +394,18 @@ func (n *Node) renew(ctx context.Context, k uint32) {
 		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("renewing claim", "shard", k, "err", err)
 	}
+}
+
+// landedBeforeExpiry says whether a renewal acknowledged at acked certainly landed before
+// the revision it replaced, sent at prevSent, could expire. The server expires a revision
+// a TTL after it stored it, which is after prevSent, by placing a marker that is accepted
+// whatever the subject's last revision and rolls the subject up: a renewal landing in the
+// same instant as that expiry can be acknowledged and then purged by the marker, and
+// another node can claim the shard. Such a renewal is not served on; the next one, which
+// expects its revision, confirms it or finds the claim gone. A tenth of the TTL is left
+// for the rates of this clock and the server's to differ.
+func landedBeforeExpiry(prevSent, acked int64, ttl time.Duration) bool {
+	return acked-prevSent < int64(ttl-ttl/10)
 }
 
 // members lists live node names.
@@ -445,7 +465,7 @@ func (n *Node) acquire(ctx context.Context, k uint32) {
 		return
 	}
 	n.mu.Lock()
-	n.claims[k] = &claim{rev: rev}
+	n.claims[k] = &claim{rev: rev, sent: sent}
 	n.mu.Unlock()
 	n.serveUntil[k].Store(sent + int64(n.validFor()))
 	start := time.Now()
