@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/holdfast/holdfast/internal/natstest"
 )
 
@@ -49,5 +51,32 @@ func BenchmarkSnapshotObjectRoundTrip(b *testing.B) {
 		}
 		b.ReportMetric(wrote.Seconds(), "write-s")
 		b.ReportMetric(time.Since(start).Seconds(), "load-s")
+	}
+}
+
+// BenchmarkOwners reads who holds each of 1,024 shards, as every node does every
+// balancing round (a quarter of the ownership TTL):
+//
+//	go test ./cluster -run '^$' -bench Owners
+func BenchmarkOwners(b *testing.B) {
+	const shards = 1024
+	js := connectJS(b, natstest.Start(b, 1).URL())
+	ctx := context.Background()
+	n, err := Join(ctx, Config{JS: js, Names: NamesFor("holdfast"), Node: "a", Shards: shards, OwnershipTTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Abandon()
+	for k := uint32(0); k < shards; k += 2 { // half of them claimed
+		if _, err := n.kv.Create(ctx, shardKey(k), []byte(`{"node":"a"}`), jetstream.KeyTTL(time.Minute)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		owners := n.owners(ctx)
+		if owners[0] != "a" || owners[1] != "" || owners[shards-2] != "a" {
+			b.Fatalf("owners: %v", owners[:4])
+		}
 	}
 }
