@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -101,4 +102,42 @@ func TestRenewalAtTheExpiryIsNotServedOn(t *testing.T) {
 			t.Errorf("acked %v after the previous send: %v, want %v", time.Duration(c.acked-c.prev), got, c.want)
 		}
 	}
+}
+
+// The live node list is whole or an error: cut short by its context it would make the
+// placement move shards off nodes that are alive.
+func TestMembersIsWholeOrAnError(t *testing.T) {
+	ns := natstest.Start(t, 1)
+	js := connectJS(t, ns.URL())
+	ctx := context.Background()
+	n, err := Join(ctx, Config{JS: js, Names: NamesFor("holdfast"), Node: "a", Shards: 1, OwnershipTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Abandon()
+	const nodes = 3000
+	for i := 1; i < nodes; i++ {
+		if _, err := n.kv.Put(ctx, fmt.Sprintf("node.n%d", i), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	all, err := n.members(ctx)
+	if err != nil || len(all) != nodes {
+		t.Fatalf("%d members, %v", len(all), err)
+	}
+	whole := time.Since(start)
+	cut := 0
+	for i := 1; i <= 40; i++ {
+		wctx, cancel := context.WithTimeout(ctx, whole*time.Duration(i)/40)
+		got, err := n.members(wctx)
+		cancel()
+		switch {
+		case err != nil:
+			cut++
+		case len(got) != nodes:
+			t.Fatalf("a list cut short after %v came back as whole: %d of %d nodes", whole*time.Duration(i)/40, len(got), nodes)
+		}
+	}
+	t.Logf("whole list in %v; %d of 40 shorter deadlines ended in an error", whole, cut)
 }

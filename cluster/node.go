@@ -408,7 +408,9 @@ func landedBeforeExpiry(prevSent, acked int64, ttl time.Duration) bool {
 	return acked-prevSent < int64(ttl-ttl/10)
 }
 
-// members lists live node names.
+// members lists live node names. The key lister ends its list early, without an error,
+// when ctx ends first; a partial list would place shards as if live nodes had gone and
+// move them for nothing, so it is an error here.
 func (n *Node) members(ctx context.Context) ([]string, error) {
 	l, err := n.kv.ListKeysFiltered(ctx, "node.*")
 	if err != nil {
@@ -417,6 +419,9 @@ func (n *Node) members(ctx context.Context) ([]string, error) {
 	var out []string
 	for key := range l.Keys() {
 		out = append(out, strings.TrimPrefix(key, "node."))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing live nodes: %w", err)
 	}
 	return out, nil
 }
