@@ -79,6 +79,7 @@ type Node struct {
 	cfg     Config
 	log     *slog.Logger
 	kv      jetstream.KeyValue
+	bucket  jetstream.Stream // the KV bucket's stream: which keys have messages
 	objects jetstream.ObjectStore
 	host    Host
 
@@ -129,6 +130,12 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if n.objects, err = openSnapshots(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
 		return nil, err
+	}
+	if err := attempts(ctx, func(actx context.Context) (err error) {
+		n.bucket, err = cfg.JS.Stream(actx, "KV_"+cfg.Names.Bucket())
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("cluster bucket %s: %w", cfg.Names.Bucket(), err)
 	}
 	val, _ := json.Marshal(member{Node: cfg.Node, Started: time.Now().UTC().Format(time.RFC3339)})
 	deadline := time.Now().Add(cfg.OwnershipTTL + time.Second)
@@ -286,6 +293,7 @@ func (n *Node) balance() {
 	// Hand one shard on when its place is on another live node.
 	for _, k := range n.owned() {
 		if desired[k] != n.cfg.Node {
+			n.log.Info("shard placed on another node", "shard", k, "node", desired[k], "live", members)
 			n.withShard(k, func() { n.handOff(k) })
 			break
 		}
@@ -408,21 +416,31 @@ func landedBeforeExpiry(prevSent, acked int64, ttl time.Duration) bool {
 	return acked-prevSent < int64(ttl-ttl/10)
 }
 
-// members lists live node names. The key lister ends its list early, without an error,
-// when ctx ends first; a partial list would place shards as if live nodes had gone and
-// move them for nothing, so it is an error here.
+// members lists live node names, read in two steps that each see one moment: the
+// bucket's stream says which node keys have a message, then each key is read (a key whose
+// last message is a delete or expiry marker is not live). The KV key lister is not used:
+// under concurrent renewals it was measured to leave out live keys without an error (16
+// lists of 2,000 short with three keys renewed every millisecond), and a short list
+// places shards as if live nodes had gone.
 func (n *Node) members(ctx context.Context) ([]string, error) {
-	l, err := n.kv.ListKeysFiltered(ctx, "node.*")
+	prefix := "$KV." + n.cfg.Names.Bucket() + "."
+	info, err := n.bucket.Info(ctx, jetstream.WithSubjectFilter(prefix+"node.*"))
 	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for key := range l.Keys() {
-		out = append(out, strings.TrimPrefix(key, "node."))
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("listing live nodes: %w", err)
 	}
+	var out []string
+	for subject := range info.State.Subjects {
+		key := strings.TrimPrefix(subject, prefix)
+		_, err := n.kv.Get(ctx, key)
+		switch {
+		case err == nil:
+			out = append(out, strings.TrimPrefix(key, "node."))
+		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		default:
+			return nil, fmt.Errorf("reading %s: %w", key, err)
+		}
+	}
+	slices.Sort(out)
 	return out, nil
 }
 
