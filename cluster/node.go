@@ -131,11 +131,17 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if n.objects, err = openSnapshots(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	if err := attempts(ctx, func(actx context.Context) (err error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		n.bucket, err = cfg.JS.Stream(actx, "KV_"+cfg.Names.Bucket())
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("cluster bucket %s: %w", cfg.Names.Bucket(), err)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !(notYetVisible(err) || retryable(err)) || ctx.Err() != nil {
+			return nil, fmt.Errorf("cluster bucket %s: %w", cfg.Names.Bucket(), err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	val, _ := json.Marshal(member{Node: cfg.Node, Started: time.Now().UTC().Format(time.RFC3339)})
 	deadline := time.Now().Add(cfg.OwnershipTTL + time.Second)
@@ -182,7 +188,7 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, names Names, replic
 			}
 			return kv, nil
 		}
-		if !(errors.Is(err, jetstream.ErrBucketNotFound) || retryable(err)) || ctx.Err() != nil {
+		if !(notYetVisible(err) || retryable(err)) || ctx.Err() != nil {
 			return nil, fmt.Errorf("cluster bucket %s: %w", names.Bucket(), err)
 		}
 		time.Sleep(50 * time.Millisecond) // created and not yet visible: look again
@@ -202,7 +208,7 @@ func openSnapshots(ctx context.Context, js jetstream.JetStream, names Names, rep
 		if err == nil {
 			return obs, nil
 		}
-		if !(errors.Is(err, jetstream.ErrBucketNotFound) || retryable(err)) || ctx.Err() != nil {
+		if !(notYetVisible(err) || retryable(err)) || ctx.Err() != nil {
 			return nil, fmt.Errorf("snapshot store %s: %w", names.Snapshots(), err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -636,6 +642,12 @@ func (n *Node) Abandon() {
 // node is creating may not answer until its group has a leader, and a silent call is
 // better sent again than waited on.
 const attemptTimeout = 3 * time.Second
+
+// notYetVisible is an asset another node has just created, not yet known to the server
+// that answered (a replicated stream's group is still forming): look again.
+func notYetVisible(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
+}
 
 // retryable is an error worth one more attempt at start-up.
 func retryable(err error) bool {
