@@ -92,7 +92,8 @@ type Node struct {
 	claims    map[uint32]*claim
 	memberRev uint64
 	stop      chan struct{}
-	wg        sync.WaitGroup // the two loops
+	kick      chan struct{}  // a balancing round now, please (capacity 1: kicks coalesce)
+	wg        sync.WaitGroup // the two loops and the bucket watch
 	shardMu   []sync.Mutex   // per shard: open, hand-off and loss one at a time
 }
 
@@ -123,7 +124,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Metrics = noMetrics{}
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, claims: make(map[uint32]*claim), serveUntil: make([]atomic.Int64, cfg.Shards),
-		stop: make(chan struct{}), shardMu: make([]sync.Mutex, cfg.Shards)}
+		stop: make(chan struct{}), kick: make(chan struct{}, 1), shardMu: make([]sync.Mutex, cfg.Shards)}
 	var err error
 	if n.kv, err = OpenBucket(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
 		return nil, err
@@ -246,15 +247,18 @@ func (n *Node) validFor() time.Duration { return n.cfg.OwnershipTTL * 3 / 4 }
 
 // Run drives host until Stop. Two loops: one renews this node's liveness and claims
 // every quarter of the TTL, and nothing it waits on is a shard's load; the other
-// spreads shards (claims, opens, hands over), which can take as long as a load takes.
+// spreads shards (claims, opens, hands over), which can take as long as a load takes,
+// every quarter of the TTL and at once when the bucket shows a claim given up or lapsed
+// or a node come or gone (watchBucket).
 func (n *Node) Run(host Host) {
 	n.host = host
-	n.wg.Add(2)
-	go n.loop(n.renewAll)
-	go n.loop(n.balance)
+	n.wg.Add(3)
+	go n.loop(n.renewAll, nil)
+	go n.loop(n.balance, n.kick)
+	go n.watchBucket()
 }
 
-func (n *Node) loop(step func()) {
+func (n *Node) loop(step func(), kick <-chan struct{}) {
 	defer n.wg.Done()
 	t := time.NewTicker(n.period())
 	defer t.Stop()
@@ -264,6 +268,8 @@ func (n *Node) loop(step func()) {
 		case <-n.stop:
 			return
 		case <-t.C:
+			step()
+		case <-kick:
 			step()
 		}
 	}
