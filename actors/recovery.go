@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/persistence"
@@ -18,6 +19,7 @@ type recovered struct {
 // after it, applied exactly as the first time. Any inconsistency refuses to start.
 func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 	h.closeWriter() // a restarted actor must not share the journal with its predecessor
+	start := time.Now()
 	snap, ok, err := h.storage.LoadSnapshot()
 	if err != nil {
 		return nil, err
@@ -43,10 +45,13 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 			return nil, err
 		}
 	}
+	loaded := time.Now()
 	j, err := h.storage.OpenJournal()
 	if err != nil {
 		return nil, err
 	}
+	opened := time.Now()
+	from := k.LastLSN()
 	rec := &recovered{kernel: k, journal: j, published: published}
 	var cmd kernel.Command
 	var out kernel.Output
@@ -72,5 +77,10 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 		j.Close()
 		return nil, fmt.Errorf("journal ends at lsn %d but replay reached %d", last, k.LastLSN())
 	}
+	// Where a slow load spent its time: the snapshot (and published position), the
+	// journal's open (in a cluster: its claim), the replay.
+	h.log.Debug("shard recovered", "shard", h.shard, "snapshot_lsn", from, "entries_replayed", k.LastLSN()-from,
+		"snapshot", loaded.Sub(start).Round(time.Millisecond), "open", opened.Sub(loaded).Round(time.Millisecond),
+		"replay", time.Since(opened).Round(time.Millisecond))
 	return rec, nil
 }
