@@ -301,7 +301,10 @@ func (n *Node) balance() {
 		return
 	}
 	owners := n.owners(ctx)
-	desired := Assign(members, n.cfg.Shards)
+	for _, k := range n.owned() {
+		owners[k] = n.cfg.Node // this node's own claims, whatever the read said
+	}
+	desired := Place(members, owners)
 	// Hand one shard on when its place is on another live node.
 	for _, k := range n.owned() {
 		if desired[k] != n.cfg.Node {
@@ -323,21 +326,6 @@ func (n *Node) withShard(k uint32, op func()) {
 	n.shardMu[k].Lock()
 	defer n.shardMu[k].Unlock()
 	op()
-}
-
-// Assign places shards on nodes: sorted names, shard k on node k mod n, so counts differ
-// by at most one and every node computes the same placement from the same members.
-func Assign(members []string, shards uint32) []string {
-	out := make([]string, shards)
-	if len(members) == 0 {
-		return out
-	}
-	m := slices.Clone(members)
-	slices.Sort(m)
-	for k := range out {
-		out[k] = m[k%len(m)]
-	}
-	return out
 }
 
 func (n *Node) owned() []uint32 {
