@@ -43,4 +43,4 @@ r3-three)
 esac
 for i in $(seq 1 60); do grep -q "msg=ready" hf*.log 2>/dev/null && break; sleep 0.5; done
 sleep ${SETTLE:-8}; for f in hf*.log; do grep -q "msg=ready" $f || { echo "NOT READY $f"; pkill -QUIT -f "data-$(basename ${f#hf-} .log)" ; }; done; sleep 1
-/tmp/holdfast bench --server $URL --scenario ${SCENARIO:-spread} --duration ${DUR:-20s} --clients ${CLIENTS:-64} 2>/dev/null | tail -25
+/tmp/holdfast bench --server $URL --scenario ${SCENARIO:-spread} --duration ${DUR:-20s} --clients ${CLIENTS:-64} 2>bench-progress.log | tail -25

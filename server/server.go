@@ -186,14 +186,18 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// A JetStream cluster that is still electing its meta leader does not answer at all:
-	// ask in short attempts for up to 30 s.
+	// A JetStream cluster that is still electing its meta leader does not answer at all,
+	// or answers "temporarily unavailable" (10008): ask in short attempts for up to 30 s.
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err = js.AccountInfo(actx)
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) || ctx.Err() != nil {
+		if !(errors.Is(err, context.DeadlineExceeded) || jetStreamForming(err)) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
+		}
+		if jetStreamForming(err) {
+			s.log.Info("waiting for JetStream", "err", err)
+			time.Sleep(250 * time.Millisecond)
 		}
 	}
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
@@ -377,4 +381,11 @@ func (s *Server) runCleanups() {
 	for i := len(cleanups) - 1; i >= 0; i-- {
 		cleanups[i]()
 	}
+}
+
+// jetStreamForming is JetStream's "temporarily unavailable" (10008): a cluster without
+// a meta leader yet, as when its servers have just started together.
+func jetStreamForming(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10008
 }
