@@ -63,6 +63,10 @@ type Options struct {
 	// claim may have lapsed) answers engine_halted. It must be cheap and safe from any
 	// goroutine.
 	Serving func(shard uint32) bool
+	// OnHalt, when set, is told (on the shard's goroutine; it must not block) that a shard
+	// has halted: a cluster node gives the shard up, so that a new claim recovers it from
+	// the replicated journal instead of it answering engine_halted until a restart.
+	OnHalt func(shard uint32)
 	// Observer receives batch sizes and append latencies (metrics); may be nil.
 	Observer Observer
 	Logger   *slog.Logger

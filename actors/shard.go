@@ -166,10 +166,14 @@ func (s *shard) stop() {
 }
 
 func (s *shard) halt(err error) {
-	if s.halted == nil {
+	first := s.halted == nil
+	if first {
 		s.halted = err
 	}
 	s.h.halted.Store(true)
+	if f := s.h.sys.opts.OnHalt; first && f != nil {
+		f(s.h.shard)
+	}
 	// Reads parked for a min_lsn fail closed too: a halted shard applies nothing more.
 	for _, r := range s.readers {
 		r.reply(rejection(contract.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))

@@ -63,6 +63,8 @@ type Host interface {
 	// returns how far they are; DropEvents forgets the ones not yet published.
 	FlushEvents(k uint32) uint64
 	DropEvents(k uint32)
+	// Halted says whether shard k has halted here (a journal failure).
+	Halted(k uint32) bool
 }
 
 // claim is this node's hold on one shard.
@@ -86,6 +88,10 @@ type Node struct {
 	// serveUntil[k] is the monotonic time (actors.MonoNow) until which shard k may be
 	// served here; 0 when not owned.
 	serveUntil []atomic.Int64
+	// notBefore[k] is the monotonic time before which this node does not claim shard k
+	// again after it failed to open it or gave it up halted: one try per round, not a
+	// loop of claims on a journal that cannot be read yet.
+	notBefore []atomic.Int64
 
 	mu        sync.Mutex
 	abandoned bool
@@ -124,7 +130,8 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Metrics = noMetrics{}
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, claims: make(map[uint32]*claim), serveUntil: make([]atomic.Int64, cfg.Shards),
-		stop: make(chan struct{}), kick: make(chan struct{}, 1), shardMu: make([]sync.Mutex, cfg.Shards)}
+		notBefore: make([]atomic.Int64, cfg.Shards),
+		stop:      make(chan struct{}), kick: make(chan struct{}, 1), shardMu: make([]sync.Mutex, cfg.Shards)}
 	var err error
 	if n.kv, err = OpenBucket(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
 		return nil, err
@@ -291,8 +298,11 @@ func (n *Node) balance() {
 	ctx, cancel := context.WithTimeout(context.Background(), n.period()*2)
 	defer cancel()
 	for _, k := range n.owned() {
-		if !n.Serving(k) {
+		switch {
+		case !n.Serving(k):
 			n.withShard(k, func() { n.lose(k) })
+		case n.host.Halted(k):
+			n.withShard(k, func() { n.giveUp(k) })
 		}
 	}
 	members, err := n.members(ctx)
@@ -314,7 +324,7 @@ func (n *Node) balance() {
 		}
 	}
 	for k := uint32(0); k < n.cfg.Shards; k++ {
-		if desired[k] == n.cfg.Node && owners[k] == "" {
+		if desired[k] == n.cfg.Node && owners[k] == "" && actors.MonoNow() >= n.notBefore[k].Load() {
 			n.withShard(k, func() { n.acquire(ctx, k) })
 		}
 	}
@@ -494,6 +504,7 @@ func (n *Node) acquire(ctx context.Context, k uint32) {
 	start := time.Now()
 	if err := n.host.Open(k); err != nil {
 		n.log.Error("opening claimed shard", "shard", k, "err", err)
+		n.notBefore[k].Store(actors.MonoNow() + int64(n.period()))
 		n.release(k)
 		return
 	}
@@ -536,6 +547,27 @@ func (n *Node) lose(k uint32) {
 	n.cfg.Metrics.ClaimLost()
 	n.cfg.Metrics.ShardsOwned(len(n.owned()))
 }
+
+// giveUp closes a halted shard and deletes its claim. In a cluster a journal failure is
+// mostly JetStream moving a stream's leadership (a lost server: appends unanswered for
+// seconds); a new claim, here after a round or on another node, recovers the shard from
+// the replicated journal, an append whose outcome was unknown included. Kept, the claim
+// would hold the shard halted — answering engine_halted — until the node restarted.
+func (n *Node) giveUp(k uint32) {
+	n.log.Warn("shard halted; giving it up to be recovered from its journal", "shard", k)
+	n.serveUntil[k].Store(0)
+	n.host.Release(k)
+	n.host.Close(k)
+	n.host.DropEvents(k)
+	n.notBefore[k].Store(actors.MonoNow() + int64(n.period()))
+	n.release(k)
+	n.cfg.Metrics.ClaimLost()
+	n.cfg.Metrics.ShardsOwned(len(n.owned()))
+}
+
+// Halted is the actors.Options.OnHalt of a cluster node: a balancing round now, which
+// gives the halted shard up.
+func (n *Node) Halted(uint32) { n.kickBalance() }
 
 // handOff gives shard k up in order: no new requests, those taken answered, the
 // journal closed, its events published and the position recorded for the next owner,

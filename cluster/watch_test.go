@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ func (nullHost) Accept(uint32) error       { return nil }
 func (nullHost) Release(uint32)            {}
 func (nullHost) FlushEvents(uint32) uint64 { return 0 }
 func (nullHost) DropEvents(uint32)         {}
+func (nullHost) Halted(uint32) bool        { return false }
 
 // A node that joins gets its shards as the bucket shows it come, not rounds later: the
 // serving node hands the shard over at once and the joiner claims it as the claim is
@@ -58,5 +60,66 @@ func waitOwned(t *testing.T, n *Node, want int, within time.Duration) {
 			t.Fatalf("node %s owns %v after %v, want %d shard(s)", n.cfg.Node, n.owned(), within, want)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// haltingHost's shards halt when told to; opening one again recovers it.
+type haltingHost struct {
+	nullHost
+	mu     sync.Mutex
+	halted map[uint32]bool
+	opens  int
+}
+
+func (h *haltingHost) Open(k uint32) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.opens++
+	delete(h.halted, k)
+	return nil
+}
+
+func (h *haltingHost) Halted(k uint32) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.halted[k]
+}
+
+// A shard that halts on its node (a journal failure: in a cluster mostly a stream's
+// leadership moving) is given up and claimed again, so it is recovered from the journal
+// instead of answering engine_halted until the node restarts.
+func TestHaltedShardIsGivenUpAndRecovered(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	n, err := Join(context.Background(), Config{JS: js, Names: NamesFor("holdfast"), Node: "a", Shards: 1, OwnershipTTL: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &haltingHost{halted: map[uint32]bool{}}
+	n.Run(host)
+	defer n.Stop()
+	waitOwned(t, n, 1, 5*time.Second)
+	n.mu.Lock()
+	first := n.claims[0].rev
+	n.mu.Unlock()
+
+	host.mu.Lock()
+	host.halted[0] = true
+	host.mu.Unlock()
+	n.Halted(0)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n.mu.Lock()
+		c := n.claims[0]
+		n.mu.Unlock()
+		host.mu.Lock()
+		opens := host.opens
+		host.mu.Unlock()
+		if c != nil && c.rev != first && opens == 2 && n.Serving(0) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("halted shard not recovered: claim %+v (first at revision %d), %d opens", c, first, opens)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

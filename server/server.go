@@ -259,7 +259,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		Events: s.br, Observer: s.br.Observer(), Logger: s.log.With("component", "actors"),
 		Clock: cfg.Clock, Faults: cfg.Faults, SnapshotEvery: cfg.SnapshotEvery}
 	if s.node != nil {
-		opts.Lazy, opts.Storage, opts.Serving = true, s.node.Storage, s.node.Serving
+		opts.Lazy, opts.Storage, opts.Serving, opts.OnHalt = true, s.node.Storage, s.node.Serving, s.node.Halted
 	}
 	s.sys, err = actors.Start(opts)
 	if err != nil {
@@ -296,6 +296,7 @@ func (h nodeHost) Close(k uint32)        { h.sys.Close(k) }
 func (h nodeHost) Accept(k uint32) error { return h.br.Accept(k) }
 func (h nodeHost) Release(k uint32)      { h.br.Release(k) }
 func (h nodeHost) DropEvents(k uint32)   { h.br.DropEvents(k) }
+func (h nodeHost) Halted(k uint32) bool  { return h.sys.Halted(k) }
 
 // FlushEvents waits up to 5 s for a closed shard's events to be published.
 func (h nodeHost) FlushEvents(k uint32) uint64 {
