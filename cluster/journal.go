@@ -41,7 +41,7 @@ type JournalConfig struct {
 	// claim in the KV bucket); it names the writer in every message it appends.
 	Epoch     uint64
 	MaxRecord int           // persistence.DefaultMaxRecordSize when 0
-	Timeout   time.Duration // per JetStream call; 5s when 0
+	Timeout   time.Duration // per JetStream call; 2s when 0
 }
 
 // Journal is a shard's journal in a JetStream stream of its own: one message per batch
@@ -80,7 +80,7 @@ func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
 		cfg.MaxRecord = persistence.DefaultMaxRecordSize
 	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = 5 * time.Second
+		cfg.Timeout = 2 * time.Second
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
