@@ -256,7 +256,7 @@ func (n *Node) validFor() time.Duration { return n.cfg.OwnershipTTL * 3 / 4 }
 // every quarter of the TTL, and nothing it waits on is a shard's load; the other
 // spreads shards (claims, opens, hands over), which can take as long as a load takes,
 // every quarter of the TTL and at once when the bucket shows a claim given up or lapsed
-// or a node come or gone (watchBucket).
+// or a node come or gone (watchBucket), or a shard here halts (ShardHalted).
 func (n *Node) Run(host Host) {
 	n.host = host
 	n.wg.Add(3)
@@ -565,9 +565,9 @@ func (n *Node) giveUp(k uint32) {
 	n.cfg.Metrics.ShardsOwned(len(n.owned()))
 }
 
-// Halted is the actors.Options.OnHalt of a cluster node: a balancing round now, which
+// ShardHalted is the actors.Options.OnHalt of a cluster node: a balancing round now, which
 // gives the halted shard up.
-func (n *Node) Halted(uint32) { n.kickBalance() }
+func (n *Node) ShardHalted(uint32) { n.kickBalance() }
 
 // handOff gives shard k up in order: no new requests, those taken answered, the
 // journal closed, its events published and the position recorded for the next owner,

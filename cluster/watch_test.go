@@ -105,7 +105,7 @@ func TestHaltedShardIsGivenUpAndRecovered(t *testing.T) {
 	host.mu.Lock()
 	host.halted[0] = true
 	host.mu.Unlock()
-	n.Halted(0)
+	n.ShardHalted(0)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		n.mu.Lock()

@@ -259,7 +259,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		Events: s.br, Observer: s.br.Observer(), Logger: s.log.With("component", "actors"),
 		Clock: cfg.Clock, Faults: cfg.Faults, SnapshotEvery: cfg.SnapshotEvery}
 	if s.node != nil {
-		opts.Lazy, opts.Storage, opts.Serving, opts.OnHalt = true, s.node.Storage, s.node.Serving, s.node.Halted
+		opts.Lazy, opts.Storage, opts.Serving, opts.OnHalt = true, s.node.Storage, s.node.Serving, s.node.ShardHalted
 	}
 	s.sys, err = actors.Start(opts)
 	if err != nil {
