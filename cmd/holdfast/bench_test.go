@@ -290,3 +290,20 @@ func TestBenchDeletesWhatItUsedUnlessKeep(t *testing.T) {
 		t.Fatalf("cleanup %+v, setup %+v, %d resources left\n%s", c, rep.Setup, exists(), out)
 	}
 }
+
+// The claim bench's checkpoint keys order as their numbers do ("k10" before "k9" was a
+// cursor_regression of its own making past nine checkpoints), and a claimed work shard
+// resumes after its cursor.
+func TestBenchCheckpointKeys(t *testing.T) {
+	for k := 0; k < 20; k++ {
+		if bytes.Compare(checkpointKey(k), checkpointKey(k+1)) >= 0 {
+			t.Fatalf("key %d %q does not sort before key %d %q", k, checkpointKey(k), k+1, checkpointKey(k+1))
+		}
+		if got := resumeAfter(checkpointKey(k)); got != k+1 {
+			t.Fatalf("resume after %q: %d, want %d", checkpointKey(k), got, k+1)
+		}
+	}
+	if resumeAfter(nil) != 0 || resumeAfter([]byte("other")) != 0 {
+		t.Fatal("a cursor that is not the bench's resumes from 0")
+	}
+}

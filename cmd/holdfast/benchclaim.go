@@ -97,9 +97,11 @@ func runClaimBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, 
 			}
 			live.grants.Add(1)
 			f := res.Fence()
-			for k := 0; k < cfg.checkpoints; k++ {
+			// A worker resumes after the cursor a claim returns: a work shard claimed
+			// again (its last claim lapsed) checkpoints on from where it was left.
+			for k := resumeAfter(res.Work.GetCursor().GetLastKey()); k < cfg.checkpoints; k++ {
 				t = time.Now()
-				cr, err := cl.Checkpoint(ctx, holder, f, []byte("k"+strconv.Itoa(k)), []byte("t"))
+				cr, err := cl.Checkpoint(ctx, holder, f, checkpointKey(k), []byte("t"))
 				w.checkLat.record(time.Since(t))
 				w.codes["checkpoint"][codeOf(cr, err)]++
 			}
@@ -160,4 +162,17 @@ func codeOf(r *client.WorkResult, err error) string {
 		return "transport:error"
 	}
 	return r.Code
+}
+
+// checkpointKey is the bench's k-th checkpoint key; keys order as their numbers do (a
+// checkpoint's key must exceed the cursor's, bytewise).
+func checkpointKey(k int) []byte { return fmt.Appendf(nil, "k%06d", k) }
+
+// resumeAfter is the number of the first checkpoint after a cursor's last key (0: none).
+func resumeAfter(lastKey []byte) int {
+	var k int
+	if _, err := fmt.Sscanf(string(lastKey), "k%06d", &k); err != nil {
+		return 0
+	}
+	return k + 1
 }
