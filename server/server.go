@@ -188,7 +188,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	}
 	// A JetStream cluster that is still electing its meta leader does not answer at all,
 	// or answers "temporarily unavailable" (10008): ask in short attempts for up to 30 s.
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline, said := time.Now().Add(30*time.Second), false; ; {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err = js.AccountInfo(actx)
 		cancel()
@@ -196,7 +196,10 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			break
 		}
 		if jetStreamForming(err) {
-			s.log.Info("waiting for JetStream", "err", err)
+			if !said {
+				s.log.Info("waiting for JetStream to elect its meta leader", "err", err)
+				said = true
+			}
 			time.Sleep(250 * time.Millisecond)
 		}
 	}
