@@ -256,13 +256,16 @@ func (n *Node) validFor() time.Duration { return n.cfg.OwnershipTTL * 3 / 4 }
 // every quarter of the TTL, and nothing it waits on is a shard's load; the other
 // spreads shards (claims, opens, hands over), which can take as long as a load takes,
 // every quarter of the TTL and at once when the bucket shows a claim given up or lapsed
-// or a node come or gone (watchBucket), or a shard here halts (ShardHalted).
+// or a node come or gone (watchBucket), or a shard here halts (ShardHalted). The
+// watch is open before the first round reads the bucket, so a claim given up after
+// that read is news the watch sees rather than a wait for the next round.
 func (n *Node) Run(host Host) {
 	n.host = host
+	w := n.openWatch()
 	n.wg.Add(3)
 	go n.loop(n.renewAll, nil)
 	go n.loop(n.balance, n.kick)
-	go n.watchBucket()
+	go n.watchBucket(w)
 }
 
 func (n *Node) loop(step func(), kick <-chan struct{}) {

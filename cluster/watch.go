@@ -8,26 +8,52 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// bucketWatch is an open watch on the bucket's claims and liveness keys.
+type bucketWatch struct {
+	w      jetstream.KeyWatcher
+	cancel context.CancelFunc
+}
+
+// openWatch watches for updates only: a watch that returns has its consumer in place,
+// so nothing stored after this call is missed. It returns nil when the watch cannot be
+// opened; the rounds carry on without it.
+func (n *Node) openWatch() *bucketWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := n.kv.WatchFiltered(ctx, []string{"shard.*", "node.*"}, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		cancel()
+		return nil
+	}
+	return &bucketWatch{w: w, cancel: cancel}
+}
+
+func (b *bucketWatch) close() {
+	_ = b.w.Stop()
+	b.cancel()
+}
+
 // watchBucket kicks the balancing loop when a shard's claim is given up or lapses and
 // when a node joins or leaves, so a shard moves as soon as it can instead of at the
 // next round, up to a quarter of the TTL later: a hand-off's next owner claims within
 // milliseconds, and a dead owner's shard is claimed as its claim's expiry lands. It is
-// only a hint: the rounds still run, and a missed or late event costs that wait.
-func (n *Node) watchBucket() {
+// only a hint: the rounds still run, and a missed or late event costs that wait. A
+// watch that ends (a reconnect, a stream leader change) is opened again, and a round
+// is kicked then, since the news between the two watches was not seen.
+func (n *Node) watchBucket(w *bucketWatch) {
 	defer n.wg.Done()
 	live := map[string]bool{} // node keys seen, so renewals of a known node kick nothing
 	for {
-		ctx, cancel := context.WithCancel(context.Background())
-		w, err := n.kv.WatchFiltered(ctx, []string{"shard.*", "node.*"}, jetstream.UpdatesOnly(), jetstream.MetaOnly())
-		if err == nil {
-			n.follow(w, live)
-			_ = w.Stop()
+		if w != nil {
+			n.follow(w.w, live)
+			w.close()
 		}
-		cancel()
 		select {
 		case <-n.stop:
 			return
-		case <-time.After(n.period()): // watch again (a reconnect, a stream leader change)
+		case <-time.After(n.period()):
+		}
+		if w = n.openWatch(); w != nil {
+			n.kickBalance()
 		}
 	}
 }
