@@ -121,12 +121,14 @@ func TestKeepAliveReportsALostLease(t *testing.T) {
 	if _, err := c.CreateResource(ctx, "gpu"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "h", TTL: 600 * time.Millisecond, Members: []*messages.Member{client.Resource("gpu")}})
+	// A TTL the renewals keep with room to spare on a loaded CI machine, outlived by the
+	// sleep, so the lease is there only because it was renewed.
+	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "h", TTL: 1500 * time.Millisecond, Members: []*messages.Member{client.Resource("gpu")}})
 	if err != nil || !res.OK() {
 		t.Fatalf("reserve: %v %+v", err, res)
 	}
-	ka := c.KeepAlive(ctx, "h", res.Fence(), 600*time.Millisecond)
-	time.Sleep(1200 * time.Millisecond)
+	ka := c.KeepAlive(ctx, "h", res.Fence(), 1500*time.Millisecond)
+	time.Sleep(2 * time.Second)
 	if ka.Context().Err() != nil {
 		t.Fatalf("lost while renewed: %v", ka.Err())
 	}
