@@ -9,10 +9,11 @@ import (
 )
 
 type recovered struct {
-	kernel    *kernel.Kernel
-	journal   persistence.Journal
-	published uint64
-	events    []Event // events of entries after the published position, to republish
+	kernel      *kernel.Kernel
+	journal     persistence.Journal
+	published   uint64
+	snapshotLSN uint64  // the snapshot recovered from (0: none)
+	events      []Event // events of entries after the published position, to republish
 }
 
 // recoverShard rebuilds a shard: the newest valid snapshot, then every journal entry
@@ -52,7 +53,7 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 	}
 	opened := time.Now()
 	from := k.LastLSN()
-	rec := &recovered{kernel: k, journal: j, published: published}
+	rec := &recovered{kernel: k, journal: j, published: published, snapshotLSN: from}
 	var cmd kernel.Command
 	var out kernel.Output
 	err = j.Replay(k.LastLSN()+1, func(r persistence.Record) error {

@@ -41,9 +41,13 @@ type shard struct {
 	snapLSN       uint64
 	snapSlot      uint64
 	snapCapture   *kernel.SnapshotCapture // a snapshot taken, waiting for publishing to catch up
-	pubWriting    bool
-	pubWritten    uint64
-	pubWrittenAt  time.Time
+	// fallbackLSN is the lsn of the snapshot kept to fall back on (0: none, the journal's
+	// start): the journal is compacted only below it, so a newest snapshot that turns out
+	// unreadable costs a longer replay, not the shard.
+	fallbackLSN  uint64
+	pubWriting   bool
+	pubWritten   uint64
+	pubWrittenAt time.Time
 
 	anchored      bool  // the slot clock runs from the journal's claim (Anchored)
 	anchorClaimed int64 // claim time, Unix ns
@@ -103,7 +107,10 @@ func (s *shard) Receive(ctx actor.Context) {
 		if m.err != nil {
 			s.h.log.Error("snapshot failed", "shard", s.h.shard, "lsn", m.lsn, "err", m.err)
 		} else if m.gen == s.gen && s.w != nil {
-			s.w.jobs <- writeJob{compact: m.lsn, gen: s.gen}
+			if s.fallbackLSN > 0 {
+				s.w.jobs <- writeJob{compact: s.fallbackLSN, gen: s.gen}
+			}
+			s.fallbackLSN = m.lsn
 		}
 	}
 }
@@ -123,6 +130,7 @@ func (s *shard) start() {
 		return
 	}
 	s.k, s.published, s.pubWritten = rec.kernel, rec.published, rec.published
+	s.fallbackLSN = rec.snapshotLSN
 	s.h.pubMu.Lock()
 	s.h.pubDurable = rec.published
 	s.h.pubMu.Unlock()
