@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/internal/natstest"
+	"github.com/holdfast/holdfast/persistence"
 )
 
 // BenchmarkSnapshotObjectRoundTrip stores a snapshot of SNAPSHOT_MB megabytes (default
@@ -77,6 +78,42 @@ func BenchmarkOwners(b *testing.B) {
 		owners := n.owners(ctx)
 		if owners[0] != "a" || owners[1] != "" || owners[shards-2] != "a" {
 			b.Fatalf("owners: %v", owners[:4])
+		}
+	}
+}
+
+// BenchmarkReplayAfterSnapshot is a new owner's replay of a journal that holds two
+// snapshots' worth of records (the older snapshot's are kept to fall back on): 200,000
+// records of 100 bytes in batches of 64, the newest snapshot at the half. The replay
+// reads the older half too and passes it over, which is what keeping it costs a load
+// (FROM=1 replays all of it, for comparison):
+//
+//	go test ./cluster -run '^$' -bench ReplayAfterSnapshot -benchtime 5x
+func BenchmarkReplayAfterSnapshot(b *testing.B) {
+	const total, batch, half = 200_000, 64, 100_000
+	js := connectJS(b, natstest.Start(b, 1).URL())
+	j, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for lsn := uint64(1); lsn <= total; lsn += batch {
+		if err := j.Append(records(lsn, min(batch, total+1-lsn), 100)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	from := uint64(half + 1)
+	if v, err := strconv.ParseUint(os.Getenv("FROM"), 10, 64); err == nil && v > 0 {
+		from = v
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		next, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 0, Node: "b", Epoch: uint64(2 + i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		if err := next.Replay(from, func(persistence.Record) error { n++; return nil }); err != nil || n != total+1-int(from) {
+			b.Fatalf("replayed %d records: %v", n, err)
 		}
 	}
 }

@@ -149,9 +149,53 @@ func TestJournalCompacts(t *testing.T) {
 	}
 	next := openJournal(t, js, 1, "b", 2)
 	wantRecords(t, replayAll(t, next, 13), 13, 8)
-	err := next.Replay(1, func(persistence.Record) error { return nil })
-	if !errors.Is(err, persistence.ErrCompacted) {
-		t.Fatalf("replay from a compacted lsn: %v", err)
+	for _, from := range []uint64{1, 5} {
+		err := next.Replay(from, func(persistence.Record) error { return nil })
+		if !errors.Is(err, persistence.ErrCompacted) {
+			t.Fatalf("replay from compacted lsn %d: %v", from, err)
+		}
+	}
+}
+
+// A replay from any lsn gets exactly the records from there, whatever lies before them:
+// batches of several owners, their claims, a batch split over several messages; and
+// what the replay passed over is compacted.
+func TestJournalReplaysFromAnyLSN(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	lsn := uint64(1)
+	var j *Journal
+	for owner := uint64(1); owner <= 4; owner++ {
+		j = openJournal(t, js, 1, fmt.Sprintf("n%d", owner), owner)
+		for b := 0; b < 5; b++ {
+			n, size := uint64(1+b%3), 10
+			if owner == 2 && b == 2 {
+				n, size = 20, 60<<10 // 1.2 MB: two messages
+			}
+			if err := j.Append(records(lsn, n, size)); err != nil {
+				t.Fatal(err)
+			}
+			lsn += n
+		}
+	}
+	last := lsn - 1
+	next := openJournal(t, js, 1, "n5", 5)
+	for from := uint64(1); from <= last+1; from++ {
+		wantRecords(t, replayAll(t, next, from), from, last+1-from)
+	}
+	// Compacting to the tail purges all but the newest message, the claim, which says
+	// where the journal ends.
+	if err := next.Compact(last); err != nil {
+		t.Fatal(err)
+	}
+	info, err := next.stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("after compaction to the tail: %d messages (first %d, last %d), want the claim alone", info.State.Msgs, info.State.FirstSeq, info.State.LastSeq)
+	}
+	if lsn, _ := openJournal(t, js, 1, "n6", 6).Last(); lsn != last {
+		t.Fatalf("the next owner finds the journal at lsn %d, want %d", lsn, last)
 	}
 }
 
