@@ -4,18 +4,14 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"math/rand"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/messages"
@@ -38,15 +34,7 @@ func TestWorkShardsLinearizable(t *testing.T) {
 		ttl    = 400 * time.Millisecond
 	)
 	srv := newServer(t, 3)
-	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c, err := client.New(nc, client.WithTimeout(time.Second), client.WithRetry(20, 20*time.Millisecond, 300*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := linClient(t, srv.URL())
 	ctx := context.Background()
 	var specs []*messages.WorkSpec
 	for i := 0; i < shards; i++ {
@@ -57,31 +45,14 @@ func TestWorkShardsLinearizable(t *testing.T) {
 	}
 
 	var (
-		mu   sync.Mutex
-		ops  []porcupine.Operation
+		h    linHistory
 		keys atomic.Int64
 	)
 	record := func(worker int, in workIn, call int64, out workOut) {
-		ret := time.Now().UnixNano()
-		if out.code == "unknown" {
-			ret = math.MaxInt64 // it may have taken effect at any time after its call
-		}
-		in.ret = ret
-		mu.Lock()
-		ops = append(ops, porcupine.Operation{ClientId: worker, Input: in, Call: call, Output: out, Return: ret})
-		mu.Unlock()
+		in.ret = returnTime(out.code == "unknown")
+		h.add(worker, in, call, in.ret, out)
 	}
-	outOf := func(r *client.WorkResult, err error) workOut {
-		var de *client.DefiniteError
-		switch {
-		case err == nil:
-			return workOut{code: r.Code}
-		case errors.As(err, &de):
-			return workOut{code: "rejected"}
-		default:
-			return workOut{code: "unknown"}
-		}
-	}
+	outOf := func(r *client.WorkResult, err error) workOut { return workOut{code: outcome(workRes(r), err)} }
 	runCtx, stop := context.WithTimeout(ctx, 8*time.Second)
 	defer stop()
 	var wg sync.WaitGroup
@@ -91,6 +62,7 @@ func TestWorkShardsLinearizable(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(int64(w)))
 			holder := fmt.Sprintf("w%d", w)
+			use := claimUse{c: c, holder: holder, keys: &keys, of: 20, release: 15}
 			for runCtx.Err() == nil {
 				name := fmt.Sprintf("s%02d", rng.Intn(shards))
 				if rng.Intn(5) == 0 {
@@ -119,64 +91,24 @@ func TestWorkShardsLinearizable(t *testing.T) {
 					continue
 				}
 				f := r.Fence()
-				for k := rng.Intn(3); k > 0; k-- {
-					key := fmt.Sprintf("%08d", keys.Add(1))
-					call := time.Now().UnixNano()
-					cr, err := c.Checkpoint(ctx, holder, f, []byte(key), nil)
-					record(w, workIn{shard: name, kind: "checkpoint", lease: f.LeaseID, key: key}, call, outOf(cr, err))
-				}
-				time.Sleep(time.Duration(rng.Intn(60)) * time.Millisecond)
-				call = time.Now().UnixNano()
-				switch rng.Intn(20) {
-				case 0:
-					cr, err := c.CompleteWork(ctx, holder, f, nil)
-					record(w, workIn{shard: name, kind: "complete", lease: f.LeaseID}, call, outOf(cr, err))
-				case 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15:
-					lr, err := c.Release(ctx, holder, f)
-					out := workOut{code: "unknown"}
-					var de *client.DefiniteError
-					switch {
-					case err == nil:
-						out.code = lr.Code
-					case errors.As(err, &de):
-						out.code = "rejected"
-					}
-					record(w, workIn{shard: name, kind: "release", lease: f.LeaseID}, call, out)
-				default: // abandoned: the claim expires
-				}
+				use.run(ctx, rng, f, func(kind, key string, call int64, code string) {
+					record(w, workIn{shard: name, kind: kind, lease: f.LeaseID, key: key}, call, workOut{code: code})
+				})
 			}
 		}()
 	}
-	for runCtx.Err() == nil {
-		time.Sleep(time.Second)
-		if runCtx.Err() != nil {
-			break
-		}
-		srv.Kill()
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	killEverySecond(runCtx, t, srv)
 	wg.Wait()
 
 	counts := map[string]int{}
-	for _, op := range ops {
+	for _, op := range h.ops {
 		counts[op.Input.(workIn).kind+" "+op.Output.(workOut).code]++
 	}
-	t.Logf("%d operations, server started %d times: %v", len(ops), srv.Starts(), counts)
+	t.Logf("%d operations, server started %d times: %v", len(h.ops), srv.Starts(), counts)
 	if counts["claim ok"] == 0 || counts["checkpoint ok"] == 0 || counts["complete ok"] == 0 {
 		t.Fatal("the history lacks successful claims, checkpoints or completions")
 	}
-	model := workModel(int64(ttl))
-	res, info := porcupine.CheckOperationsVerbose(model, ops, time.Minute)
-	if res != porcupine.Ok {
-		path := filepath.Join(t.TempDir(), "work-lin.html")
-		if *flagLogs != "" {
-			path = filepath.Join(*flagLogs, "work-lin.html")
-		}
-		_ = porcupine.VisualizePath(model, info, path)
-		t.Fatalf("work shard histories are not linearizable (%v); the history is drawn in %s (keep it with -serverlogs DIR)", res, path)
-	}
+	checkLinearizable(t, workModel(int64(ttl)), h.ops, "work-lin.html", "work shard")
 }
 
 type workIn struct {
@@ -202,20 +134,7 @@ func workModel(ttl int64) porcupine.Model {
 	const slack = int64(20 * time.Millisecond)
 	return (&porcupine.NondeterministicModel{
 		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-			by := map[string][]porcupine.Operation{}
-			var order []string
-			for _, op := range h {
-				s := op.Input.(workIn).shard
-				if _, ok := by[s]; !ok {
-					order = append(order, s)
-				}
-				by[s] = append(by[s], op)
-			}
-			var out [][]porcupine.Operation
-			for _, s := range order {
-				out = append(out, by[s])
-			}
-			return out
+			return partitionBy(h, func(in interface{}) string { return in.(workIn).shard })
 		},
 		Init: func() []interface{} { return []interface{}{workState{}} },
 		Step: func(state, input, output interface{}) []interface{} {
@@ -226,15 +145,8 @@ func workModel(ttl int64) porcupine.Model {
 				e.claim, e.claimCall = "", 0 // expired meanwhile
 				pre = append(pre, e)
 			}
-			var next []interface{}
-			add := func(st workState) {
-				for _, n := range next {
-					if n.(workState) == st {
-						return
-					}
-				}
-				next = append(next, st)
-			}
+			var next nextStates[workState]
+			add := next.add
 			for _, p := range pre {
 				if out.code == "rejected" || out.code == "unknown" {
 					add(p) // did not take effect (or, unknown, may not have)
@@ -316,7 +228,7 @@ func workModel(ttl int64) porcupine.Model {
 					}
 				}
 			}
-			return next
+			return next.list
 		},
 		DescribeOperation: func(input, output interface{}) string {
 			in, out := input.(workIn), output.(workOut)

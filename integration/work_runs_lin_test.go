@@ -4,18 +4,14 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"math/rand"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/messages"
@@ -40,15 +36,7 @@ func TestWorkRunsLinearizable(t *testing.T) {
 		ttl  = 400 * time.Millisecond
 	)
 	srv := newServer(t, 3)
-	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c, err := client.New(nc, client.WithTimeout(time.Second), client.WithRetry(20, 20*time.Millisecond, 300*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := linClient(t, srv.URL())
 	ctx := context.Background()
 	specs := func() []*messages.WorkSpec {
 		var s []*messages.WorkSpec
@@ -64,32 +52,12 @@ func TestWorkRunsLinearizable(t *testing.T) {
 	}
 
 	var (
-		mu   sync.Mutex
-		ops  []porcupine.Operation
+		h    linHistory
 		keys atomic.Int64
 	)
-	record := func(worker int, in runIn, call int64, code string) runOut {
-		ret := time.Now().UnixNano()
-		if code == "unknown" {
-			ret = math.MaxInt64 // it may have taken effect at any time after its call
-		}
-		in.ret = ret
-		out := runOut{code: code}
-		mu.Lock()
-		ops = append(ops, porcupine.Operation{ClientId: worker, Input: in, Call: call, Output: out, Return: ret})
-		mu.Unlock()
-		return out
-	}
-	codeOf := func(r *client.Result, err error) string {
-		var de *client.DefiniteError
-		switch {
-		case err == nil:
-			return r.Code
-		case errors.As(err, &de):
-			return "rejected"
-		default:
-			return "unknown"
-		}
+	record := func(worker int, in runIn, call int64, code string) {
+		in.ret = returnTime(code == "unknown")
+		h.add(worker, in, call, in.ret, runOut{code: code})
 	}
 	runCtx, stop := context.WithTimeout(ctx, 8*time.Second)
 	defer stop()
@@ -100,6 +68,7 @@ func TestWorkRunsLinearizable(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(int64(100 + w)))
 			holder := fmt.Sprintf("w%d", w)
+			use := claimUse{c: c, holder: holder, keys: &keys, of: 10, release: 7}
 			for runCtx.Err() == nil {
 				r, shard := rng.Intn(runs), rng.Intn(runShards)
 				run, name := fmt.Sprintf("run%d", r), fmt.Sprintf("s%d", shard)
@@ -109,22 +78,22 @@ func TestWorkRunsLinearizable(t *testing.T) {
 				case x == 0:
 					in.kind = "cancel"
 					res, err := c.CancelRun(ctx, run, "lin")
-					record(w, in, call, codeOf(resultOf(res), err))
+					record(w, in, call, outcome(runRes(res), err))
 					continue
 				case x < 3:
 					in.kind = "delete"
 					res, err := c.DeleteRun(ctx, run)
-					record(w, in, call, codeOf(resultOf(res), err))
+					record(w, in, call, outcome(runRes(res), err))
 					continue
 				case x < 5:
 					in.kind = "create"
 					res, err := c.CreateRun(ctx, run, specs())
-					record(w, in, call, codeOf(resultOf(res), err))
+					record(w, in, call, outcome(runRes(res), err))
 					continue
 				case x < 10:
 					in.kind = "get"
 					res, err := c.GetWork(ctx, run, name)
-					code := codeOf(workResultOf(res), err)
+					code := outcome(workRes(res), err)
 					if code == "unknown" || code == "rejected" {
 						continue // a read that did not answer says nothing
 					}
@@ -133,15 +102,13 @@ func TestWorkRunsLinearizable(t *testing.T) {
 						out.status, out.claim = res.Work.GetStatus(), res.Work.GetLeaseId()
 						out.cursor = string(res.Work.GetCursor().GetLastKey())
 					}
-					in.ret = time.Now().UnixNano()
-					mu.Lock()
-					ops = append(ops, porcupine.Operation{ClientId: w, Input: in, Call: call, Output: out, Return: in.ret})
-					mu.Unlock()
+					in.ret = returnTime(false)
+					h.add(w, in, call, in.ret, out)
 					continue
 				}
 				in.kind, in.call = "claim", call
 				res, err := c.Claim(ctx, holder, run, name, ttl)
-				code := codeOf(workResultOf(res), err)
+				code := outcome(workRes(res), err)
 				in.lease = ""
 				if code == messages.CodeOK {
 					in.lease = res.Fence().LeaseID // the claim's outcome names its lease
@@ -152,76 +119,26 @@ func TestWorkRunsLinearizable(t *testing.T) {
 					continue
 				}
 				f := res.Fence()
-				for k := rng.Intn(3); k > 0; k-- {
-					key := fmt.Sprintf("%08d", keys.Add(1))
-					call := time.Now().UnixNano()
-					cr, err := c.Checkpoint(ctx, holder, f, []byte(key), nil)
-					record(w, runIn{run: run, shard: shard, kind: "checkpoint", lease: f.LeaseID, key: key}, call, codeOf(workResultOf(cr), err))
-				}
-				time.Sleep(time.Duration(rng.Intn(60)) * time.Millisecond)
-				call = time.Now().UnixNano()
-				switch rng.Intn(10) {
-				case 0:
-					cr, err := c.CompleteWork(ctx, holder, f, nil)
-					record(w, runIn{run: run, shard: shard, kind: "complete", lease: f.LeaseID}, call, codeOf(workResultOf(cr), err))
-				case 1, 2, 3, 4, 5, 6, 7:
-					lr, err := c.Release(ctx, holder, f)
-					var res *client.Result
-					if lr != nil {
-						res = &lr.Result
-					}
-					record(w, runIn{run: run, shard: shard, kind: "release", lease: f.LeaseID}, call, codeOf(res, err))
-				default: // abandoned: the claim expires
-				}
+				use.run(ctx, rng, f, func(kind, key string, call int64, code string) {
+					record(w, runIn{run: run, shard: shard, kind: kind, lease: f.LeaseID, key: key}, call, code)
+				})
 			}
 		}()
 	}
-	for runCtx.Err() == nil {
-		time.Sleep(time.Second)
-		if runCtx.Err() != nil {
-			break
-		}
-		srv.Kill()
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	killEverySecond(runCtx, t, srv)
 	wg.Wait()
 
 	counts := map[string]int{}
-	for _, op := range ops {
+	for _, op := range h.ops {
 		counts[op.Input.(runIn).kind+" "+op.Output.(runOut).code]++
 	}
-	t.Logf("%d operations, server started %d times: %v", len(ops), srv.Starts(), counts)
+	t.Logf("%d operations, server started %d times: %v", len(h.ops), srv.Starts(), counts)
 	for _, want := range []string{"claim ok", "checkpoint ok", "cancel ok", "delete ok", "create ok", "delete object_in_use", "claim run_terminal"} {
 		if counts[want] == 0 {
 			t.Fatalf("the history has no %q: it does not exercise what the test is for", want)
 		}
 	}
-	model := runModel(int64(ttl))
-	res, info := porcupine.CheckOperationsVerbose(model, ops, time.Minute)
-	if res != porcupine.Ok {
-		path := filepath.Join(t.TempDir(), "run-lin.html")
-		if *flagLogs != "" {
-			path = filepath.Join(*flagLogs, "run-lin.html")
-		}
-		_ = porcupine.VisualizePath(model, info, path)
-		t.Fatalf("run histories are not linearizable (%v); the history is drawn in %s (keep it with -serverlogs DIR)", res, path)
-	}
-}
-
-func resultOf(r *client.RunResult) *client.Result {
-	if r == nil {
-		return nil
-	}
-	return &r.Result
-}
-
-func workResultOf(r *client.WorkResult) *client.Result {
-	if r == nil {
-		return nil
-	}
-	return &r.Result
+	checkLinearizable(t, runModel(int64(ttl)), h.ops, "run-lin.html", "run")
 }
 
 type runIn struct {
@@ -250,20 +167,7 @@ func runModel(ttl int64) porcupine.Model {
 	const slack = int64(20 * time.Millisecond)
 	return (&porcupine.NondeterministicModel{
 		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-			by := map[string][]porcupine.Operation{}
-			var order []string
-			for _, op := range h {
-				r := op.Input.(runIn).run
-				if _, ok := by[r]; !ok {
-					order = append(order, r)
-				}
-				by[r] = append(by[r], op)
-			}
-			var out [][]porcupine.Operation
-			for _, r := range order {
-				out = append(out, by[r])
-			}
-			return out
+			return partitionBy(h, func(in interface{}) string { return in.(runIn).run })
 		},
 		Init: func() []interface{} { return []interface{}{runState{exists: true}} },
 		Step: func(state, input, output interface{}) []interface{} {
@@ -278,15 +182,8 @@ func runModel(ttl int64) porcupine.Model {
 					}
 				}
 			}
-			var next []interface{}
-			add := func(st runState) {
-				for _, n := range next {
-					if n.(runState) == st {
-						return
-					}
-				}
-				next = append(next, st)
-			}
+			var next nextStates[runState]
+			add := next.add
 			for _, p := range pre {
 				if out.code == "rejected" || out.code == "unknown" {
 					add(p) // did not take effect (or, unknown, may not have)
@@ -426,7 +323,7 @@ func runModel(ttl int64) porcupine.Model {
 					}
 				}
 			}
-			return next
+			return next.list
 		},
 		DescribeOperation: func(input, output interface{}) string {
 			in, out := input.(runIn), output.(runOut)
