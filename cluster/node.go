@@ -258,14 +258,19 @@ func (n *Node) validFor() time.Duration { return n.cfg.OwnershipTTL * 3 / 4 }
 // every quarter of the TTL and at once when the bucket shows a claim given up or lapsed
 // or a node come or gone (watchBucket), or a shard here halts (ShardHalted). The
 // watch is open before the first round reads the bucket, so a claim given up after
-// that read is news the watch sees rather than a wait for the next round.
+// that read is news the watch sees rather than a wait for the next round; a JetStream
+// that does not answer holds the rounds up for a quarter of the TTL at most.
 func (n *Node) Run(host Host) {
 	n.host = host
-	w := n.openWatch()
+	opened := make(chan struct{})
 	n.wg.Add(3)
 	go n.loop(n.renewAll, nil)
+	go n.watchBucket(opened)
+	select {
+	case <-opened:
+	case <-time.After(n.period()):
+	}
 	go n.loop(n.balance, n.kick)
-	go n.watchBucket(w)
 }
 
 func (n *Node) loop(step func(), kick <-chan struct{}) {

@@ -15,8 +15,9 @@ type bucketWatch struct {
 }
 
 // openWatch watches for updates only: a watch that returns has its consumer in place,
-// so nothing stored after this call is missed. It returns nil when the watch cannot be
-// opened; the rounds carry on without it.
+// so nothing stored after this call is missed. Its context is the watch's lifetime, so
+// it has no deadline. It returns nil when the watch cannot be opened; the rounds carry
+// on without it.
 func (n *Node) openWatch() *bucketWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := n.kv.WatchFiltered(ctx, []string{"shard.*", "node.*"}, jetstream.UpdatesOnly(), jetstream.MetaOnly())
@@ -36,13 +37,20 @@ func (b *bucketWatch) close() {
 // when a node joins or leaves, so a shard moves as soon as it can instead of at the
 // next round, up to a quarter of the TTL later: a hand-off's next owner claims within
 // milliseconds, and a dead owner's shard is claimed as its claim's expiry lands. It is
-// only a hint: the rounds still run, and a missed or late event costs that wait. A
-// watch that ends (a reconnect, a stream leader change) is opened again, and a round
-// is kicked then, since the news between the two watches was not seen.
-func (n *Node) watchBucket(w *bucketWatch) {
+// only a hint: the rounds still run, and a missed or late event costs that wait. It
+// closes opened once its first watch is open (or could not be). A watch that ends (a
+// reconnect, a stream leader change) is opened again, and a round is kicked then, since
+// the news between the two watches was not seen.
+func (n *Node) watchBucket(opened chan<- struct{}) {
 	defer n.wg.Done()
 	live := map[string]bool{} // node keys seen, so renewals of a known node kick nothing
-	for {
+	for first := true; ; first = false {
+		w := n.openWatch()
+		if first {
+			close(opened)
+		} else if w != nil {
+			n.kickBalance()
+		}
 		if w != nil {
 			n.follow(w.w, live)
 			w.close()
@@ -51,9 +59,6 @@ func (n *Node) watchBucket(w *bucketWatch) {
 		case <-n.stop:
 			return
 		case <-time.After(n.period()):
-		}
-		if w = n.openWatch(); w != nil {
-			n.kickBalance()
 		}
 	}
 }
