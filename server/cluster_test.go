@@ -95,18 +95,26 @@ func failureLog(t *testing.T, node string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// snapshotAt waits up to wait for shard k's snapshot at lsn, with its journal compacted
-// at least once (below the snapshot before, kept to fall back on). A snapshot falls every
-// SnapshotEvery entries unless one is still being written, so the lsn it lands on is not
-// known in advance.
-func snapshotAt(t *testing.T, url string, k uint32, lsn uint64, wait time.Duration) bool {
+// connectJetStream is a JetStream client of the NATS at url, closed with the test.
+func connectJetStream(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// snapshotAt waits up to wait for shard k's snapshot at lsn, with its journal compacted
+// at least once (below the snapshot before, kept to fall back on). A snapshot falls every
+// SnapshotEvery entries unless one is still being written, so the lsn it lands on is not
+// known in advance.
+func snapshotAt(js jetstream.JetStream, k uint32, lsn uint64, wait time.Duration) bool {
 	ctx := context.Background()
 	deadline := time.Now().Add(wait)
 	for {
@@ -223,13 +231,14 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			// covered by its newest snapshot — the case where a compaction that purged the
 			// stream empty once left the next owner unable to find where the journal ended.
 			shard := contract.ShardOf("default", seat, shards)
+			js := connectJetStream(t, nats_.URL())
 			for i := 0; ; i++ {
 				id := fmt.Sprintf("seat-7/%d", i)
 				r, err := c1.CreateResource(ctx, id)
 				if err != nil || !r.OK() {
 					t.Fatalf("create %s: %v %+v", id, err, r)
 				}
-				if i >= 12 && snapshotAt(t, nats_.URL(), shard, r.LSN, time.Second) {
+				if i >= 12 && snapshotAt(js, shard, r.LSN, time.Second) {
 					break
 				}
 				if i > 60 {
@@ -296,12 +305,6 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			}
 			// The new owner recovered from a snapshot in the object store, and the journal
 			// below the snapshot was purged.
-			nc, err := nats.Connect(nats_.URL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			js, _ := jetstream.New(nc)
 			obs, err := js.ObjectStore(ctx, "HOLDFAST_SNAP")
 			if err != nil {
 				t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/internal/natstest"
@@ -33,12 +32,7 @@ func TestClusterRecoversPastAnUnreadableSnapshot(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the last snapshot lands
 	first.crash()
 
-	nc, err := nats.Connect(nats_.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := connectJetStream(t, nats_.URL())
 	obs, err := js.ObjectStore(ctx, "HOLDFAST_SNAP")
 	if err != nil {
 		t.Fatal(err)
