@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/internal/natstest"
@@ -16,16 +15,7 @@ import (
 )
 
 func connectJS(t testing.TB, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, url)
 	return js
 }
 

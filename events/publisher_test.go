@@ -49,17 +49,7 @@ func (c *countingMetrics) PublishError(shard string)             { c.add("errors
 func (c *countingMetrics) PublishedLSN(shard string, lsn uint64) { c.add("lsn", shard, 0) }
 
 func connectNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	nc, err := nats.Connect(natstest.Start(t, 1).URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	return natstest.Connect(t, natstest.Start(t, 1).URL())
 }
 
 // newTestPublisher is a one-shard publisher on a fresh embedded server.

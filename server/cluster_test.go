@@ -95,21 +95,6 @@ func failureLog(t *testing.T, node string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// connectJetStream is a JetStream client of the NATS at url, closed with the test.
-func connectJetStream(t *testing.T, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 // snapshotAt waits up to wait for shard k's snapshot at lsn, with its journal compacted
 // at least once (below the snapshot before, kept to fall back on). A snapshot falls every
 // SnapshotEvery entries unless one is still being written, so the lsn it lands on is not
@@ -231,7 +216,7 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			// covered by its newest snapshot — the case where a compaction that purged the
 			// stream empty once left the next owner unable to find where the journal ended.
 			shard := contract.ShardOf("default", seat, shards)
-			js := connectJetStream(t, nats_.URL())
+			_, js := natstest.Connect(t, nats_.URL())
 			for i := 0; ; i++ {
 				id := fmt.Sprintf("seat-7/%d", i)
 				r, err := c1.CreateResource(ctx, id)

@@ -32,7 +32,7 @@ func TestClusterRecoversPastAnUnreadableSnapshot(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the last snapshot lands, mostly
 	first.crash()
 
-	js := connectJetStream(t, nats_.URL())
+	_, js := natstest.Connect(t, nats_.URL())
 	obs, err := js.ObjectStore(ctx, "HOLDFAST_SNAP")
 	if err != nil {
 		t.Fatal(err)

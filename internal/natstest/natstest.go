@@ -13,6 +13,8 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Cluster is a set of running NATS servers.
@@ -139,4 +141,20 @@ func (c *Cluster) Shutdown() {
 	for i := range c.Servers {
 		c.Stop(i)
 	}
+}
+
+// Connect is a client connection to the servers at url with its JetStream context, both
+// closed with the test.
+func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }
