@@ -73,6 +73,9 @@ type readMsg struct {
 	deadline time.Time
 }
 
+// reconfigureMsg asks a shard to serve under System.Config (System.Configure).
+type reconfigureMsg struct{}
+
 // batchDone reports a journal append from the writer.
 type batchDone struct {
 	gen uint64

@@ -36,15 +36,19 @@ type Options struct {
 	Dir    string // data directory; shard i keeps its journal and snapshots in Dir/shard-NNN (file storage)
 	Shards uint32
 	Slot   time.Duration // slot length; slots count from the Unix epoch
-	Kernel kernel.Config // per-shard bounds; Shard and SlotMillis are set per shard
+	// Kernel is what the shards are asked to run with: its Limits admit writes, and its
+	// Shape is journaled by each shard whose journal does not carry it yet (a configure
+	// entry at start), so it takes effect at a start and never reaches back into a
+	// journal (Configure changes both while serving). Shard and SlotMillis are set per
+	// shard and from Slot.
+	Kernel kernel.Config
 	Clock  Clock
 
-	MaxQueue        int // requests waiting per shard (mailbox, batch and in flight); past it: overloaded
-	MaxBatch        int // entries per journal append
-	MaxCommandBytes int // encoded command size; past it: command_too_large
-	ExpirePerTick   int // expire entries committed per tick at most
-	SnapshotEvery   int // entries between snapshots (0: DefaultSnapshotEvery; negative: never)
-	SegmentSize     int64
+	MaxQueue      int // requests waiting per shard (mailbox, batch and in flight); past it: overloaded
+	MaxBatch      int // entries per journal append
+	ExpirePerTick int // expire entries committed per tick at most
+	SnapshotEvery int // entries between snapshots (0: DefaultSnapshotEvery; negative: never)
+	SegmentSize   int64
 
 	// Events receives each applied batch's events and reports back how far they are
 	// published (EventSink). When nil, no events are produced and snapshots are not held
@@ -90,6 +94,9 @@ func (o Options) withDefaults() (Options, error) {
 		o.Kernel = kernel.DefaultConfig()
 	}
 	o.Kernel.SlotMillis = uint64(o.Slot / time.Millisecond)
+	if o.Kernel.MaxCommandBytes == 0 {
+		o.Kernel.MaxCommandBytes = kernel.DefaultMaxCommandBytes
+	}
 	if err := o.Kernel.Validate(); err != nil {
 		return o, err
 	}
@@ -101,9 +108,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = 1024
-	}
-	if o.MaxCommandBytes == 0 {
-		o.MaxCommandBytes = 64 << 10
 	}
 	if o.ExpirePerTick == 0 {
 		o.ExpirePerTick = 1024

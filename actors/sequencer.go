@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"math"
 
 	"github.com/holdfast/holdfast/contract"
@@ -20,7 +21,7 @@ import (
 // script.
 type Sequencer[W any] struct {
 	k        *kernel.Kernel
-	maxCmd   int
+	lim      kernel.Limits // what a write is admitted under now; never what replay sees
 	maxBatch int
 
 	ops      map[string]*seqEntry[W] // sequenced client writes by in-flight key
@@ -48,9 +49,10 @@ type Answer[W any] struct {
 	Reply *Reply
 }
 
-// NewSequencer sequences after the journal's last record (lastLSN, lastSlot) over k.
-func NewSequencer[W any](k *kernel.Kernel, lastLSN, lastSlot uint64, maxCommandBytes, maxBatch int) *Sequencer[W] {
-	return &Sequencer[W]{k: k, maxCmd: maxCommandBytes, maxBatch: maxBatch,
+// NewSequencer sequences after the journal's last record (lastLSN, lastSlot) over k,
+// admitting writes under lim.
+func NewSequencer[W any](k *kernel.Kernel, lastLSN, lastSlot uint64, lim kernel.Limits, maxBatch int) *Sequencer[W] {
+	return &Sequencer[W]{k: k, lim: lim, maxBatch: maxBatch,
 		ops: make(map[string]*seqEntry[W]), expiring: make(map[uint64]bool),
 		nextLSN: max(lastLSN, k.LastLSN()) + 1, slot: max(lastSlot, k.LastSlot())}
 }
@@ -78,7 +80,7 @@ func (q *Sequencer[W]) Write(c *kernel.Command, slot uint64, w W) (Decision, *Re
 	if q.halted {
 		return Answered, rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", q.k.LastLSN())
 	}
-	a := q.k.Admit(c, slot, q.maxCmd, q.nextLSN, seqInFlight[W](q.ops), &q.out)
+	a := q.k.Admit(c, slot, &q.lim, q.nextLSN, seqInFlight[W](q.ops), &q.out)
 	switch {
 	case a.Rejection != nil:
 		return Answered, rejection(a.Rejection.Code, a.Rejection.Message, q.k.LastLSN())
@@ -129,6 +131,29 @@ func (q *Sequencer[W]) Expire(slot uint64, due []kernel.Due, room int) {
 	}
 }
 
+// SetLimits changes the admission limits of the writes to come (the ones sequenced keep
+// their admission).
+func (q *Sequencer[W]) SetLimits(lim kernel.Limits) { q.lim = lim }
+
+// Configure sequences a configure entry at slot: the shape s is in force from its lsn
+// on, for the entries behind it and at every replay. Nobody waits for its answer; a
+// shape the kernel would refuse (kernel.CheckConfigure) is not sequenced.
+func (q *Sequencer[W]) Configure(slot uint64, s kernel.Shape) error {
+	if q.halted {
+		return errors.New("shard halted")
+	}
+	if err := q.k.CheckConfigure(s); err != nil {
+		return err
+	}
+	if q.nextLSN == math.MaxUint64 {
+		return errors.New("the shard has used every log position")
+	}
+	c := &kernel.Command{Verb: contract.VerbConfigure, Settings: s}
+	q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, payload: c.AppendBinary(nil)})
+	q.nextLSN++
+	return nil
+}
+
 // Expiring is the number of expire entries sequenced and not yet applied.
 func (q *Sequencer[W]) Expiring() int { return len(q.expiring) }
 
@@ -170,7 +195,7 @@ func (q *Sequencer[W]) Durable(applied func(e kernel.Entry, out *kernel.Output))
 		q.k.Apply(en.e, &q.out)
 		if en.opKey != "" {
 			delete(q.ops, en.opKey)
-		} else {
+		} else if en.e.Cmd.Verb == contract.VerbExpire {
 			delete(q.expiring, en.e.Cmd.LeaseLSN)
 		}
 		if applied != nil {

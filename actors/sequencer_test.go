@@ -43,6 +43,7 @@ func TestSequencerScripts(t *testing.T) {
 }
 
 type seqScript struct {
+	cfg     kernel.Config
 	k       *kernel.Kernel
 	q       *Sequencer[string]
 	perTick int
@@ -60,7 +61,7 @@ func newSeqScript(t *testing.T, d *datadriven.TestData) *seqScript {
 	maxBatch, perTick := 1024, 1024
 	d.MaybeScanArgs(t, "max-batch", &maxBatch)
 	d.MaybeScanArgs(t, "expire-per-tick", &perTick)
-	return &seqScript{k: k, q: NewSequencer[string](k, 0, 0, 64<<10, maxBatch), perTick: perTick}
+	return &seqScript{cfg: cfg, k: k, q: NewSequencer[string](k, 0, 0, cfg.Limits, maxBatch), perTick: perTick}
 }
 
 func (sc *seqScript) run(t *testing.T, d *datadriven.TestData) string {
@@ -100,8 +101,11 @@ func (sc *seqScript) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		var lines []string
 		answers, _ := sc.q.Durable(func(e kernel.Entry, out *kernel.Output) {
-			if e.Cmd.Verb == contract.VerbExpire {
+			switch e.Cmd.Verb {
+			case contract.VerbExpire:
 				lines = append(lines, fmt.Sprintf("applied lsn=%d expire lease=%d: %s", e.LSN, e.Cmd.LeaseLSN, out.Code))
+			case contract.VerbConfigure:
+				lines = append(lines, fmt.Sprintf("applied lsn=%d configure: %s", e.LSN, out.Code))
 			}
 		})
 		for _, a := range answers {
@@ -117,6 +121,18 @@ func (sc *seqScript) run(t *testing.T, d *datadriven.TestData) string {
 			return "(nobody waiting)"
 		}
 		return strings.Join(lines, "\n")
+	case "configure":
+		// What a shard does when it is asked to run with other settings: the new limits
+		// for the writes it admits next, the new shape as an entry of its own.
+		d.MaybeScanArgs(t, "max-resources", &sc.cfg.MaxResources)
+		d.MaybeScanArgs(t, "max-ops", &sc.cfg.MaxOperations)
+		d.MaybeScanArgs(t, "max-ttl-ms", &sc.cfg.MaxTTLMillis)
+		d.MaybeScanArgs(t, "slot-ms", &sc.cfg.SlotMillis)
+		sc.q.SetLimits(sc.cfg.Limits)
+		if err := sc.q.Configure(sc.q.Stamp(sc.clock), sc.cfg.Shape); err != nil {
+			return "refused: " + err.Error()
+		}
+		return "configure sequenced"
 	case "tick":
 		slot := sc.q.Stamp(sc.clock)
 		before := sc.q.Expiring()

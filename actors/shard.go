@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -88,6 +89,10 @@ func (s *shard) Receive(ctx actor.Context) {
 		}
 	case *tick:
 		s.tick()
+	case *reconfigureMsg:
+		if s.halted == nil && s.q != nil {
+			s.reconfigure(s.h.sys.Config())
+		}
 	case *published:
 		if m.lsn > s.published {
 			s.published = m.lsn
@@ -116,14 +121,24 @@ func (s *shard) Receive(ctx actor.Context) {
 }
 
 // start recovers snapshot + journal; until it succeeds the shard answers engine_halted.
+// Then it journals the settings it is asked to serve under, if the journal does not
+// carry them yet (reconfigure).
 func (s *shard) start() {
-	s.cfg = s.h.sys.opts.Kernel
+	s.cfg = s.h.sys.Config()
 	s.cfg.Shard = s.h.shard
 	s.gen = s.h.nextGeneration()
 	s.h.queued.Store(0)
 	s.h.refused.Store(nil)
 	rec, err := recoverShard(s.h, s.cfg)
 	if err != nil {
+		s.h.refused.Store(&err)
+		s.halt(fmt.Errorf("recovery: %w", err))
+		s.h.log.Error("shard refuses to start", "shard", s.h.shard, "err", err)
+		return
+	}
+	if have := rec.kernel.Shape(); rec.kernel.Configured() && have.SlotMillis != s.cfg.SlotMillis {
+		rec.journal.Close()
+		err := fmt.Errorf("its journal was written with a slot length of %dms; this process runs with --slot %dms, and a journal's slot length cannot change", have.SlotMillis, s.cfg.SlotMillis)
 		s.h.refused.Store(&err)
 		s.halt(fmt.Errorf("recovery: %w", err))
 		s.h.log.Error("shard refuses to start", "shard", s.h.shard, "err", err)
@@ -139,7 +154,7 @@ func (s *shard) start() {
 		s.anchorClaimed, s.anchorLocal = a.Anchor()
 	}
 	last, lastSlot := rec.journal.Last()
-	s.q = NewSequencer[replyFunc](s.k, last, lastSlot, s.h.sys.opts.MaxCommandBytes, s.h.sys.opts.MaxBatch)
+	s.q = NewSequencer[replyFunc](s.k, last, lastSlot, s.cfg.Limits, s.h.sys.opts.MaxBatch)
 	s.w = startWriter(rec.journal, s.h.sys.root, s.self)
 	s.h.setWriter(s.w)
 	s.h.halted.Store(false)
@@ -147,6 +162,36 @@ func (s *shard) start() {
 	if sink := s.h.sys.opts.Events; sink != nil && len(rec.events) > 0 {
 		sink.Events(s.h.shard, s.k.LastLSN(), rec.events) // republish what may not have been published
 	}
+	s.reconfigure(s.cfg)
+}
+
+// reconfigure takes the limits of want for the writes to come, and brings the shape the
+// shard's journal carries to want's: a configure entry, when the journal carries none
+// yet (a new journal, or one written before configure entries) or another shape — but
+// never one older than the journal's (Version: a cluster node whose view of the
+// cluster's settings lags serves the journal's). The entry is sequenced like any write:
+// a write admitted just before it is applied after it, under the new shape.
+func (s *shard) reconfigure(want kernel.Config) {
+	s.q.SetLimits(want.Limits)
+	have, shape := s.k.Shape(), want.Shape
+	if s.k.Configured() && (have == shape || shape.Version < have.Version) {
+		if have != shape {
+			s.h.log.Debug("serving the shard's journaled settings, newer than this node's", "shard", s.h.shard,
+				"journaled", have.Version, "asked", shape.Version)
+		}
+		return
+	}
+	if err := s.q.Configure(s.stampSlot(), shape); err != nil {
+		s.h.log.Error("cannot journal the shard's settings", "shard", s.h.shard, "err", err)
+		return
+	}
+	switch {
+	case s.k.Configured():
+		s.h.log.Info("journaling new settings for the shard", "shard", s.h.shard, "changed", shapeDiff(have, shape))
+	case s.k.LastLSN() > 0:
+		s.h.log.Info("journaling the shard's settings: its journal was written before settings were journaled", "shard", s.h.shard)
+	}
+	s.flush()
 }
 
 // stop flushes everything sequenced, waits for it to be durable, answers it, and
@@ -344,4 +389,29 @@ func (s *shard) tick() {
 	s.h.gauges.backlog.Store(int64(len(s.dueBuf)))
 	s.q.Expire(slot, s.dueBuf, perTick)
 	s.flush()
+}
+
+// shapeDiff names the settings that differ between two shapes, for a log line.
+func shapeDiff(a, b kernel.Shape) string {
+	type field struct {
+		name string
+		a, b uint64
+	}
+	var out []string
+	for _, f := range []field{
+		{"dedupe_window_slots", a.DedupeWindowSlots, b.DedupeWindowSlots}, {"history_window_slots", a.HistoryWindowSlots, b.HistoryWindowSlots},
+		{"max_resources", uint64(a.MaxResources), uint64(b.MaxResources)}, {"max_pools", uint64(a.MaxPools), uint64(b.MaxPools)},
+		{"max_ranges", uint64(a.MaxRanges), uint64(b.MaxRanges)}, {"max_leases", uint64(a.MaxLeases), uint64(b.MaxLeases)},
+		{"max_members", uint64(a.MaxMembers), uint64(b.MaxMembers)}, {"max_operations", uint64(a.MaxOperations), uint64(b.MaxOperations)},
+		{"max_expirations", uint64(a.MaxExpirations), uint64(b.MaxExpirations)}, {"max_range_values", uint64(a.MaxRangeValues), uint64(b.MaxRangeValues)},
+		{"max_runs", uint64(a.MaxRuns), uint64(b.MaxRuns)}, {"max_work", uint64(a.MaxWork), uint64(b.MaxWork)},
+	} {
+		if f.a != f.b {
+			out = append(out, fmt.Sprintf("%s %d→%d", f.name, f.a, f.b))
+		}
+	}
+	if len(out) == 0 {
+		return "none (version only)"
+	}
+	return strings.Join(out, ", ")
 }

@@ -121,7 +121,7 @@ func TestOverloadedPastQueueBound(t *testing.T) {
 
 func TestCommandTooLarge(t *testing.T) {
 	o := testOptions(t.TempDir())
-	o.MaxCommandBytes = 64
+	o.Kernel.MaxCommandBytes = 64
 	sys := startSystem(t, o)
 	defer sys.Stop()
 	c := createResource("c", "r")

@@ -18,6 +18,7 @@ import (
 // hands each request to its shard's actor without waiting.
 type System struct {
 	opts   Options
+	want   atomic.Pointer[kernel.Config] // what the shards are asked to run with (Configure)
 	as     *actor.ActorSystem
 	root   *actor.RootContext
 	super  *actor.PID
@@ -109,6 +110,8 @@ func Start(opts Options) (*System, error) {
 		return slog.New(slog.DiscardHandler)
 	}))
 	sys := &System{opts: opts, as: as, root: as.Root, stopCh: make(chan struct{})}
+	want := opts.Kernel
+	sys.want.Store(&want)
 	for i := uint32(0); i < opts.Shards; i++ {
 		sys.hosts = append(sys.hosts, &host{sys: sys, shard: i, log: opts.Logger})
 	}
@@ -232,6 +235,38 @@ func (s *System) ticker() {
 
 // Shards is the number of shards.
 func (s *System) Shards() uint32 { return s.opts.Shards }
+
+// Config is what the shards are asked to run with: Options.Kernel, or what Configure
+// set since.
+func (s *System) Config() kernel.Config { return *s.want.Load() }
+
+// Limits are the admission limits in force (Config's): the bridge checks a write
+// against them before routing it. The result is never written to.
+func (s *System) Limits() *kernel.Limits { return &s.want.Load().Limits }
+
+// Configure changes what the shards run with while they serve: the limits at once for
+// the writes each shard admits next, and the shape by a configure entry in each open
+// shard's journal (a shard opened later journals it at its start). The slot length
+// cannot change.
+func (s *System) Configure(cfg kernel.Config) error {
+	cfg.Shard = 0
+	if cfg.SlotMillis != s.opts.Kernel.SlotMillis {
+		return fmt.Errorf("actors: the slot length cannot change (%dms, asked %dms)", s.opts.Kernel.SlotMillis, cfg.SlotMillis)
+	}
+	if cfg.MaxCommandBytes == 0 {
+		cfg.MaxCommandBytes = kernel.DefaultMaxCommandBytes
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	s.want.Store(&cfg)
+	for _, h := range s.hosts {
+		if pid := h.pid.Load(); pid != nil {
+			s.root.Send(pid, &reconfigureMsg{})
+		}
+	}
+	return nil
+}
 
 // Options returns the effective options.
 func (s *System) Options() Options { return s.opts }

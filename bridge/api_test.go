@@ -24,7 +24,8 @@ func TestEveryVerbJSON(t *testing.T) {
 	r := s.req(tenant, "resource.create", `{"operation_id":"c1","resource_id":"node14/gpu0"}`).want(t, "ok")
 	wantKeys(t, "resource.create", r.obj, "outcome", "code", "lsn", "resource")
 	wantKeys(t, "resource view", r.field(t, "resource"), "resource_id", "state")
-	if r.str(t, "lsn") != "1" || r.str(t, "resource", "state") != "available" || r.str(t, "resource", "resource_id") != "node14/gpu0" {
+	// A new shard's journal starts with its settings (lsn 1): the first write is lsn 2.
+	if r.str(t, "lsn") != "2" || r.str(t, "resource", "state") != "available" || r.str(t, "resource", "resource_id") != "node14/gpu0" {
 		t.Fatalf("resource.create: %s", r.raw)
 	}
 
@@ -45,12 +46,12 @@ func TestEveryVerbJSON(t *testing.T) {
 
 	r = s.req(tenant, "resource.get", `{"resource_id":"node14/gpu0"}`).want(t, "ok")
 	wantKeys(t, "resource.get", r.obj, "outcome", "code", "applied_lsn", "resource")
-	if r.str(t, "applied_lsn") != "3" {
+	if r.str(t, "applied_lsn") != "4" {
 		t.Fatalf("resource.get applied_lsn: %s", r.raw)
 	}
 	r = s.req(tenant, "pool.get", `{"pool_id":"node14/mem"}`).want(t, "ok")
 	wantKeys(t, "pool.get", r.obj, "outcome", "code", "applied_lsn", "pool")
-	r = s.req(tenant, "range.get", `{"range_id":"node14/vxlan","min_lsn":"3","wait_ms":0}`).want(t, "ok")
+	r = s.req(tenant, "range.get", `{"range_id":"node14/vxlan","min_lsn":"4","wait_ms":0}`).want(t, "ok")
 	wantKeys(t, "range.get", r.obj, "outcome", "code", "applied_lsn", "range")
 
 	reserve := `{"operation_id":"l1","holder_id":"alice","ttl_ms":60000,"members":[` +
@@ -60,7 +61,7 @@ func TestEveryVerbJSON(t *testing.T) {
 	wantKeys(t, "lease.reserve", r.obj, "outcome", "code", "lsn", "lease")
 	wantKeys(t, "lease view", r.field(t, "lease"), "lease_id", "holder_id", "state", "lease_epoch", "created_lsn", "deadline_slot", "members")
 	leaseID := r.str(t, "lease", "lease_id")
-	if leaseID != contract.FormatLeaseID(shard, 4) || r.str(t, "lsn") != "4" || r.str(t, "lease", "created_lsn") != "4" ||
+	if leaseID != contract.FormatLeaseID(shard, 5) || r.str(t, "lsn") != "5" || r.str(t, "lease", "created_lsn") != "5" ||
 		r.str(t, "lease", "state") != "reserved" || r.str(t, "lease", "lease_epoch") != "1" || r.str(t, "lease", "holder_id") != "alice" {
 		t.Fatalf("lease.reserve: %s", r.raw)
 	}
@@ -78,7 +79,7 @@ func TestEveryVerbJSON(t *testing.T) {
 
 	// The same operation again replays the original result.
 	again := s.req(tenant, "lease.reserve", reserve).want(t, "ok")
-	if again.field(t, "from_retry_cache") != true || again.str(t, "lsn") != "4" || again.str(t, "lease", "lease_id") != leaseID {
+	if again.field(t, "from_retry_cache") != true || again.str(t, "lsn") != "5" || again.str(t, "lease", "lease_id") != leaseID {
 		t.Fatalf("retry: %s", again.raw)
 	}
 
@@ -167,7 +168,7 @@ func TestEveryVerbProtobuf(t *testing.T) {
 	shard := contract.ShardOf(tenant, "rack1", 2)
 
 	out, msg := s.preq(tenant, "resource.create", &messages.CreateResourceRequest{OperationId: "c1", ResourceId: "rack1/a"})
-	if out.Code != "ok" || out.Outcome != "committed" || out.Lsn != 1 || out.Resource.GetResourceId() != "rack1/a" {
+	if out.Code != "ok" || out.Outcome != "committed" || out.Lsn != 2 || out.Resource.GetResourceId() != "rack1/a" {
 		t.Fatalf("resource.create: %v", out)
 	}
 	if ct := msg.Header.Get(messages.HeaderContentType); ct != messages.ContentTypeProtobuf {
@@ -184,7 +185,7 @@ func TestEveryVerbProtobuf(t *testing.T) {
 	v := uint64(1<<40 + 3)
 	out, _ = s.preq(tenant, "lease.reserve", &messages.ReserveRequest{OperationId: "l1", HolderId: "h", TtlMs: 5000,
 		Members: []*messages.Member{{ResourceId: "rack1/a"}, {PoolId: "rack1/mem", Quantity: 3}, {RangeId: "rack1/ports", Value: &v}}})
-	if out.Code != "ok" || out.Lease.GetLeaseId() != contract.FormatLeaseID(shard, 4) || out.Lease.Members[2].GetValue() != v {
+	if out.Code != "ok" || out.Lease.GetLeaseId() != contract.FormatLeaseID(shard, 5) || out.Lease.Members[2].GetValue() != v {
 		t.Fatalf("lease.reserve: %v", out)
 	}
 	id := out.Lease.LeaseId
@@ -212,7 +213,7 @@ func TestEveryVerbProtobuf(t *testing.T) {
 		t.Fatalf("release: %v", out)
 	}
 	out, _ = s.preq(tenant, "resource.get", &messages.GetResourceRequest{ResourceId: "rack1/a"})
-	if out.Code != "ok" || out.Resource.GetState() != "available" || out.AppliedLsn != 10 {
+	if out.Code != "ok" || out.Resource.GetState() != "available" || out.AppliedLsn != 11 {
 		t.Fatalf("resource.get: %v", out)
 	}
 	out, _ = s.preq(tenant, "pool.get", &messages.GetPoolRequest{PoolId: "rack1/mem"})
@@ -481,17 +482,18 @@ func TestReadWaitsForMinLSN(t *testing.T) {
 		s.req("t", "resource.create", `{"operation_id":"c2","resource_id":"b"}`)
 	}()
 	start := time.Now()
-	r := s.req("t", "resource.get", `{"resource_id":"a","min_lsn":2,"wait_ms":5000}`).want(t, "ok")
+	// lsn 1 is the shard's settings, 2 the first create: wait for the second.
+	r := s.req("t", "resource.get", `{"resource_id":"a","min_lsn":3,"wait_ms":5000}`).want(t, "ok")
 	wg.Wait()
-	if r.str(t, "applied_lsn") != "2" || time.Since(start) < 100*time.Millisecond {
+	if r.str(t, "applied_lsn") != "3" || time.Since(start) < 100*time.Millisecond {
 		t.Fatalf("fenced read: %s after %v", r.raw, time.Since(start))
 	}
 	start = time.Now()
-	r = s.req("t", "resource.get", `{"resource_id":"a","min_lsn":3,"wait_ms":100}`).want(t, "fence_not_applied")
-	if r.str(t, "applied_lsn") != "2" || time.Since(start) < 90*time.Millisecond {
+	r = s.req("t", "resource.get", `{"resource_id":"a","min_lsn":4,"wait_ms":100}`).want(t, "fence_not_applied")
+	if r.str(t, "applied_lsn") != "3" || time.Since(start) < 90*time.Millisecond {
 		t.Fatalf("fence_not_applied: %s after %v", r.raw, time.Since(start))
 	}
-	s.req("t", "resource.get", `{"resource_id":"a","min_lsn":3,"wait_ms":0}`).want(t, "fence_not_applied")
+	s.req("t", "resource.get", `{"resource_id":"a","min_lsn":4,"wait_ms":0}`).want(t, "fence_not_applied")
 }
 
 func TestMicroServiceDiscovery(t *testing.T) {

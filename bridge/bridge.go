@@ -160,6 +160,8 @@ type shardSystem interface {
 	IsOpen(shard uint32) bool
 	Shards() uint32
 	Options() actors.Options
+	// Limits are the admission limits in force (they may change while serving).
+	Limits() *kernel.Limits
 }
 
 // Bridge is one process's NATS service and event publisher.
@@ -170,8 +172,11 @@ type Bridge struct {
 	metrics *Metrics
 	pub     *events.Publisher
 
-	sys    shardSystem
-	kcfg   kernel.Config
+	sys        shardSystem
+	slotMillis uint64
+	// limits are the admission limits a write is checked against before it is routed:
+	// the shards' own (shardSystem.Limits), which the shard checks again when it admits.
+	limits func() *kernel.Limits
 	svc    *microService
 	specs  []*verbSpec
 	intake chan *job
@@ -291,8 +296,8 @@ func (b *Bridge) start(sys shardSystem) error {
 		return fmt.Errorf("bridge: configured for %d shards, the system has %d", b.cfg.Shards, sys.Shards())
 	}
 	b.sys = sys
-	b.kcfg = sys.Options().Kernel
-	b.metrics.attach(sys, b.kcfg)
+	b.slotMillis, b.limits = sys.Options().Kernel.SlotMillis, sys.Limits
+	b.metrics.attach(sys, b.slotMillis)
 	// The specs are complete before the service exists: $SRV.STATS reads them.
 	b.specs = verbSpecs()
 	for _, s := range b.specs {
@@ -313,7 +318,7 @@ func (b *Bridge) start(sys shardSystem) error {
 			"prefix":  b.cfg.Prefix,
 			"shards":  strconv.FormatUint(uint64(b.cfg.Shards), 10),
 			"api":     "v1",
-			"slot_ms": strconv.FormatUint(b.kcfg.SlotMillis, 10), // clients turn slots into times
+			"slot_ms": strconv.FormatUint(b.slotMillis, 10), // clients turn slots into times
 		},
 	}, b.specs, b.handle)
 	if err != nil {

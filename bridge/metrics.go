@@ -50,8 +50,8 @@ type Metrics struct {
 }
 
 type sysBox struct {
-	sys  shardSystem
-	kcfg kernel.Config
+	sys        shardSystem
+	slotMillis uint64
 }
 
 type counterBox struct{ c prometheus.Counter }
@@ -170,8 +170,8 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 	return m
 }
 
-func (m *Metrics) attach(sys shardSystem, kcfg kernel.Config) {
-	m.sys.Store(&sysBox{sys: sys, kcfg: kcfg})
+func (m *Metrics) attach(sys shardSystem, slotMillis uint64) {
+	m.sys.Store(&sysBox{sys: sys, slotMillis: slotMillis})
 }
 
 // Expired implements actors.Observer.
@@ -265,7 +265,6 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 	if box == nil {
 		return
 	}
-	k := &box.kcfg
 	for i := uint32(0); i < c.m.shards; i++ {
 		l := strconv.FormatUint(uint64(i), 10)
 		st := box.sys.Stats(i)
@@ -281,7 +280,7 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSlotLag, prometheus.GaugeValue, float64(st.ClockSlot)-float64(st.AppliedSlot), l)
 		lag := 0.0
 		if d := st.Tables.NextDeadline; d != 0 && st.ClockSlot > d {
-			lag = float64(st.ClockSlot-d) * float64(k.SlotMillis) / 1000
+			lag = float64(st.ClockSlot-d) * float64(box.slotMillis) / 1000
 		}
 		ch <- prometheus.MustNewConstMetric(descExpiryLag, prometheus.GaugeValue, lag, l)
 		halted := 0.0
@@ -290,6 +289,7 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descHalted, prometheus.GaugeValue, halted, l)
 		t := st.Tables
+		k := &t.Shape // the bounds the shard's journal holds it to (zero: not served here)
 		for _, tb := range []struct {
 			name     string
 			n, bound int

@@ -50,7 +50,7 @@ func (b *Bridge) serveStatus(c *call, j *job) {
 		}
 	}
 	wg.Wait()
-	m := &messages.Reply{SlotMs: b.kcfg.SlotMillis}
+	m := &messages.Reply{SlotMs: b.slotMillis}
 	for _, node := range nodes {
 		cn := &messages.ClusterNode{Node: node}
 		for k, o := range owners {

@@ -47,6 +47,9 @@ const (
 	VerbDeletePool
 	VerbDeleteRange
 	VerbDeleteRun
+	// VerbConfigure is internal: a shard journals the settings that shape its state
+	// (kernel.Shape) at the lsn they take effect, so a replay never depends on flags.
+	VerbConfigure
 	// VerbCount is how many verbs there are: one past the last.
 	VerbCount
 )
@@ -87,6 +90,7 @@ var verbParts = [VerbCount][2]string{
 	VerbDeletePool:     {"pool", "delete"},
 	VerbDeleteRange:    {"range", "delete"},
 	VerbDeleteRun:      {"run", "delete"},
+	VerbConfigure:      {"shard", "configure"},
 }
 
 // Object is the verb's object: "resource", "pool", "range", "lease" or "cluster".
@@ -135,8 +139,12 @@ func (v Verb) IsWorkVerb() bool {
 }
 
 // Served reports whether the service answers the verb on its subject: every verb but the
-// internal expire.
-func (v Verb) Served() bool { return v > VerbInvalid && v < VerbCount && v != VerbExpire }
+// internal ones (expire, configure).
+func (v Verb) Served() bool { return v > VerbInvalid && v < VerbCount && !v.IsInternal() }
+
+// IsInternal reports whether the verb is journaled by a shard itself, never sent by a
+// client: expire and configure.
+func (v Verb) IsInternal() bool { return v == VerbExpire || v == VerbConfigure }
 
 // IsLeaseVerb reports whether the verb addresses an existing lease by id.
 func (v Verb) IsLeaseVerb() bool { return v >= VerbActivate && v <= VerbExpire }

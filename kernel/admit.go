@@ -53,21 +53,23 @@ func (a *Admission) Sequence() bool { return a.Stage == StageSequence }
 
 // Admit decides what happens to a client write arriving at slot, before anything is
 // journaled: the contract's order of checks in one place, as etcd-raft decides a
-// proposal's fate inside its core. Request shape first (whatever the operation id), then
+// proposal's fate inside its core. lim are the admission limits in force now (they are
+// never checked again: a replay does not see them). Request shape first (whatever the
+// operation id), then
 // the retry cache before every check that needs state (a retry succeeds even after its
 // lease ended), then a duplicate in flight, the derived slots, the room to remember its
 // outcome — counting every write in flight as one that may change state, so Apply always
 // finds the room — and a log position. It normalizes c (Normalize) on the way. The
 // runtime keeps only the mailbox, the in-flight set, the writer and the clock.
-func (k *Kernel) Admit(c *Command, slot uint64, maxCommandBytes int, nextLSN uint64, inflight InFlight, out *Output) Admission {
-	if r := Validate(&k.cfg, c); r != nil {
+func (k *Kernel) Admit(c *Command, slot uint64, lim *Limits, nextLSN uint64, inflight InFlight, out *Output) Admission {
+	if r := Validate(lim, c); r != nil {
 		return Admission{Stage: StageValidate, Rejection: r}
 	}
-	Normalize(&k.cfg, c)
+	Normalize(&k.shape, c)
 	payload := c.AppendBinary(nil)
-	if len(payload) > maxCommandBytes {
+	if len(payload) > lim.MaxCommandBytes {
 		return Admission{Stage: StageSize, Rejection: reject(contract.CodeCommandTooLarge,
-			"command of %d bytes exceeds %d", len(payload), maxCommandBytes)}
+			"command of %d bytes exceeds %d", len(payload), lim.MaxCommandBytes)}
 	}
 	if k.LookupOperation(c, slot, out) {
 		a := Admission{Stage: StageRetry}
@@ -84,7 +86,7 @@ func (k *Kernel) Admit(c *Command, slot uint64, maxCommandBytes int, nextLSN uin
 		}
 		return a
 	}
-	if r := CheckSlots(&k.cfg, c, slot); r != nil {
+	if r := CheckSlots(&k.shape, c, slot); r != nil {
 		return Admission{Stage: StageSlots, Rejection: r}
 	}
 	if k.OperationRoom(slot)-inflight.Len() < 1 {

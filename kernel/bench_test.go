@@ -58,7 +58,7 @@ func (s *benchShard) apply(tb testing.TB, c *Command) *Output {
 	if s.lsn%s.slotEvery == 0 {
 		s.slot++
 	}
-	Normalize(&s.k.cfg, c)
+	Normalize(&s.k.shape, c)
 	s.k.Apply(Entry{LSN: s.lsn, Slot: s.slot, Cmd: c}, &s.out)
 	if s.out.Code != contract.CodeOK {
 		tb.Fatalf("lsn %d %s: %s", s.lsn, c.Verb, s.out.Code)

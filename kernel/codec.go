@@ -10,10 +10,12 @@ import (
 // commandFormat is the version byte in front of every journaled command, so the format
 // can evolve while old journals stay readable. 2 adds work coordination (a member's work
 // name and the work fields after the rest); a command without them is still written as 1,
-// so its bytes — and its hash in the retry cache — are what they always were.
+// so its bytes — and its hash in the retry cache — are what they always were. 3 is the
+// internal configure entry: its verb and the shape, nothing else.
 const (
-	commandFormat     = 1
-	commandFormatWork = 2
+	commandFormat          = 1
+	commandFormatWork      = 2
+	commandFormatConfigure = 3
 )
 
 // Bounds that decoding enforces before trusting a length from disk.
@@ -31,6 +33,9 @@ var ErrBadCommand = errors.New("kernel: malformed command encoding")
 // uvarints and length-prefixed strings in a fixed order. The encoding is canonical (one
 // command, one byte string), which the command hash relies on.
 func (c *Command) AppendBinary(b []byte) []byte {
+	if c.Verb == contract.VerbConfigure {
+		return appendShape(append(b, commandFormatConfigure, byte(c.Verb)), &c.Settings)
+	}
 	if c.usesWork() {
 		b = append(b, commandFormatWork)
 	} else {
@@ -166,9 +171,13 @@ func (d *decoder) string(max int) string {
 func DecodeCommand(b []byte, c *Command) error {
 	d := decoder{b: b}
 	format := d.byte()
+	if format == commandFormatConfigure {
+		return decodeConfigure(&d, c)
+	}
 	if format != commandFormat && format != commandFormatWork {
 		return ErrBadCommand
 	}
+	c.Settings = Shape{}
 	work := format == commandFormatWork
 	c.Verb = Verb(d.byte())
 	c.Tenant = d.string(maxEncodedString)
@@ -233,6 +242,46 @@ func DecodeCommand(b []byte, c *Command) error {
 	// One encoding per command: a command that needs the work format is never in the
 	// old one, nor the other way round.
 	if c.usesWork() != work {
+		return ErrBadCommand
+	}
+	return nil
+}
+
+// appendShape appends a shape's fields in a fixed order: configure entries and snapshots.
+func appendShape(b []byte, s *Shape) []byte {
+	for _, v := range [...]uint64{s.Version, s.SlotMillis, s.DedupeWindowSlots, s.HistoryWindowSlots} {
+		b = appendUvarint(b, v)
+	}
+	for _, v := range [...]int{s.MaxResources, s.MaxPools, s.MaxRanges, s.MaxLeases, s.MaxMembers, s.MaxOperations,
+		s.MaxExpirations, s.MaxRangeValues, s.MaxRuns, s.MaxWork} {
+		b = appendUvarint(b, uint64(v))
+	}
+	return b
+}
+
+// shape reads what appendShape wrote; a bound past any a shape may have fails.
+func (d *decoder) shape() Shape {
+	var s Shape
+	s.Version, s.SlotMillis, s.DedupeWindowSlots, s.HistoryWindowSlots = d.uvarint(), d.uvarint(), d.uvarint(), d.uvarint()
+	for _, p := range [...]*int{&s.MaxResources, &s.MaxPools, &s.MaxRanges, &s.MaxLeases, &s.MaxMembers, &s.MaxOperations,
+		&s.MaxExpirations, &s.MaxRangeValues, &s.MaxRuns, &s.MaxWork} {
+		v := d.uvarint()
+		if v > maxTableBound {
+			d.fail()
+		}
+		*p = int(min(v, maxTableBound))
+	}
+	return s
+}
+
+// decodeConfigure decodes the body of a configure entry (after its format byte).
+func decodeConfigure(d *decoder, c *Command) error {
+	*c = Command{Verb: Verb(d.byte()), Members: c.Members[:0], Work: c.Work[:0]}
+	c.Settings = d.shape()
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 || c.Verb != contract.VerbConfigure {
 		return ErrBadCommand
 	}
 	return nil

@@ -120,6 +120,9 @@ type Command struct {
 	HasCursor   bool
 	Reason      string // run.fail, run.cancel, work.park
 	SplitKey    string // work.split_residual
+
+	// shard.configure (internal): the shape in force from this entry on.
+	Settings Shape
 }
 
 // usesWork reports whether the command carries work coordination fields (runs, work

@@ -2,13 +2,40 @@ package kernel
 
 import "fmt"
 
-// Config bounds one shard. Every table has a capacity; past it the kernel answers the
-// contract's *_table_full code instead of growing.
+// Config is everything a shard is run with, in three parts by what each decides:
+//
+//   - Shard, its identity: the first half of every lease id it issues.
+//   - Limits, which judge requests when they are admitted (Admit, and the bridge before
+//     routing) and never again: a command that was journaled was admitted, whatever the
+//     limits are when its journal is replayed. They take effect for new requests.
+//   - Shape, which decides what Apply answers or what a later read sees: the journal
+//     carries it (a configure entry, VerbConfigure, at the lsn it takes effect, and every
+//     snapshot), so replay applies each entry under the shape in force at its lsn, under
+//     any command line and on any node. A shape passed to New is only where a journal
+//     that has no configure entry yet starts (docs/design.md, "Settings").
 type Config struct {
-	Shard uint32 // this shard's number: the first half of every lease id it issues
+	Shard uint32
+	Limits
+	Shape
+}
 
-	SlotMillis   uint64 // length of a slot in milliseconds (ttl_ms → slots, rounding up)
-	MaxTTLMillis uint64 // largest ttl_ms accepted (at most one hour)
+// Limits are the admission limits: what a request may ask for.
+type Limits struct {
+	MaxTTLMillis    uint64 // largest ttl_ms and keepalive_ms accepted (at most one hour)
+	MaxBundle       int    // members per reserve
+	MaxCommandBytes int    // the encoded command; past it command_too_large
+}
+
+// Shape is what shapes a shard's state: the slot length that the journaled slots count
+// in, the retention windows, and the bound of every table. Comparable, so the runtime can
+// tell whether a shard's journaled shape is the one it is asked to serve.
+type Shape struct {
+	// Version orders the shapes a cluster's settings have had (the revision of the
+	// settings they come from; 0 in a single process): a node never journals a shape
+	// older than the one a shard's journal already carries. Apply does not read it.
+	Version uint64
+
+	SlotMillis uint64 // length of a slot in milliseconds: fixed for a journal's life
 
 	DedupeWindowSlots  uint64 // how long an operation's outcome is remembered
 	HistoryWindowSlots uint64 // how long a terminal lease stays readable
@@ -20,8 +47,7 @@ type Config struct {
 	MaxMembers     int // members over all leases in the lease table
 	MaxOperations  int // remembered operation outcomes
 	MaxExpirations int // reserved leases waiting for their deadline
-	MaxBundle      int // members per reserve
-	MaxRangeValues int // allocated values over all ranges (bounds range memory)
+	MaxRangeValues int // freed values remembered for least_recently_freed (bounds range memory)
 	MaxRuns        int // runs (work coordination)
 	MaxWork        int // work shards over all runs
 }
@@ -29,20 +55,28 @@ type Config struct {
 // MaxTTLMillisLimit is the product-level ceiling on ttl_ms: one hour.
 const MaxTTLMillisLimit = 3_600_000
 
+// DefaultMaxCommandBytes bounds a command's journal encoding (docs/api.md §A.3).
+const DefaultMaxCommandBytes = 64 << 10
+
+// maxTableBound is the largest any table bound may be; it also bounds the counts a
+// snapshot may claim, whatever the shape it carries.
+const maxTableBound = 1 << 30
+
 // DefaultConfig is sized for about a million resources per shard with a 100 ms slot,
 // 10-minute retention windows, and the rate-driven tables sized for DefaultShardMemory.
 func DefaultConfig() Config {
 	c := Config{
-		SlotMillis:         100,
-		MaxTTLMillis:       MaxTTLMillisLimit,
-		DedupeWindowSlots:  10 * 60 * 10,
-		HistoryWindowSlots: 10 * 60 * 10,
-		MaxResources:       1 << 20,
-		MaxPools:           1 << 16,
-		MaxRanges:          1 << 12,
-		MaxBundle:          64,
-		MaxRuns:            1 << 12,
-		MaxWork:            1 << 16,
+		Limits: Limits{MaxTTLMillis: MaxTTLMillisLimit, MaxBundle: 64, MaxCommandBytes: DefaultMaxCommandBytes},
+		Shape: Shape{
+			SlotMillis:         100,
+			DedupeWindowSlots:  10 * 60 * 10,
+			HistoryWindowSlots: 10 * 60 * 10,
+			MaxResources:       1 << 20,
+			MaxPools:           1 << 16,
+			MaxRanges:          1 << 12,
+			MaxRuns:            1 << 12,
+			MaxWork:            1 << 16,
+		},
 	}
 	c.SizeForMemory(DefaultShardMemory)
 	return c
@@ -68,47 +102,77 @@ const DefaultShardMemory = 1 << 30
 // operations, leases (with their members, expiry index and remembered range values) —
 // from the bytes one shard may use for them: half for operations, half for leases.
 // Memory in use follows what the windows hold, never the bounds: see OperationBytes.
-func (c *Config) SizeForMemory(bytes uint64) {
-	clamp := func(n uint64) int { return int(min(max(n, 1), 1<<30)) }
-	c.MaxOperations = clamp(bytes / 2 / OperationBytes)
+func (s *Shape) SizeForMemory(bytes uint64) {
+	clamp := func(n uint64) int { return int(min(max(n, 1), maxTableBound)) }
+	s.MaxOperations = clamp(bytes / 2 / OperationBytes)
 	leases := bytes / 2 / LeaseBytes
-	c.MaxLeases = clamp(leases)
-	c.MaxExpirations = clamp(leases)
-	c.MaxMembers = clamp(4 * leases)
-	c.MaxRangeValues = clamp(2 * leases)
+	s.MaxLeases = clamp(leases)
+	s.MaxExpirations = clamp(leases)
+	s.MaxMembers = clamp(4 * leases)
+	s.MaxRangeValues = clamp(2 * leases)
 }
 
 // Validate rejects configurations the kernel cannot honour.
 func (c *Config) Validate() error {
-	switch {
-	case c.SlotMillis == 0:
-		return fmt.Errorf("slot length must be at least 1ms")
-	case c.MaxTTLMillis == 0 || c.MaxTTLMillis > MaxTTLMillisLimit:
-		return fmt.Errorf("max ttl must be between 1ms and 1h, got %dms", c.MaxTTLMillis)
-	case c.DedupeWindowSlots == 0 || c.HistoryWindowSlots == 0:
-		return fmt.Errorf("dedupe and history windows must be at least one slot")
-	case c.MaxBundle < 1 || c.MaxBundle > maxEncodedMembers:
-		return fmt.Errorf("max bundle must be between 1 and %d", maxEncodedMembers)
+	if err := c.Limits.Validate(); err != nil {
+		return err
 	}
-	for _, b := range []struct {
-		name string
-		v    int
-	}{
-		{"max resources", c.MaxResources}, {"max pools", c.MaxPools}, {"max ranges", c.MaxRanges},
-		{"max leases", c.MaxLeases}, {"max members", c.MaxMembers},
-		{"max operations", c.MaxOperations}, {"max expirations", c.MaxExpirations},
-		{"max range values", c.MaxRangeValues}, {"max runs", c.MaxRuns}, {"max work", c.MaxWork},
-	} {
-		if b.v < 1 || b.v > 1<<30 {
-			return fmt.Errorf("%s must be between 1 and %d, got %d", b.name, 1<<30, b.v)
+	return c.Shape.Validate()
+}
+
+// Validate rejects limits the kernel cannot honour.
+func (l *Limits) Validate() error {
+	switch {
+	case l.MaxTTLMillis == 0 || l.MaxTTLMillis > MaxTTLMillisLimit:
+		return fmt.Errorf("max ttl must be between 1ms and 1h, got %dms", l.MaxTTLMillis)
+	case l.MaxBundle < 1 || l.MaxBundle > maxEncodedMembers:
+		return fmt.Errorf("max bundle must be between 1 and %d, got %d", maxEncodedMembers, l.MaxBundle)
+	case l.MaxCommandBytes < 1:
+		return fmt.Errorf("max command bytes must be at least 1, got %d", l.MaxCommandBytes)
+	}
+	return nil
+}
+
+// Validate rejects shapes the kernel cannot honour. Apply refuses a configure entry
+// whose shape does not pass it, so it is the one home of these rules.
+func (s *Shape) Validate() error {
+	switch {
+	case s.SlotMillis == 0:
+		return fmt.Errorf("slot length must be at least 1ms")
+	case s.DedupeWindowSlots == 0 || s.HistoryWindowSlots == 0:
+		return fmt.Errorf("dedupe and history windows must be at least one slot")
+	}
+	for _, b := range s.bounds() {
+		if b.v < 1 || b.v > maxTableBound {
+			return fmt.Errorf("%s must be between 1 and %d, got %d", b.name, maxTableBound, b.v)
 		}
 	}
 	return nil
 }
 
+type namedBound struct {
+	name string
+	v    int
+}
+
+func (s *Shape) bounds() []namedBound {
+	return []namedBound{
+		{"max resources", s.MaxResources}, {"max pools", s.MaxPools}, {"max ranges", s.MaxRanges},
+		{"max leases", s.MaxLeases}, {"max members", s.MaxMembers},
+		{"max operations", s.MaxOperations}, {"max expirations", s.MaxExpirations},
+		{"max range values", s.MaxRangeValues}, {"max runs", s.MaxRuns}, {"max work", s.MaxWork},
+	}
+}
+
+// SameSettings reports whether two shapes shape state alike (Version aside).
+func (s Shape) SameSettings(o Shape) bool {
+	s.Version, o.Version = 0, 0
+	return s == o
+}
+
 // TTLSlots converts ttl_ms to whole slots, rounding up, so a hold never ends early.
-func (c *Config) TTLSlots(ttlMillis uint64) uint64 {
-	return ttlMillis/c.SlotMillis + boolToUint(ttlMillis%c.SlotMillis != 0)
+func (s *Shape) TTLSlots(ttlMillis uint64) uint64 {
+	return ttlMillis/s.SlotMillis + boolToUint(ttlMillis%s.SlotMillis != 0)
 }
 
 func boolToUint(b bool) uint64 {

@@ -45,14 +45,16 @@ type freeSlots struct {
 }
 
 // takeSlot returns the slot a new record of a table of n slots goes in: a free one, else
-// n (append). ok is false when the table is at its bound with no slot free.
+// n (append). ok is false when the slots in use (n less the free ones) have reached the
+// bound.
 func takeSlot(free *[]int32, n, bound int) (idx int32, ok bool) {
-	if f := *free; len(f) > 0 {
+	f := *free
+	if n-len(f) >= bound {
+		return 0, false // the slots in use: a bound lowered below them refuses new objects
+	}
+	if len(f) > 0 {
 		*free = f[:len(f)-1]
 		return f[len(f)-1], true
-	}
-	if n >= bound {
-		return 0, false
 	}
 	return int32(n), true
 }
@@ -214,8 +216,7 @@ func (f *freeSlots) lists() [5]*[]int32 {
 // slot) for the tables' restore; the invariants check them against the tables.
 func (k *Kernel) restoreGraves(d *decoder) map[grave]bool {
 	n := d.uvarint()
-	bound := uint64(k.cfg.MaxResources + k.cfg.MaxPools + k.cfg.MaxRanges + k.cfg.MaxRuns)
-	if n > bound {
+	if n > 4*maxTableBound || n > uint64(len(d.b)) {
 		d.fail()
 		return nil
 	}
@@ -232,16 +233,15 @@ func (k *Kernel) restoreGraves(d *decoder) map[grave]bool {
 		g.freeAfter = after
 		k.graves.push(g)
 	}
-	bounds := [5]int{k.cfg.MaxResources, k.cfg.MaxPools, k.cfg.MaxRanges, k.cfg.MaxRuns, k.cfg.MaxWork}
-	for t, f := range k.free.lists() {
+	for _, f := range k.free.lists() {
 		m := d.uvarint()
-		if m > uint64(bounds[t]) {
+		if m > maxTableBound || m > uint64(len(d.b)) {
 			d.fail()
 			return nil
 		}
 		for j := uint64(0); j < m && d.err == nil; j++ {
 			idx := d.uvarint()
-			if idx >= uint64(bounds[t]) {
+			if idx >= maxTableBound {
 				d.fail()
 			}
 			*f = append(*f, int32(idx))

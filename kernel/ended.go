@@ -27,7 +27,7 @@ type endedMember struct {
 }
 
 // endedTable holds terminal leases in the order they ended, which is also the order they
-// retire in (the history window is the same for all), indexed by lease lsn.
+// retire in (retireAfter keeps it so when the window changes), indexed by lease lsn.
 type endedTable struct {
 	q     fifo[endedLease]
 	extra fifo[endedMember]
@@ -64,6 +64,18 @@ func (t *endedTable) push(e endedLease, members []leaseMember) {
 	}
 	seq := t.q.push(e)
 	insertRef(&t.index, t, e.lsn, refOf(0, seq))
+}
+
+// retireAfter is the retirement slot of a lease ending now with a history window that
+// ends at due: never before the one that ended last, so the table stays in retirement
+// order when the window is lowered (the leases ending after the change are then kept a
+// little longer than the new window, until the longer windows before them are over:
+// late, never early).
+func (t *endedTable) retireAfter(due uint64) uint64 {
+	if n := t.q.len(); n > 0 {
+		return max(due, t.q.nth(n-1).retireAfter)
+	}
+	return due
 }
 
 // popFront drops the lease that ended first, with its side members.

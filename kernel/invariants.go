@@ -13,14 +13,18 @@ func (k *Kernel) CheckInvariants() error { return k.checkInvariants(true) }
 // checkInvariants is CheckInvariants; indexes says whether to look every record up in
 // the retention indexes too (one probe each: the bulk of a large restore's check).
 func (k *Kernel) checkInvariants(indexes bool) error {
-	cfg := &k.cfg
+	// Each table within its bound — or, after a configure entry lowered the bound below
+	// what the table held, within what it held then: a table over its bound never grows.
+	st, c := k.Stats(), &k.ceil
 	switch {
-	case len(k.res) > cfg.MaxResources, len(k.pools) > cfg.MaxPools, len(k.ranges) > cfg.MaxRanges:
+	case st.Resources > c.resources, st.Pools > c.pools, st.Ranges > c.ranges:
 		return fmt.Errorf("object table over its bound")
-	case k.leaseCount() > cfg.MaxLeases, k.members > cfg.MaxMembers, k.ops.len() > cfg.MaxOperations:
+	case st.Leases > c.leases, st.Members > c.members, st.Operations > c.operations:
 		return fmt.Errorf("lease, member or operation table over its bound")
-	case k.expiry.len() > cfg.MaxExpirations:
+	case st.Expirations > c.expirations:
 		return fmt.Errorf("expiry index over its bound")
+	case st.Runs > c.runs || st.Work > c.work:
+		return fmt.Errorf("run or work table over its bound")
 	}
 	graves, err := k.checkSlots()
 	if err != nil {
@@ -49,7 +53,7 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 		}
 		holderRefs[l.holder]++
 		members += len(l.members)
-		if len(l.members) == 0 || len(l.members) > cfg.MaxBundle {
+		if len(l.members) == 0 || len(l.members) > maxEncodedMembers {
 			return fmt.Errorf("lease %d: %d members", l.lsn, len(l.members))
 		}
 		// The epoch starts at 1 and moves exactly once, on the way out of holder authority.
@@ -212,7 +216,7 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 			return bad
 		}
 	}
-	if freed != k.rangeValues || freed > cfg.MaxRangeValues {
+	if freed != k.rangeValues || freed > k.ceil.rangeValues {
 		return fmt.Errorf("remembered freed values %d, counted %d", freed, k.rangeValues)
 	}
 	for i := range k.holders {
@@ -250,10 +254,6 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 // claimed work shard is active (done, split and parked ones are never held); a cursor
 // stays inside its range.
 func (k *Kernel) checkWorkTables(deletedRun []bool) error {
-	cfg := &k.cfg
-	if len(k.runs) > cfg.MaxRuns || len(k.works) > cfg.MaxWork {
-		return fmt.Errorf("run or work table over its bound")
-	}
 	inRun, liveWork := 0, 0
 	listed := make([]bool, len(k.works))
 	for i := range k.runs {
@@ -368,7 +368,7 @@ func (k *Kernel) checkEnded(holderRefs []int32, members *int, indexes bool) erro
 	extra := t.extra.base
 	for i := 0; i < t.len(); i++ {
 		e := t.q.nth(i)
-		if !e.state.Terminal() || e.epoch < 1 || e.epoch > 2 || e.members == 0 || int(e.members) > k.cfg.MaxBundle {
+		if !e.state.Terminal() || e.epoch < 1 || e.epoch > 2 || e.members == 0 || int(e.members) > maxEncodedMembers {
 			return fmt.Errorf("ended lease %d: %s, epoch %d, %d members", e.lsn, e.state, e.epoch, e.members)
 		}
 		if e.releasedLSN < e.lsn || e.releasedLSN > k.lastLSN || e.retireAfter < prevRetire {

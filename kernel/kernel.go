@@ -1,10 +1,13 @@
 // Package kernel is Holdfast's deterministic lease state machine: one Kernel is one shard.
 //
 // Its input is a journal entry (lsn, request_slot, command); its output is a result and the
-// event of the state change. It does no I/O and reads no clock: the same entries always
-// rebuild the same state and the same answers, which is what lets the runtime replay a
-// journal after a crash. Every table is bounded by Config and answers the contract's
-// *_table_full code instead of growing.
+// event of the state change. It does no I/O, reads no clock and no process setting: the
+// same entries always rebuild the same state and the same answers, which is what lets the
+// runtime replay a journal after a crash, under any command line and on any node. What
+// shapes state (Shape: windows, table bounds) comes from the journal's configure entries;
+// what judges requests (Limits) is checked only when a write is admitted. Every table is
+// bounded by the shape in force and answers the contract's *_table_full code instead of
+// growing.
 package kernel
 
 import (
@@ -16,7 +19,15 @@ import (
 
 // Kernel is the state of one shard. It is not safe for concurrent use: one actor owns it.
 type Kernel struct {
-	cfg Config
+	shard uint32
+	// shape is the configuration in force: the one New was given until the journal's
+	// first configure entry, then the last one applied (or restored from a snapshot).
+	shape      Shape
+	configured bool // a configure entry was applied, or the shape came from a snapshot
+	// ceil is, per bounded table, the largest fill the invariants allow: the bound, or
+	// what the table held when a configure entry lowered the bound below it (a lowered
+	// bound keeps what a table holds and refuses only new entries). Tests only read it.
+	ceil ceilings
 
 	lastLSN  uint64
 	lastSlot uint64
@@ -92,13 +103,16 @@ type valueRange struct {
 	freed valueset.FreedQueue
 }
 
-// New returns an empty shard state.
+// New returns an empty shard state. cfg.Shape is the shape in force until the journal's
+// first configure entry (a journal written before configure entries existed has none);
+// cfg.Limits is not kept: admission takes its limits with each write (Admit).
 func New(cfg Config) (*Kernel, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	k := &Kernel{
-		cfg:       cfg,
+		shard:     cfg.Shard,
+		shape:     cfg.Shape,
 		resIdx:    make(map[string]int32),
 		poolIdx:   make(map[string]int32),
 		rangeIdx:  make(map[string]int32),
@@ -107,11 +121,20 @@ func New(cfg Config) (*Kernel, error) {
 		runIdx:    make(map[string]int32),
 		workIdx:   make(map[string]int32),
 	}
+	k.raiseCeilings()
 	return k, nil
 }
 
-// Config returns the shard's configuration.
-func (k *Kernel) Config() Config { return k.cfg }
+// Shard is the shard's number.
+func (k *Kernel) Shard() uint32 { return k.shard }
+
+// Shape is the shape in force: what the journal (or the snapshot) says, or New's until
+// the journal's first configure entry.
+func (k *Kernel) Shape() Shape { return k.shape }
+
+// Configured reports whether the shape in force came from the journal (a configure
+// entry) or a snapshot, rather than from New: a runtime journals one when it is not.
+func (k *Kernel) Configured() bool { return k.configured }
 
 // LastLSN is the lsn of the last applied entry.
 func (k *Kernel) LastLSN() uint64 { return k.lastLSN }
@@ -129,19 +152,26 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 	if e.Slot < k.lastSlot {
 		panic(fmt.Sprintf("kernel: entry slot %d before %d", e.Slot, k.lastSlot))
 	}
+	applied := k.lastLSN > 0
 	k.lastLSN, k.lastSlot = e.LSN, e.Slot
 	k.retire(e.Slot, retireBudget)
 	out.reset(e.LSN)
 	c := e.Cmd
-	if c.Verb == contract.VerbExpire {
+	switch c.Verb {
+	case contract.VerbExpire:
 		k.expire(e, out)
 		return
+	case contract.VerbConfigure:
+		k.configure(c, applied, out)
+		return
 	}
-	if r := Validate(&k.cfg, c); r != nil {
+	// The request-shape rules again, so a journal can never smuggle in a command they
+	// forbid; the admission limits are not among them (nil): the command was admitted.
+	if r := Validate(nil, c); r != nil {
 		out.Code = r.Code
 		return
 	}
-	if r := CheckSlots(&k.cfg, c, e.Slot); r != nil {
+	if r := CheckSlots(&k.shape, c, e.Slot); r != nil {
 		out.Code = r.Code
 		return
 	}
@@ -187,7 +217,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		epoch = uint32(out.Lease.Epoch) // the fencing token a retry must carry again
 	}
 	k.ops.push(outcome{keyHi: key.hi, keyLo: key.lo, hash: hash, code: out.Code, member: int16(out.MemberIndex),
-		lsn: e.LSN, epoch: epoch, retireAfter: satAdd(e.Slot, k.cfg.DedupeWindowSlots)})
+		lsn: e.LSN, epoch: epoch, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})
 }
 
 // tenantKey builds "tenant\x00id" in the scratch buffer; index a map with

@@ -193,7 +193,7 @@ func (k *Kernel) viewLease(idx int32, out *Output) {
 	for _, m := range l.members {
 		members = append(members, k.memberView(m))
 	}
-	out.Lease = LeaseView{Shard: k.cfg.Shard, LSN: l.lsn, Tenant: t, HolderID: h, State: l.state,
+	out.Lease = LeaseView{Shard: k.shard, LSN: l.lsn, Tenant: t, HolderID: h, State: l.state,
 		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, KeepAliveSlots: l.keepalive, Members: members}
 }
 
@@ -204,7 +204,7 @@ func (k *Kernel) viewEnded(e *endedLease, out *Output) {
 	for i := 0; i < int(e.members); i++ {
 		members = append(members, k.memberView(k.ended.member(e, i)))
 	}
-	out.Lease = LeaseView{Shard: k.cfg.Shard, LSN: e.lsn, Tenant: t, HolderID: h, State: e.state,
+	out.Lease = LeaseView{Shard: k.shard, LSN: e.lsn, Tenant: t, HolderID: h, State: e.state,
 		Epoch: uint64(e.epoch), CreatedLSN: e.lsn, DeadlineSlot: e.deadline, ReleasedLSN: e.releasedLSN,
 		RetireAfterSlot: e.retireAfter, Members: members}
 }
@@ -395,7 +395,7 @@ func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) *endedLe
 		l.epoch++
 	}
 	k.ended.push(endedLease{lsn: l.lsn, releasedLSN: e.LSN,
-		retireAfter: satAdd(e.Slot, k.cfg.HistoryWindowSlots), // an expire is not bounded by CheckSlots
+		retireAfter: k.ended.retireAfter(satAdd(e.Slot, k.shape.HistoryWindowSlots)), // an expire is not bounded by CheckSlots
 		deadline:    l.deadline, epoch: uint32(l.epoch), holder: l.holder, state: to}, l.members)
 	k.freeLiveSlot(idx)
 	return k.ended.q.at(k.ended.q.next() - 1)

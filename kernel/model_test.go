@@ -144,6 +144,10 @@ type mOp struct {
 	lsn   uint64
 	slot  uint64
 	epoch uint64 // the lease_epoch of the reply, when it showed a lease
+	// retireAfter is the last slot it answers retries: its slot plus the dedupe window in
+	// force when it was remembered, but never before an earlier outcome of its kind (ok, or
+	// a failure) — a lowered window keeps them in order, late, never early.
+	retireAfter uint64
 }
 
 type mIssued struct {
@@ -489,7 +493,7 @@ func (m *refModel) lookupOp(tenant, op string, slot uint64) *mOp {
 	for i := len(m.ops) - 1; i >= 0; i-- {
 		o := &m.ops[i]
 		if o.cmd.Tenant == tenant && o.cmd.OperationID == op {
-			if o.slot+m.cfg.DedupeWindowSlots >= slot {
+			if o.retireAfter >= slot {
 				return o
 			}
 			return nil
@@ -501,7 +505,7 @@ func (m *refModel) lookupOp(tenant, op string, slot uint64) *mOp {
 func (m *refModel) opsInWindow(slot uint64) int {
 	n := 0
 	for i := range m.ops {
-		if m.ops[i].slot+m.cfg.DedupeWindowSlots >= slot {
+		if m.ops[i].retireAfter >= slot {
 			n++
 		}
 	}
@@ -513,7 +517,7 @@ func (m *refModel) opsInWindow(slot uint64) int {
 func (m *refModel) keptInWindow(slot uint64) int {
 	n := 0
 	for i := range m.ops {
-		if m.ops[i].code == contract.CodeOK && m.ops[i].slot+m.cfg.DedupeWindowSlots >= slot {
+		if m.ops[i].code == contract.CodeOK && m.ops[i].retireAfter >= slot {
 			n++
 		}
 	}
@@ -532,11 +536,21 @@ func (m *refModel) forgetOldestFailure() {
 
 // forgetOps drops outcomes that left the window: they can neither answer nor count.
 func (m *refModel) forgetOps(slot uint64) {
-	i := 0
-	for i < len(m.ops) && m.ops[i].slot+m.cfg.DedupeWindowSlots < slot {
-		i++
+	m.ops = slices.DeleteFunc(m.ops, func(o mOp) bool { return o.retireAfter < slot })
+}
+
+// opRetireAfter is the retirement slot of an outcome with code remembered at slot.
+func (m *refModel) opRetireAfter(code Code, slot uint64) uint64 {
+	due := slot + m.cfg.DedupeWindowSlots
+	if due < slot {
+		due = mMaxU
 	}
-	m.ops = m.ops[i:]
+	for i := len(m.ops) - 1; i >= 0; i-- {
+		if (m.ops[i].code == contract.CodeOK) == (code == contract.CodeOK) {
+			return max(due, m.ops[i].retireAfter)
+		}
+	}
+	return due
 }
 
 // retry builds the reply to a retried operation: the original code and lsn, from the
@@ -652,6 +666,9 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 	switch c.Verb {
 	case contract.VerbExpire:
 		m.expire(slot, lsn, c, &out)
+	case contract.VerbConfigure:
+		m.configure(c, &out)
+		return out
 	case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
 		m.create(c, &out)
 	case contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange:
@@ -675,9 +692,27 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 		if out.Object == ObjectLease {
 			epoch = out.Lease.Epoch
 		}
-		m.ops = append(m.ops, mOp{cmd: mStripCmd(c), code: out.Code, lsn: lsn, slot: slot, epoch: epoch})
+		m.ops = append(m.ops, mOp{cmd: mStripCmd(c), code: out.Code, lsn: lsn, slot: slot, epoch: epoch,
+			retireAfter: m.opRetireAfter(out.Code, slot)})
 	}
 	return out
+}
+
+// configure applies a configure entry: its shape is in force from now on (docs/api.md §6
+// "Settings"). A shape with a window or a bound out of range, or another slot length, is
+// refused and changes nothing.
+func (m *refModel) configure(c *Command, out *Output) {
+	s := c.Settings
+	ok := s.SlotMillis == m.cfg.SlotMillis && s.DedupeWindowSlots >= 1 && s.HistoryWindowSlots >= 1
+	for _, b := range []int{s.MaxResources, s.MaxPools, s.MaxRanges, s.MaxLeases, s.MaxMembers, s.MaxOperations,
+		s.MaxExpirations, s.MaxRangeValues, s.MaxRuns, s.MaxWork} {
+		ok = ok && b >= 1 && b <= 1<<30
+	}
+	if !ok {
+		out.Code = contract.CodeInvalidRequest
+		return
+	}
+	m.cfg.Shape = s
 }
 
 func (m *refModel) create(c *Command, out *Output) {
@@ -948,6 +983,9 @@ func (m *refModel) end(l *mLease, lsn, slot uint64, to LeaseState, bumpEpoch boo
 	if l.retireAfter < slot { // past the last slot: never (an expire may come that late)
 		l.retireAfter = mMaxU
 	}
+	if n := len(m.ended); n > 0 { // never before the lease that ended before it
+		l.retireAfter = max(l.retireAfter, m.leases[m.ended[n-1]].retireAfter)
+	}
 	m.ended = append(m.ended, l.lsn)
 	m.endedN++
 }
@@ -1092,6 +1130,10 @@ const (
 	mStepTick             // commit the expirations due, at most tickMax of them
 	mStepExpire           // a stray expire entry (stale, early or for nothing): must be a no-op unless due
 	mStepRead             // one read with arbitrary arguments
+	// mStepConfigure journals a configure entry (cmd) and takes new admission limits
+	// (lim) with it, as a shard does at a start with other flags; the first step of every
+	// run is one, with the run's own settings, as a new journal's first entry is.
+	mStepConfigure
 )
 
 type mRead struct {
@@ -1109,14 +1151,16 @@ type mStep struct {
 	cmd     *Command
 	tickMax int
 	read    mRead
+	lim     Limits // mStepConfigure: the admission limits from this step on
 }
 
 type mGen struct {
-	r       *rand.Rand
-	m       *refModel
-	tickPct int
-	sent    []*Command // recent client writes, to retry
-	fresh   int
+	r          *rand.Rand
+	m          *refModel
+	tickPct    int
+	sent       []*Command // recent client writes, to retry
+	fresh      int
+	configured bool // the run's first configure step is out
 }
 
 func (g *mGen) pct(p int) bool { return g.r.IntN(100) < p }
@@ -1124,7 +1168,16 @@ func (g *mGen) pct(p int) bool { return g.r.IntN(100) < p }
 func mPick[T any](g *mGen, xs []T) T { return xs[g.r.IntN(len(xs))] }
 
 func (g *mGen) next() mStep {
+	if !g.configured {
+		g.configured = true
+		return mStep{kind: mStepConfigure, cmd: &Command{Verb: contract.VerbConfigure, Settings: g.m.cfg.Shape}, lim: g.m.cfg.Limits}
+	}
 	s := mStep{advance: g.advance()}
+	if g.pct(1) {
+		s.kind = mStepConfigure
+		s.cmd, s.lim = g.reconfigure()
+		return s
+	}
 	switch x := g.r.IntN(100); {
 	case x < g.tickPct:
 		s.kind, s.tickMax = mStepTick, 1+g.r.IntN(4)
@@ -1136,6 +1189,42 @@ func (g *mGen) next() mStep {
 		s.kind, s.read = mStepRead, g.read()
 	}
 	return s
+}
+
+// reconfigure draws other settings, as a restart with other flags brings: admission
+// limits and the shape, with bounds often lowered below what the tables hold, and now
+// and then a shape the kernel must refuse (another slot length, a zero bound).
+func (g *mGen) reconfigure() (*Command, Limits) {
+	s, l := g.m.cfg.Shape, g.m.cfg.Limits
+	s.Version++
+	if g.pct(50) {
+		l.MaxTTLMillis = s.SlotMillis * uint64(1+g.r.IntN(40))
+	}
+	if g.pct(40) {
+		l.MaxBundle = 1 + g.r.IntN(5)
+	}
+	if g.pct(40) {
+		s.DedupeWindowSlots = uint64(1 + g.r.IntN(45))
+	}
+	if g.pct(40) {
+		s.HistoryWindowSlots = uint64(1 + g.r.IntN(35))
+	}
+	for _, b := range []*int{&s.MaxResources, &s.MaxPools, &s.MaxRanges, &s.MaxLeases, &s.MaxMembers,
+		&s.MaxOperations, &s.MaxExpirations, &s.MaxRangeValues} {
+		switch x := g.r.IntN(100); {
+		case x < 20:
+			*b = 1 + g.r.IntN(12)
+		case x < 30:
+			*b = 1000
+		}
+	}
+	switch x := g.r.IntN(100); {
+	case x < 2:
+		s.SlotMillis++
+	case x < 4:
+		s.MaxPools = 0
+	}
+	return &Command{Verb: contract.VerbConfigure, Settings: s}, l
 }
 
 func (g *mGen) advance() uint64 {
@@ -1549,8 +1638,9 @@ type mTB interface {
 // mDriveWrite runs one client write the way the shard runtime does and reports which step
 // answered it: "validate", "lookup", "slots", "room" (definite rejections or retries, no
 // lsn) or "apply".
-func mDriveWrite(k *Kernel, slot uint64, c *Command, out *Output) string {
-	a := k.Admit(c, slot, math.MaxInt, k.LastLSN()+1, NoneInFlight{}, out)
+func mDriveWrite(k *Kernel, lim Limits, slot uint64, c *Command, out *Output) string {
+	lim.MaxCommandBytes = math.MaxInt
+	a := k.Admit(c, slot, &lim, k.LastLSN()+1, NoneInFlight{}, out)
 	switch {
 	case a.Stage == StageRetry:
 		return "lookup" // out holds the remembered answer, or operation_conflict
@@ -1594,6 +1684,7 @@ type mScriptStep struct {
 	cmd     *Command
 	tickMax int
 	read    mRead
+	lim     Limits
 }
 
 func newMHarness(t mTB, sc mScenario, r *rand.Rand) *mHarness {
@@ -1671,7 +1762,7 @@ func (h *mHarness) run(s mStep) {
 	}
 	h.slot += min(s.advance, mMaxU-h.slot) // the clock stops at the last slot
 	if h.record {
-		ss := mScriptStep{slot: h.slot, kind: s.kind, tickMax: s.tickMax, read: s.read}
+		ss := mScriptStep{slot: h.slot, kind: s.kind, tickMax: s.tickMax, read: s.read, lim: s.lim}
 		if s.cmd != nil {
 			ss.cmd = mCloneCmd(s.cmd)
 		}
@@ -1686,6 +1777,8 @@ func (h *mHarness) run(s mStep) {
 		h.expire(s.cmd)
 	case mStepRead:
 		h.read(s.read)
+	case mStepConfigure:
+		h.configure(s.cmd, s.lim)
 	}
 	h.after()
 }
@@ -1694,7 +1787,7 @@ func (h *mHarness) write(c *Command) {
 	h.t.Helper()
 	kc, mc := mCloneCmd(c), mCloneCmd(c)
 	var got Output
-	path := mDriveWrite(h.k, h.slot, kc, &got)
+	path := mDriveWrite(h.k, h.cfg.Limits, h.slot, kc, &got)
 	want, mpath := h.m.write(h.slot, mc)
 	h.logf("%s -> %s (%s)", mFmtCmd(c), mFmtOut(&got), path)
 	h.count(c.Verb, &got)
@@ -1706,6 +1799,24 @@ func (h *mHarness) write(c *Command) {
 		h.expect("write", got, want)
 	}
 	h.observe(c.Verb, &got)
+}
+
+// configure journals a configure entry on both sides; when the shape is taken, the new
+// admission limits judge the writes from now on (a refused shape keeps the old settings).
+func (h *mHarness) configure(c *Command, lim Limits) {
+	h.t.Helper()
+	var got Output
+	h.k.Apply(Entry{LSN: h.k.LastLSN() + 1, Slot: h.slot, Cmd: mCloneCmd(c)}, &got)
+	want := h.m.apply(h.slot, mCloneCmd(c))
+	h.logf("%s limits %+v -> %s", mFmtCmd(c), lim, mFmtOut(&got))
+	h.count(contract.VerbConfigure, &got)
+	h.allowed(contract.VerbConfigure, got.Code)
+	if h.compare {
+		h.expect("configure", got, want)
+	}
+	if got.Code == contract.CodeOK {
+		h.cfg.Shape, h.cfg.Limits, h.m.cfg.Limits = c.Settings, lim, lim
+	}
 }
 
 func (h *mHarness) applyExpire(c *Command) {
@@ -2106,7 +2217,7 @@ func mBugShard(t *testing.T, cfg Config, slot uint64) (*Kernel, func(*Command) O
 	w := func(c *Command) Output {
 		t.Helper()
 		var out Output
-		mDriveWrite(k, slot, c, &out)
+		mDriveWrite(k, cfg.Limits, slot, c, &out)
 		return mNormOut(out)
 	}
 	if o := w(&Command{Verb: contract.VerbCreateResource, Tenant: "t1", OperationID: "c1", ObjectID: "r"}); o.Code != contract.CodeOK {

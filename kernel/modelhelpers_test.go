@@ -60,6 +60,10 @@ func mFmtMembers(ms []Member) string {
 // mFmtCmd prints the fields a verb uses (and any stray ones), one line.
 func mFmtCmd(c *Command) string {
 	var b strings.Builder
+	if c.Verb == contract.VerbConfigure {
+		fmt.Fprintf(&b, "%s %+v", c.Verb, c.Settings)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "%s %q/%q", c.Verb, c.Tenant, c.OperationID)
 	if c.ObjectID != "" {
 		fmt.Fprintf(&b, " id=%q", c.ObjectID)

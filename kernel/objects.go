@@ -13,7 +13,7 @@ func (k *Kernel) createResource(c *Command, out *Output) {
 		k.viewResource(idx, out)
 		return
 	}
-	idx, ok := takeSlot(&k.free.res, len(k.res), k.cfg.MaxResources)
+	idx, ok := takeSlot(&k.free.res, len(k.res), k.shape.MaxResources)
 	if !ok {
 		out.Code = contract.CodeResourceTableFull
 		return
@@ -32,7 +32,7 @@ func (k *Kernel) createPool(c *Command, out *Output) {
 		k.viewPool(idx, out)
 		return
 	}
-	idx, ok := takeSlot(&k.free.pools, len(k.pools), k.cfg.MaxPools)
+	idx, ok := takeSlot(&k.free.pools, len(k.pools), k.shape.MaxPools)
 	if !ok {
 		out.Code = contract.CodePoolTableFull
 		return
@@ -51,7 +51,7 @@ func (k *Kernel) createRange(c *Command, out *Output) {
 		k.viewRange(idx, out)
 		return
 	}
-	idx, ok := takeSlot(&k.free.ranges, len(k.ranges), k.cfg.MaxRanges)
+	idx, ok := takeSlot(&k.free.ranges, len(k.ranges), k.shape.MaxRanges)
 	if !ok {
 		out.Code = contract.CodeRangeTableFull
 		return

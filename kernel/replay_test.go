@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func roundTrip(t testing.TB, c *Command) []byte {
 	t.Helper()
 	enc := c.AppendBinary(nil)
 	var d Command
-	if !c.Verb.IsWrite() && c.Verb != contract.VerbExpire || c.Strategy > StrategyLeastRecentlyFreed {
+	if !c.Verb.IsWrite() && !c.Verb.IsInternal() || c.Strategy > StrategyLeastRecentlyFreed {
 		if err := DecodeCommand(enc, &d); err == nil {
 			t.Fatalf("DecodeCommand accepted %s", mFmtCmd(c))
 		}
@@ -143,7 +144,7 @@ func runScript(t testing.TB, cfg Config, script []mScriptStep, restore func(int)
 		case mStepWrite:
 			c := mCloneCmd(s.cmd)
 			roundTrip(t, c) // as sent
-			path := mDriveWrite(r.k, s.slot, c, &r.out)
+			path := mDriveWrite(r.k, r.cfg.Limits, s.slot, c, &r.out)
 			if path == "apply" {
 				j := r.trace.journal
 				j = append(j, rEntry{lsn: r.out.LSN, slot: s.slot, enc: roundTrip(t, c), out: mNormOut(r.out)})
@@ -158,6 +159,10 @@ func runScript(t testing.TB, cfg Config, script []mScriptStep, restore func(int)
 			}
 		case mStepExpire:
 			r.apply(s.slot, mCloneCmd(s.cmd))
+		case mStepConfigure:
+			if r.apply(s.slot, mCloneCmd(s.cmd)); r.out.Code == contract.CodeOK {
+				r.cfg.Limits = s.lim // admission's, from now on; the shape is the journal's
+			}
 		case mStepRead:
 			r.read(s.read, s.slot)
 		}
@@ -294,7 +299,12 @@ func TestReplaySnapshotRestore(t *testing.T) {
 
 // TestReplayJournal replays the journal of a run — the encoded commands, decoded again —
 // into a fresh shard, now and then continuing on a restored snapshot, like recovery does:
-// every entry's reply and the state at every step must match the original run.
+// every entry's reply and the state at every step must match the original run, byte for
+// byte. The replaying shard runs with other settings in every field (another slot
+// length, windows, bounds and limits, as a restart with other flags or another node of
+// a cluster would): the journal's configure entries decide, never the replaying
+// process's configuration. (Before they did, a replay under a lowered --max-ttl or
+// --max-resources dropped acknowledged leases and objects.)
 func TestReplayJournal(t *testing.T) {
 	for _, seed := range replaySeeds(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -302,7 +312,8 @@ func TestReplayJournal(t *testing.T) {
 			script := replayScript(t, sc, seed, 400)
 			orig := runScript(t, sc.cfg, script, nil)
 			r := rand.New(rand.NewPCG(seed, 2))
-			k, err := New(sc.cfg)
+			other := otherConfig(sc.cfg)
+			k, err := New(other)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,10 +335,80 @@ func TestReplayJournal(t *testing.T) {
 					t.Fatalf("state after step %d (lsn %d) differs from the original run", step, k.LastLSN())
 				}
 				if r.IntN(7) == 0 {
-					k, _ = snapshotRoundTrip(t, sc.cfg, k)
+					k, _ = snapshotRoundTrip(t, other, k)
 				}
 			}
 		})
+	}
+}
+
+// otherConfig differs from cfg in every setting but the shard: what a process with other
+// flags would replay a journal with.
+func otherConfig(cfg Config) Config {
+	o := cfg
+	o.SlotMillis = cfg.SlotMillis*3 + 1
+	o.MaxTTLMillis, o.MaxBundle, o.MaxCommandBytes = 1, 1, 1
+	o.DedupeWindowSlots, o.HistoryWindowSlots = cfg.DedupeWindowSlots*7+1, 1
+	o.MaxResources, o.MaxPools, o.MaxRanges, o.MaxLeases, o.MaxMembers = 1, 1, 1, 1, 1
+	o.MaxOperations, o.MaxExpirations, o.MaxRangeValues, o.MaxRuns, o.MaxWork = 1, 1, 1, 1, 1
+	o.Version = cfg.Version + 9
+	return o
+}
+
+// The first contact that showed replay reading flags (a kernel test of the review's
+// scratch copy): a lease of 50 minutes and three resources, acknowledged under the
+// defaults, replayed by a process started with --max-ttl 30s and --max-resources 1. The
+// journal starts with the settings it was written under, so the replay answers exactly
+// as the first run did, and the new limits and bounds apply to new requests only.
+func TestReplayUnderLoweredFlagsKeepsEverything(t *testing.T) {
+	written := DefaultConfig()
+	written.MaxResources = 4
+	journal := []*Command{
+		{Verb: contract.VerbConfigure, Settings: written.Shape},
+		{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: "c1", ObjectID: "n/a"},
+		{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: "c2", ObjectID: "n/b"},
+		{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: "c3", ObjectID: "n/c"},
+		{Verb: contract.VerbReserve, Tenant: "t", OperationID: "r1", HolderID: "h", TTLMillis: 50 * 60 * 1000,
+			Members: []Member{{Kind: MemberResource, ID: "n/a"}, {Kind: MemberResource, ID: "n/b"}}},
+	}
+	run := func(cfg Config) (outs []string, snap []byte, k *Kernel) {
+		k, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out Output
+		for i, c := range journal {
+			c := mCloneCmd(c)
+			Normalize(&written.Shape, c)
+			var dec Command
+			if err := DecodeCommand(c.AppendBinary(nil), &dec); err != nil {
+				t.Fatal(err)
+			}
+			k.Apply(Entry{LSN: uint64(i + 1), Slot: 10, Cmd: &dec}, &out)
+			outs = append(outs, mFmtOut(&out))
+		}
+		return outs, k.Snapshot(nil), k
+	}
+	first, firstSnap, _ := run(written)
+	if !strings.HasPrefix(first[4], "ok ") {
+		t.Fatalf("the reserve: %s", first[4])
+	}
+	lowered := DefaultConfig()
+	lowered.MaxTTLMillis, lowered.MaxResources = 30_000, 1
+	again, againSnap, k := run(lowered)
+	if !slices.Equal(first, again) || !bytes.Equal(firstSnap, againSnap) {
+		t.Fatalf("replayed under lowered flags:\n%s\nfirst run:\n%s", strings.Join(again, "\n"), strings.Join(first, "\n"))
+	}
+	var out Output
+	if k.GetLease("t", 5, 10, &out); out.Code != contract.CodeOK || out.Lease.DeadlineSlot != 10+30_000 {
+		t.Fatalf("the 50-minute lease after the replay: %s\n%s", mFmtOut(&out), strings.Join(again, "\n"))
+	}
+	// The process's new limits judge new requests: a 50-minute ttl is refused at
+	// admission, a fifth resource by the journaled bound of 4.
+	lim := lowered.Limits
+	if a := k.Admit(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "r2", HolderID: "h", TTLMillis: 50 * 60 * 1000,
+		Members: []Member{{Kind: MemberResource, ID: "n/c"}}}, 10, &lim, 6, NoneInFlight{}, &out); a.Rejection == nil || a.Rejection.Code != contract.CodeTTLOutOfRange {
+		t.Fatalf("a 50-minute reserve under --max-ttl 30s: %+v", a)
 	}
 }
 
@@ -341,7 +422,7 @@ func TestReplayCommandCodec(t *testing.T) {
 		}
 		c := mCloneCmd(s.cmd)
 		roundTrip(t, c)
-		Normalize(&sc.cfg, c)
+		Normalize(&sc.cfg.Shape, c)
 		roundTrip(t, c)
 	}
 }
@@ -425,8 +506,8 @@ func FuzzRestore(f *testing.F) {
 		}
 		for _, c := range cmds {
 			c = mCloneCmd(c)
-			if Validate(&cfg, c) == nil {
-				Normalize(&cfg, c)
+			if Validate(&cfg.Limits, c) == nil {
+				Normalize(&cfg.Shape, c)
 				k.LookupOperation(c, slot, &out)
 			}
 		}
@@ -482,7 +563,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 		var out Output
 		cc := mCloneCmd(&c)
-		if Validate(&cfg, cc) == nil && CheckSlots(&cfg, cc, 5) == nil {
+		if Validate(&cfg.Limits, cc) == nil && CheckSlots(&cfg.Shape, cc, 5) == nil {
 			k.LookupOperation(cc, 5, &out)
 		}
 		k.Apply(Entry{LSN: 1, Slot: 5, Cmd: mCloneCmd(&c)}, &out)
@@ -507,7 +588,7 @@ func TestReplayBugRestoreAcceptsOutcomeInWrongQueue(t *testing.T) {
 	}
 	create := &Command{Verb: contract.VerbCreateResource, Tenant: "t1", OperationID: "o1", ObjectID: "r"}
 	var out Output
-	if mDriveWrite(k, 0, mCloneCmd(create), &out); out.Code != contract.CodeOK {
+	if mDriveWrite(k, cfg.Limits, 0, mCloneCmd(create), &out); out.Code != contract.CodeOK {
 		t.Fatalf("create: %s", mFmtOut(&out))
 	}
 	// The snapshot ends with the one kept outcome: ... code ok, member+1 0, epoch 0, lsn 1,
@@ -543,7 +624,7 @@ func TestReplayBugRestoreAcceptsDuplicateRetirement(t *testing.T) {
 		{Verb: contract.VerbReserve, Tenant: "t1", OperationID: "o4", HolderID: "h2", Members: []Member{{Kind: MemberResource, ID: "r"}}, Activate: true},
 		{Verb: contract.VerbRelease, Tenant: "t1", OperationID: "o5", HolderID: "h2", LeaseLSN: 4, Epoch: 1},
 	} {
-		if mDriveWrite(k, 0, c, &out); out.Code != contract.CodeOK {
+		if mDriveWrite(k, cfg.Limits, 0, c, &out); out.Code != contract.CodeOK {
 			t.Fatalf("%s: %s", mFmtCmd(c), mFmtOut(&out))
 		}
 	}
@@ -585,7 +666,7 @@ func TestReplayBugRestoreAcceptsSharedRangeValue(t *testing.T) {
 	var out Output
 	w := func(c *Command) {
 		t.Helper()
-		if mDriveWrite(k, 0, c, &out); out.Code != contract.CodeOK {
+		if mDriveWrite(k, cfg.Limits, 0, c, &out); out.Code != contract.CodeOK {
 			t.Fatalf("%s: %s", mFmtCmd(c), mFmtOut(&out))
 		}
 	}
@@ -628,7 +709,7 @@ func TestReplayKeepsJournaledTTLSlots(t *testing.T) {
 	k.Apply(Entry{LSN: 1, Slot: 1, Cmd: &Command{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: "c", ObjectID: "r"}}, &out)
 	reserve := &Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "o", HolderID: "h", TTLMillis: 1000,
 		Members: []Member{{Kind: MemberResource, ID: "r"}}}
-	Normalize(&at100, reserve)
+	Normalize(&at100.Shape, reserve)
 	k.Apply(Entry{LSN: 2, Slot: 1, Cmd: reserve}, &out)
 	if out.Code != contract.CodeOK || out.Lease.DeadlineSlot != 11 {
 		t.Fatalf("replayed reserve: %s deadline %d, want ok 11 (1 + 10 slots of 100 ms)", out.Code, out.Lease.DeadlineSlot)

@@ -145,17 +145,17 @@ func (k *Kernel) check(tenant string, m *Member, picks []pick, lsn uint64, i int
 // leases past their window are dropped first so a full table is never reported while
 // retirable history fills it. activate says the lease takes no deadline (no expiry entry).
 func (k *Kernel) checkBounds(members int, activate bool, slot uint64) Code {
-	for k.leaseCount() >= k.cfg.MaxLeases && k.retireLease(slot) {
+	for k.leaseCount() >= k.shape.MaxLeases && k.retireLease(slot) {
 	}
-	if k.leaseCount() >= k.cfg.MaxLeases {
+	if k.leaseCount() >= k.shape.MaxLeases {
 		return contract.CodeLeaseTableFull
 	}
-	for k.members+members > k.cfg.MaxMembers && k.retireLease(slot) {
+	for k.members+members > k.shape.MaxMembers && k.retireLease(slot) {
 	}
-	if k.members+members > k.cfg.MaxMembers {
+	if k.members+members > k.shape.MaxMembers {
 		return contract.CodeLeaseMemberTableFull
 	}
-	if !activate && k.expiry.len() >= k.cfg.MaxExpirations {
+	if !activate && k.expiry.len() >= k.shape.MaxExpirations {
 		return contract.CodeExpirationIndexFull
 	}
 	return contract.CodeOK
@@ -292,7 +292,7 @@ func (k *Kernel) freeValue(r *valueRange, v uint64) {
 	}
 	r.freed.PushBack(v)
 	k.rangeValues++
-	if k.rangeValues > k.cfg.MaxRangeValues {
+	if k.rangeValues > k.shape.MaxRangeValues {
 		if w, ok := r.freed.Front(); ok {
 			r.freed.Remove(w)
 			r.used.Remove(w)

@@ -36,10 +36,16 @@ func (k *Kernel) retireLease(slot uint64) bool {
 	return true
 }
 
-// opRoom makes room for one more remembered outcome: a retired record, else the oldest
-// forgettable one. It reports whether the new outcome can be remembered.
+// opRoom makes room for one more remembered outcome: retired records (as many as it
+// takes to get below the bound: more than one only when more fell due at once than
+// retire's budget, or after a configure entry lowered the bound), else the oldest
+// forgettable one, so a failure inside its window is forgotten only while the records
+// inside their windows fill the table. It reports whether the new outcome can be
+// remembered.
 func (k *Kernel) opRoom(slot uint64) bool {
-	return k.ops.len() < k.cfg.MaxOperations || k.ops.makeRoom(slot)
+	for k.ops.len() >= k.shape.MaxOperations && k.ops.retireFront(slot) {
+	}
+	return k.ops.len() < k.shape.MaxOperations || k.ops.forgetOldest()
 }
 
 // OperationRoom is how many new operations the cache can take at slot without forgetting
@@ -47,7 +53,7 @@ func (k *Kernel) opRoom(slot uint64) bool {
 // sequencing (counting each write in flight as one that may change state), so that
 // operation_table_full is a definite rejection and Apply always finds the room.
 func (k *Kernel) OperationRoom(slot uint64) int {
-	return k.ops.keptRoom(slot, k.cfg.MaxOperations)
+	return k.ops.keptRoom(slot, k.shape.MaxOperations)
 }
 
 // answerRetry answers a retried operation from the retry cache. It reports whether it
@@ -138,7 +144,7 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 		}
 	} else {
 		out.Object = ObjectLease
-		out.Lease = LeaseView{Shard: k.cfg.Shard, LSN: lsn, Tenant: c.Tenant, Members: out.Lease.Members[:0]}
+		out.Lease = LeaseView{Shard: k.shard, LSN: lsn, Tenant: c.Tenant, Members: out.Lease.Members[:0]}
 	}
 	out.Lease.Epoch = uint64(op.epoch)
 }

@@ -91,6 +91,11 @@ func (t *retryCache) push(o outcome) {
 	if forgettable(o.code) {
 		qi = forgettableQueue
 	}
+	// Each queue stays in retirement order when the dedupe window is lowered: an outcome
+	// is then remembered at least as long as the one before it (late, never early).
+	if n := t.q[qi].len(); n > 0 {
+		o.retireAfter = max(o.retireAfter, t.q[qi].nth(n-1).retireAfter)
+	}
 	seq := t.q[qi].push(o)
 	ref := refOf(qi, seq)
 	if (t.index.n+1)*4 > len(t.index.slots)*3 {
@@ -137,12 +142,8 @@ func (t *retryCache) retireFront(slot uint64) bool {
 	return false
 }
 
-// makeRoom frees one record's room at slot: a retired one if any, else the oldest
-// forgettable one. It reports false when every record is a kept one inside its window.
-func (t *retryCache) makeRoom(slot uint64) bool {
-	if t.retireFront(slot) {
-		return true
-	}
+// forgetOldest forgets the oldest forgettable record; false when there is none.
+func (t *retryCache) forgetOldest() bool {
 	if t.q[forgettableQueue].len() > 0 {
 		t.popFront(forgettableQueue)
 		return true

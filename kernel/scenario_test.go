@@ -78,7 +78,20 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 	cfg.DedupeWindowSlots = 100
 	cfg.HistoryWindowSlots = 50
 	cfg.MaxRangeValues = 1 << 20
+	parseConfig(t, d, &cfg)
+	k, err := New(cfg)
+	if err != nil {
+		t.Fatalf("%s: %v", d.Pos, err)
+	}
+	return &scenario{cfg: cfg, k: k}
+}
+
+// parseConfig sets the settings a 'new' or 'configure' directive names.
+func parseConfig(t *testing.T, d *datadriven.TestData, cfg *Config) {
 	for _, a := range d.CmdArgs {
+		if a.Key == "slot" {
+			continue // the step's clock, not a setting
+		}
 		v, err := strconv.ParseUint(a.SingleVal(t), 10, 64)
 		if err != nil {
 			t.Fatalf("%s: %s: %v", d.Pos, a.Key, err)
@@ -116,15 +129,12 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 			cfg.MaxRuns = int(v)
 		case "max-work":
 			cfg.MaxWork = int(v)
+		case "version":
+			cfg.Version = v
 		default:
 			t.Fatalf("%s: unknown config %q", d.Pos, a.Key)
 		}
 	}
-	k, err := New(cfg)
-	if err != nil {
-		t.Fatalf("%s: %v", d.Pos, err)
-	}
-	return &scenario{cfg: cfg, k: k}
 }
 
 var writeVerbs = map[string]Verb{
@@ -220,7 +230,9 @@ func (s *scenario) write(t *testing.T, d *datadriven.TestData, verb Verb, tenant
 
 // submit is the runtime's write path in miniature.
 func (s *scenario) submit(t *testing.T, c *Command) string {
-	a := s.k.Admit(c, s.slot, math.MaxInt, s.k.LastLSN()+1, NoneInFlight{}, &s.out)
+	lim := s.cfg.Limits
+	lim.MaxCommandBytes = math.MaxInt
+	a := s.k.Admit(c, s.slot, &lim, s.k.LastLSN()+1, NoneInFlight{}, &s.out)
 	switch {
 	case a.Rejection != nil:
 		return s.checked(t, c.Verb, a.Rejection.Code, "rejected "+a.Rejection.Code.String()+": "+a.Rejection.Message)
@@ -297,11 +309,32 @@ func (s *scenario) other(t *testing.T, d *datadriven.TestData, tenant string) st
 			b.WriteString("\n" + formatLease(&views[i]))
 		}
 		return b.String()
+	case "configure":
+		// A configure entry, as a shard journals when it starts with other flags: the
+		// shape it names from this lsn on, and its limits for the writes admitted next.
+		cfg := s.cfg
+		parseConfig(t, d, &cfg)
+		s.k.Apply(Entry{LSN: s.k.LastLSN() + 1, Slot: s.slot, Cmd: &Command{Verb: contract.VerbConfigure, Settings: cfg.Shape}}, &s.out)
+		if s.out.Code == contract.CodeOK {
+			s.cfg = cfg
+		}
+		return s.checked(t, contract.VerbConfigure, s.out.Code, formatOutput(&s.out))
+	case "settings":
+		sh := s.k.Shape()
+		return fmt.Sprintf("dedupe=%d history=%d resources=%d pools=%d ranges=%d leases=%d members=%d ops=%d expirations=%d range-values=%d runs=%d work=%d",
+			sh.DedupeWindowSlots, sh.HistoryWindowSlots, sh.MaxResources, sh.MaxPools, sh.MaxRanges, sh.MaxLeases, sh.MaxMembers,
+			sh.MaxOperations, sh.MaxExpirations, sh.MaxRangeValues, sh.MaxRuns, sh.MaxWork)
 	case "snapshot-roundtrip":
 		// Snapshot, restore, snapshot again: same bytes; then carry on with the restored
-		// kernel so the rest of the file runs against it.
+		// kernel so the rest of the file runs against it. With 'defaults' the restore is
+		// given the default configuration: the snapshot's own shape must win.
 		b := s.k.Snapshot(nil)
-		k2, err := Restore(s.cfg, b)
+		rcfg := s.cfg
+		if d.HasArg("defaults") {
+			rcfg = DefaultConfig()
+			rcfg.Shard = s.cfg.Shard
+		}
+		k2, err := Restore(rcfg, b)
 		if err != nil {
 			t.Fatalf("%s: restore: %v", d.Pos, err)
 		}

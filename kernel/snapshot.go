@@ -15,9 +15,10 @@ import (
 // table, outcomes in two queues with the reply's epoch and without verb or object; 4: runs
 // and work shards after the ranges; 5: deleted objects — graves and free slots before the
 // tables, a free slot as an empty key (name, for a work shard), each run's list of work
-// shards (slots are reused, so creation order is no longer slot order). Restore still
-// reads 2, 3 and 4.
-const snapshotFormat = 5
+// shards (slots are reused, so creation order is no longer slot order); 6: the shape in
+// force (kernel.Shape) after the header, so a restore needs no setting from its caller.
+// Restore still reads 2 to 5, under the shape its caller gives.
+const snapshotFormat = 6
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
 // the ended leases refer to), leases by lsn, retention queues in retirement order, so the same state always
@@ -54,10 +55,11 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	}
 	b := head[:0]
 	b = append(b, snapshotFormat)
-	b = appendUvarint(b, uint64(k.cfg.Shard))
+	b = appendUvarint(b, uint64(k.shard))
 	b = appendUvarint(b, k.lastLSN)
 	b = appendUvarint(b, k.lastSlot)
 	b = appendUvarint(b, k.retired)
+	b = appendShape(b, &k.shape)
 	b = k.appendGraves(b)
 
 	b = appendUvarint(b, uint64(len(k.res)))
@@ -189,8 +191,10 @@ func badSnapshot(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
 }
 
-// Restore rebuilds a shard from a snapshot taken with Snapshot. It checks every count
-// against cfg's bounds and every reference against the tables, and returns an error
+// Restore rebuilds a shard from a snapshot taken with Snapshot. The shape in force is the
+// snapshot's own (cfg.Shape only for a format before 6, which did not carry it); counts
+// are checked against what the bytes can hold, since a bound lowered after a table filled
+// leaves the table above it, and every reference against the tables. It returns an error
 // rather than a state that breaks an invariant.
 func Restore(cfg Config, b []byte) (*Kernel, error) {
 	k, err := New(cfg)
@@ -206,18 +210,27 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		return nil, badSnapshot("snapshot of shard %d restored as shard %d", shard, cfg.Shard)
 	}
 	k.lastLSN, k.lastSlot, k.retired = d.uvarint(), d.uvarint(), d.uvarint()
+	if format >= 6 {
+		s := d.shape()
+		if e := s.Validate(); e != nil && d.err == nil {
+			return nil, badSnapshot("shape: %v", e)
+		}
+		k.shape, k.configured = s, true
+	}
 	var buried map[grave]bool // (kind, idx) of every grave, freeAfter zero
 	if format >= 5 {
 		buried = k.restoreGraves(&d)
 	}
 	isBuried := func(kind graveKind, idx int) bool { return buried[grave{kind: kind, idx: int32(idx)}] }
 	free := func(key string) bool { return format >= 5 && key == "" }
-	count := func(max int, what string) int {
+	// Every record takes at least a byte: a count beyond the bytes left is corrupt, and
+	// nothing is sized from it.
+	count := func(what string) int {
 		n := d.uvarint()
-		if n > uint64(max) {
+		if n > maxTableBound || n > uint64(len(d.b)) {
 			d.fail()
 			if err == nil {
-				err = badSnapshot("%d %s exceed the bound %d", n, what, max)
+				err = badSnapshot("%d %s: more than the snapshot holds", n, what)
 			}
 			return 0
 		}
@@ -225,7 +238,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 	}
 	// A live object's key goes in its index; a grave's does not (the invariants check the
 	// one against the other).
-	for i, n := 0, count(cfg.MaxResources, "resources"); i < n && d.err == nil; i++ {
+	for i, n := 0, count("resources"); i < n && d.err == nil; i++ {
 		r := resource{key: d.string(maxEncodedString)}
 		if !free(r.key) {
 			r.state, r.lease, r.version = ResourceState(d.byte()), d.uvarint(), d.uvarint()
@@ -235,7 +248,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		k.res = append(k.res, r)
 	}
-	for i, n := 0, count(cfg.MaxPools, "pools"); i < n && d.err == nil; i++ {
+	for i, n := 0, count("pools"); i < n && d.err == nil; i++ {
 		p := pool{key: d.string(maxEncodedString)}
 		if !free(p.key) {
 			p.capacity, p.reserved, p.active = d.uvarint(), d.uvarint(), d.uvarint()
@@ -245,7 +258,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		k.pools = append(k.pools, p)
 	}
-	for i, n := 0, count(cfg.MaxRanges, "ranges"); i < n && d.err == nil; i++ {
+	for i, n := 0, count("ranges"); i < n && d.err == nil; i++ {
 		k.ranges = append(k.ranges, valueRange{key: d.string(maxEncodedString)})
 		r := &k.ranges[len(k.ranges)-1]
 		if free(r.key) {
@@ -273,9 +286,13 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			err = e
 		}
 	}
-	members := func(max int) []leaseMember {
+	members := func() []leaseMember {
 		var ms []leaseMember
-		for j, m := 0, count(max, "members"); j < m && d.err == nil; j++ {
+		n := count("members")
+		if n > maxEncodedMembers {
+			d.fail()
+		}
+		for j := 0; j < n && d.err == nil; j++ {
 			lm := leaseMember{kind: MemberKind(d.byte())}
 			obj := d.uvarint()
 			lm.quantity, lm.value = d.uvarint(), d.uvarint()
@@ -295,7 +312,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 	var v2ended map[uint64]endedLease
 	var v2members map[uint64][]leaseMember
 	var prev uint64
-	for i, n := 0, count(cfg.MaxLeases, "leases"); i < n && d.err == nil; i++ {
+	for i, n := 0, count("leases"); i < n && d.err == nil; i++ {
 		lsn := d.uvarint()
 		if lsn <= prev {
 			d.fail()
@@ -312,7 +329,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		if format >= 4 {
 			keepalive = d.uvarint()
 		}
-		ms := members(cfg.MaxBundle)
+		ms := members()
 		if d.err != nil {
 			break
 		}
@@ -340,7 +357,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			k.expiry.push(k, idx)
 		}
 	}
-	ended := count(cfg.MaxLeases, "ended leases")
+	ended := count("ended leases")
 	k.ended.index.reserve(ended)
 	for i, n := 0, ended; i < n && d.err == nil; i++ {
 		var e endedLease
@@ -361,7 +378,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			epoch := d.uvarint()
 			e.epoch = uint32(epoch)
 			e.deadline, e.releasedLSN, e.retireAfter = d.uvarint(), d.uvarint(), d.uvarint()
-			ms = members(cfg.MaxBundle)
+			ms = members()
 			if epoch != uint64(e.epoch) || !e.state.Terminal() {
 				d.fail()
 			}
@@ -382,9 +399,9 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		d.fail() // a terminal lease format 2 did not queue for retirement
 	}
 	if format == 2 {
-		restoreOutcomesV2(k, &d, count(cfg.MaxOperations, "operations"), cfg.MaxBundle)
+		restoreOutcomesV2(k, &d, count("operations"))
 	} else {
-		counts := [2]int{count(cfg.MaxOperations, "operations"), count(cfg.MaxOperations, "operations")}
+		counts := [2]int{count("operations"), count("operations")}
 		k.ops.index.reserve(counts[0] + counts[1])
 		for qi := range k.ops.q {
 			for i, n := 0, counts[qi]; i < n && d.err == nil; i++ {
@@ -397,7 +414,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 				d.b = d.b[20:]
 				op.code = Code(d.byte())
 				member, epoch := d.uvarint(), d.uvarint()
-				if member > uint64(cfg.MaxBundle) || epoch > 2 || (qi == forgettableQueue) != forgettable(op.code) {
+				if member > maxEncodedMembers || epoch > 2 || (qi == forgettableQueue) != forgettable(op.code) {
 					d.fail()
 					break
 				}
@@ -407,9 +424,6 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			}
 		}
 	}
-	if k.ops.len() > cfg.MaxOperations && d.err == nil {
-		err = badSnapshot("%d operations exceed the bound %d", k.ops.len(), cfg.MaxOperations)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -417,6 +431,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		return nil, badSnapshot("truncated or trailing bytes")
 	}
 	k.rebuildWorkQueues()
+	k.raiseCeilings()
 	// Restore built the indexes itself (refusing duplicate lease ids on the way), so it
 	// checks every record and table against the others but not each index entry again —
 	// except the retry cache's: which record of a key is the newest, and that every older
@@ -434,7 +449,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 // restoreOutcomesV2 reads format 2's operation records (commit order, with verb and
 // object reference) into the two queues. The epoch a lease verb's reply carried follows
 // from its verb: 1 for reserve, activate and renew, 2 for release, revoke and reclaim.
-func restoreOutcomesV2(k *Kernel, d *decoder, n, maxBundle int) {
+func restoreOutcomesV2(k *Kernel, d *decoder, n int) {
 	for i := 0; i < n && d.err == nil; i++ {
 		if len(d.b) < 24 {
 			d.fail()
@@ -446,7 +461,7 @@ func restoreOutcomesV2(k *Kernel, d *decoder, n, maxBundle int) {
 		verb := Verb(d.byte())
 		op.code = Code(d.byte())
 		member := d.uvarint()
-		if member > uint64(maxBundle) {
+		if member > maxEncodedMembers {
 			d.fail()
 			return
 		}
@@ -527,8 +542,8 @@ func (k *Kernel) appendWork(b []byte) []byte {
 // slots and no run lists: its slots were in creation order.
 func (k *Kernel) restoreWork(d *decoder, format byte, buried map[grave]bool) error {
 	n := d.uvarint()
-	if n > uint64(k.cfg.MaxRuns) {
-		return badSnapshot("%d runs exceed the bound %d", n, k.cfg.MaxRuns)
+	if n > maxTableBound || n > uint64(len(d.b)) {
+		return badSnapshot("%d runs: more than the snapshot holds", n)
 	}
 	var lists [][]int32 // format 5: each run's work shards
 	for i := uint64(0); i < n && d.err == nil; i++ {
@@ -541,14 +556,14 @@ func (k *Kernel) restoreWork(d *decoder, format byte, buried map[grave]bool) err
 		r.status, r.reason = RunStatus(d.byte()), d.string(maxEncodedString)
 		if format >= 5 {
 			m := d.uvarint()
-			if m > uint64(k.cfg.MaxWork) {
+			if m > maxTableBound || m > uint64(len(d.b)) {
 				d.fail()
 				break
 			}
 			list := make([]int32, 0, m)
 			for j := uint64(0); j < m && d.err == nil; j++ {
 				w := d.uvarint()
-				if w >= uint64(k.cfg.MaxWork) {
+				if w >= maxTableBound {
 					d.fail()
 				}
 				list = append(list, int32(w))
@@ -569,8 +584,8 @@ func (k *Kernel) restoreWork(d *decoder, format byte, buried map[grave]bool) err
 		k.runs = append(k.runs, r)
 	}
 	n = d.uvarint()
-	if n > uint64(k.cfg.MaxWork) {
-		return badSnapshot("%d work shards exceed the bound %d", n, k.cfg.MaxWork)
+	if n > maxTableBound || n > uint64(len(d.b)) {
+		return badSnapshot("%d work shards: more than the snapshot holds", n)
 	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		w := work{name: d.string(maxEncodedString), readyPos: -1, heldPos: -1}

@@ -1,7 +1,10 @@
 package kernel
 
-// Stats is the fill of the shard's tables, for metrics: each next to its bound in Config.
+// Stats is the fill of the shard's tables, for metrics: each next to its bound in the
+// shape in force (Shape).
 type Stats struct {
+	// Shape is the shape in force: the bounds the tables are held to, as journaled.
+	Shape Shape
 	// Object slots in use: live objects and deleted ones whose slots are not free yet.
 	Resources   int
 	Pools       int
@@ -21,7 +24,7 @@ type Stats struct {
 
 // Stats reports table fill. O(1).
 func (k *Kernel) Stats() Stats {
-	st := Stats{Resources: len(k.res) - len(k.free.res), Pools: len(k.pools) - len(k.free.pools),
+	st := Stats{Shape: k.shape, Resources: len(k.res) - len(k.free.res), Pools: len(k.pools) - len(k.free.pools),
 		Ranges: len(k.ranges) - len(k.free.ranges), Leases: k.leaseCount(),
 		Members: k.members, Operations: k.ops.len(), Expirations: k.expiry.len(), RangeValues: k.rangeValues,
 		Reserved: k.live[LeaseReserved], Active: k.live[LeaseActive], Revoking: k.live[LeaseRevoking],

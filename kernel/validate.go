@@ -18,14 +18,16 @@ func reject(code Code, format string, args ...any) *Rejection {
 	return &Rejection{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks everything about a write that needs only the request and the shard's
-// configuration — id forms, required fields, duplicate members, bundle size, ttl bounds,
-// one placement key per bundle. It only checks: what a write derives is Normalize's. It
-// is the single home of these rules: the service runs it before a command is sequenced (a
-// failure is a definite rejection that is never journaled), and Apply runs it again so a
-// journal can never smuggle in a command the rules forbid. The internal expire is not a
-// client write and is refused here.
-func Validate(cfg *Config, c *Command) *Rejection {
+// Validate checks everything about a write that needs only the request and the admission
+// limits — id forms, required fields, duplicate members, bundle size, ttl bounds, one
+// placement key per bundle. It only checks: what a write derives is Normalize's. It is the
+// single home of these rules: the service runs it before a command is sequenced (a failure
+// is a definite rejection that is never journaled), and Apply runs it again, with lim nil,
+// so a journal can never smuggle in a command the rules forbid — but the limits (ttl and
+// bundle bounds) judge a request only when it is admitted, never at replay: a journaled
+// command was admitted, whatever the limits are now. The internal verbs are not client
+// writes and are refused here.
+func Validate(lim *Limits, c *Command) *Rejection {
 	if !contract.ValidTenant(c.Tenant) {
 		return reject(contract.CodeInvalidRequest, "tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
@@ -60,19 +62,19 @@ func Validate(cfg *Config, c *Command) *Rejection {
 			return reject(contract.CodeInvalidRequest, "strategy: must be lowest_free, random or least_recently_freed")
 		}
 	case contract.VerbReserve:
-		return validateReserve(cfg, c)
+		return validateReserve(lim, c)
 	case contract.VerbActivate:
 		if r := validateHolderVerb(c); r != nil {
 			return r
 		}
-		return validateKeepAlive(cfg, c)
+		return validateKeepAlive(lim, c)
 	case contract.VerbRelease:
 		return validateHolderVerb(c)
 	case contract.VerbRenew:
 		if r := validateHolderVerb(c); r != nil {
 			return r
 		}
-		return validateTTL(cfg, c)
+		return validateTTL(lim, c)
 	case contract.VerbRevoke, contract.VerbReclaim:
 		if c.LeaseLSN == 0 {
 			return reject(contract.CodeInvalidRequest, "lease_id: required")
@@ -106,9 +108,15 @@ func validateHolderVerb(c *Command) *Rejection {
 	return nil
 }
 
-func validateTTL(cfg *Config, c *Command) *Rejection {
-	if c.TTLMillis < 1 || c.TTLMillis > cfg.MaxTTLMillis {
-		return reject(contract.CodeTTLOutOfRange, "ttl_ms: must be between 1 and %d", cfg.MaxTTLMillis)
+// validateTTL checks ttl_ms: required (at least 1) always, at most MaxTTLMillis when
+// admitted (lim not nil).
+func validateTTL(lim *Limits, c *Command) *Rejection {
+	if c.TTLMillis < 1 || (lim != nil && c.TTLMillis > lim.MaxTTLMillis) {
+		max := uint64(MaxTTLMillisLimit)
+		if lim != nil {
+			max = lim.MaxTTLMillis
+		}
+		return reject(contract.CodeTTLOutOfRange, "ttl_ms: must be between 1 and %d", max)
 	}
 	return nil
 }
@@ -119,25 +127,25 @@ func validateTTL(cfg *Config, c *Command) *Rejection {
 // ttl: the contract ignores it there, and dropping it before the command is hashed makes a
 // retry that differs only in it the same command, not an operation_conflict. Apply never
 // derives: it takes the journaled slots, so a replay gives every lease the deadline it had.
-func Normalize(cfg *Config, c *Command) {
+func Normalize(s *Shape, c *Command) {
 	switch {
 	case c.Verb == contract.VerbReserve && c.Activate:
 		c.TTLMillis, c.TTLSlots = 0, 0
 	case c.Verb == contract.VerbReserve || c.Verb == contract.VerbRenew:
-		c.TTLSlots = cfg.TTLSlots(c.TTLMillis)
+		c.TTLSlots = s.TTLSlots(c.TTLMillis)
 	}
-	c.KeepAliveSlots = cfg.TTLSlots(c.KeepAliveMillis)
+	c.KeepAliveSlots = s.TTLSlots(c.KeepAliveMillis)
 }
 
-func validateReserve(cfg *Config, c *Command) *Rejection {
+func validateReserve(lim *Limits, c *Command) *Rejection {
 	if r := validObject("holder_id", c.HolderID); r != nil {
 		return r
 	}
 	if len(c.Members) == 0 {
 		return reject(contract.CodeInvalidRequest, "members: at least one member is required")
 	}
-	if len(c.Members) > cfg.MaxBundle {
-		return reject(contract.CodeBundleTooLarge, "members: %d members exceed the bundle limit of %d", len(c.Members), cfg.MaxBundle)
+	if lim != nil && len(c.Members) > lim.MaxBundle {
+		return reject(contract.CodeBundleTooLarge, "members: %d members exceed the bundle limit of %d", len(c.Members), lim.MaxBundle)
 	}
 	key := ""
 	for i := range c.Members {
@@ -189,18 +197,19 @@ func validateReserve(cfg *Config, c *Command) *Rejection {
 	if c.Activate {
 		// No deadline unless a keep-alive is asked for: ttl_ms is ignored (docs/api.md
 		// §4), and Normalize drops it.
-		return validateKeepAlive(cfg, c)
+		return validateKeepAlive(lim, c)
 	}
 	if c.KeepAliveMillis != 0 {
 		return reject(contract.CodeInvalidRequest, "keepalive_ms: only for an active lease (with activate)")
 	}
-	return validateTTL(cfg, c)
+	return validateTTL(lim, c)
 }
 
-// validateKeepAlive bounds an active lease's keep-alive like a ttl (0: none).
-func validateKeepAlive(cfg *Config, c *Command) *Rejection {
-	if c.KeepAliveMillis > cfg.MaxTTLMillis {
-		return reject(contract.CodeTTLOutOfRange, "keepalive_ms: must be between 1 and %d", cfg.MaxTTLMillis)
+// validateKeepAlive bounds an active lease's keep-alive like a ttl (0: none) when it is
+// admitted (lim not nil).
+func validateKeepAlive(lim *Limits, c *Command) *Rejection {
+	if lim != nil && c.KeepAliveMillis > lim.MaxTTLMillis {
+		return reject(contract.CodeTTLOutOfRange, "keepalive_ms: must be between 1 and %d", lim.MaxTTLMillis)
 	}
 	return nil
 }
@@ -341,15 +350,15 @@ func validateWork(c *Command) *Rejection {
 // a deadline, or the retirement slot of the lease or the operation — would exceed u64.
 // The shard runs it as it stamps the slot, before the journal, so the rejection is
 // definite; Apply guards the same condition.
-func CheckSlots(cfg *Config, c *Command, requestSlot uint64) *Rejection {
+func CheckSlots(s *Shape, c *Command, requestSlot uint64) *Rejection {
 	limit := uint64(math.MaxUint64)
-	if requestSlot > limit-cfg.DedupeWindowSlots || requestSlot > limit-cfg.HistoryWindowSlots {
+	if requestSlot > limit-s.DedupeWindowSlots || requestSlot > limit-s.HistoryWindowSlots {
 		return reject(contract.CodeSlotOverflow, "request slot %d: retention would pass the largest slot", requestSlot)
 	}
-	if c.TTLSlots > 0 && (requestSlot > limit-c.TTLSlots || requestSlot+c.TTLSlots > limit-cfg.HistoryWindowSlots) {
+	if c.TTLSlots > 0 && (requestSlot > limit-c.TTLSlots || requestSlot+c.TTLSlots > limit-s.HistoryWindowSlots) {
 		return reject(contract.CodeSlotOverflow, "ttl_ms: the deadline would pass the largest slot")
 	}
-	if c.KeepAliveSlots > 0 && (requestSlot > limit-c.KeepAliveSlots || requestSlot+c.KeepAliveSlots > limit-cfg.HistoryWindowSlots) {
+	if c.KeepAliveSlots > 0 && (requestSlot > limit-c.KeepAliveSlots || requestSlot+c.KeepAliveSlots > limit-s.HistoryWindowSlots) {
 		return reject(contract.CodeSlotOverflow, "keepalive_ms: the deadline would pass the largest slot")
 	}
 	return nil

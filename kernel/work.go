@@ -147,13 +147,13 @@ func (k *Kernel) findWork(tenant, runID, name string) (int32, bool) {
 // workRoom reports whether n more work shards fit in the table (graves count: their
 // slots are not free yet).
 func (k *Kernel) workRoom(n int) bool {
-	return len(k.works)-len(k.free.works)+n <= k.cfg.MaxWork
+	return len(k.works)-len(k.free.works)+n <= k.shape.MaxWork
 }
 
 // addWork creates a work shard of run r; the caller has checked the bounds (workRoom) and
 // the name.
 func (k *Kernel) addWork(r int32, tenant, runID string, spec WorkSpec, parent int32) int32 {
-	idx, _ := takeSlot(&k.free.works, len(k.works), k.cfg.MaxWork)
+	idx, _ := takeSlot(&k.free.works, len(k.works), k.shape.MaxWork)
 	key := tenant + "\x00" + contract.WorkID(runID, spec.Name)
 	put(&k.works, idx, work{key: key, run: r, name: spec.Name, start: spec.Start, end: spec.End,
 		metadata: spec.Metadata, status: WorkActive, parent: parent, readyPos: -1, heldPos: -1})
@@ -170,11 +170,11 @@ func (k *Kernel) createRun(c *Command, out *Output) {
 		k.viewRun(idx, out)
 		return
 	}
-	if len(k.runs)-len(k.free.runs) >= k.cfg.MaxRuns || !k.workRoom(len(c.Work)) {
+	if len(k.runs)-len(k.free.runs) >= k.shape.MaxRuns || !k.workRoom(len(c.Work)) {
 		out.Code = contract.CodeWorkTableFull
 		return
 	}
-	r, _ := takeSlot(&k.free.runs, len(k.runs), k.cfg.MaxRuns)
+	r, _ := takeSlot(&k.free.runs, len(k.runs), k.shape.MaxRuns)
 	key := string(k.tenantKey(c.Tenant, c.ObjectID))
 	put(&k.runs, r, run{key: key, status: RunActive})
 	k.runIdx[key] = r

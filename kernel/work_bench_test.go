@@ -25,7 +25,7 @@ func BenchmarkClaimNext(b *testing.B) {
 				lsn++
 				c.Tenant = "t"
 				c.OperationID = fmt.Sprintf("o%d", lsn)
-				Normalize(&cfg, c)
+				Normalize(&cfg.Shape, c)
 				k.Apply(Entry{LSN: lsn, Slot: 1, Cmd: c}, &out)
 			}
 			for i := 0; i < n; i += contract.MaxManifestWork {

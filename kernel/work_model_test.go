@@ -138,7 +138,9 @@ func (m *mwModel) apply(k *Kernel, c *Command) {
 func (m *mwModel) submit(rt *rapid.T, k *Kernel, c *Command) *Output {
 	m.ops++
 	c.Tenant, c.OperationID = "t1", fmt.Sprintf("op%d", m.ops)
-	a := k.Admit(c, m.slot, math.MaxInt, k.LastLSN()+1, NoneInFlight{}, &m.out)
+	lim := m.cfg.Limits
+	lim.MaxCommandBytes = math.MaxInt
+	a := k.Admit(c, m.slot, &lim, k.LastLSN()+1, NoneInFlight{}, &m.out)
 	if a.Rejection != nil {
 		m.out = Output{Code: a.Rejection.Code}
 		return &m.out

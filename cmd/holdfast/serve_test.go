@@ -123,7 +123,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	defer nc.Close()
 	r := serveRequest(t, nc, "holdfast.v1.acme.resource.create", `{"operation_id":"c1","resource_id":"gpu0"}`)
-	if r["code"] != "ok" || r["lsn"] != "1" {
+	if r["code"] != "ok" || r["lsn"] != "2" { // lsn 1: the shard's settings
 		t.Fatalf("resource.create: %v", r)
 	}
 	r = serveRequest(t, nc, "holdfast.v1.acme.lease.reserve", `{"operation_id":"r1","holder_id":"h","ttl_ms":60000,"members":[{"resource_id":"gpu0"}]}`)
@@ -170,7 +170,7 @@ func TestServeEndToEnd(t *testing.T) {
 	defer nc2.Close()
 	r = serveRequest(t, nc2, "holdfast.v1.acme.resource.get", `{"resource_id":"gpu0"}`)
 	res, _ := r["resource"].(map[string]any)
-	if r["code"] != "ok" || res["state"] != "reserved" || res["current_lease_id"] != contract.FormatLeaseID(contract.ShardOf("acme", "gpu0", 2), 2) {
+	if r["code"] != "ok" || res["state"] != "reserved" || res["current_lease_id"] != contract.FormatLeaseID(contract.ShardOf("acme", "gpu0", 2), 3) {
 		t.Fatalf("after restart: %v", r)
 	}
 	js, err := jetstream.New(nc2)

@@ -84,8 +84,8 @@ func TestReadmeTour(t *testing.T) {
 		if code := cmd(e, append(args, "--server", srv.URL)); code != exitOK {
 			t.Fatalf("%s: exit %d\nstdout: %s\nstderr: %s", line, code, out.String(), errb.String())
 		}
-		if strings.Contains(line, "lease reserve") && !strings.Contains(out.String(), "lease 3-4\n") {
-			t.Fatalf("%s: the tour says lease 3-4, the reserve printed:\n%s%s", line, out.String(), errb.String())
+		if strings.Contains(line, "lease reserve") && !strings.Contains(out.String(), "lease 3-5\n") {
+			t.Fatalf("%s: the tour says lease 3-5, the reserve printed:\n%s%s", line, out.String(), errb.String())
 		}
 		if strings.Contains(line, "watch --from-start") && !strings.Contains(errb.String(), "replayed") {
 			t.Fatalf("%s: no 'replayed N, following live' line:\n%s", line, errb.String())
