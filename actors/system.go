@@ -240,10 +240,6 @@ func (s *System) Shards() uint32 { return s.opts.Shards }
 // set since.
 func (s *System) Config() kernel.Config { return *s.want.Load() }
 
-// Limits are the admission limits in force (Config's): the bridge checks a write
-// against them before routing it. The result is never written to.
-func (s *System) Limits() *kernel.Limits { return &s.want.Load().Limits }
-
 // Configure changes what the shards run with while they serve: the limits at once for
 // the writes each shard admits next, and the shape by a configure entry in each open
 // shard's journal (a shard opened later journals it at its start). The slot length

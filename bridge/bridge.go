@@ -160,8 +160,6 @@ type shardSystem interface {
 	IsOpen(shard uint32) bool
 	Shards() uint32
 	Options() actors.Options
-	// Limits are the admission limits in force (they may change while serving).
-	Limits() *kernel.Limits
 }
 
 // Bridge is one process's NATS service and event publisher.
@@ -174,12 +172,9 @@ type Bridge struct {
 
 	sys        shardSystem
 	slotMillis uint64
-	// limits are the admission limits a write is checked against before it is routed:
-	// the shards' own (shardSystem.Limits), which the shard checks again when it admits.
-	limits func() *kernel.Limits
-	svc    *microService
-	specs  []*verbSpec
-	intake chan *job
+	svc        *microService
+	specs      []*verbSpec
+	intake     chan *job
 	// replies carries finished lease.list calls back to the workers. Its capacity
 	// exceeds MaxInFlight, and only calls holding an in-flight slot send on it, once
 	// each: a send never blocks a shard's goroutine.
@@ -296,7 +291,7 @@ func (b *Bridge) start(sys shardSystem) error {
 		return fmt.Errorf("bridge: configured for %d shards, the system has %d", b.cfg.Shards, sys.Shards())
 	}
 	b.sys = sys
-	b.slotMillis, b.limits = sys.Options().Kernel.SlotMillis, sys.Limits
+	b.slotMillis = sys.Options().Kernel.SlotMillis
 	b.metrics.attach(sys, b.slotMillis)
 	// The specs are complete before the service exists: $SRV.STATS reads them.
 	b.specs = verbSpecs()

@@ -141,7 +141,7 @@ func (b *Bridge) prepare(c *call, j *job) *kernel.Rejection {
 	if c.op.kind == opWrite {
 		c.op.cmd.Verb = s.verb
 		c.op.cmd.Tenant = c.tenant
-		if r := kernel.Validate(b.limits(), c.op.cmd); r != nil {
+		if r := kernel.Validate(c.op.cmd); r != nil {
 			return r
 		}
 	} else {

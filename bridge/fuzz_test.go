@@ -38,10 +38,7 @@ const (
 )
 
 func fuzzBridge() *Bridge {
-	lim := kernel.DefaultConfig().Limits
-	lim.MaxBundle = 8
-	b := &Bridge{cfg: Config{Prefix: contract.DefaultPrefix, Shards: fuzzShards, MaxRequestBytes: fuzzMaxBytes},
-		limits: func() *kernel.Limits { return &lim }}
+	b := &Bridge{cfg: Config{Prefix: contract.DefaultPrefix, Shards: fuzzShards, MaxRequestBytes: fuzzMaxBytes}}
 	b.specs = verbSpecs()
 	for _, s := range b.specs {
 		s.bind(b.cfg.Prefix)
@@ -124,7 +121,7 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 		}
 		again := *cmd
 		again.Members = append([]kernel.Member(nil), cmd.Members...)
-		if r := kernel.Validate(b.limits(), &again); r != nil {
+		if r := kernel.Validate(&again); r != nil {
 			t.Fatalf("%s: accepted, but a second validation rejects it: %s %s", spec.verb, r.Code, r.Message)
 		}
 		enc := cmd.AppendBinary(nil)

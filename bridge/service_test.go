@@ -43,7 +43,6 @@ func (s *stubSystem) IsOpen(uint32) bool             { return true }
 func (s *stubSystem) Halted(shard uint32) bool { return s.halted[shard].Load() }
 func (s *stubSystem) Shards() uint32           { return s.shards }
 func (s *stubSystem) Options() actors.Options  { return actors.Options{Kernel: stubKernel()} }
-func (s *stubSystem) Limits() *kernel.Limits   { k := stubKernel(); return &k.Limits }
 func stubKernel() kernel.Config                { k := kernel.DefaultConfig(); return k }
 func okRead(_ uint32, _ actors.ReadRequest, r func(*actors.Reply)) {
 	r(&actors.Reply{Code: contract.CodeResourceNotFound})

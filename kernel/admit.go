@@ -21,16 +21,17 @@ type Stage uint8
 // Admission's steps, in the order they run.
 const (
 	StageValidate Stage = iota // a request-shape rule: rejected
-	StageSize                  // the command's encoding is over the bound: rejected
 	StageRetry                 // a remembered outcome (or operation_conflict): answered from the retry cache
 	StageInFlight              // the same operation is in flight: join it (or operation_conflict)
+	StageLimits                // past an admission limit (ttl, bundle): rejected
+	StageSize                  // the command's encoding is over the bound: rejected
 	StageSlots                 // a derived slot would pass the largest: rejected
 	StageRoom                  // no room to remember one more outcome: rejected
 	StageLSN                   // no log position left: rejected
 	StageSequence              // sequence it as the next entry
 )
 
-var stageNames = [...]string{"validate", "size", "retry", "inflight", "slots", "room", "lsn", "sequence"}
+var stageNames = [...]string{"validate", "retry", "inflight", "limits", "size", "slots", "room", "lsn", "sequence"}
 
 func (s Stage) String() string { return stageNames[s] }
 
@@ -53,24 +54,19 @@ func (a *Admission) Sequence() bool { return a.Stage == StageSequence }
 
 // Admit decides what happens to a client write arriving at slot, before anything is
 // journaled: the contract's order of checks in one place, as etcd-raft decides a
-// proposal's fate inside its core. lim are the admission limits in force now (they are
-// never checked again: a replay does not see them). Request shape first (whatever the
-// operation id), then
-// the retry cache before every check that needs state (a retry succeeds even after its
-// lease ended), then a duplicate in flight, the derived slots, the room to remember its
-// outcome — counting every write in flight as one that may change state, so Apply always
-// finds the room — and a log position. It normalizes c (Normalize) on the way. The
-// runtime keeps only the mailbox, the in-flight set, the writer and the clock.
+// proposal's fate inside its core. Request shape first (whatever the operation id), then
+// the retry cache before every check that needs state or a setting (a retry succeeds
+// even after its lease ended, and after the limits changed: it was admitted once), then
+// a duplicate in flight, the admission limits in force now (lim: ttl, bundle, command
+// size; a replay never sees them), the derived slots, the room to remember its outcome —
+// counting every write in flight as one that may change state, so Apply always finds the
+// room — and a log position. It normalizes c (Normalize) on the way. The runtime keeps
+// only the mailbox, the in-flight set, the writer and the clock.
 func (k *Kernel) Admit(c *Command, slot uint64, lim *Limits, nextLSN uint64, inflight InFlight, out *Output) Admission {
-	if r := Validate(lim, c); r != nil {
+	if r := Validate(c); r != nil {
 		return Admission{Stage: StageValidate, Rejection: r}
 	}
 	Normalize(&k.shape, c)
-	payload := c.AppendBinary(nil)
-	if len(payload) > lim.MaxCommandBytes {
-		return Admission{Stage: StageSize, Rejection: reject(contract.CodeCommandTooLarge,
-			"command of %d bytes exceeds %d", len(payload), lim.MaxCommandBytes)}
-	}
 	if k.LookupOperation(c, slot, out) {
 		a := Admission{Stage: StageRetry}
 		if out.Code == contract.CodeOperationConflict {
@@ -78,6 +74,7 @@ func (k *Kernel) Admit(c *Command, slot uint64, lim *Limits, nextLSN uint64, inf
 		}
 		return a
 	}
+	payload := c.AppendBinary(nil)
 	key := c.Tenant + "\x00" + c.OperationID
 	if dup, ok := inflight.Payload(key); ok {
 		a := Admission{Stage: StageInFlight, Key: key, Payload: payload}
@@ -85,6 +82,13 @@ func (k *Kernel) Admit(c *Command, slot uint64, lim *Limits, nextLSN uint64, inf
 			a.Rejection = conflict()
 		}
 		return a
+	}
+	if r := CheckLimits(lim, c); r != nil {
+		return Admission{Stage: StageLimits, Rejection: r}
+	}
+	if len(payload) > lim.MaxCommandBytes {
+		return Admission{Stage: StageSize, Rejection: reject(contract.CodeCommandTooLarge,
+			"command of %d bytes exceeds %d", len(payload), lim.MaxCommandBytes)}
 	}
 	if r := CheckSlots(&k.shape, c, slot); r != nil {
 		return Admission{Stage: StageSlots, Rejection: r}

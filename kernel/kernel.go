@@ -166,8 +166,8 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		return
 	}
 	// The request-shape rules again, so a journal can never smuggle in a command they
-	// forbid; the admission limits are not among them (nil): the command was admitted.
-	if r := Validate(nil, c); r != nil {
+	// forbid; the admission limits are not among them (CheckLimits): it was admitted.
+	if r := Validate(c); r != nil {
 		out.Code = r.Code
 		return
 	}

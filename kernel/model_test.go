@@ -397,7 +397,7 @@ func (m *refModel) validate(c *Command) Code {
 		(c.Verb < contract.VerbDeleteResource || c.Verb > contract.VerbDeleteRange) || !mValidID(c.OperationID, 64) {
 		return contract.CodeInvalidRequest
 	}
-	ttlOK := c.TTLMillis >= 1 && c.TTLMillis <= m.cfg.MaxTTLMillis
+	ttlOK := c.TTLMillis >= 1 // the form; the bound is an admission limit (limits)
 	switch c.Verb {
 	case contract.VerbCreateResource, contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange:
 		if !mValidID(c.ObjectID, 128) {
@@ -414,9 +414,6 @@ func (m *refModel) validate(c *Command) Code {
 	case contract.VerbReserve:
 		if !mValidID(c.HolderID, 128) || len(c.Members) == 0 {
 			return contract.CodeInvalidRequest
-		}
-		if len(c.Members) > m.cfg.MaxBundle {
-			return contract.CodeBundleTooLarge
 		}
 		for i, mb := range c.Members {
 			switch mb.Kind {
@@ -461,6 +458,26 @@ func (m *refModel) validate(c *Command) Code {
 	case contract.VerbRevoke, contract.VerbReclaim:
 		if c.LeaseLSN == 0 {
 			return contract.CodeInvalidRequest
+		}
+	}
+	return contract.CodeOK
+}
+
+// limits checks a valid write against the admission limits (docs/api.md §6: they judge
+// requests when they are admitted, after the retry cache, never at replay).
+func (m *refModel) limits(c *Command) Code {
+	ttlOK := c.TTLMillis <= m.cfg.MaxTTLMillis
+	switch c.Verb {
+	case contract.VerbReserve:
+		if len(c.Members) > m.cfg.MaxBundle {
+			return contract.CodeBundleTooLarge
+		}
+		if !c.Activate && !ttlOK {
+			return contract.CodeTTLOutOfRange
+		}
+	case contract.VerbRenew:
+		if !ttlOK {
+			return contract.CodeTTLOutOfRange
 		}
 	}
 	return contract.CodeOK
@@ -629,6 +646,10 @@ func (m *refModel) write(slot uint64, c *Command) (want Output, path string) {
 			return want, "lookup"
 		}
 		return m.retry(op, c, slot), "lookup"
+	}
+	if code := m.limits(c); code != contract.CodeOK {
+		want.Code = code
+		return want, "limits"
 	}
 	if !m.slotsOK(c, slot) {
 		want.Code = contract.CodeSlotOverflow
@@ -1636,7 +1657,7 @@ type mTB interface {
 }
 
 // mDriveWrite runs one client write the way the shard runtime does and reports which step
-// answered it: "validate", "lookup", "slots", "room" (definite rejections or retries, no
+// answered it: "validate", "lookup", "limits", "slots", "room" (definite rejections or retries, no
 // lsn) or "apply".
 func mDriveWrite(k *Kernel, lim Limits, slot uint64, c *Command, out *Output) string {
 	lim.MaxCommandBytes = math.MaxInt
@@ -1646,7 +1667,7 @@ func mDriveWrite(k *Kernel, lim Limits, slot uint64, c *Command, out *Output) st
 		return "lookup" // out holds the remembered answer, or operation_conflict
 	case a.Rejection != nil:
 		*out = Output{Code: a.Rejection.Code, MemberIndex: -1}
-		return map[Stage]string{StageValidate: "validate", StageSlots: "slots", StageRoom: "room"}[a.Stage]
+		return map[Stage]string{StageValidate: "validate", StageLimits: "limits", StageSlots: "slots", StageRoom: "room"}[a.Stage]
 	}
 	k.Apply(Entry{LSN: k.LastLSN() + 1, Slot: slot, Cmd: c}, out)
 	return "apply"

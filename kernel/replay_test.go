@@ -506,7 +506,7 @@ func FuzzRestore(f *testing.F) {
 		}
 		for _, c := range cmds {
 			c = mCloneCmd(c)
-			if Validate(&cfg.Limits, c) == nil {
+			if Validate(c) == nil && CheckLimits(&cfg.Limits, c) == nil {
 				Normalize(&cfg.Shape, c)
 				k.LookupOperation(c, slot, &out)
 			}
@@ -563,7 +563,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 		var out Output
 		cc := mCloneCmd(&c)
-		if Validate(&cfg.Limits, cc) == nil && CheckSlots(&cfg.Shape, cc, 5) == nil {
+		if Validate(cc) == nil && CheckLimits(&cfg.Limits, cc) == nil && CheckSlots(&cfg.Shape, cc, 5) == nil {
 			k.LookupOperation(cc, 5, &out)
 		}
 		k.Apply(Entry{LSN: 1, Slot: 5, Cmd: mCloneCmd(&c)}, &out)

@@ -18,16 +18,15 @@ func reject(code Code, format string, args ...any) *Rejection {
 	return &Rejection{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks everything about a write that needs only the request and the admission
-// limits — id forms, required fields, duplicate members, bundle size, ttl bounds, one
-// placement key per bundle. It only checks: what a write derives is Normalize's. It is the
-// single home of these rules: the service runs it before a command is sequenced (a failure
-// is a definite rejection that is never journaled), and Apply runs it again, with lim nil,
-// so a journal can never smuggle in a command the rules forbid — but the limits (ttl and
-// bundle bounds) judge a request only when it is admitted, never at replay: a journaled
-// command was admitted, whatever the limits are now. The internal verbs are not client
-// writes and are refused here.
-func Validate(lim *Limits, c *Command) *Rejection {
+// Validate checks the form of a write, everything that needs only the request — id forms,
+// required fields, duplicate members, one placement key per bundle, a ttl where one is
+// required — and nothing a setting decides (CheckLimits has those). It only checks: what
+// a write derives is Normalize's. It is the single home of these rules: the bridge runs it
+// before routing, the shard's admission before anything else (a failure is a definite
+// rejection that is never journaled), and Apply runs it again so a journal can never
+// smuggle in a command the rules forbid. The internal verbs are not client writes and are
+// refused here.
+func Validate(c *Command) *Rejection {
 	if !contract.ValidTenant(c.Tenant) {
 		return reject(contract.CodeInvalidRequest, "tenant: must be 1-64 characters of A-Z a-z 0-9 _ -")
 	}
@@ -62,25 +61,45 @@ func Validate(lim *Limits, c *Command) *Rejection {
 			return reject(contract.CodeInvalidRequest, "strategy: must be lowest_free, random or least_recently_freed")
 		}
 	case contract.VerbReserve:
-		return validateReserve(lim, c)
+		return validateReserve(c)
 	case contract.VerbActivate:
-		if r := validateHolderVerb(c); r != nil {
-			return r
-		}
-		return validateKeepAlive(lim, c)
+		return validateHolderVerb(c)
 	case contract.VerbRelease:
 		return validateHolderVerb(c)
 	case contract.VerbRenew:
 		if r := validateHolderVerb(c); r != nil {
 			return r
 		}
-		return validateTTL(lim, c)
+		return validateTTL(nil, c)
 	case contract.VerbRevoke, contract.VerbReclaim:
 		if c.LeaseLSN == 0 {
 			return reject(contract.CodeInvalidRequest, "lease_id: required")
 		}
 	default:
 		return validateWork(c)
+	}
+	return nil
+}
+
+// CheckLimits checks a valid write against the admission limits in force: the ttl and
+// keep-alive bounds (ttl_out_of_range) and the bundle size (bundle_too_large). Admission
+// runs it after the retry cache, so a retry of an operation admitted under other limits
+// replays, and Apply never runs it: a journaled command was admitted, whatever the limits
+// are now.
+func CheckLimits(lim *Limits, c *Command) *Rejection {
+	switch c.Verb {
+	case contract.VerbReserve:
+		if len(c.Members) > lim.MaxBundle {
+			return reject(contract.CodeBundleTooLarge, "members: %d members exceed the bundle limit of %d", len(c.Members), lim.MaxBundle)
+		}
+		if c.Activate {
+			return validateKeepAlive(lim, c)
+		}
+		return validateTTL(lim, c)
+	case contract.VerbActivate:
+		return validateKeepAlive(lim, c)
+	case contract.VerbRenew:
+		return validateTTL(lim, c)
 	}
 	return nil
 }
@@ -108,15 +127,14 @@ func validateHolderVerb(c *Command) *Rejection {
 	return nil
 }
 
-// validateTTL checks ttl_ms: required (at least 1) always, at most MaxTTLMillis when
-// admitted (lim not nil).
+// validateTTL checks ttl_ms: required (at least 1) always, and with lim (admission) at
+// most MaxTTLMillis.
 func validateTTL(lim *Limits, c *Command) *Rejection {
-	if c.TTLMillis < 1 || (lim != nil && c.TTLMillis > lim.MaxTTLMillis) {
-		max := uint64(MaxTTLMillisLimit)
-		if lim != nil {
-			max = lim.MaxTTLMillis
-		}
-		return reject(contract.CodeTTLOutOfRange, "ttl_ms: must be between 1 and %d", max)
+	if c.TTLMillis < 1 {
+		return reject(contract.CodeTTLOutOfRange, "ttl_ms: required, at least 1")
+	}
+	if lim != nil && c.TTLMillis > lim.MaxTTLMillis {
+		return reject(contract.CodeTTLOutOfRange, "ttl_ms: must be between 1 and %d", lim.MaxTTLMillis)
 	}
 	return nil
 }
@@ -137,17 +155,21 @@ func Normalize(s *Shape, c *Command) {
 	c.KeepAliveSlots = s.TTLSlots(c.KeepAliveMillis)
 }
 
-func validateReserve(lim *Limits, c *Command) *Rejection {
+func validateReserve(c *Command) *Rejection {
 	if r := validObject("holder_id", c.HolderID); r != nil {
 		return r
 	}
 	if len(c.Members) == 0 {
 		return reject(contract.CodeInvalidRequest, "members: at least one member is required")
 	}
-	if lim != nil && len(c.Members) > lim.MaxBundle {
-		return reject(contract.CodeBundleTooLarge, "members: %d members exceed the bundle limit of %d", len(c.Members), lim.MaxBundle)
+	if len(c.Members) > maxEncodedMembers {
+		return reject(contract.CodeBundleTooLarge, "members: %d members exceed the most a journal entry holds, %d", len(c.Members), maxEncodedMembers)
 	}
 	key := ""
+	var seen map[memberKey]int // past a few members, duplicates are found by key, not pairwise
+	if len(c.Members) > 16 {
+		seen = make(map[memberKey]int, len(c.Members))
+	}
 	for i := range c.Members {
 		m := &c.Members[i]
 		var field string
@@ -187,28 +209,24 @@ func validateReserve(lim *Limits, c *Command) *Rejection {
 		} else if pk != key {
 			return reject(contract.CodeCrossShard, "members[%d].%s: placement key %q differs from %q; a bundle takes members of one placement key", i, field, pk, key)
 		}
-		for j := 0; j < i; j++ {
-			o := &c.Members[j]
-			if o.Kind == m.Kind && o.ID == m.ID && (m.Kind != MemberRange || (m.HasValue && o.HasValue && o.Value == m.Value)) {
-				return reject(contract.CodeDuplicateMember, "members[%d]: duplicates members[%d]", i, j)
-			}
+		if j := duplicateOf(c.Members, i, seen); j >= 0 {
+			return reject(contract.CodeDuplicateMember, "members[%d]: duplicates members[%d]", i, j)
 		}
 	}
 	if c.Activate {
 		// No deadline unless a keep-alive is asked for: ttl_ms is ignored (docs/api.md
 		// §4), and Normalize drops it.
-		return validateKeepAlive(lim, c)
+		return nil
 	}
 	if c.KeepAliveMillis != 0 {
 		return reject(contract.CodeInvalidRequest, "keepalive_ms: only for an active lease (with activate)")
 	}
-	return validateTTL(lim, c)
+	return validateTTL(nil, c)
 }
 
-// validateKeepAlive bounds an active lease's keep-alive like a ttl (0: none) when it is
-// admitted (lim not nil).
+// validateKeepAlive bounds an active lease's keep-alive like a ttl (0: none).
 func validateKeepAlive(lim *Limits, c *Command) *Rejection {
-	if lim != nil && c.KeepAliveMillis > lim.MaxTTLMillis {
+	if c.KeepAliveMillis > lim.MaxTTLMillis {
 		return reject(contract.CodeTTLOutOfRange, "keepalive_ms: must be between 1 and %d", lim.MaxTTLMillis)
 	}
 	return nil
@@ -362,4 +380,36 @@ func CheckSlots(s *Shape, c *Command, requestSlot uint64) *Rejection {
 		return reject(contract.CodeSlotOverflow, "keepalive_ms: the deadline would pass the largest slot")
 	}
 	return nil
+}
+
+// memberKey is what makes two members the same: the same resource, the same pool, the
+// same specific value of a range ("any" values are never the same member).
+type memberKey struct {
+	kind  MemberKind
+	id    string
+	value uint64
+}
+
+// duplicateOf returns the first member before i that member i duplicates, or -1. With
+// seen (many members) it looks i up and records it, so a bundle costs O(n), not O(n²).
+func duplicateOf(ms []Member, i int, seen map[memberKey]int) int {
+	m := &ms[i]
+	if seen == nil {
+		for j := 0; j < i; j++ {
+			o := &ms[j]
+			if o.Kind == m.Kind && o.ID == m.ID && (m.Kind != MemberRange || (m.HasValue && o.HasValue && o.Value == m.Value)) {
+				return j
+			}
+		}
+		return -1
+	}
+	if m.Kind == MemberRange && !m.HasValue {
+		return -1
+	}
+	key := memberKey{kind: m.Kind, id: m.ID, value: m.Value}
+	if j, ok := seen[key]; ok {
+		return j
+	}
+	seen[key] = i
+	return -1
 }
