@@ -33,6 +33,11 @@ type Config struct {
 	OwnershipTTL time.Duration
 	Logger       *slog.Logger
 	Metrics      Metrics // nil: none
+	// Settings are the cluster's settings as this node adopted them (AdoptSettings);
+	// OnSettings, when set, is called (from the bucket watch) with the settings each
+	// time they change after that, newest revision only.
+	Settings   Settings
+	OnSettings func(Settings)
 }
 
 // Metrics is what a node reports about its claims; the bridge's metrics implement it.
@@ -93,6 +98,8 @@ type Node struct {
 	// loop of claims on a journal that cannot be read yet.
 	notBefore []atomic.Int64
 
+	settingsRev atomic.Uint64 // revision of the settings this node serves under
+
 	mu        sync.Mutex
 	abandoned bool
 	claims    map[uint32]*claim
@@ -132,6 +139,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger, claims: make(map[uint32]*claim), serveUntil: make([]atomic.Int64, cfg.Shards),
 		notBefore: make([]atomic.Int64, cfg.Shards),
 		stop:      make(chan struct{}), kick: make(chan struct{}, 1), shardMu: make([]sync.Mutex, cfg.Shards)}
+	n.settingsRev.Store(cfg.Settings.Shape.Version)
 	var err error
 	if n.kv, err = OpenBucket(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
 		return nil, err

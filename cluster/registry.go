@@ -11,8 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Registration is what a serving process records for its prefix before it serves: the
-// settings that decide what the journals mean, and where the state lives.
+// Registration is what a serving process records for its prefix before it serves: where
+// the state lives, and the settings fixed when the cluster is created — the shard count
+// (which routes every request) and the slot length (which every journal's slots count
+// in). The settings that may change are journaled (Settings, configure entries).
 type Registration struct {
 	Journal    string `json:"journal"`            // "file" or "jetstream"
 	Node       string `json:"node"`               // the node holding the data directory (file)
@@ -84,3 +86,19 @@ func transient(err error) bool {
 
 // jsClusterNoPeers is JetStream's "no suitable peers for placement" (10005).
 const jsClusterNoPeers jetstream.ErrorCode = 10005
+
+// LoadRegistration reads what is recorded for the prefix (jetstream.ErrKeyNotFound: no
+// process has served it yet).
+func LoadRegistration(ctx context.Context, kv jetstream.KeyValue) (Registration, error) {
+	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	e, err := kv.Get(actx, registryKey)
+	if err != nil {
+		return Registration{}, err
+	}
+	var reg Registration
+	if err := json.Unmarshal(e.Value(), &reg); err != nil {
+		return Registration{}, fmt.Errorf("the registry is unreadable: %w", err)
+	}
+	return reg, nil
+}

@@ -20,7 +20,7 @@ type bucketWatch struct {
 // on without it.
 func (n *Node) openWatch() *bucketWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := n.kv.WatchFiltered(ctx, []string{"shard.*", "node.*"}, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	w, err := n.kv.WatchFiltered(ctx, []string{"shard.*", "node.*", settingsKey}, jetstream.UpdatesOnly(), jetstream.MetaOnly())
 	if err != nil {
 		cancel()
 		return nil
@@ -40,7 +40,9 @@ func (b *bucketWatch) close() {
 // only a hint: the rounds still run, and a missed or late event costs that wait. It
 // closes opened once its first watch is open (or could not be). A watch that ends (a
 // reconnect, a stream leader change) is opened again, and a round is kicked then, since
-// the news between the two watches was not seen.
+// the news between the two watches was not seen. It also follows the cluster's settings:
+// read again whenever a watch opens (a change made before it was in place) and on every
+// update of their key.
 func (n *Node) watchBucket(opened chan<- struct{}) {
 	defer n.wg.Done()
 	live := map[string]bool{} // node keys seen, so renewals of a known node kick nothing
@@ -52,6 +54,7 @@ func (n *Node) watchBucket(opened chan<- struct{}) {
 			n.kickBalance()
 		}
 		if w != nil {
+			n.refreshSettings()
 			n.follow(w.w, live)
 			w.close()
 		}
@@ -61,6 +64,31 @@ func (n *Node) watchBucket(opened chan<- struct{}) {
 		case <-time.After(n.period()):
 		}
 	}
+}
+
+// refreshSettings reads the cluster's settings and hands newer ones to OnSettings.
+func (n *Node) refreshSettings() {
+	if n.cfg.OnSettings == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.period())
+	defer cancel()
+	s, err := LoadSettings(ctx, n.kv)
+	if err != nil {
+		n.log.Warn("reading the cluster's settings", "err", err)
+		return
+	}
+	for {
+		have := n.settingsRev.Load()
+		if s.Shape.Version <= have {
+			return
+		}
+		if n.settingsRev.CompareAndSwap(have, s.Shape.Version) {
+			break
+		}
+	}
+	n.log.Info("serving the cluster's new settings", "revision", s.Shape.Version)
+	n.cfg.OnSettings(s)
 }
 
 // follow reads the watch until the node stops or the watch ends.
@@ -78,6 +106,10 @@ func (n *Node) follow(w jetstream.KeyWatcher, live map[string]bool) {
 			}
 			gone := e.Operation() != jetstream.KeyValuePut
 			switch key := e.Key(); {
+			case key == settingsKey:
+				if !gone {
+					n.refreshSettings()
+				}
 			case strings.HasPrefix(key, "shard."):
 				if gone {
 					n.kickBalance()

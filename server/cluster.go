@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/cluster"
+	"github.com/holdfast/holdfast/kernel"
 )
 
 // Journal kinds (--journal).
@@ -58,22 +59,56 @@ func (c *Config) clusterDefaults() error {
 }
 
 // register records this process for its prefix in the cluster bucket, or refuses to
-// serve: a prefix served from one node's data directory is that node's alone.
-func (s *Server) register(ctx context.Context, js jetstream.JetStream) error {
+// serve: a prefix served from one node's data directory is that node's alone. It returns
+// the bucket.
+func (s *Server) register(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	kv, err := cluster.OpenBucket(rctx, js, cluster.NamesFor(s.cfg.Prefix), s.cfg.Replicas)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	reg := cluster.Registration{Journal: s.cfg.Journal, Node: s.cfg.Node, Shards: s.cfg.Shards,
 		SlotMillis: uint64(s.cfg.Slot / time.Millisecond)}
 	if s.cfg.Journal == JournalFile {
 		if reg.Instance, err = instanceID(s.cfg.Data); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return cluster.Register(rctx, kv, s.cfg.Prefix, reg)
+	return kv, cluster.Register(rctx, kv, s.cfg.Prefix, reg)
+}
+
+// adoptSettings makes this node serve under the cluster's settings: its own when it is
+// the first (they are recorded), else the recorded ones, whatever its flags say — one
+// node's settings win, so every shard's journal carries one shape whichever node
+// journals it. A difference from this node's flags is logged, setting by setting.
+func (s *Server) adoptSettings(ctx context.Context, kv jetstream.KeyValue) (cluster.Settings, error) {
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	mine := cluster.Settings{Limits: s.cfg.Kernel.Limits, Shape: s.cfg.Kernel.Shape}
+	if mine.Limits.MaxCommandBytes == 0 {
+		mine.Limits.MaxCommandBytes = kernel.DefaultMaxCommandBytes
+	}
+	have, err := cluster.AdoptSettings(actx, kv, mine)
+	if err != nil {
+		return cluster.Settings{}, err
+	}
+	if diff := cluster.SettingsDiff(have, mine); len(diff) > 0 {
+		s.log.Warn("serving the cluster's settings, not this node's flags (holdfast cluster configure changes them)",
+			"cluster", strings.Join(diff, ", "), "revision", have.Shape.Version)
+	}
+	s.cfg.Kernel.Limits, s.cfg.Kernel.Shape = have.Limits, have.Shape
+	return have, nil
+}
+
+// configure serves under the cluster's settings as they change: the shards take the
+// new limits at once and journal the new shape.
+func (s *Server) configure(set cluster.Settings) {
+	cfg := s.cfg.Kernel
+	cfg.Limits, cfg.Shape = set.Limits, set.Shape
+	if err := s.sys.Configure(cfg); err != nil {
+		s.log.Error("the cluster's new settings cannot be served", "err", err, "revision", set.Shape.Version)
+	}
 }
 
 // instanceID names a data directory for good: created once, kept in the directory.

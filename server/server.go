@@ -210,10 +210,18 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		return nil, fmt.Errorf("checking JetStream at %s: %s", natsconn.Redact(s.url), natsconn.RedactError(err, s.url))
 	}
 
-	if err := s.register(ctx, js); err != nil {
+	kv, err := s.register(ctx, js)
+	if err != nil {
 		return nil, err
 	}
 	clustered := s.cfg.Journal == JournalJetStream
+	var settings cluster.Settings
+	if clustered {
+		if settings, err = s.adoptSettings(ctx, kv); err != nil {
+			return nil, err
+		}
+		cfg.Kernel = s.cfg.Kernel
+	}
 	names := cluster.NamesFor(cfg.Prefix)
 	var routing *bridge.Routing
 	var status bridge.StatusSource
@@ -248,7 +256,7 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		s.node, err = cluster.Join(jctx, cluster.Config{NC: nc, JS: js, Names: names, Node: s.cfg.Node, Shards: cfg.Shards,
 			Replicas: s.cfg.Replicas, OwnershipTTL: s.cfg.OwnershipTTL, Logger: s.log.With("component", "cluster"),
-			Metrics: s.br.Metrics()})
+			Metrics: s.br.Metrics(), Settings: settings, OnSettings: s.configure})
 		cancel()
 		if err != nil {
 			return nil, err

@@ -9,7 +9,8 @@ import (
 )
 
 type clusterCmd struct {
-	Status clusterStatusCmd `cmd:"" help:"Show the live nodes, the node serving each shard and the position it has applied."`
+	Status    clusterStatusCmd    `cmd:"" help:"Show the live nodes, the node serving each shard and the position it has applied."`
+	Configure clusterConfigureCmd `cmd:"" help:"Show or change the settings every node of a cluster serves under."`
 }
 
 type clusterStatusCmd struct {

@@ -35,7 +35,7 @@ type cliRoot struct {
 	Lease      leaseCmd      `cmd:"" help:"Reserve, activate, renew, release, revoke, reclaim, read or list leases."`
 	RunCmd     runCmd        `cmd:"" name:"run" help:"Create, read, end or delete a run of work shards."`
 	Work       workCmd       `cmd:"" help:"Read a work shard, or unpark a parked one."`
-	Cluster    clusterCmd    `cmd:"" help:"Show which node serves which shard."`
+	Cluster    clusterCmd    `cmd:"" help:"Show which node serves which shard; show or change a cluster's settings."`
 	Watch      watchCmd      `cmd:"" help:"Follow events live, or replay them from the event stream."`
 	Bench      benchCmd      `cmd:"" help:"Load test: concurrent reserve + release cycles over NATS."`
 	Completion completionCmd `cmd:"" help:"Print a shell completion script: source <(holdfast completion bash)."`

@@ -278,19 +278,25 @@ const defaultMaxMemory = 8 * kernel.DefaultShardMemory
 func (c *serveConfig) sizeTables(shards uint32, maxLeases, maxOperations int) error {
 	k := &c.kernel
 	k.SizeForMemory(c.maxMemory / uint64(shards))
-	if c.explicitBounds["max-leases"] {
-		k.MaxLeases = maxLeases
-		k.MaxExpirations = maxLeases
-		k.MaxMembers = min(4*maxLeases, 1<<30)
-		k.MaxRangeValues = min(2*maxLeases, 1<<30)
-	}
-	if c.explicitBounds["max-operations"] {
-		k.MaxOperations = maxOperations
-	}
+	sizeLeaseTables(&k.Shape, c.explicitBounds, maxLeases, maxOperations)
 	if err := k.Validate(); err != nil {
 		return fmt.Errorf("table bounds: %w", err)
 	}
 	return nil
+}
+
+// sizeLeaseTables applies an explicit --max-leases (with the tables that grow with leases,
+// in the default proportions) and --max-operations over what --max-memory sized.
+func sizeLeaseTables(s *kernel.Shape, explicit map[string]bool, maxLeases, maxOperations int) {
+	if explicit["max-leases"] {
+		s.MaxLeases = maxLeases
+		s.MaxExpirations = maxLeases
+		s.MaxMembers = min(4*maxLeases, 1<<30)
+		s.MaxRangeValues = min(2*maxLeases, 1<<30)
+	}
+	if explicit["max-operations"] {
+		s.MaxOperations = maxOperations
+	}
 }
 
 // setSlot sets the slot length and what is counted in slots.

@@ -127,3 +127,56 @@ func TestServeRestartWithOtherWindows(t *testing.T) {
 		t.Fatalf("c2 inside its ten-minute window: %v", r)
 	}
 }
+
+// `holdfast cluster configure` shows a cluster's settings and changes the ones given;
+// the nodes serve the change at once (a 50-minute reserve is refused under the new
+// --max-ttl) and keep what they had acknowledged. A single process's prefix refuses it:
+// its settings are its serve flags.
+func TestClusterConfigure(t *testing.T) {
+	url := startServeTestNATS(t, true)
+	srv := startServe(t, "--nats", url, "--journal", "jetstream", "--node", "a", "--data", t.TempDir(), "--shards", "2",
+		"--metrics-listen", "", "--ownership-ttl", "1s")
+	srv.ready(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	s := &serveSession{run: srv, nc: nc}
+	s.req(t, "resource.create", `{"operation_id":"c0","resource_id":"k"}`, "ok")
+	lease := field(s.req(t, "lease.reserve", `{"operation_id":"r1","holder_id":"h","ttl_ms":3000000,"members":[{"resource_id":"k"}]}`, "ok"), "lease", "lease_id")
+
+	code, out, errb := run(t, cmdCluster, "configure", "--server", url)
+	if code != exitOK || !strings.Contains(out, "max-ttl           1h0m0s") || !strings.Contains(out, "settings (revision") {
+		t.Fatalf("configure without flags: exit %d\n%s%s", code, out, errb)
+	}
+	code, out, errb = run(t, cmdCluster, "configure", "--server", url, "--max-ttl", "10m", "--max-resources", "1")
+	if code != exitOK || !strings.Contains(out, "max_ttl_ms 600000 (not 3600000)") || !strings.Contains(out, "max_resources 1 (not") {
+		t.Fatalf("configure --max-ttl 10m --max-resources 1: exit %d\n%s%s", code, out, errb)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := serveRequest(t, nc, "holdfast.v1.acme.lease.reserve", `{"operation_id":"r2","holder_id":"h","ttl_ms":3000000,"members":[{"resource_id":"k"}]}`)
+		if r["code"] == "ttl_out_of_range" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a 50-minute reserve after configure --max-ttl 10m: %v", r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r := s.req(t, "lease.get", fmt.Sprintf(`{"lease_id":%q}`, lease), "ok"); field(r, "lease", "state") != "reserved" {
+		t.Fatalf("the 50-minute lease: %v", r)
+	}
+	if code, _, errb := run(t, cmdCluster, "configure", "--server", url, "--max-ttl", "2h"); code != exitUsage || !strings.Contains(errb, "--max-ttl") {
+		t.Fatalf("--max-ttl 2h: exit %d: %s", code, errb)
+	}
+
+	// A single process: its flags decide, at its next start.
+	single := startSession(t, filepath.Join(t.TempDir(), "data"))
+	defer single.stop(t)
+	if code, _, errb := run(t, cmdCluster, "configure", "--server", single.nc.ConnectedUrl(), "--max-ttl", "10m"); code != exitUsage ||
+		!strings.Contains(errb, "its settings are its serve flags") {
+		t.Fatalf("configure against a single process: exit %d: %s", code, errb)
+	}
+}
