@@ -312,7 +312,9 @@ func slotsCeil(d, slot time.Duration) uint64 {
 }
 
 // serveLayout is what the data directory remembers about how it was created: the
-// settings that decide what its journals mean (docs/api.md §6).
+// settings fixed for its life (docs/api.md §6) — the shard count, which routes every
+// request, and the slot length, which every journal's slots count in. The settings that
+// may change are journaled by each shard (configure entries), not kept here.
 type serveLayout struct {
 	Format int    `json:"format"`
 	Shards uint32 `json:"shards"`
@@ -323,7 +325,7 @@ type serveLayout struct {
 
 var serveShardDir = regexp.MustCompile(`^shard-[0-9]{3,}$`)
 
-// ensureLayout fixes the settings a data directory's journals depend on: the first start
+// ensureLayout fixes the settings a data directory cannot change: the first start
 // records them, later starts adopt them, and an explicit different --shards or --slot is
 // refused before anything is served. (A replay under another slot length would give
 // every journaled ttl another deadline, and journaled expiries would miss.)
