@@ -213,7 +213,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		return
 	}
 	var epoch uint32
-	if out.Object == ObjectLease {
+	if out.Object == ObjectLease || (out.Object == ObjectWork && out.Lease.LSN != 0) {
 		epoch = uint32(out.Lease.Epoch) // the fencing token a retry must carry again
 	}
 	k.ops.push(outcome{keyHi: key.hi, keyLo: key.lo, hash: hash, code: out.Code, member: int16(out.MemberIndex),

@@ -120,12 +120,26 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 		return // the object is gone: its view was in the original reply
 	}
 	if c.Verb.IsWorkVerb() {
-		// The work shard the lease held, as it is now (while the lease is readable).
-		if op.code == contract.CodeOK {
-			if r, code := k.findLease(c.Tenant, c.LeaseLSN, slot); code == contract.CodeOK {
-				if w := k.leaseWork(r); w >= 0 {
-					k.viewWork(w, out)
-				}
+		if op.code != contract.CodeOK {
+			return
+		}
+		// A verb that ended the claim (complete, park, split_replace) shows the lease as
+		// every lease verb that ends one does: the id and the epoch its reply carried, with
+		// the lease's view while it is readable; then the work shard the lease held, as it
+		// is now (while the lease is readable).
+		r, code := k.findLease(c.Tenant, c.LeaseLSN, slot)
+		if endsClaim(c.Verb) {
+			if code == contract.CodeOK {
+				k.view(r, out)
+			} else {
+				out.Object = ObjectLease
+				out.Lease = LeaseView{Shard: k.shard, LSN: c.LeaseLSN, Tenant: c.Tenant, Members: out.Lease.Members[:0]}
+			}
+			out.Lease.Epoch = uint64(op.epoch)
+		}
+		if code == contract.CodeOK {
+			if w := k.leaseWork(r); w >= 0 {
+				k.viewWork(w, out)
 			}
 		}
 		return

@@ -97,9 +97,10 @@ func (k *Kernel) workVerb(e Entry, out *Output) {
 	}
 	wk := &k.works[w]
 	switch {
-	case r.ended != nil && wk.status != WorkActive:
-		// The claim ended with the work shard (complete, park, split_replace): the
-		// shard is final for this claim.
+	case r.ended != nil && r.ended.state != LeaseExpired:
+		// The claim ended with the work shard (complete, park, split_replace) or was
+		// released: it is over, whatever became of the work shard since (an unparked
+		// one is active again, for a new claim). Only a claim that ran out is expired.
 		out.Code = contract.CodeWorkTerminal
 		return
 	case r.ended != nil || e.Slot >= k.leases[r.idx].deadline:
@@ -146,6 +147,12 @@ func (k *Kernel) workVerb(e Entry, out *Output) {
 	case contract.VerbSplitResidual:
 		k.splitResidual(w, c, out)
 	}
+}
+
+// endsClaim reports whether a work verb ends the claim it is fenced by: its reply (and
+// a retry's) carries the lease as it ended.
+func endsClaim(v Verb) bool {
+	return v == contract.VerbCompleteWork || v == contract.VerbParkWork || v == contract.VerbSplitReplace
 }
 
 // endClaim releases the claim of a work verb that ends it; the reply carries the lease as
