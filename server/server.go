@@ -96,7 +96,7 @@ type Server struct {
 
 // Start starts a Holdfast process and returns once its endpoints answer. On an error
 // everything started so far is stopped again.
-func Start(ctx context.Context, cfg Config) (s *Server, err error) {
+func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -106,13 +106,24 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 	if err := cfg.clusterDefaults(); err != nil {
 		return nil, err
 	}
-	s = &Server{cfg: cfg, log: cfg.Logger}
-	started := s // a failed Start returns a nil *Server: stop what it started
+	// s is never assigned again: the cleanups refer to it, and a failed Start, which
+	// returns a nil *Server, runs them. (With s the named result, a failure after the
+	// bridge started — a metrics port in use — ran them on a nil s and panicked.)
+	s := &Server{cfg: cfg, log: cfg.Logger}
 	defer func() {
 		if err != nil {
-			started.runCleanups()
+			s.runCleanups()
 		}
 	}()
+	// The metrics listener's address is taken first, so that one in use fails the start
+	// at once, before the shards recover; it serves once the bridge exists.
+	var metricsLn net.Listener
+	if cfg.MetricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return nil, fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
+		}
+		s.add(func() { metricsLn.Close() })
+	}
 	var conn []nats.Option
 	if cfg.NATSURL == "" {
 		ns, u, err := startEmbeddedNATS(cfg.Listen, cfg.Data, s.log.With("component", "nats"))
@@ -282,10 +293,8 @@ func Start(ctx context.Context, cfg Config) (s *Server, err error) {
 			s.log.Error("shard halted at start; it answers engine_halted until its journal is repaired", "shard", i)
 		}
 	}
-	if cfg.MetricsListen != "" {
-		if err := s.serveMetrics(cfg.MetricsListen); err != nil {
-			return nil, err
-		}
+	if metricsLn != nil {
+		s.serveMetrics(metricsLn)
 	}
 	if err := s.br.Start(s.sys); err != nil {
 		return nil, err
@@ -319,11 +328,7 @@ func (h nodeHost) FlushEvents(k uint32) uint64 {
 // serveMetrics runs the metrics listener: Prometheus, liveness and readiness, and with
 // Pprof Go's profiler (how a slow server is diagnosed; opt-in, since whoever can reach
 // the listener could profile the process).
-func (s *Server) serveMetrics(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--metrics-listen %s: %w", addr, err)
-	}
+func (s *Server) serveMetrics(ln net.Listener) {
 	mux := http.NewServeMux()
 	mux.Handle("/", s.br.MetricsHandler())
 	if s.cfg.Pprof {
@@ -343,7 +348,6 @@ func (s *Server) serveMetrics(addr string) error {
 		_ = srv.Shutdown(sctx)
 	})
 	s.metricsURL = "http://" + ln.Addr().String()
-	return nil
 }
 
 // URL is the NATS URL clients use: the embedded server's, or the deployment's.
