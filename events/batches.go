@@ -26,6 +26,13 @@ import (
 // whose fate is unknown (an error, a reply that did not come, a lost connection) is ended
 // by the publisher: an end-of-batch commit, answered by the PubAck with the count, or by
 // "unknown batch" when the stream has already forgotten it.
+//
+// A batch left idle is forgotten by the stream (nats-server's batch timeout, 10 s by
+// default), and a message sent in a forgotten batch is refused — after NATS has delivered
+// it to every live subscriber of its subject, who then get the copy sent again in the new
+// batch as well. So an event that comes after idle (DefaultBatchIdle) of quiet, with
+// everything of the open batch stored, starts a new batch instead; the stream forgets the
+// old one with nothing in it lost.
 type Batches struct {
 	entries []batchEntry // from head on: not yet acknowledged, in order
 	head    int
@@ -37,6 +44,9 @@ type Batches struct {
 	closing  bool   // the current batch's end was asked for; nothing more is sent in it
 	closedAt time.Time
 	tries    int // end-of-batch commits sent for the current batch
+
+	idle     time.Duration // quiet after which the next event starts a new batch
+	lastSent time.Time     // the current batch's last send
 }
 
 type batchEntry struct {
@@ -63,7 +73,10 @@ const (
 	opCommitEOB = 3
 )
 
-func NewBatches(idPrefix string) Batches { return Batches{idPrefix: idPrefix} }
+// NewBatches keeps one shard's batches; an event after idle of quiet starts a new one.
+func NewBatches(idPrefix string, idle time.Duration) Batches {
+	return Batches{idPrefix: idPrefix, idle: idle}
+}
 
 // Pending is how many entries wait for their acknowledgement.
 func (b *Batches) Pending() int { return len(b.entries) - b.head }
@@ -80,6 +93,9 @@ func (b *Batches) Sendable(now time.Time, out []Send) []Send {
 	if b.closing {
 		return out
 	}
+	if b.id != "" && b.idle > 0 && now.Sub(b.lastSent) >= b.idle && !b.inFlight() {
+		b.id = "" // idle, everything stored: left for the stream to forget
+	}
 	for i := b.head; i < len(b.entries); i++ {
 		e := &b.entries[i]
 		if e.acked || e.bseq != 0 {
@@ -94,9 +110,20 @@ func (b *Batches) Sendable(now time.Time, out []Send) []Send {
 		}
 		b.sent++
 		e.bseq, e.sentAt = b.sent, now
+		b.lastSent = now
 		out = append(out, Send{Msg: e.msg, Batch: b.id, Seq: b.sent, Op: op})
 	}
 	return out
+}
+
+// inFlight reports whether an entry sent in the current batch awaits its acknowledgement.
+func (b *Batches) inFlight() bool {
+	for i := b.head; i < len(b.entries); i++ {
+		if e := &b.entries[i]; !e.acked && e.bseq != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Stored records the stream's flow acknowledgement: everything of batch id through
@@ -217,7 +244,7 @@ func (b *Batches) Unsent() bool {
 // nothing.
 func (b *Batches) Reset() {
 	clear(b.entries)
-	*b = Batches{idPrefix: b.idPrefix, made: b.made, entries: b.entries[:0]}
+	*b = Batches{idPrefix: b.idPrefix, made: b.made, entries: b.entries[:0], idle: b.idle}
 }
 
 // Refused records that the end of batch id was not taken (nothing listened, or an error

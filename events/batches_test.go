@@ -24,7 +24,7 @@ func seqsOf(sends []Send) (ids []string, seqs []uint64, ops []int) {
 // acknowledgement stores everything through its sequence.
 func TestBatchesSendAndStore(t *testing.T) {
 	now := time.Unix(0, 0)
-	b := NewBatches("p")
+	b := NewBatches("p", 0)
 	msgs(&b, 3, 1)
 	sends := b.Sendable(now, nil)
 	ids, seqs, ops := seqsOf(sends)
@@ -54,7 +54,7 @@ func TestBatchesSendAndStore(t *testing.T) {
 // what its PubAck's count leaves out goes out again, in order, in a new batch.
 func TestBatchesEndAndResend(t *testing.T) {
 	now := time.Unix(0, 0)
-	b := NewBatches("p")
+	b := NewBatches("p", 0)
 	msgs(&b, 5, 1)
 	first := b.Sendable(now, nil)
 	id := first[0].Batch
@@ -94,7 +94,7 @@ func TestBatchesEndAndResend(t *testing.T) {
 func TestBatchesDue(t *testing.T) {
 	now := time.Unix(0, 0)
 	wait := 10 * time.Second
-	b := NewBatches("p")
+	b := NewBatches("p", 0)
 	if end, _ := b.Due(now, wait); end {
 		t.Fatal("nothing to end")
 	}
@@ -119,5 +119,36 @@ func TestBatchesDue(t *testing.T) {
 	b.Refused(id)
 	if end, _ := b.Due(now.Add(2*wait+time.Millisecond), wait); !end {
 		t.Fatal("refused end not asked again at once")
+	}
+}
+
+// An event after the batch idled, everything it carried stored, starts a new batch: the
+// stream may have forgotten the old one (its batch timeout), and a message sent in a
+// forgotten batch reaches live subscribers before the stream refuses it, so they would
+// get it twice. An event while something is unacknowledged stays in the batch.
+func TestBatchesIdleStartsANewBatch(t *testing.T) {
+	now := time.Unix(0, 0)
+	b := NewBatches("p", 4*time.Second)
+	msgs(&b, 1, 1)
+	first := b.Sendable(now, nil)
+	if len(first) != 1 || first[0].Op != opStart {
+		t.Fatalf("first send: %+v", first)
+	}
+	msgs(&b, 1, 2)
+	if s := b.Sendable(now.Add(5*time.Second), nil); len(s) != 1 || s[0].Batch != first[0].Batch || s[0].Op != opAppend {
+		t.Fatalf("with the first unacknowledged, the next event joins its batch: %+v", s)
+	}
+	b.Stored(first[0].Batch, 2)
+	b.Advance(func(bool) {})
+	msgs(&b, 1, 3)
+	if s := b.Sendable(now.Add(6*time.Second), nil); len(s) != 1 || s[0].Batch != first[0].Batch {
+		t.Fatalf("one second after the last send: the same batch: %+v", s)
+	}
+	b.Stored(first[0].Batch, 3)
+	b.Advance(func(bool) {})
+	msgs(&b, 1, 4)
+	s := b.Sendable(now.Add(10*time.Second), nil)
+	if len(s) != 1 || s[0].Batch == first[0].Batch || s[0].Op != opStart || s[0].Seq != 1 {
+		t.Fatalf("four seconds quiet, everything stored: a new batch, got %+v", s)
 	}
 }

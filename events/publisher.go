@@ -36,6 +36,10 @@ const (
 	DefaultMaxQueuedEvents = 1 << 16
 	DefaultPublishWindow   = 256
 	DefaultAckWait         = 10 * time.Second
+	// DefaultBatchIdle is how long a shard's event batch may stay quiet before the next
+	// event starts a new one: well under nats-server's batch timeout (10 s by default,
+	// max_batch_timeout), after which the stream has forgotten the batch (Batches).
+	DefaultBatchIdle = 4 * time.Second
 )
 
 // Config configures event publishing.
@@ -64,6 +68,9 @@ type Config struct {
 	// Serving, in a cluster, says whether this node still serves a shard: a shard's
 	// events are published only while it does (nil: always).
 	Serving func(shard uint32) bool
+	// BatchIdle is the quiet after which a shard's next event starts a new batch; it must
+	// be shorter than the NATS server's batch timeout. 0: DefaultBatchIdle.
+	BatchIdle time.Duration
 	// Plain publishes each event on its own instead of in fast batches, for a NATS server
 	// that does not take them (EnsureStream reports it). A shard's events can then be
 	// stored out of lsn order when a NATS server is lost (Batches says why).
@@ -86,6 +93,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.AckWait <= 0 {
 		c.AckWait = DefaultAckWait
+	}
+	if c.BatchIdle <= 0 {
+		c.BatchIdle = DefaultBatchIdle
 	}
 	return c
 }
@@ -247,7 +257,7 @@ func NewPublisher(js jetstream.JetStream, prefix string, shards uint32, cfg Conf
 		label := strconv.FormatUint(uint64(i), 10)
 		s := &shardPub{p: p, shard: i, label: label, wake: make(chan struct{}, 1),
 			ackWake: make(chan struct{}, 1), win: NewWindow(), timer: time.NewTimer(time.Hour),
-			bat: NewBatches(p.inbox[strings.LastIndexByte(p.inbox, '.')+1:] + "s" + label + "b")}
+			bat: NewBatches(p.inbox[strings.LastIndexByte(p.inbox, '.')+1:]+"s"+label+"b", p.cfg.BatchIdle)}
 		s.timer.Stop()
 		p.shards = append(p.shards, s)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -357,4 +358,43 @@ func TestPublisherKeepsOrderWhenAMessageIsLost(t *testing.T) {
 		t.Fatal("the gap was not counted as a publish error")
 	}
 	closeAndCheckStream(t, p, js, 10)
+}
+
+// A live subscriber gets each event once, also the first after the shard was quiet for
+// longer than the stream keeps an idle batch (here 1 s; nats-server's default is 10 s):
+// that event starts a new batch rather than reaching subscribers in the forgotten one
+// and again, refused there, in a new one. (It was delivered twice at any quiet between
+// the server's batch timeout and the ack wait; the stream stored it once either way.)
+func TestLiveSubscribersGetAnEventAfterQuietOnce(t *testing.T) {
+	url := natstest.Start(t, 1, func(o *natsserver.Options) { o.JetStreamLimits.MaxBatchTimeout = time.Second }).URL()
+	nc, js := natstest.Connect(t, url)
+	cfg := Config{BatchIdle: 400 * time.Millisecond}.WithDefaults()
+	if _, err := EnsureStream(context.Background(), js, "holdfast", cfg); err != nil {
+		t.Fatal(err)
+	}
+	live, err := nc.SubscribeSync("holdfast.v1.*.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPublisher(js, "holdfast", 1, cfg, slog.New(slog.DiscardHandler), newCountingMetrics())
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.Events(0, 1, eventstest.Events(1, 1))
+	waitPosition(t, p, 1, 3*time.Second)
+	time.Sleep(1500 * time.Millisecond) // past the stream's batch timeout
+	p.Events(0, 2, eventstest.Events(2, 1))
+	waitPosition(t, p, 2, 5*time.Second)
+	seen := map[string]int{}
+	for {
+		m, err := live.NextMsg(300 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		seen[m.Header.Get(jetstream.MsgIDHeader)]++
+	}
+	if len(seen) != 2 || seen[contract.EventMsgID(0, 1, 0)] != 1 || seen[contract.EventMsgID(0, 2, 0)] != 1 {
+		t.Fatalf("live subscriber got %v, want each of the two events once", seen)
+	}
+	closeAndCheckStream(t, p, js, 2)
 }

@@ -34,8 +34,9 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// Start runs n servers (1, or 3 for a JetStream cluster) and stops them when the test ends.
-func Start(t testing.TB, n int) *Cluster {
+// Start runs n servers (1, or 3 for a JetStream cluster) and stops them when the test ends;
+// each option adjusts every server's options (a JetStream limit, say).
+func Start(t testing.TB, n int, options ...func(*natsserver.Options)) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &Cluster{t: t}
@@ -59,6 +60,9 @@ func Start(t testing.TB, n int) *Cluster {
 			for _, p := range routes {
 				o.Routes = append(o.Routes, natsserver.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", p))...)
 			}
+		}
+		for _, f := range options {
+			f(o)
 		}
 		ns := c.run(o)
 		o.Port = ns.Addr().(*net.TCPAddr).Port // a restart comes back on the same port
