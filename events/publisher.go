@@ -140,6 +140,9 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string
 				MaxAge:      cfg.MaxAge,
 				MaxBytes:    orUnlimited(cfg.MaxBytes),
 				Replicas:    max(cfg.Replicas, 1),
+				// An audit trail: nothing is taken out of it but by its limits.
+				DenyDelete: true,
+				DenyPurge:  true,
 
 				AllowBatchPublish: true,
 			})
@@ -168,12 +171,16 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string
 			sc.AllowBatchPublish = true
 			changed = true
 		}
+		if !sc.DenyDelete || !sc.DenyPurge {
+			sc.DenyDelete, sc.DenyPurge = true, true
+			changed = true
+		}
 		if !changed {
 			return true, nil
 		}
 		updated, err := js.UpdateStream(ctx, sc)
 		if err != nil {
-			return false, fmt.Errorf("events: updating stream %s (subjects %v, duplicate window %v, batched publishing): %w", contract.StreamName, sc.Subjects, sc.Duplicates, err)
+			return false, fmt.Errorf("events: updating stream %s (subjects %v, duplicate window %v, batched publishing, deny delete and purge): %w", contract.StreamName, sc.Subjects, sc.Duplicates, err)
 		}
 		return updated.CachedInfo().Config.AllowBatchPublish, nil
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/kernel"
@@ -117,5 +119,130 @@ func TestNATSAccountsAndRoles(t *testing.T) {
 	mine := as("globex-operator", "globex-operator-secret", "globex")
 	if r, err := mine.CreateResource(ctx, "gpu0"); err != nil || !r.OK() {
 		t.Fatalf("globex in its own tenant: %v %+v", err, r)
+	}
+
+	tenantReplaysItsOwnEvents(t, ns.ClientURL(), operator, worker)
+}
+
+// tenantReplaysItsOwnEvents: acme's operator creates its events mirror from
+// deploy/tenant-events/acme.json; acme's worker replays it (holdfast watch --from-start)
+// and finds every event of acme and none of globex; globex, asking for acme's events in a
+// mirror of its own, gets none; and the service's stream refuses deletes and purges.
+func tenantReplaysItsOwnEvents(t *testing.T, url string, operator, worker *client.Client) {
+	ctx := context.Background()
+	raw, err := os.ReadFile("../deploy/tenant-events/acme.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mirror jetstream.StreamConfig
+	if err := json.Unmarshal(raw, &mirror); err != nil {
+		t.Fatal(err)
+	}
+	ojs, err := jetstream.New(operator.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ojs.CreateStream(ctx, mirror); err != nil {
+		t.Fatalf("acme's operator creating its events mirror: %v", err)
+	}
+	// More events of both tenants after the mirror exists, too.
+	if r, err := operator.CreateResource(ctx, "gpu7"); err != nil || !r.OK() {
+		t.Fatalf("create: %v %+v", err, r)
+	}
+	svc, err := nats.Connect(url, nats.UserInfo("holdfast", "holdfast-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	sjs, _ := jetstream.New(svc)
+	events, err := sjs.Stream(ctx, "HOLDFAST_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(tenant string) uint64 {
+		info, err := events.Info(ctx, jetstream.WithSubjectFilter("holdfast.v1."+tenant+".events.>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := uint64(0)
+		for _, c := range info.State.Subjects {
+			n += c
+		}
+		return n
+	}
+	want := count("acme")
+	if want < 5 || count("globex") == 0 {
+		t.Fatalf("the service's stream: %d events of acme, %d of globex", want, count("globex"))
+	}
+	// The worker replays from the start of its tenant's stream.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got []client.Event
+		w, err := worker.Watch(ctx, client.WatchOptions{FromStart: true})
+		if err != nil {
+			t.Fatalf("acme's worker replaying its events: %v", err)
+		}
+	read:
+		for {
+			select {
+			case ev, ok := <-w.Events():
+				if !ok {
+					break read
+				}
+				got = append(got, ev)
+				if ev.CaughtUp {
+					break read
+				}
+			case <-w.Empty():
+				break read
+			case <-time.After(3 * time.Second):
+				break read
+			}
+		}
+		w.Stop()
+		if err := w.Err(); err != nil {
+			t.Fatalf("acme's worker replaying its events: %v", err)
+		}
+		for _, ev := range got {
+			if ev.GetTenant() != "acme" || !strings.HasPrefix(ev.Subject, "holdfast.v1.acme.events.") {
+				t.Fatalf("acme's replay holds another tenant's event: %s %s", ev.Subject, ev.GetTenant())
+			}
+		}
+		if uint64(len(got)) == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acme's replay: %d events, the service stored %d of acme", len(got), want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Globex cannot mirror acme's events: no import leads to that consumer.
+	gl, err := nats.Connect(url, nats.UserInfo("globex-operator", "globex-operator-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gl.Close()
+	gjs, _ := jetstream.New(gl)
+	steal := mirror
+	steal.Name = "STOLEN"
+	if s, err := gjs.CreateStream(ctx, steal); err == nil {
+		time.Sleep(time.Second)
+		if info, err := s.Info(ctx); err == nil && info.State.Msgs != 0 {
+			t.Fatalf("globex mirrored %d of acme's events", info.State.Msgs)
+		}
+	}
+	// The events stream is an audit trail.
+	info, err := events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Config.DenyDelete || !info.Config.DenyPurge {
+		t.Fatalf("HOLDFAST_EVENTS deny_delete %v deny_purge %v", info.Config.DenyDelete, info.Config.DenyPurge)
+	}
+	if err := events.DeleteMsg(ctx, info.State.FirstSeq); err == nil {
+		t.Fatal("a message of HOLDFAST_EVENTS was deleted")
+	}
+	if err := events.Purge(ctx); err == nil {
+		t.Fatal("HOLDFAST_EVENTS was purged")
 	}
 }
