@@ -95,6 +95,42 @@ func TestClusterNodesServeTheFirstNodesSettings(t *testing.T) {
 		}
 	}
 
+	// The history window is the cluster's (node a's ten minutes), not b's one slot: a
+	// lease released on any shard stays readable.
+	for k, key := range keys {
+		r, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "w", Members: []*messages.Member{client.Resource(key + "/r4")}, TTL: time.Minute})
+		if err != nil || r.Code != messages.CodeResourceBusy {
+			t.Fatalf("shard %d: %v %+v", k, err, r)
+		}
+		id := fmt.Sprintf("%s/h", key)
+		if r, err := cl.CreateResource(ctx, id); err != nil || !r.OK() {
+			t.Fatalf("shard %d: %v %+v", k, err, r)
+		}
+		held, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "w", Members: []*messages.Member{client.Resource(id)}, TTL: time.Minute})
+		if err != nil || !held.OK() {
+			t.Fatalf("shard %d: %v %+v", k, err, held)
+		}
+		if r, err := cl.Release(ctx, "w", held.Fence()); err != nil || !r.OK() {
+			t.Fatalf("shard %d: release: %v %+v", k, err, r)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if l, err := cl.GetLease(ctx, held.Fence().LeaseID); err != nil || !l.OK() || l.Lease.GetState() != "released" {
+			t.Fatalf("shard %d: a released lease 300 ms later: %v %+v", k, err, l)
+		}
+	}
+
+	// The shard count is fixed when the cluster is created: a node with another refuses
+	// to start, naming it.
+	other := testConfig(t.TempDir())
+	other.Shards, other.NATSURL, other.Node, other.Journal = shards+1, nats_.URL(), "d", JournalJetStream
+	other.OwnershipTTL, other.MetricsListen = time.Second, ""
+	if s, err := Start(ctx, other); err == nil {
+		s.Shutdown(ctx)
+		t.Fatal("a node with --shards 4 joined a cluster of 3 shards")
+	} else if !strings.Contains(err.Error(), "--shards 3") {
+		t.Fatalf("the refusal does not name the setting: %v", err)
+	}
+
 	// The operator lowers the cluster's max ttl and resource bound.
 	_, js := natstest.Connect(t, nats_.URL())
 	kv, err := js.KeyValue(ctx, cluster.NamesFor(contract.DefaultPrefix).Bucket())
