@@ -57,6 +57,17 @@ func (s *shard) answerReaders(now time.Time) {
 	s.readers = kept
 }
 
+// Answers reports whether a shard answers reads of verb v (the reads the bridge sends
+// to one shard, or to each shard and gathers).
+func Answers(v contract.Verb) bool {
+	switch v {
+	case contract.VerbGetResource, contract.VerbGetPool, contract.VerbGetRange, contract.VerbGetLease,
+		contract.VerbGetRun, contract.VerbGetWork, contract.VerbListLeases:
+		return true
+	}
+	return false
+}
+
 func (s *shard) answer(q *ReadRequest) *Reply {
 	switch q.Verb {
 	case contract.VerbGetResource:

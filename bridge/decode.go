@@ -407,3 +407,13 @@ func prepClusterStatus(b *Bridge, tenant string, m proto.Message, o *op) *kernel
 	}
 	return nil
 }
+
+// Serves reports whether the bridge has an endpoint for verb v.
+func Serves(v contract.Verb) bool {
+	for _, s := range verbSpecs() {
+		if s.verb == v {
+			return true
+		}
+	}
+	return false
+}

@@ -70,6 +70,9 @@ type Kernel struct {
 	ended  endedTable // terminal leases within their history window
 	ops    retryCache // remembered outcomes within the dedupe window
 
+	// fresh says the entry being applied is the first this kernel applies.
+	fresh bool
+
 	// Scratch buffers reused across entries.
 	blocked uint64 // check's: the earliest deadline of a claim in the way
 	keyBuf  []byte
@@ -152,17 +155,14 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 	if e.Slot < k.lastSlot {
 		panic(fmt.Sprintf("kernel: entry slot %d before %d", e.Slot, k.lastSlot))
 	}
-	applied := k.lastLSN > 0
+	k.fresh = k.lastLSN == 0 // nothing applied before this entry (configure asks)
 	k.lastLSN, k.lastSlot = e.LSN, e.Slot
 	k.retire(e.Slot, retireBudget)
 	out.reset(e.LSN)
 	c := e.Cmd
-	switch c.Verb {
-	case contract.VerbExpire:
-		k.expire(e, out)
-		return
-	case contract.VerbConfigure:
-		k.configure(c, applied, out)
+	apply := applierOf(c.Verb)
+	if c.Verb.IsInternal() {
+		apply(k, e, out)
 		return
 	}
 	// The request-shape rules again, so a journal can never smuggle in a command they
@@ -185,33 +185,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		out.Code = contract.CodeOperationTableFull
 		return
 	}
-	switch c.Verb {
-	case contract.VerbCreateResource:
-		k.createResource(c, out)
-	case contract.VerbCreatePool:
-		k.createPool(c, out)
-	case contract.VerbCreateRange:
-		k.createRange(c, out)
-	case contract.VerbReserve:
-		k.reserve(e, out)
-	case contract.VerbActivate, contract.VerbRenew, contract.VerbRelease, contract.VerbRevoke, contract.VerbReclaim:
-		k.leaseVerb(e, out)
-	case contract.VerbCreateRun:
-		k.createRun(c, out)
-	case contract.VerbRegisterRun:
-		k.registerRun(c, out)
-	case contract.VerbCompleteRun, contract.VerbFailRun, contract.VerbCancelRun:
-		k.endRun(c, out)
-	case contract.VerbUnparkWork:
-		k.unparkWork(c, out)
-	case contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange, contract.VerbDeleteRun:
-		k.deleteObject(c, out)
-	case contract.VerbCheckpoint, contract.VerbCompleteWork, contract.VerbParkWork, contract.VerbSplitReplace, contract.VerbSplitResidual:
-		k.workVerb(e, out)
-	default:
-		out.Code = contract.CodeInvalidRequest
-		return
-	}
+	apply(k, e, out)
 	var epoch uint32
 	if out.Object == ObjectLease || (out.Object == ObjectWork && out.Lease.LSN != 0) {
 		epoch = uint32(out.Lease.Epoch) // the fencing token a retry must carry again

@@ -611,7 +611,7 @@ func TestCompletions(t *testing.T) {
 		{[]string{"serve", "--max-me"}, "--max-memory"},
 		{[]string{"completion", ""}, "bash zsh"},
 		{[]string{"range", "create", "r", "--strategy", ""}, "least_recently_freed lowest_free random"},
-		{[]string{"run", ""}, "cancel complete create delete fail get"},
+		{[]string{"run", ""}, "cancel complete create delete fail get register"},
 		{[]string{"lease", "get", "--js"}, "--json"},
 		{[]string{"__c"}, ""}, // hidden
 	} {

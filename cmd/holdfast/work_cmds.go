@@ -16,6 +16,7 @@ import (
 
 type runCmd struct {
 	Create   runCreateCmd `cmd:"" help:"Create a run with its work shards."`
+	Register runCreateCmd `cmd:"" help:"Add work shards to an active run."`
 	Get      runGetCmd    `cmd:"" help:"Read a run: its status and its work shards counted by status."`
 	Complete runEndCmd    `cmd:"" help:"Mark a run done: every work shard must be done or split."`
 	Fail     runEndCmd    `cmd:"" help:"End a run as failed: nothing in it can be claimed any more."`
@@ -24,8 +25,92 @@ type runCmd struct {
 }
 
 type workCmd struct {
-	Get    workGetCmd    `cmd:"" help:"Read a work shard: range, status, claim (lease id and epoch, never the holder), cursor."`
-	Unpark workUnparkCmd `cmd:"" help:"Make a parked work shard claimable again (an operator's verb)."`
+	Get           workGetCmd      `cmd:"" help:"Read a work shard: range, status, claim (lease id and epoch, never the holder), cursor."`
+	Unpark        workUnparkCmd   `cmd:"" help:"Make a parked work shard claimable again (an operator's verb)."`
+	Checkpoint    workFencedCmd   `cmd:"" help:"Move a claimed work shard's cursor forward (--key, --token)."`
+	Complete      workFencedCmd   `cmd:"" help:"Mark a claimed work shard done (optionally with a last --key); the claim ends."`
+	Park          workFencedCmd   `cmd:"" help:"Park a claimed work shard for an operator (--reason); the claim ends."`
+	SplitReplace  workSplitCmd    `cmd:"" name:"split-replace" help:"Replace a claimed work shard by children covering what is left (--child START..END, repeated); the claim ends."`
+	SplitResidual workResidualCmd `cmd:"" name:"split-residual" help:"Keep [start, --at) under the claim and make [--at, end) a new work shard."`
+}
+
+// workFencedCmd is work checkpoint, complete and park: fenced by the claim; the verb is
+// the command's name. Workers use the Go client's Worker; these are for operators and
+// scripts.
+type workFencedCmd struct {
+	fenceFlags
+	Key    *string `name:"key" help:"The cursor's last key (checkpoint: required; complete: optional)."`
+	Token  string  `name:"cursor-token" help:"The cursor's token."`
+	Reason string  `name:"reason" help:"Why (park)."`
+	opFlag
+	connFlags
+}
+
+func (c *workFencedCmd) Run(e *env) error {
+	fence, msg := c.resolve()
+	if msg != "" {
+		return usageError(e, "%s", msg)
+	}
+	verb := e.cmd[strings.LastIndexByte(e.cmd, ' ')+1:]
+	if verb == "checkpoint" && c.Key == nil {
+		return usageError(e, "--key is required")
+	}
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.WorkResult, error) {
+		op := client.WithOperationID(c.Op)
+		switch verb {
+		case "checkpoint":
+			return cl.Checkpoint(ctx, c.Holder, fence, []byte(*c.Key), []byte(c.Token), op)
+		case "complete":
+			var cur *messages.Cursor
+			if c.Key != nil {
+				cur = &messages.Cursor{LastKey: []byte(*c.Key), Token: []byte(c.Token)}
+			}
+			return cl.CompleteWork(ctx, c.Holder, fence, cur, op)
+		}
+		return cl.Park(ctx, c.Holder, fence, c.Reason, op)
+	}, workView)
+}
+
+type workSplitCmd struct {
+	fenceFlags
+	Children []string `name:"child" placeholder:"START..END" help:"A child range (END empty: unbounded); repeat it, 2 to 16."`
+	opFlag
+	connFlags
+}
+
+func (c *workSplitCmd) Run(e *env) error {
+	fence, msg := c.resolve()
+	if msg != "" {
+		return usageError(e, "%s", msg)
+	}
+	var children []*messages.KeyRange
+	for _, ch := range c.Children {
+		start, end, ok := strings.Cut(ch, "..")
+		if !ok {
+			return usageError(e, "--child: want START..END, got %q", ch)
+		}
+		children = append(children, &messages.KeyRange{Start: []byte(start), End: []byte(end)})
+	}
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.WorkResult, error) {
+		return cl.SplitReplace(ctx, c.Holder, fence, children, client.WithOperationID(c.Op))
+	}, workView)
+}
+
+type workResidualCmd struct {
+	fenceFlags
+	At string `name:"at" required:"" placeholder:"KEY" help:"The split key: the claim keeps [start, KEY), a new work shard takes [KEY, end)."`
+	opFlag
+	connFlags
+}
+
+func (c *workResidualCmd) Run(e *env) error {
+	fence, msg := c.resolve()
+	if msg != "" {
+		return usageError(e, "%s", msg)
+	}
+	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.WorkResult, error) {
+		return cl.SplitResidual(ctx, c.Holder, fence, []byte(c.At), client.WithOperationID(c.Op))
+	}, workView)
 }
 
 // shardFlags collects --shard NAME=START..END (END empty: unbounded), in order.
@@ -83,11 +168,16 @@ func (runCreateCmd) Help() string {
 	return "Example:\n  holdfast run create crawl-42 --shard a=a..m --shard b=m.."
 }
 
+// Run is run create and run register: the verb is the command's name.
 func (c *runCreateCmd) Run(e *env) error {
 	if len(c.Shards) == 0 {
 		return usageError(e, "at least one --shard is required")
 	}
+	register := strings.HasSuffix(e.cmd, "register")
 	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.RunResult, error) {
+		if register {
+			return cl.RegisterRun(ctx, c.ID, c.Shards, client.WithOperationID(c.Op))
+		}
 		return cl.CreateRun(ctx, c.ID, c.Shards, client.WithOperationID(c.Op))
 	}, runView)
 }
