@@ -65,6 +65,11 @@ const (
 	CodeNoneAvailable
 	// CodeObjectInUse: a delete found the object held (docs/api.md §4 "Deleting objects").
 	CodeObjectInUse
+	// Domain codes of the allocator verbs (docs/api.md Part IV), appended.
+	CodeValueFree            // range.release/revoke/reclaim: no lease holds the value
+	CodeValueExcluded        // a specific value that is excluded from the range
+	CodeLeaseHasOtherMembers // range.release of a value whose lease holds more, without whole_lease
+	CodeExclusionTableFull   // range.exclude/include: the range would have too many excluded intervals
 	codeCount
 )
 
@@ -120,6 +125,10 @@ const (
 	NameWorkTableFull        = "work_table_full"
 	NameNoneAvailable        = "none_available"
 	NameObjectInUse          = "object_in_use"
+	NameValueFree            = "value_free"
+	NameValueExcluded        = "value_excluded"
+	NameLeaseHasOtherMembers = "lease_has_other_members"
+	NameExclusionTableFull   = "exclusion_table_full"
 )
 
 var codeNames = [codeCount]string{
@@ -173,6 +182,10 @@ var codeNames = [codeCount]string{
 	CodeWorkTableFull:        NameWorkTableFull,
 	CodeNoneAvailable:        NameNoneAvailable,
 	CodeObjectInUse:          NameObjectInUse,
+	CodeValueFree:            NameValueFree,
+	CodeValueExcluded:        NameValueExcluded,
+	CodeLeaseHasOtherMembers: NameLeaseHasOtherMembers,
+	CodeExclusionTableFull:   NameExclusionTableFull,
 }
 
 // String returns the wire name of the code.

@@ -47,6 +47,7 @@ const (
 	StateReleased  = "released"
 	StateExpired   = "expired"
 	StateRevoked   = "revoked"
+	StateConsumed  = "consumed" // a pool hold confirmed as used up (lease.consume)
 
 	StrategyLowestFree         = "lowest_free"
 	StrategyRandom             = "random"
@@ -67,6 +68,13 @@ const (
 	EventPoolDeleted     = "pool.deleted"
 	EventRangeDeleted    = "range.deleted"
 	EventRunDeleted      = "run.deleted"
+
+	// Allocators (docs/api.md Part IV).
+	EventLeaseConsumed = "lease.consumed"
+	EventRangeExcluded = "range.excluded"
+	EventRangeIncluded = "range.included"
+	EventRangeResized  = "range.resized"
+	EventPoolResized   = "pool.resized"
 )
 
 // EventMsgID is the JetStream message id of the n-th event of entry (shard, lsn):

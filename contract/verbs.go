@@ -48,6 +48,29 @@ const (
 	// VerbConfigure is internal: a shard journals the settings that shape its state
 	// (kernel.Shape) at the lsn they take effect, so a replay never depends on flags.
 	VerbConfigure
+	// Allocators (docs/api.md Part IV).
+	VerbListResources
+	VerbListPools
+	VerbListRanges
+	VerbListRuns
+	VerbLookupValue
+	VerbListAllocations
+	VerbReleaseValue
+	VerbRevokeValue
+	VerbReclaimValue
+	VerbExclude
+	VerbInclude
+	VerbResizeRange
+	VerbResizePool
+	VerbConsume
+	VerbImport
+	VerbReleaseAll
+	VerbRevokeAll
+	VerbListHoldings
+	VerbListWork
+	// VerbSkip is internal: an empty entry whose lsn a lease.import's lease takes as its
+	// id (an import of n leases follows n-1 of them).
+	VerbSkip
 	// VerbCount is how many verbs there are: one past the last.
 	VerbCount
 )
@@ -114,7 +137,7 @@ var verbs = [VerbCount]VerbInfo{
 		Codes: []Code{CodeAlreadyExists, CodeRangeTableFull}},
 	VerbReserve: {Object: "lease", Action: "reserve", Kind: KindWrite, Target: TargetMembers, Method: "Reserve",
 		Codes: []Code{CodeResourceNotFound, CodePoolNotFound, CodeRangeNotFound, CodeResourceBusy,
-			CodeInsufficientCapacity, CodeValueBusy, CodeValueOutOfRange, CodeRangeExhausted,
+			CodeInsufficientCapacity, CodeValueBusy, CodeValueOutOfRange, CodeValueExcluded, CodeRangeExhausted,
 			CodeLeaseTableFull, CodeLeaseMemberTableFull, CodeExpirationIndexFull,
 			CodeRunNotFound, CodeRunTerminal, CodeWorkNotFound, CodeWorkTerminal, CodeNoneAvailable}},
 	VerbActivate: {Object: "lease", Action: "activate", Kind: KindWrite, Target: TargetLease, Fenced: true, Method: "Activate",
@@ -178,6 +201,49 @@ var verbs = [VerbCount]VerbInfo{
 		Codes: []Code{CodeRunNotFound, CodeObjectInUse}},
 
 	VerbConfigure: {Object: "shard", Action: "configure", Kind: KindInternal},
+
+	VerbListResources: {Object: "resource", Action: "list", Kind: KindRead, Target: TargetAll, Method: "ListResources"},
+	VerbListPools:     {Object: "pool", Action: "list", Kind: KindRead, Target: TargetAll, Method: "ListPools"},
+	VerbListRanges:    {Object: "range", Action: "list", Kind: KindRead, Target: TargetAll, Method: "ListRanges"},
+	VerbListRuns:      {Object: "run", Action: "list", Kind: KindRead, Target: TargetAll, Method: "ListRuns"},
+	VerbLookupValue: {Object: "range", Action: "lookup", Kind: KindRead, Target: TargetObject, Method: "LookupValue",
+		Codes: []Code{CodeRangeNotFound, CodeValueOutOfRange}},
+	VerbListAllocations: {Object: "range", Action: "allocations", Kind: KindRead, Target: TargetObject, Method: "ListAllocations",
+		Codes: []Code{CodeRangeNotFound}},
+	VerbReleaseValue: {Object: "range", Action: "release", Kind: KindWrite, Target: TargetObject, Method: "ReleaseValue",
+		Codes: []Code{CodeRangeNotFound, CodeValueOutOfRange, CodeValueFree, CodeHolderMismatch, CodeStaleEpoch,
+			CodeInvalidState, CodeLeaseHasOtherMembers}},
+	VerbRevokeValue: {Object: "range", Action: "revoke", Kind: KindWrite, Target: TargetObject, Method: "RevokeValue",
+		Codes: []Code{CodeRangeNotFound, CodeValueOutOfRange, CodeValueFree, CodeInvalidState}},
+	VerbReclaimValue: {Object: "range", Action: "reclaim", Kind: KindWrite, Target: TargetObject, Method: "ReclaimValue",
+		Codes: []Code{CodeRangeNotFound, CodeValueOutOfRange, CodeValueFree, CodeInvalidState}},
+	VerbExclude: {Object: "range", Action: "exclude", Kind: KindWrite, Target: TargetObject, Method: "Exclude",
+		Codes: []Code{CodeRangeNotFound, CodeValueOutOfRange, CodeValueBusy, CodeExclusionTableFull}},
+	VerbInclude: {Object: "range", Action: "include", Kind: KindWrite, Target: TargetObject, Method: "Include",
+		Codes: []Code{CodeRangeNotFound, CodeValueOutOfRange, CodeExclusionTableFull}},
+	VerbResizeRange: {Object: "range", Action: "resize", Kind: KindWrite, Target: TargetObject, Method: "ResizeRange",
+		Codes: []Code{CodeRangeNotFound, CodeObjectInUse}},
+	VerbResizePool: {Object: "pool", Action: "resize", Kind: KindWrite, Target: TargetObject, Method: "ResizePool",
+		Codes: []Code{CodePoolNotFound, CodeObjectInUse}},
+	VerbConsume: {Object: "lease", Action: "consume", Kind: KindWrite, Target: TargetLease, Fenced: true, Method: "Consume",
+		Codes: codes(leaseHolderCodes, CodeLeaseExpired)},
+	VerbImport: {Object: "lease", Action: "import", Kind: KindWrite, Target: TargetMembers, Method: "Import",
+		Codes: verbs0Reserve()},
+	VerbReleaseAll: {Object: "lease", Action: "release_all", Kind: KindWrite, Target: TargetAll, Method: "ReleaseAll"},
+	VerbRevokeAll:  {Object: "lease", Action: "revoke_all", Kind: KindWrite, Target: TargetAll, Method: "RevokeAll"},
+	VerbListHoldings: {Object: "pool", Action: "holdings", Kind: KindRead, Target: TargetObject, Method: "ListHoldings",
+		Codes: []Code{CodePoolNotFound}},
+	VerbListWork: {Object: "work", Action: "list", Kind: KindRead, Target: TargetObject, Method: "ListWork",
+		Codes: []Code{CodeRunNotFound}},
+	VerbSkip: {Object: "lease", Action: "skip", Kind: KindInternal, Codes: []Code{CodeNoop}},
+}
+
+// verbs0Reserve are lease.reserve's codes for resources, pools and ranges (an import's
+// leases hold no work), plus value_excluded.
+func verbs0Reserve() []Code {
+	return []Code{CodeResourceNotFound, CodePoolNotFound, CodeRangeNotFound, CodeResourceBusy,
+		CodeInsufficientCapacity, CodeValueBusy, CodeValueOutOfRange, CodeValueExcluded, CodeRangeExhausted,
+		CodeLeaseTableFull, CodeLeaseMemberTableFull, CodeExpirationIndexFull}
 }
 
 // Info is the verb's row of the table (the invalid row for an unknown verb).

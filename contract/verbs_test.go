@@ -21,8 +21,11 @@ func TestVerbs(t *testing.T) {
 	want := "resource.create pool.create range.create lease.reserve lease.activate lease.renew lease.release " +
 		"lease.revoke lease.reclaim resource.get pool.get range.get lease.get lease.list cluster.status " +
 		"run.create run.register run.complete run.fail run.cancel work.checkpoint work.complete work.park work.unpark " +
-		"work.split_replace work.split_residual run.get work.get resource.delete pool.delete range.delete run.delete"
-	if got := strings.Join(names, " "); got != want || reads != 8 {
+		"work.split_replace work.split_residual run.get work.get resource.delete pool.delete range.delete run.delete " +
+		"resource.list pool.list range.list run.list range.lookup range.allocations range.release range.revoke range.reclaim " +
+		"range.exclude range.include range.resize pool.resize lease.consume lease.import lease.release_all lease.revoke_all " +
+		"pool.holdings work.list"
+	if got := strings.Join(names, " "); got != want || reads != 16 {
 		t.Errorf("verbs %q (%d reads), want %q", got, reads, want)
 	}
 	if s := VerbReserve.Subject("acme.hf", "t1"); s != "acme.hf.v1.t1.lease.reserve" {

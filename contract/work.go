@@ -24,6 +24,8 @@ const (
 	WorkDone   = "done"
 	WorkSplit  = "split"
 	WorkParked = "parked"
+	// WorkClaimed selects active work shards a lease holds (work.list's status filter).
+	WorkClaimed = "claimed"
 )
 
 // WorkID is a work shard's id: <run_id>/<name>, so the run id is its placement key and a

@@ -97,7 +97,7 @@ func (k *Kernel) Admit(c *Command, slot uint64, lim *Limits, nextLSN uint64, inf
 		return Admission{Stage: StageRoom, Rejection: reject(contract.CodeOperationTableFull,
 			"no room to remember a new operation until older ones leave the dedupe window")}
 	}
-	if nextLSN == math.MaxUint64 {
+	if nextLSN == math.MaxUint64 || uint64(SkipsBefore(c)) >= math.MaxUint64-nextLSN {
 		return Admission{Stage: StageLSN, Rejection: reject(contract.CodeLSNExhausted, "the shard has used every log position")}
 	}
 	return Admission{Stage: StageSequence, Key: key, Payload: payload}
@@ -112,3 +112,12 @@ type NoneInFlight struct{}
 
 func (NoneInFlight) Payload(string) ([]byte, bool) { return nil, false }
 func (NoneInFlight) Len() int                      { return 0 }
+
+// SkipsBefore is how many skip entries (VerbSkip) the runtime sequences right before c:
+// a lease.import of n leases takes the lsns of n-1 skips and its own as its leases' ids.
+func SkipsBefore(c *Command) int {
+	if c.Verb == contract.VerbImport && len(c.Imports) > 1 {
+		return len(c.Imports) - 1
+	}
+	return 0
+}

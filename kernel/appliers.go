@@ -45,6 +45,18 @@ func init() {
 		contract.VerbParkWork:       (*Kernel).workVerb,
 		contract.VerbSplitReplace:   (*Kernel).workVerb,
 		contract.VerbSplitResidual:  (*Kernel).workVerb,
+		contract.VerbReleaseValue:   (*Kernel).valueVerb,
+		contract.VerbRevokeValue:    (*Kernel).valueVerb,
+		contract.VerbReclaimValue:   (*Kernel).valueVerb,
+		contract.VerbExclude:        object((*Kernel).excludeValues),
+		contract.VerbInclude:        object((*Kernel).excludeValues),
+		contract.VerbResizeRange:    object((*Kernel).resizeRange),
+		contract.VerbResizePool:     object((*Kernel).resizePool),
+		contract.VerbConsume:        (*Kernel).consume,
+		contract.VerbImport:         (*Kernel).importLeases,
+		contract.VerbReleaseAll:     (*Kernel).bulkVerb,
+		contract.VerbRevokeAll:      (*Kernel).bulkVerb,
+		contract.VerbSkip:           (*Kernel).skip,
 	} {
 		appliers[v] = f
 	}

@@ -11,11 +11,14 @@ import (
 // can evolve while old journals stay readable. 2 adds work coordination (a member's work
 // name and the work fields after the rest); a command without them is still written as 1,
 // so its bytes — and its hash in the retry cache — are what they always were. 3 is the
-// internal configure entry: its verb and the shape, nothing else.
+// internal configure entry: its verb and the shape, nothing else. 4 adds the allocator
+// fields (labels, values, exclusions, imports, ...) after format 2's; a command without
+// them keeps its older format, byte for byte.
 const (
-	commandFormat          = 1
-	commandFormatWork      = 2
-	commandFormatConfigure = 3
+	commandFormat           = 1
+	commandFormatWork       = 2
+	commandFormatConfigure  = 3
+	commandFormatAllocators = 4
 )
 
 // Bounds that decoding enforces before trusting a length from disk.
@@ -36,9 +39,12 @@ func (c *Command) AppendBinary(b []byte) []byte {
 	if c.Verb == contract.VerbConfigure {
 		return appendShape(append(b, commandFormatConfigure, byte(c.Verb)), &c.Settings)
 	}
-	if c.usesWork() {
+	switch {
+	case c.usesAllocators():
+		b = append(b, commandFormatAllocators)
+	case c.usesWork():
 		b = append(b, commandFormatWork)
-	} else {
+	default:
 		b = append(b, commandFormat)
 	}
 	return appendCommandBody(b, c, true)
@@ -57,7 +63,8 @@ func appendBool(b []byte, v bool) []byte {
 }
 
 func appendCommandBody(b []byte, c *Command, derived bool) []byte {
-	work := c.usesWork()
+	alloc := c.usesAllocators()
+	work := alloc || c.usesWork()
 	b = append(b, byte(c.Verb))
 	b = appendString(b, c.Tenant)
 	b = appendString(b, c.OperationID)
@@ -69,15 +76,7 @@ func appendCommandBody(b []byte, c *Command, derived bool) []byte {
 	b = appendString(b, c.HolderID)
 	b = appendUvarint(b, uint64(len(c.Members)))
 	for i := range c.Members {
-		m := &c.Members[i]
-		b = append(b, byte(m.Kind))
-		b = appendString(b, m.ID)
-		b = appendUvarint(b, m.Quantity)
-		b = appendBool(b, m.HasValue)
-		b = appendUvarint(b, m.Value)
-		if work {
-			b = appendString(b, m.Name)
-		}
+		b = appendMember(b, &c.Members[i], work)
 	}
 	b = appendBool(b, c.Activate)
 	b = appendUvarint(b, c.TTLMillis)
@@ -107,6 +106,61 @@ func appendCommandBody(b []byte, c *Command, derived bool) []byte {
 	b = appendUvarint(b, c.KeepAliveMillis)
 	if derived {
 		b = appendUvarint(b, c.KeepAliveSlots)
+	}
+	if !alloc {
+		return b
+	}
+	b = appendLabels(b, c.Labels)
+	b = appendUvarint(b, c.Value)
+	b = appendBool(b, c.WholeLease)
+	b = appendUvarint(b, uint64(len(c.Excluded)))
+	for _, iv := range c.Excluded {
+		b = appendUvarint(appendUvarint(b, iv.First), iv.Last)
+	}
+	b = appendBool(b, c.HasBand)
+	b = appendUvarint(appendUvarint(b, c.Band.First), c.Band.Last)
+	b = appendString(b, c.Format)
+	b = appendString(appendString(b, c.Label.Key), c.Label.Value)
+	b = appendUvarint(b, uint64(c.Limit))
+	b = appendBool(b, c.Reclaim)
+	b = appendUvarint(b, uint64(len(c.Imports)))
+	for i := range c.Imports {
+		im := &c.Imports[i]
+		b = appendString(b, im.HolderID)
+		b = appendUvarint(b, uint64(len(im.Members)))
+		for j := range im.Members {
+			b = appendMember(b, &im.Members[j], true)
+		}
+		b = appendBool(b, im.Activate)
+		b = appendUvarint(b, im.TTLMillis)
+		if derived {
+			b = appendUvarint(b, im.TTLSlots)
+		}
+		b = appendUvarint(b, im.KeepAliveMillis)
+		if derived {
+			b = appendUvarint(b, im.KeepAliveSlots)
+		}
+		b = appendLabels(b, im.Labels)
+	}
+	return b
+}
+
+func appendMember(b []byte, m *Member, work bool) []byte {
+	b = append(b, byte(m.Kind))
+	b = appendString(b, m.ID)
+	b = appendUvarint(b, m.Quantity)
+	b = appendBool(b, m.HasValue)
+	b = appendUvarint(b, m.Value)
+	if work {
+		b = appendString(b, m.Name)
+	}
+	return b
+}
+
+func appendLabels(b []byte, ls []Label) []byte {
+	b = appendUvarint(b, uint64(len(ls)))
+	for _, l := range ls {
+		b = appendString(appendString(b, l.Key), l.Value)
 	}
 	return b
 }
@@ -174,11 +228,12 @@ func DecodeCommand(b []byte, c *Command) error {
 	if format == commandFormatConfigure {
 		return decodeConfigure(&d, c)
 	}
-	if format != commandFormat && format != commandFormatWork {
+	if format != commandFormat && format != commandFormatWork && format != commandFormatAllocators {
 		return ErrBadCommand
 	}
 	c.Settings = Shape{}
-	work := format == commandFormatWork
+	alloc := format == commandFormatAllocators
+	work := format == commandFormatWork || alloc
 	c.Verb = Verb(d.byte())
 	c.Tenant = d.string(maxEncodedString)
 	c.OperationID = d.string(maxEncodedString)
@@ -195,16 +250,7 @@ func DecodeCommand(b []byte, c *Command) error {
 	}
 	c.Members = c.Members[:0]
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		var m Member
-		m.Kind = MemberKind(d.byte())
-		m.ID = d.string(maxEncodedString)
-		m.Quantity = d.uvarint()
-		m.HasValue = d.bool()
-		m.Value = d.uvarint()
-		if work {
-			m.Name = d.string(maxEncodedString)
-		}
-		c.Members = append(c.Members, m)
+		c.Members = append(c.Members, d.member(work))
 	}
 	c.Activate = d.bool()
 	c.TTLMillis = d.uvarint()
@@ -233,18 +279,89 @@ func DecodeCommand(b []byte, c *Command) error {
 		c.KeepAliveMillis = d.uvarint()
 		c.KeepAliveSlots = d.uvarint()
 	}
+	c.Labels, c.Value, c.WholeLease, c.Excluded, c.HasBand, c.Band, c.Format = nil, 0, false, nil, false, Interval{}, ""
+	c.Label, c.Limit, c.Reclaim, c.Imports = Label{}, 0, false, nil
+	if alloc {
+		d.allocatorFields(c)
+	}
 	if d.err != nil {
 		return d.err
 	}
-	if len(d.b) != 0 || !(c.Verb.IsWrite() || c.Verb == contract.VerbExpire) || c.Strategy >= strategyCount {
+	if len(d.b) != 0 || !(c.Verb.IsWrite() || c.Verb.IsInternal()) || c.Verb == contract.VerbConfigure || c.Strategy >= strategyCount {
 		return ErrBadCommand
 	}
-	// One encoding per command: a command that needs the work format is never in the
-	// old one, nor the other way round.
-	if c.usesWork() != work {
+	// One encoding per command: a command that needs a newer format is never in an
+	// older one, nor the other way round.
+	switch {
+	case c.usesAllocators() != alloc:
+		return ErrBadCommand
+	case !alloc && c.usesWork() != work:
 		return ErrBadCommand
 	}
 	return nil
+}
+
+func (d *decoder) member(work bool) Member {
+	var m Member
+	m.Kind = MemberKind(d.byte())
+	m.ID = d.string(maxEncodedString)
+	m.Quantity = d.uvarint()
+	m.HasValue = d.bool()
+	m.Value = d.uvarint()
+	if work {
+		m.Name = d.string(maxEncodedString)
+	}
+	return m
+}
+
+func (d *decoder) labels() []Label {
+	n := d.uvarint()
+	if n > contract.MaxLabels {
+		d.fail()
+		return nil
+	}
+	var ls []Label
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		ls = append(ls, Label{Key: d.string(maxEncodedString), Value: d.string(maxEncodedString)})
+	}
+	return ls
+}
+
+// count reads a length and fails past max.
+func (d *decoder) count(max uint64) uint64 {
+	n := d.uvarint()
+	if n > max {
+		d.fail()
+		return 0
+	}
+	return n
+}
+
+// allocatorFields reads format 4's fields after format 2's.
+func (d *decoder) allocatorFields(c *Command) {
+	c.Labels = d.labels()
+	c.Value = d.uvarint()
+	c.WholeLease = d.bool()
+	for i, n := uint64(0), d.count(contract.MaxExcluded); i < n && d.err == nil; i++ {
+		c.Excluded = append(c.Excluded, Interval{First: d.uvarint(), Last: d.uvarint()})
+	}
+	c.HasBand = d.bool()
+	c.Band = Interval{First: d.uvarint(), Last: d.uvarint()}
+	c.Format = d.string(maxEncodedString)
+	c.Label = Label{Key: d.string(maxEncodedString), Value: d.string(maxEncodedString)}
+	c.Limit = uint32(d.count(contract.MaxBulkLimit))
+	c.Reclaim = d.bool()
+	for i, n := uint64(0), d.count(contract.MaxImportLeases); i < n && d.err == nil; i++ {
+		im := ImportLease{HolderID: d.string(maxEncodedString)}
+		for j, m := uint64(0), d.count(maxEncodedMembers); j < m && d.err == nil; j++ {
+			im.Members = append(im.Members, d.member(true))
+		}
+		im.Activate = d.bool()
+		im.TTLMillis, im.TTLSlots = d.uvarint(), d.uvarint()
+		im.KeepAliveMillis, im.KeepAliveSlots = d.uvarint(), d.uvarint()
+		im.Labels = d.labels()
+		c.Imports = append(c.Imports, im)
+	}
 }
 
 // appendShape appends a shape's fields in a fixed order: configure entries and snapshots.

@@ -123,6 +123,47 @@ type Command struct {
 
 	// shard.configure (internal): the shape in force from this entry on.
 	Settings Shape
+
+	// Allocators (docs/api.md Part IV), in command format 4.
+	Labels     []Label       // lease.reserve: the lease's labels, sorted by key
+	Value      uint64        // range.lookup, range.release, range.revoke, range.reclaim: the value
+	WholeLease bool          // range.release: also the lease's other members
+	Excluded   []Interval    // range.create: values "any" never picks; range.exclude, range.include: First/Last
+	Band       Interval      // range.create, range.resize: the static band (HasBand)
+	HasBand    bool          //
+	Format     string        // range.create: how clients show the values
+	Label      Label         // lease.release_all, lease.revoke_all: the selector
+	Limit      uint32        // lease.release_all, lease.revoke_all: leases at most
+	Reclaim    bool          // lease.revoke_all: reclaim them too
+	Imports    []ImportLease // lease.import: one lease each
+}
+
+// Label is one key/value pair of a lease (docs/api.md Part IV).
+type Label struct {
+	Key, Value string
+}
+
+// Interval is the values first..last of a range, both included.
+type Interval struct {
+	First, Last uint64
+}
+
+// ImportLease is one lease of a lease.import: a reserve's fields.
+type ImportLease struct {
+	HolderID        string
+	Members         []Member
+	Activate        bool
+	TTLMillis       uint64
+	TTLSlots        uint64
+	KeepAliveMillis uint64
+	KeepAliveSlots  uint64
+	Labels          []Label
+}
+
+// usesAllocators reports whether the command carries a field of the allocator verbs,
+// which only command format 4 encodes.
+func (c *Command) usesAllocators() bool {
+	return c.Verb > contract.VerbConfigure || len(c.Labels) > 0 || len(c.Excluded) > 0 || c.HasBand || c.Format != ""
 }
 
 // usesWork reports whether the command carries work coordination fields (runs, work

@@ -148,6 +148,7 @@ func (k *Kernel) deleteObject(c *Command, out *Output) {
 		return
 	}
 	delete(index, key)
+	k.ix.remove(ixItem{kind: objectKind(g), key: key})
 	switch g {
 	case graveRange:
 		// The remembered freed values count against MaxRangeValues; an ended lease's

@@ -157,8 +157,9 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 		if p.reserved != poolReserved[i] || p.active != poolActive[i] {
 			return fmt.Errorf("pool %q: counts %d/%d, leases hold %d/%d", p.key, p.reserved, p.active, poolReserved[i], poolActive[i])
 		}
-		if p.reserved+p.active > p.capacity || p.reserved+p.active < p.reserved {
-			return fmt.Errorf("pool %q: reserved %d + active %d > capacity %d", p.key, p.reserved, p.active, p.capacity)
+		// The reservation engine's invariant: held and consumed never pass the capacity.
+		if used := p.reserved + p.active + p.consumed; used > p.capacity || used < p.reserved || used < p.consumed {
+			return fmt.Errorf("pool %q: reserved %d + active %d + consumed %d > capacity %d", p.key, p.reserved, p.active, p.consumed, p.capacity)
 		}
 	}
 	freed := 0
@@ -180,6 +181,9 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 		})
 		if bad != nil {
 			return bad
+		}
+		if err := r.checkShape(); err != nil {
+			return err
 		}
 		if r.strategy != StrategyLeastRecentlyFreed {
 			if r.freed.Len() != 0 || r.used.Len() != 0 {
@@ -245,6 +249,14 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 	}
 	if err := k.checkWorkTables(graves[graveRun]); err != nil {
 		return err
+	}
+	if err := k.checkLabels(); err != nil {
+		return err
+	}
+	if indexes {
+		if err := k.checkIndex(); err != nil {
+			return err
+		}
 	}
 	return k.checkRetryCache(indexes)
 }

@@ -56,6 +56,16 @@ type Kernel struct {
 	holders    []holder
 	holderFree []int32
 
+	// Lease labels: interned sets (labelSets), referenced by live leases (lease.labels)
+	// and by ended ones that carried any (endedLabels, by lsn).
+	labelIdx    map[string]int32
+	labelSets   []labelSet
+	labelFree   []int32
+	endedLabels map[uint64]int32
+
+	// ix orders objects, live leases and allocated values for listings and lookups.
+	ix index
+
 	// Work coordination: runs and their work shards.
 	runIdx  map[string]int32 // "tenant\x00run_id" → index in runs
 	runs    []run
@@ -72,6 +82,10 @@ type Kernel struct {
 
 	// fresh says the entry being applied is the first this kernel applies.
 	fresh bool
+	// skipRun counts the skip entries applied last, one after another (a lease.import
+	// takes their lsns as its leases' ids); prevSkips is its value before this entry.
+	// Snapshots keep skipRun: an import's skips and the import may span a snapshot.
+	skipRun, prevSkips uint64
 
 	// Scratch buffers reused across entries.
 	blocked uint64 // check's: the earliest deadline of a claim in the way
@@ -92,6 +106,7 @@ type pool struct {
 	capacity uint64
 	reserved uint64
 	active   uint64
+	consumed uint64 // units confirmed used up (lease.consume): only a resize brings them back
 }
 
 type valueRange struct {
@@ -104,6 +119,13 @@ type valueRange struct {
 	// remembered in freed; freed lists released values in the order they were released.
 	used  valueset.Set
 	freed valueset.FreedQueue
+	// excluded are values never handed out, sorted disjoint intervals (at most
+	// contract.MaxExcluded); never allocated, never in used or freed.
+	excluded []Interval
+	// band is the static band: values "any" takes only when none outside it is free.
+	band    Interval
+	hasBand bool
+	format  string // how clients show values: "", "port", "ipv4", "mac"
 }
 
 // New returns an empty shard state. cfg.Shape is the shape in force until the journal's
@@ -123,6 +145,10 @@ func New(cfg Config) (*Kernel, error) {
 		holderIdx: make(map[string]int32),
 		runIdx:    make(map[string]int32),
 		workIdx:   make(map[string]int32),
+		labelIdx:  make(map[string]int32),
+		ix:        newIndex(),
+
+		endedLabels: make(map[uint64]int32),
 	}
 	k.raiseCeilings()
 	return k, nil
@@ -156,6 +182,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		panic(fmt.Sprintf("kernel: entry slot %d before %d", e.Slot, k.lastSlot))
 	}
 	k.fresh = k.lastLSN == 0 // nothing applied before this entry (configure asks)
+	k.prevSkips, k.skipRun = k.skipRun, 0
 	k.lastLSN, k.lastSlot = e.LSN, e.Slot
 	k.retire(e.Slot, retireBudget)
 	out.reset(e.LSN)
@@ -175,6 +202,10 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		out.Code = r.Code
 		return
 	}
+	if c.Verb == contract.VerbImport && !k.afterSkips(e) {
+		out.Code = contract.CodeInvalidRequest // a journal fault: the import's ids are not its own
+		return
+	}
 	key := makeOpKey(c.Tenant, c.OperationID)
 	var hash uint64
 	hash, k.hashBuf = commandHash(c, k.hashBuf)
@@ -186,12 +217,23 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		return
 	}
 	apply(k, e, out)
-	var epoch uint32
+	var epoch uint8
 	if out.Object == ObjectLease || (out.Object == ObjectWork && out.Lease.LSN != 0) {
-		epoch = uint32(out.Lease.Epoch) // the fencing token a retry must carry again
+		epoch = uint8(out.Lease.Epoch) // the fencing token a retry must carry again
+	}
+	var ref uint64 // what a retry names that the command does not (outcome.ref)
+	switch c.Verb {
+	case contract.VerbReleaseValue, contract.VerbRevokeValue, contract.VerbReclaimValue:
+		if out.Code == contract.CodeOK {
+			ref = out.Lease.LSN
+		}
+	case contract.VerbReleaseAll, contract.VerbRevokeAll:
+		ref = uint64(out.Count)<<1 | uint64(boolToUint(out.More))
+	case contract.VerbImport:
+		ref = uint64(out.ItemIndex + 1) // 0: no failing lease
 	}
 	k.ops.push(outcome{keyHi: key.hi, keyLo: key.lo, hash: hash, code: out.Code, member: int16(out.MemberIndex),
-		lsn: e.LSN, epoch: epoch, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})
+		lsn: e.LSN, epoch: epoch, ref: ref, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})
 }
 
 // tenantKey builds "tenant\x00id" in the scratch buffer; index a map with

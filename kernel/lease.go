@@ -16,6 +16,7 @@ type lease struct {
 	// to revoking (docs/api.md Part III).
 	keepalive uint64
 	members   []leaseMember
+	labels    int32 // the label set (labelSets index + 1; 0: none)
 	heapPos   int32 // position in the expiry heap, -1 when not in it
 	prevLive  int32 // the holder's live leases, in lsn order
 	nextLive  int32
@@ -194,7 +195,8 @@ func (k *Kernel) viewLease(idx int32, out *Output) {
 		members = append(members, k.memberView(m))
 	}
 	out.Lease = LeaseView{Shard: k.shard, LSN: l.lsn, Tenant: t, HolderID: h, State: l.state,
-		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, KeepAliveSlots: l.keepalive, Members: members}
+		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, KeepAliveSlots: l.keepalive, Members: members,
+		Labels: k.labelsOf(l.labels)}
 }
 
 func (k *Kernel) viewEnded(e *endedLease, out *Output) {
@@ -206,7 +208,7 @@ func (k *Kernel) viewEnded(e *endedLease, out *Output) {
 	}
 	out.Lease = LeaseView{Shard: k.shard, LSN: e.lsn, Tenant: t, HolderID: h, State: e.state,
 		Epoch: uint64(e.epoch), CreatedLSN: e.lsn, DeadlineSlot: e.deadline, ReleasedLSN: e.releasedLSN,
-		RetireAfterSlot: e.retireAfter, Members: members}
+		RetireAfterSlot: e.retireAfter, Members: members, Labels: k.labelsOf(k.endedLabels[e.lsn])}
 }
 
 // GetLease reads a lease of tenant at slot: ok, lease_not_found or lease_retired.
@@ -221,24 +223,12 @@ func (k *Kernel) GetLease(tenant string, lsn, slot uint64, out *Output) {
 }
 
 // ListLeases appends the live leases (reserved, active, revoking) of tenant's holder, in
-// lsn order, at most limit of them; truncated reports that limit cut the list.
+// lsn order, at most limit of them; truncated reports that limit cut the list. It is
+// lease.list by holder without a cursor (List).
 func (k *Kernel) ListLeases(tenant, holderID string, limit int, dst []LeaseView) ([]LeaseView, bool) {
-	hidx, ok := k.holderIdx[string(k.tenantKey(tenant, holderID))]
-	if !ok {
-		return dst, false
-	}
-	var out Output
-	n := 0
-	for idx := k.holders[hidx].head; idx >= 0; idx = k.leases[idx].nextLive {
-		if n == limit {
-			return dst, true
-		}
-		out.Lease.Members = nil
-		k.viewLease(idx, &out)
-		dst = append(dst, out.Lease)
-		n++
-	}
-	return dst, false
+	var p ListPage
+	k.List(&ListQuery{Verb: contract.VerbListLeases, Tenant: tenant, ID: holderID, Limit: limit}, &p)
+	return append(dst, p.Leases...), p.More
 }
 
 // leaseVerb runs activate, renew, release, revoke and reclaim in the contract's check
@@ -388,7 +378,11 @@ func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) *endedLe
 	if l.heapPos >= 0 {
 		k.expiry.remove(k, idx)
 	}
-	k.freeMembers(idx)
+	k.unindexLease(idx)
+	if l.labels != 0 {
+		k.endedLabels[l.lsn] = l.labels // the ended lease keeps the reference
+	}
+	k.freeMembers(idx, to == LeaseConsumed)
 	k.unlinkLive(idx)
 	k.live[l.state]--
 	if bumpEpoch {

@@ -129,6 +129,7 @@ type mLease struct {
 	releasedLSN uint64
 	retireAfter uint64
 	members     []MemberView // as granted, range members with their value
+	labels      []Label      // as given, sorted by key (Validate)
 }
 
 type mRange struct {
@@ -144,6 +145,7 @@ type mOp struct {
 	lsn   uint64
 	slot  uint64
 	epoch uint64 // the lease_epoch of the reply, when it showed a lease
+	ref   uint64 // range.release/revoke/reclaim with ok: the lease that held the value
 	// retireAfter is the last slot it answers retries: its slot plus the dedupe window in
 	// force when it was remembered, but never before an earlier outcome of its kind (ok, or
 	// a failure) — a lowered window keeps them in order, late, never early.
@@ -163,6 +165,7 @@ type refModel struct {
 
 	resources map[string]uint64 // "tenant\x00id" → version; state is derived from the leases
 	pools     map[string]uint64 // → capacity; use is derived from the leases
+	consumed  map[string]uint64 // → units consumed for good (lease.consume)
 	ranges    map[string]*mRange
 	leases    map[uint64]*mLease // live leases and terminal ones not dropped yet
 	ended     []uint64           // terminal leases in the order they ended (dropped from the front)
@@ -180,7 +183,7 @@ type mGrave struct {
 }
 
 func newRefModel(cfg Config) *refModel {
-	return &refModel{cfg: cfg, resources: map[string]uint64{}, pools: map[string]uint64{},
+	return &refModel{cfg: cfg, resources: map[string]uint64{}, pools: map[string]uint64{}, consumed: map[string]uint64{},
 		ranges: map[string]*mRange{}, leases: map[uint64]*mLease{}}
 }
 
@@ -188,7 +191,7 @@ func mKey(tenant, id string) string { return tenant + "\x00" + id }
 
 func mLive(s LeaseState) bool { return s == LeaseReserved || s == LeaseActive || s == LeaseRevoking }
 func mTerminal(s LeaseState) bool {
-	return s == LeaseReleased || s == LeaseExpired || s == LeaseRevoked
+	return s == LeaseReleased || s == LeaseExpired || s == LeaseRevoked || s == LeaseConsumed
 }
 
 func mResourceState(s LeaseState) ResourceState {
@@ -291,9 +294,9 @@ func (m *refModel) resourceView(tenant, id string) ResourceView {
 }
 
 func (m *refModel) poolView(tenant, id string) PoolView {
-	c := m.pools[mKey(tenant, id)]
+	c, u := m.pools[mKey(tenant, id)], m.consumed[mKey(tenant, id)]
 	r, a := m.poolUse(tenant, id)
-	return PoolView{Tenant: tenant, ID: id, Capacity: c, Reserved: r, Active: a, Available: c - r - a}
+	return PoolView{Tenant: tenant, ID: id, Capacity: c, Reserved: r, Active: a, Consumed: u, Available: c - r - a - u}
 }
 
 func (m *refModel) rangeView(tenant, id string) RangeView {
@@ -311,7 +314,7 @@ func (m *refModel) rangeView(tenant, id string) RangeView {
 func (m *refModel) leaseView(l *mLease) LeaseView {
 	return LeaseView{Shard: m.cfg.Shard, LSN: l.lsn, Tenant: l.tenant, HolderID: l.holder, State: l.state,
 		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, ReleasedLSN: l.releasedLSN,
-		RetireAfterSlot: l.retireAfter, Members: append([]MemberView(nil), l.members...)}
+		RetireAfterSlot: l.retireAfter, Members: append([]MemberView(nil), l.members...), Labels: slices.Clone(l.labels)}
 }
 
 // find resolves a lease id for tenant at slot (docs/api.md §4 "Reads", retired watermark).
@@ -393,8 +396,9 @@ func (m *refModel) cmdTTLSlots(c *Command) uint64 {
 }
 
 func (m *refModel) validate(c *Command) Code {
-	if !mValidTenant(c.Tenant) || (c.Verb < contract.VerbCreateResource || c.Verb > contract.VerbReclaim) &&
-		(c.Verb < contract.VerbDeleteResource || c.Verb > contract.VerbDeleteRange) || !mValidID(c.OperationID, 64) {
+	modelled := (c.Verb >= contract.VerbCreateResource && c.Verb <= contract.VerbReclaim) ||
+		(c.Verb >= contract.VerbDeleteResource && c.Verb <= contract.VerbDeleteRange) || mAllocVerbs[c.Verb]
+	if !mValidTenant(c.Tenant) || !modelled || !mValidID(c.OperationID, 64) {
 		return contract.CodeInvalidRequest
 	}
 	ttlOK := c.TTLMillis >= 1 // the form; the bound is an admission limit (limits)
@@ -448,7 +452,12 @@ func (m *refModel) validate(c *Command) Code {
 		if !c.Activate && !ttlOK {
 			return contract.CodeTTLOutOfRange
 		}
-	case contract.VerbActivate, contract.VerbRelease, contract.VerbRenew:
+		if !mValidLabels(c.Labels) {
+			return contract.CodeInvalidRequest
+		}
+	case contract.VerbReleaseValue, contract.VerbRevokeValue, contract.VerbReclaimValue, contract.VerbResizePool:
+		return m.validateAlloc(c)
+	case contract.VerbActivate, contract.VerbRelease, contract.VerbRenew, contract.VerbConsume:
 		if c.LeaseLSN == 0 || !mValidID(c.HolderID, 128) || c.Epoch == 0 {
 			return contract.CodeInvalidRequest
 		}
@@ -584,10 +593,17 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 		}
 	case contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange:
 		// the object is gone: a retry shows the code and lsn only
+	case contract.VerbResizePool:
+		if (op.code == contract.CodeOK || op.code == contract.CodeObjectInUse) && m.exists(contract.VerbCreatePool, mKey(c.Tenant, op.cmd.ObjectID)) {
+			m.fillObject(&want, contract.VerbCreatePool, c.Tenant, op.cmd.ObjectID)
+		}
 	default:
 		lsn := c.LeaseLSN // the lease a lease verb named
 		if op.cmd.Verb == contract.VerbReserve {
 			lsn = op.lsn // the lease the reserve granted
+		}
+		if mValueVerb(op.cmd.Verb) {
+			lsn = op.ref // the lease that held the value
 		}
 		// The reply's lease id and epoch, with the lease's current view while it is
 		// readable and nothing more once it has retired (docs/api.md §4 "Idempotency").
@@ -696,6 +712,12 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 		m.delete(c, &out)
 	case contract.VerbReserve:
 		m.reserve(slot, lsn, c, &out)
+	case contract.VerbConsume:
+		m.consume(slot, lsn, c, &out)
+	case contract.VerbReleaseValue, contract.VerbRevokeValue, contract.VerbReclaimValue:
+		m.valueVerb(slot, lsn, c, &out)
+	case contract.VerbResizePool:
+		m.resizePool(c, &out)
 	default:
 		m.leaseVerb(slot, lsn, c, &out)
 	}
@@ -709,11 +731,14 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 		if m.opsInWindow(slot) >= m.cfg.MaxOperations {
 			m.forgetOldestFailure() // the write was admitted, so there is one
 		}
-		var epoch uint64
+		var epoch, ref uint64
 		if out.Object == ObjectLease {
 			epoch = out.Lease.Epoch
 		}
-		m.ops = append(m.ops, mOp{cmd: mStripCmd(c), code: out.Code, lsn: lsn, slot: slot, epoch: epoch,
+		if out.Code == contract.CodeOK && mValueVerb(c.Verb) {
+			ref = out.Lease.LSN
+		}
+		m.ops = append(m.ops, mOp{cmd: mStripCmd(c), code: out.Code, lsn: lsn, slot: slot, epoch: epoch, ref: ref,
 			retireAfter: m.opRetireAfter(out.Code, slot)})
 	}
 	return out
@@ -817,6 +842,7 @@ func (m *refModel) delete(c *Command, out *Output) {
 		out.Event = EventResourceDeleted
 	case contract.VerbDeletePool:
 		delete(m.pools, key)
+		delete(m.consumed, key)
 		out.Event = EventPoolDeleted
 	case contract.VerbDeleteRange:
 		delete(m.ranges, key)
@@ -904,7 +930,7 @@ func (m *refModel) reserve(slot, lsn uint64, c *Command, out *Output) {
 		case MemberPool:
 			if capacity, ok := m.pools[key]; !ok {
 				code = contract.CodePoolNotFound
-			} else if r, a := m.poolUse(c.Tenant, mb.ID); mb.Quantity > capacity-r-a {
+			} else if r, a := m.poolUse(c.Tenant, mb.ID); mb.Quantity > capacity-r-a-m.consumed[key] {
 				code = contract.CodeInsufficientCapacity
 			}
 			pick.Quantity = mb.Quantity
@@ -959,7 +985,8 @@ func (m *refModel) reserve(slot, lsn uint64, c *Command, out *Output) {
 		out.Code = contract.CodeExpirationIndexFull
 		return
 	}
-	l := &mLease{lsn: lsn, tenant: c.Tenant, holder: c.HolderID, state: LeaseReserved, epoch: 1, members: picks}
+	l := &mLease{lsn: lsn, tenant: c.Tenant, holder: c.HolderID, state: LeaseReserved, epoch: 1, members: picks,
+		labels: slices.Clone(c.Labels)}
 	if c.Activate {
 		l.state = LeaseActive
 		out.Event = EventLeaseActivated
@@ -1135,6 +1162,8 @@ func (m *refModel) read(r mRead, slot uint64) Output {
 		if code == contract.CodeOK {
 			out.Object, out.Lease = ObjectLease, m.leaseView(l)
 		}
+	case contract.VerbLookupValue:
+		m.lookup(r, &out)
 	}
 	return out
 }
@@ -1164,6 +1193,7 @@ type mRead struct {
 	lsn    uint64
 	holder string
 	limit  int
+	value  uint64 // range.lookup
 }
 
 type mStep struct {
@@ -1362,8 +1392,10 @@ func (g *mGen) write() *Command {
 		c.ObjectID = g.objID(ids)
 	case x < 50:
 		g.reserve(c)
+	case x < 90:
+		g.leaseVerb(c, 50+(x-50)*48/40)
 	case x < 98:
-		g.leaseVerb(c, x)
+		g.allocVerb(c)
 	default:
 		c.Verb = mPick(g, []Verb{contract.VerbInvalid, contract.VerbExpire, contract.VerbGetLease, Verb(99)})
 		c.LeaseLSN = 1
@@ -1412,6 +1444,10 @@ func (g *mGen) mutate(c *Command) {
 		}
 	case contract.VerbRenew:
 		c.TTLMillis++
+	case contract.VerbResizePool:
+		c.Capacity++
+	case contract.VerbRevokeValue, contract.VerbReclaimValue:
+		c.Value++
 	default:
 		c.Epoch++
 	}
@@ -1526,6 +1562,7 @@ func (g *mGen) reserve(c *Command) {
 	}
 	c.Activate = g.pct(25)
 	c.TTLMillis = g.ttl()
+	c.Labels = g.labels()
 }
 
 // lease picks a lease id for tenant: mostly a recent lease of that tenant, preferably in
@@ -1640,11 +1677,16 @@ func (g *mGen) read() mRead {
 	if g.pct(3) {
 		r.tenant = "t3"
 	}
-	r.verb = mPick(g, []Verb{contract.VerbGetResource, contract.VerbGetPool, contract.VerbGetRange, contract.VerbGetLease, contract.VerbGetLease, contract.VerbListLeases})
+	r.verb = mPick(g, []Verb{contract.VerbGetResource, contract.VerbGetPool, contract.VerbGetRange, contract.VerbGetLease,
+		contract.VerbGetLease, contract.VerbListLeases, contract.VerbLookupValue, contract.VerbLookupValue})
 	ids := []string{"n1/a", "n1/mem", "n1/vx", "solo", "nope", "n2/any"}
 	r.id = mPick(g, ids)
 	r.lsn, _ = g.lease(r.tenant)
 	r.holder = mPick(g, mHolders)
+	if r.verb == contract.VerbLookupValue {
+		s := mPick(g, mRanges)
+		r.id, r.value = s.id, g.value(s)
+	}
 	return r
 }
 
@@ -1694,6 +1736,8 @@ type mHarness struct {
 	terminal map[uint64]bool      // leases seen terminal
 	lastView map[uint64]LeaseView // latest view seen of each lease
 	out      Output
+	// consumedSeen is each model pool's consumed units after the last step.
+	consumedSeen map[string]uint64
 
 	stats map[string]int // "verb code [retry]" → count, logged with -v
 }
@@ -1718,7 +1762,7 @@ func newMHarness(t mTB, sc mScenario, r *rand.Rand) *mHarness {
 	m := newRefModel(cfg)
 	return &mHarness{t: t, cfg: cfg, k: k, m: m, g: &mGen{r: r, m: m, tickPct: sc.tickPct}, slot: sc.start, compare: true, cross: true,
 		owner: map[uint64]string{}, gone: map[uint64]bool{}, terminal: map[uint64]bool{},
-		lastView: map[uint64]LeaseView{}, stats: map[string]int{}}
+		lastView: map[uint64]LeaseView{}, stats: map[string]int{}, consumedSeen: map[string]uint64{}}
 }
 
 func (h *mHarness) count(v Verb, out *Output) {
@@ -1906,6 +1950,11 @@ func (h *mHarness) kernelRead(r mRead) Output {
 		h.k.GetRange(r.tenant, r.id, out)
 	case contract.VerbGetLease:
 		h.k.GetLease(r.tenant, r.lsn, h.slot, out)
+	case contract.VerbLookupValue:
+		state := h.k.LookupValue(r.tenant, r.id, r.value, out)
+		if want := h.m.lookupState(r.tenant, r.id, r.value); h.compare && state != want {
+			h.fail("range.lookup %s/%s %d: %q, the model says %q", r.tenant, r.id, r.value, state, want)
+		}
 	}
 	return mNormOut(*out)
 }
@@ -1936,6 +1985,7 @@ func (h *mHarness) after() {
 			h.fail("kernel at lsn %d slot %d, model at lsn %d slot %d", h.k.LastLSN(), h.k.LastSlot(), h.m.lastLSN, h.m.lastSlot)
 		}
 		h.sweep()
+		h.mCheckConsumed()
 	}
 	if h.cross {
 		h.crossCheck()
@@ -2137,8 +2187,8 @@ func (h *mHarness) crossCheck() {
 				}
 				continue
 			}
-			if v.Reserved != u[0] || v.Active != u[1] || v.Reserved+v.Active > v.Capacity ||
-				v.Available != v.Capacity-v.Reserved-v.Active {
+			if v.Reserved != u[0] || v.Active != u[1] || v.Reserved+v.Active+v.Consumed > v.Capacity ||
+				v.Available != v.Capacity-v.Reserved-v.Active-v.Consumed {
 				h.fail("pool %+v, live leases hold reserved %d active %d", v, u[0], u[1])
 			}
 		}

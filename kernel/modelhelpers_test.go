@@ -19,12 +19,19 @@ func mCloneCmd(c *Command) *Command {
 	if len(c.Members) > 0 {
 		d.Members = append([]Member(nil), c.Members...)
 	}
+	d.Labels = nil
+	if len(c.Labels) > 0 {
+		d.Labels = append([]Label(nil), c.Labels...)
+	}
 	return &d
 }
 
 // mNormOut returns a copy of o that shares no memory with it; an empty member list
 // becomes nil so that equal outputs compare equal whatever buffer they were written to.
 func mNormOut(o Output) Output {
+	if o.ItemIndex < 0 {
+		o.ItemIndex = 0 // no import failed (the models build outputs without it)
+	}
 	if len(o.Lease.Members) == 0 {
 		o.Lease.Members = nil
 	} else {
@@ -94,6 +101,15 @@ func mFmtCmd(c *Command) string {
 	}
 	if c.Deadline != 0 {
 		fmt.Fprintf(&b, " deadline=%d", c.Deadline)
+	}
+	if c.Value != 0 || c.Verb == contract.VerbReleaseValue || c.Verb == contract.VerbRevokeValue || c.Verb == contract.VerbReclaimValue {
+		fmt.Fprintf(&b, " value=%d", c.Value)
+	}
+	if c.WholeLease {
+		b.WriteString(" whole")
+	}
+	if len(c.Labels) > 0 {
+		fmt.Fprintf(&b, " labels=%v", c.Labels)
 	}
 	return b.String()
 }

@@ -21,6 +21,7 @@ func (k *Kernel) createResource(c *Command, out *Output) {
 	key := string(k.keyBuf)
 	put(&k.res, idx, resource{key: key})
 	k.resIdx[key] = idx
+	k.ix.put(ixItem{kind: ixResource, key: key, val: uint64(idx)})
 	out.Event = EventResourceCreated
 	k.viewResource(idx, out)
 }
@@ -40,6 +41,7 @@ func (k *Kernel) createPool(c *Command, out *Output) {
 	key := string(k.keyBuf)
 	put(&k.pools, idx, pool{key: key, capacity: c.Capacity})
 	k.poolIdx[key] = idx
+	k.ix.put(ixItem{kind: ixPool, key: key, val: uint64(idx)})
 	out.Event = EventPoolCreated
 	k.viewPool(idx, out)
 }
@@ -57,8 +59,13 @@ func (k *Kernel) createRange(c *Command, out *Output) {
 		return
 	}
 	key := string(k.keyBuf)
-	put(&k.ranges, idx, valueRange{key: key, first: c.First, last: c.Last, strategy: c.Strategy})
+	rg := valueRange{key: key, first: c.First, last: c.Last, strategy: c.Strategy, band: c.Band, hasBand: c.HasBand, format: c.Format}
+	for _, iv := range c.Excluded {
+		rg.excluded = mergeInterval(rg.excluded, iv)
+	}
+	put(&k.ranges, idx, rg)
 	k.rangeIdx[key] = idx
+	k.ix.put(ixItem{kind: ixRange, key: key, val: uint64(idx)})
 	out.Event = EventRangeCreated
 	k.viewRange(idx, out)
 }
@@ -75,7 +82,7 @@ func (k *Kernel) viewPool(idx int32, out *Output) {
 	t, id := splitKey(p.key)
 	out.Object = ObjectPool
 	out.Pool = PoolView{Tenant: t, ID: id, Capacity: p.capacity, Reserved: p.reserved, Active: p.active,
-		Available: p.capacity - p.reserved - p.active}
+		Consumed: p.consumed, Available: p.capacity - p.reserved - p.active - p.consumed}
 }
 
 func (k *Kernel) viewRange(idx int32, out *Output) {
@@ -88,7 +95,8 @@ func (k *Kernel) viewRange(idx int32, out *Output) {
 		free = math.MaxUint64 // 2^64 values left: saturate
 	}
 	out.Range = RangeView{Tenant: t, ID: id, First: r.first, Last: r.last, Strategy: r.strategy,
-		Allocated: allocated, Free: free}
+		Allocated: allocated, Free: free, Excluded: r.excludedCount(r.first, r.last), Band: r.band, HasBand: r.hasBand,
+		Format: r.format}
 }
 
 // GetResource reads a resource of tenant: ok or resource_not_found.

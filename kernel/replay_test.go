@@ -594,7 +594,7 @@ func TestReplayBugRestoreAcceptsOutcomeInWrongQueue(t *testing.T) {
 	// The snapshot ends with the one kept outcome: ... code ok, member+1 0, epoch 0, lsn 1,
 	// retire slot. Make it already_exists.
 	snap := k.Snapshot(nil)
-	tail := binary.AppendUvarint([]byte{byte(contract.CodeOK), 0, 0, 1}, cfg.DedupeWindowSlots)
+	tail := append(binary.AppendUvarint([]byte{byte(contract.CodeOK), 0, 0, 1}, cfg.DedupeWindowSlots), 0) // ref 0
 	if !bytes.HasSuffix(snap, tail) {
 		t.Fatalf("snapshot does not end with the outcome record %x: %x", tail, snap)
 	}

@@ -35,48 +35,10 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 		out.Code = code
 		return
 	}
-	state := LeaseReserved
+	idx := k.grant(e.LSN, e.Slot, c.Tenant, c.HolderID, c.Labels, picks, c.Activate, c.TTLSlots, c.KeepAliveSlots)
+	out.Event = EventLeaseReserved
 	if c.Activate {
-		state = LeaseActive // one state change: available → active
-	}
-	idx := k.newLease(e.LSN, k.tenantKey(c.Tenant, c.HolderID))
-	l := &k.leases[idx]
-	for _, p := range picks {
-		l.members = append(l.members, leaseMember(p))
-		switch p.kind {
-		case MemberResource:
-			r := &k.res[p.obj]
-			r.state, r.lease = resourceStateOf(state), e.LSN
-			r.version++
-		case MemberPool:
-			if c.Activate {
-				k.pools[p.obj].active += p.quantity
-			} else {
-				k.pools[p.obj].reserved += p.quantity
-			}
-		case MemberRange:
-			k.allocateValue(&k.ranges[p.obj], p.value)
-		case MemberWork:
-			k.dequeue(p.obj, qReady)
-			k.works[p.obj].lease = e.LSN
-			k.works[p.obj].claims++
-		}
-	}
-	k.members += len(picks)
-	l.state = state
-	k.live[state]++
-	k.linkLive(idx)
-	switch {
-	case c.Activate && c.KeepAliveSlots > 0:
-		l.keepalive, l.deadline = c.KeepAliveSlots, e.Slot+c.KeepAliveSlots
-		k.expiry.push(k, idx)
 		out.Event = EventLeaseActivated
-	case c.Activate:
-		out.Event = EventLeaseActivated
-	default:
-		l.deadline = e.Slot + c.TTLSlots
-		k.expiry.push(k, idx)
-		out.Event = EventLeaseReserved
 	}
 	k.viewLease(idx, out)
 	for _, p := range picks {
@@ -86,6 +48,54 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 			out.Capacity = k.capacity(k.works[p.obj].run)
 		}
 	}
+}
+
+// grant creates the lease lsn of tenant's holder over picks (checked, bounds too) and
+// takes its members: reserved with a deadline ttlSlots from slot, or active (with a
+// keep-alive when keepAliveSlots is set).
+func (k *Kernel) grant(lsn, slot uint64, tenant, holderID string, labels []Label, picks []pick, activate bool, ttlSlots, keepAliveSlots uint64) int32 {
+	state := LeaseReserved
+	if activate {
+		state = LeaseActive // one state change: available → active
+	}
+	idx := k.newLease(lsn, k.tenantKey(tenant, holderID))
+	l := &k.leases[idx]
+	l.labels = k.internLabels(labels)
+	for _, p := range picks {
+		l.members = append(l.members, leaseMember(p))
+		switch p.kind {
+		case MemberResource:
+			r := &k.res[p.obj]
+			r.state, r.lease = resourceStateOf(state), lsn
+			r.version++
+		case MemberPool:
+			if activate {
+				k.pools[p.obj].active += p.quantity
+			} else {
+				k.pools[p.obj].reserved += p.quantity
+			}
+		case MemberRange:
+			k.allocateValue(&k.ranges[p.obj], p.value)
+		case MemberWork:
+			k.dequeue(p.obj, qReady)
+			k.works[p.obj].lease = lsn
+			k.works[p.obj].claims++
+		}
+	}
+	k.members += len(picks)
+	l.state = state
+	k.live[state]++
+	k.linkLive(idx)
+	k.indexLease(idx)
+	switch {
+	case activate && keepAliveSlots > 0:
+		l.keepalive, l.deadline = keepAliveSlots, slot+keepAliveSlots
+		k.expiry.push(k, idx)
+	case !activate:
+		l.deadline = slot + ttlSlots
+		k.expiry.push(k, idx)
+	}
+	return idx
 }
 
 // check resolves one member: existence first, then availability. When a claim is in the
@@ -113,7 +123,7 @@ func (k *Kernel) check(tenant string, m *Member, picks []pick, lsn uint64, i int
 			return pick{}, contract.CodePoolNotFound
 		}
 		p := &k.pools[idx]
-		if p.capacity-p.reserved-p.active < m.Quantity {
+		if p.capacity-p.reserved-p.active-p.consumed < m.Quantity {
 			return pick{}, contract.CodeInsufficientCapacity
 		}
 		return pick{kind: MemberPool, obj: idx, quantity: m.Quantity}, contract.CodeOK
@@ -129,6 +139,9 @@ func (k *Kernel) check(tenant string, m *Member, picks []pick, lsn uint64, i int
 			}
 			if r.allocated.Contains(m.Value) || picked(picks, idx, m.Value) {
 				return pick{}, contract.CodeValueBusy
+			}
+			if r.excludedAt(m.Value) >= 0 {
+				return pick{}, contract.CodeValueExcluded
 			}
 			return pick{kind: MemberRange, obj: idx, value: m.Value}, contract.CodeOK
 		}
@@ -173,6 +186,9 @@ func picked(picks []pick, obj int32, v uint64) bool {
 // chooseValue picks a free value by the range's strategy, never one an earlier member of
 // the same reserve took.
 func (k *Kernel) chooseValue(r *valueRange, obj int32, picks []pick, lsn uint64, member int) (uint64, bool) {
+	if !r.plain() {
+		return k.chooseShaped(r, obj, picks, lsn, member)
+	}
 	switch r.strategy {
 	case StrategyRandom:
 		return k.chooseRandom(r, obj, picks, lsn, member)
@@ -258,8 +274,11 @@ func (k *Kernel) chooseRandom(r *valueRange, obj int32, picks []pick, lsn uint64
 // space, nothing allocated), which does not fit. Every allocated value lies in
 // [first, last], so this is the span minus the allocated count: O(1), no tree walk.
 func (r *valueRange) freeCount() (uint64, bool) {
-	span := r.last - r.first + 1 // 0 means 2^64
-	n := r.allocated.Len()
+	span := r.last - r.first + 1                              // 0 means 2^64
+	n := r.allocated.Len() + r.excludedCount(r.first, r.last) // disjoint: at most the span
+	if span != 0 && n > span {
+		n = span
+	}
 	if span == 0 {
 		if n == 0 {
 			return 0, true
@@ -320,11 +339,14 @@ func (k *Kernel) setMembersState(idx int32, to LeaseState) {
 	}
 	k.live[l.state]--
 	k.live[to]++
+	from := l.state
 	l.state = to
+	k.reindexState(idx, from)
 }
 
-// freeMembers returns every member of a live lease to use.
-func (k *Kernel) freeMembers(idx int32) {
+// freeMembers returns every member of a live lease to use — or, for a lease being
+// consumed, moves its pool units to the pool's consumed (never to be held again).
+func (k *Kernel) freeMembers(idx int32, consume bool) {
 	l := &k.leases[idx]
 	for _, m := range l.members {
 		switch m.kind {
@@ -338,6 +360,9 @@ func (k *Kernel) freeMembers(idx int32) {
 				p.reserved -= m.quantity
 			} else {
 				p.active -= m.quantity
+			}
+			if consume {
+				p.consumed += m.quantity
 			}
 		case MemberRange:
 			k.freeValue(&k.ranges[m.obj], m.value)

@@ -32,6 +32,10 @@ func (k *Kernel) retireLease(slot uint64) bool {
 	}
 	k.members -= int(e.members)
 	k.releaseHolder(e.holder)
+	if ref, ok := k.endedLabels[e.lsn]; ok {
+		k.releaseLabels(ref)
+		delete(k.endedLabels, e.lsn)
+	}
 	k.ended.popFront()
 	return true
 }
@@ -115,6 +119,17 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 			}
 		}
 		return
+	case contract.VerbExclude, contract.VerbInclude, contract.VerbResizeRange, contract.VerbResizePool:
+		if op.code == contract.CodeOK || op.code == contract.CodeObjectInUse {
+			k.viewObject(c.Verb, c.Tenant, c.ObjectID, out)
+		}
+		return
+	case contract.VerbImport:
+		k.viewRetriedImport(c, op, slot, out)
+		return
+	case contract.VerbReleaseAll, contract.VerbRevokeAll:
+		out.Count, out.More = int(op.ref>>1), op.ref&1 == 1 // the leases were in the original reply
+		return
 	}
 	if c.Verb.IsDelete() {
 		return // the object is gone: its view was in the original reply
@@ -148,8 +163,11 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 		return
 	}
 	lsn := c.LeaseLSN
-	if c.Verb == contract.VerbReserve {
+	switch c.Verb {
+	case contract.VerbReserve:
 		lsn = op.lsn
+	case contract.VerbReleaseValue, contract.VerbRevokeValue, contract.VerbReclaimValue:
+		lsn = op.ref // the lease that held the value
 	}
 	if r, code := k.findLease(c.Tenant, lsn, slot); code == contract.CodeOK {
 		k.view(r, out)
@@ -163,6 +181,31 @@ func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) 
 	out.Lease.Epoch = uint64(op.epoch)
 }
 
+// viewRetriedImport shows a retried lease.import as a retried reserve is shown: each
+// lease's id and first epoch with its current view while it is readable; a failure names
+// the failing lease and member again.
+func (k *Kernel) viewRetriedImport(c *Command, op *outcome, slot uint64, out *Output) {
+	if op.code != contract.CodeOK {
+		out.ItemIndex = int(op.ref) - 1
+		return
+	}
+	first := op.lsn - uint64(len(c.Imports)) + 1
+	for i := range c.Imports {
+		lsn := first + uint64(i)
+		ch := LeaseChange{Event: EventLeaseReserved, Lease: LeaseView{Shard: k.shard, LSN: lsn, Tenant: c.Tenant}}
+		if c.Imports[i].Activate {
+			ch.Event = EventLeaseActivated
+		}
+		if r, code := k.findLease(c.Tenant, lsn, slot); code == contract.CodeOK {
+			var v Output
+			k.view(r, &v)
+			ch.Lease = v.Lease
+		}
+		ch.Lease.Epoch = 1
+		out.Changes = append(out.Changes, ch)
+	}
+}
+
 // viewObject fills the view of tenant's object id of a create verb's kind.
 func (k *Kernel) viewObject(v Verb, tenant, id string, out *Output) {
 	switch v {
@@ -170,11 +213,11 @@ func (k *Kernel) viewObject(v Verb, tenant, id string, out *Output) {
 		if idx, ok := k.resIdx[string(k.tenantKey(tenant, id))]; ok {
 			k.viewResource(idx, out)
 		}
-	case contract.VerbCreatePool:
+	case contract.VerbCreatePool, contract.VerbResizePool:
 		if idx, ok := k.poolIdx[string(k.tenantKey(tenant, id))]; ok {
 			k.viewPool(idx, out)
 		}
-	case contract.VerbCreateRange:
+	case contract.VerbCreateRange, contract.VerbExclude, contract.VerbInclude, contract.VerbResizeRange:
 		if idx, ok := k.rangeIdx[string(k.tenantKey(tenant, id))]; ok {
 			k.viewRange(idx, out)
 		}

@@ -20,10 +20,13 @@ type outcome struct {
 	hash        uint64 // of the command's contents: a different command is a conflict
 	lsn         uint64
 	retireAfter uint64
-	keyLo       uint32
-	epoch       uint32 // the lease_epoch the reply carried (lease verbs with ok)
-	member      int16  // failing member of a reserve, -1 otherwise: a retry names it too
-	code        Code
+	// ref is what the reply named that the command does not: the lease of a value verb
+	// (range.release, ...), or count<<1|more of a bulk verb (lease.release_all, ...).
+	ref    uint64
+	keyLo  uint32
+	member int16 // failing member of a reserve, -1 otherwise: a retry names it too
+	epoch  uint8 // the lease_epoch the reply carried (lease verbs with ok): 1 or 2
+	code   Code
 }
 
 func (o *outcome) key() opKey { return opKey{o.keyHi, o.keyLo} }

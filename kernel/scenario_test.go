@@ -149,6 +149,10 @@ var writeVerbs = map[string]Verb{
 	"split-replace": contract.VerbSplitReplace, "split-residual": contract.VerbSplitResidual,
 	"delete-resource": contract.VerbDeleteResource, "delete-pool": contract.VerbDeletePool,
 	"delete-range": contract.VerbDeleteRange, "delete-run": contract.VerbDeleteRun,
+	"range-release": contract.VerbReleaseValue, "range-revoke": contract.VerbRevokeValue,
+	"range-reclaim": contract.VerbReclaimValue, "exclude": contract.VerbExclude, "include": contract.VerbInclude,
+	"resize-range": contract.VerbResizeRange, "resize-pool": contract.VerbResizePool, "consume": contract.VerbConsume,
+	"import": contract.VerbImport, "release-all": contract.VerbReleaseAll, "revoke-all": contract.VerbRevokeAll,
 }
 
 func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
@@ -227,7 +231,105 @@ func (s *scenario) write(t *testing.T, d *datadriven.TestData, verb Verb, tenant
 			}
 		}
 	}
+	s.allocatorArgs(t, d, c)
 	return s.submit(t, c)
+}
+
+// allocatorArgs reads the fields of the allocator verbs (docs/api.md Part IV):
+// labels=(k=v,...), value=N, whole, excluded=(A-B,...), band=A-B, format=F, label=k=v,
+// limit=N, reclaim, and imports=(HOLDER;MEMBERS;MODE;LABELS,...) with MEMBERS and LABELS
+// joined by '+' and MODE "active", "ttl=N" or "keepalive=N".
+func (s *scenario) allocatorArgs(t *testing.T, d *datadriven.TestData, c *Command) {
+	if a, ok := d.Arg("labels"); ok {
+		c.Labels = parseLabels(t, a.Vals)
+	}
+	d.MaybeScanArgs(t, "value", &c.Value)
+	c.WholeLease = d.HasArg("whole")
+	c.Reclaim = d.HasArg("reclaim")
+	if a, ok := d.Arg("excluded"); ok {
+		for _, v := range a.Vals {
+			c.Excluded = append(c.Excluded, parseInterval(t, v))
+		}
+	}
+	if d.HasArg("exclude-every") {
+		// STEP:COUNT single values from first on, STEP apart: a range at its bound.
+		var spec string
+		d.ScanArgs(t, "exclude-every", &spec)
+		a, b, _ := strings.Cut(spec, ":")
+		step, _ := strconv.ParseUint(a, 10, 64)
+		count, _ := strconv.Atoi(b)
+		for i := 0; i < count; i++ {
+			v := c.First + uint64(i)*step
+			c.Excluded = append(c.Excluded, Interval{v, v})
+		}
+	}
+	if d.HasArg("band") {
+		var b string
+		d.ScanArgs(t, "band", &b)
+		c.Band, c.HasBand = parseInterval(t, b), true
+	}
+	d.MaybeScanArgs(t, "format", &c.Format)
+	if d.HasArg("label") {
+		var l string
+		d.ScanArgs(t, "label", &l)
+		c.Label = parseLabels(t, []string{l})[0]
+	}
+	var limit uint64
+	if d.MaybeScanArgs(t, "limit", &limit) {
+		c.Limit = uint32(limit)
+	}
+	if a, ok := d.Arg("imports"); ok {
+		for _, v := range a.Vals {
+			parts := strings.Split(v, ";")
+			if len(parts) < 3 {
+				t.Fatalf("%s: import %q: want HOLDER;MEMBERS;MODE[;LABELS]", d.Pos, v)
+			}
+			im := ImportLease{HolderID: parts[0]}
+			for _, m := range strings.Split(parts[1], "+") {
+				im.Members = append(im.Members, parseMember(t, m))
+			}
+			switch mode, n, _ := strings.Cut(parts[2], "="); mode {
+			case "active":
+				im.Activate = true
+			case "ttl":
+				im.TTLMillis, _ = strconv.ParseUint(n, 10, 64)
+			case "keepalive":
+				im.Activate = true
+				im.KeepAliveMillis, _ = strconv.ParseUint(n, 10, 64)
+			default:
+				t.Fatalf("%s: import %q: mode %q", d.Pos, v, parts[2])
+			}
+			if len(parts) > 3 && parts[3] != "" {
+				im.Labels = parseLabels(t, strings.Split(parts[3], "+"))
+			}
+			c.Imports = append(c.Imports, im)
+		}
+	}
+}
+
+func parseLabels(t *testing.T, vals []string) []Label {
+	var ls []Label
+	for _, v := range vals {
+		k, val, _ := strings.Cut(v, "=")
+		ls = append(ls, Label{Key: k, Value: val})
+	}
+	return ls
+}
+
+// parseInterval reads A-B or A.
+func parseInterval(t *testing.T, s string) Interval {
+	a, b, found := strings.Cut(s, "-")
+	first, err := strconv.ParseUint(a, 10, 64)
+	if err != nil {
+		t.Fatalf("interval %q: %v", s, err)
+	}
+	last := first
+	if found {
+		if last, err = strconv.ParseUint(b, 10, 64); err != nil {
+			t.Fatalf("interval %q: %v", s, err)
+		}
+	}
+	return Interval{first, last}
 }
 
 // submit is the runtime's write path in miniature.
@@ -361,6 +463,20 @@ func (s *scenario) other(t *testing.T, d *datadriven.TestData, tenant string) st
 	case "get-run":
 		s.k.GetRun(tenant, id, &s.out)
 		s.checked(t, contract.VerbGetRun, s.out.Code, "")
+	case "skip":
+		// A skip entry, as the runtime sequences before an import of several leases.
+		s.k.Apply(Entry{LSN: s.k.LastLSN() + 1, Slot: s.slot, Cmd: &Command{Verb: contract.VerbSkip}}, &s.out)
+		return formatOutput(&s.out)
+	case "lookup":
+		var v uint64
+		d.ScanArgs(t, "value", &v)
+		state := s.k.LookupValue(tenant, id, v, &s.out)
+		s.checked(t, contract.VerbLookupValue, s.out.Code, "")
+		if s.out.Code == contract.CodeOK {
+			return fmt.Sprintf("%s %s", state, formatOutput(&s.out))
+		}
+	case "list-objects", "list-leases", "allocations", "holdings", "list-work":
+		return s.list(t, d, tenant, id)
 	case "get-work":
 		var name string
 		d.ScanArgs(t, "name", &name)
@@ -370,6 +486,79 @@ func (s *scenario) other(t *testing.T, d *datadriven.TestData, tenant string) st
 		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	}
 	return formatOutput(&s.out)
+}
+
+// list runs one shard's page of a listing: list-objects kind=K prefix= after=,
+// list-leases holder= label= state=, allocations id= [excluded], holdings id=,
+// list-work id= state=; each with from=N (positional listings) and limit=N.
+func (s *scenario) list(t *testing.T, d *datadriven.TestData, tenant, id string) string {
+	q := ListQuery{Tenant: tenant, ID: id, Limit: 100}
+	d.MaybeScanArgs(t, "limit", &q.Limit)
+	d.MaybeScanArgs(t, "from", &q.From)
+	d.MaybeScanArgs(t, "prefix", &q.Prefix)
+	q.HasAfter = d.MaybeScanArgs(t, "after", &q.After)
+	d.MaybeScanArgs(t, "state", &q.State)
+	q.Excluded = d.HasArg("excluded")
+	if d.HasArg("label") {
+		var l string
+		d.ScanArgs(t, "label", &l)
+		q.Label, q.HasLabel = parseLabels(t, []string{l})[0], true
+	}
+	switch d.Cmd {
+	case "list-objects":
+		var kind string
+		d.ScanArgs(t, "kind", &kind)
+		q.Verb = map[string]Verb{"resource": contract.VerbListResources, "pool": contract.VerbListPools,
+			"range": contract.VerbListRanges, "run": contract.VerbListRuns}[kind]
+	case "list-leases":
+		d.MaybeScanArgs(t, "holder", &q.ID)
+		q.Verb = contract.VerbListLeases
+	case "allocations":
+		q.Verb = contract.VerbListAllocations
+	case "holdings":
+		q.Verb = contract.VerbListHoldings
+	case "list-work":
+		q.Verb = contract.VerbListWork
+	}
+	var p ListPage
+	s.k.List(&q, &p)
+	s.checked(t, q.Verb, p.Code, "")
+	var b strings.Builder
+	b.WriteString(p.Code.String())
+	if p.More {
+		fmt.Fprintf(&b, " more next=%d next-key=%q", p.Next, p.NextKey)
+	}
+	var o Output
+	for i := range p.Resources {
+		o.Object, o.Resource = ObjectResource, p.Resources[i]
+		b.WriteString(objectLine(&o))
+	}
+	for i := range p.Pools {
+		o.Object, o.Pool = ObjectPool, p.Pools[i]
+		b.WriteString(objectLine(&o))
+	}
+	for i := range p.Ranges {
+		o.Object, o.Range = ObjectRange, p.Ranges[i]
+		b.WriteString(objectLine(&o))
+	}
+	for i := range p.Runs {
+		o.Object, o.Run = ObjectRun, p.Runs[i]
+		b.WriteString(objectLine(&o))
+	}
+	for i := range p.Works {
+		b.WriteString("\n" + formatWork(&p.Works[i]))
+	}
+	for i := range p.Leases {
+		b.WriteString("\n")
+		if p.Values != nil {
+			fmt.Fprintf(&b, "%d: ", p.Values[i])
+		}
+		b.WriteString(formatLease(&p.Leases[i]))
+	}
+	for _, iv := range p.Excluded {
+		fmt.Fprintf(&b, "\nexcluded [%d,%d]", iv.First, iv.Last)
+	}
+	return b.String()
 }
 
 // parseWorkSpec reads NAME:START:END (a manifest entry) or START:END (a split child).
@@ -437,25 +626,19 @@ func formatOutput(o *Output) string {
 	if o.EarliestDeadlineSlot != 0 {
 		fmt.Fprintf(&b, " until=%d", o.EarliestDeadlineSlot)
 	}
+	if o.ItemIndex >= 0 {
+		fmt.Fprintf(&b, " item=%d", o.ItemIndex)
+	}
+	if o.Count > 0 || o.More {
+		fmt.Fprintf(&b, " count=%d more=%v", o.Count, o.More)
+	}
+	if o.Object != ObjectLease && o.Lease.LSN != 0 && (o.Code == contract.CodeValueBusy || o.Code == contract.CodeObjectInUse) {
+		fmt.Fprintf(&b, " held=%d by=%s", o.Value, contract.FormatLeaseID(o.Lease.Shard, o.Lease.LSN))
+	}
+	b.WriteString(objectLine(o))
 	switch o.Object {
-	case ObjectResource:
-		r := &o.Resource
-		fmt.Fprintf(&b, "\nresource %s: %s lease=%d version=%d", r.ID, r.State, r.LeaseLSN, r.Version)
-	case ObjectPool:
-		p := &o.Pool
-		fmt.Fprintf(&b, "\npool %s: capacity=%d reserved=%d active=%d available=%d", p.ID, p.Capacity, p.Reserved, p.Active, p.Available)
-	case ObjectRange:
-		r := &o.Range
-		fmt.Fprintf(&b, "\nrange %s: [%d,%d] %s allocated=%d free=%d", r.ID, r.First, r.Last, r.Strategy, r.Allocated, r.Free)
 	case ObjectLease:
 		b.WriteString("\n" + formatLease(&o.Lease))
-	case ObjectRun:
-		r := &o.Run
-		fmt.Fprintf(&b, "\nrun %s: %s work=%d active=%d claimed=%d done=%d split=%d parked=%d", r.ID, r.Status, r.Work,
-			r.Active, r.Claimed, r.Done, r.Split, r.Parked)
-		if r.Reason != "" {
-			fmt.Fprintf(&b, " reason=%q", r.Reason)
-		}
 	case ObjectWork:
 		if o.Lease.LSN != 0 {
 			b.WriteString("\n" + formatLease(&o.Lease))
@@ -469,6 +652,45 @@ func formatOutput(o *Output) string {
 	}
 	if o.Object == ObjectLease && o.HasWork {
 		fmt.Fprintf(&b, "\ncapacity: claimable=%d earliest=%d", o.Capacity.Claimable, o.Capacity.EarliestDeadline)
+	}
+	for i := range o.Changes {
+		b.WriteString("\n  " + o.Changes[i].Event.String() + " " + formatLease(&o.Changes[i].Lease))
+	}
+	return b.String()
+}
+
+// objectLine is the line of a resource, pool, range or run view ("" for other objects).
+func objectLine(o *Output) string {
+	var b strings.Builder
+	switch o.Object {
+	case ObjectResource:
+		r := &o.Resource
+		fmt.Fprintf(&b, "\nresource %s: %s lease=%d version=%d", r.ID, r.State, r.LeaseLSN, r.Version)
+	case ObjectPool:
+		p := &o.Pool
+		fmt.Fprintf(&b, "\npool %s: capacity=%d reserved=%d active=%d available=%d", p.ID, p.Capacity, p.Reserved, p.Active, p.Available)
+		if p.Consumed != 0 {
+			fmt.Fprintf(&b, " consumed=%d", p.Consumed)
+		}
+	case ObjectRange:
+		r := &o.Range
+		fmt.Fprintf(&b, "\nrange %s: [%d,%d] %s allocated=%d free=%d", r.ID, r.First, r.Last, r.Strategy, r.Allocated, r.Free)
+		if r.Excluded != 0 {
+			fmt.Fprintf(&b, " excluded=%d", r.Excluded)
+		}
+		if r.HasBand {
+			fmt.Fprintf(&b, " band=[%d,%d]", r.Band.First, r.Band.Last)
+		}
+		if r.Format != "" {
+			b.WriteString(" format=" + r.Format)
+		}
+	case ObjectRun:
+		r := &o.Run
+		fmt.Fprintf(&b, "\nrun %s: %s work=%d active=%d claimed=%d done=%d split=%d parked=%d", r.ID, r.Status, r.Work,
+			r.Active, r.Claimed, r.Done, r.Split, r.Parked)
+		if r.Reason != "" {
+			fmt.Fprintf(&b, " reason=%q", r.Reason)
+		}
 	}
 	return b.String()
 }
@@ -521,5 +743,15 @@ func formatLease(l *LeaseView) string {
 		}
 	}
 	b.WriteString(")")
+	if len(l.Labels) > 0 {
+		b.WriteString(" labels=(")
+		for i, x := range l.Labels {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(x.Key + "=" + x.Value)
+		}
+		b.WriteString(")")
+	}
 	return b.String()
 }

@@ -17,8 +17,10 @@ import (
 // tables, a free slot as an empty key (name, for a work shard), each run's list of work
 // shards (slots are reused, so creation order is no longer slot order); 6: the shape in
 // force (kernel.Shape) after the header, so a restore needs no setting from its caller.
-// Restore still reads 2 to 5, under the shape its caller gives.
-const snapshotFormat = 6
+// Restore still reads 2 to 5, under the shape its caller gives. 7: each lease's labels
+// after its members, and the allocator state (pools' consumed units; ranges' exclusions,
+// static band and format); outcomes carry the lease a value verb named.
+const snapshotFormat = 7
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
 // the ended leases refer to), leases by lsn, retention queues in retirement order, so the same state always
@@ -38,7 +40,8 @@ func (k *Kernel) Snapshot(b []byte) []byte {
 // bounds this turns a ~140 ms stall of its writes into one of a few ms.
 type SnapshotCapture struct {
 	head    []byte
-	holders []string // holder names by index, as they were at the capture
+	holders []string          // holder names by index, as they were at the capture
+	labels  map[uint64]string // ended leases' labels by lsn, as they were at the capture
 	ended   fifoView[endedLease]
 	extra   fifoView[endedMember]
 	ops     [2]fifoView[outcome]
@@ -53,6 +56,12 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	for i := range k.holders {
 		c.holders[i] = k.holders[i].key
 	}
+	if len(k.endedLabels) > 0 {
+		c.labels = make(map[uint64]string, len(k.endedLabels))
+		for lsn, ref := range k.endedLabels {
+			c.labels[lsn] = k.labelSets[ref-1].key
+		}
+	}
 	b := head[:0]
 	b = append(b, snapshotFormat)
 	b = appendUvarint(b, uint64(k.shard))
@@ -60,6 +69,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	b = appendUvarint(b, k.lastSlot)
 	b = appendUvarint(b, k.retired)
 	b = appendShape(b, &k.shape)
+	b = appendUvarint(b, k.skipRun)
 	b = k.appendGraves(b)
 
 	b = appendUvarint(b, uint64(len(k.res)))
@@ -83,6 +93,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = appendUvarint(b, p.capacity)
 		b = appendUvarint(b, p.reserved)
 		b = appendUvarint(b, p.active)
+		b = appendUvarint(b, p.consumed)
 	}
 	b = appendUvarint(b, uint64(len(k.ranges)))
 	for i := range k.ranges {
@@ -97,6 +108,13 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = r.allocated.AppendBinary(b)
 		b = r.used.AppendBinary(b)
 		b = r.freed.AppendBinary(b)
+		b = appendUvarint(b, uint64(len(r.excluded)))
+		for _, iv := range r.excluded {
+			b = appendUvarint(appendUvarint(b, iv.First), iv.Last)
+		}
+		b = appendBool(b, r.hasBand)
+		b = appendUvarint(appendUvarint(b, r.band.First), r.band.Last)
+		b = appendString(b, r.format)
 	}
 	b = k.appendWork(b)
 
@@ -120,6 +138,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = appendUvarint(b, l.deadline)
 		b = appendUvarint(b, l.keepalive)
 		b = appendMembers(b, len(l.members), func(i int) leaseMember { return l.members[i] })
+		b = appendString(b, k.labelKeyOf(l.labels))
 	}
 	c.head = b
 	return c
@@ -146,6 +165,7 @@ func (c *SnapshotCapture) AppendTo(b []byte) []byte {
 		b = appendUvarint(b, e.releasedLSN)
 		b = appendUvarint(b, e.retireAfter)
 		b = appendMembers(b, int(e.members), func(j int) leaseMember { return e.member(j, &c.extra) })
+		b = appendString(b, c.labels[e.lsn])
 	}
 	// Both counts first, so a restore sizes the index once.
 	b = appendUvarint(b, uint64(c.ops[0].len()))
@@ -162,6 +182,7 @@ func (c *SnapshotCapture) AppendTo(b []byte) []byte {
 			b = appendUvarint(b, uint64(op.epoch))
 			b = appendUvarint(b, op.lsn)
 			b = appendUvarint(b, op.retireAfter)
+			b = appendUvarint(b, op.ref)
 		}
 	}
 	return b
@@ -217,6 +238,9 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		k.shape, k.configured = s, true
 	}
+	if format >= 7 {
+		k.skipRun = d.uvarint()
+	}
 	var buried map[grave]bool // (kind, idx) of every grave, freeAfter zero
 	if format >= 5 {
 		buried = k.restoreGraves(&d)
@@ -252,6 +276,9 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		p := pool{key: d.string(maxEncodedString)}
 		if !free(p.key) {
 			p.capacity, p.reserved, p.active = d.uvarint(), d.uvarint(), d.uvarint()
+			if format >= 7 {
+				p.consumed = d.uvarint()
+			}
 			if !isBuried(gravePool, i) {
 				k.poolIdx[p.key] = int32(i)
 			}
@@ -278,6 +305,17 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 				break
 			}
 			d.b = rest
+		}
+		if format >= 7 {
+			for j, m := 0, d.count(contract.MaxExcluded); j < int(m) && d.err == nil; j++ {
+				r.excluded = append(r.excluded, Interval{First: d.uvarint(), Last: d.uvarint()})
+			}
+			r.hasBand = d.bool()
+			r.band = Interval{First: d.uvarint(), Last: d.uvarint()}
+			r.format = d.string(contract.MaxFormatLen)
+			if !contract.ValidFormat(r.format) {
+				d.fail()
+			}
 		}
 		k.rangeValues += r.freed.Len()
 	}
@@ -330,6 +368,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			keepalive = d.uvarint()
 		}
 		ms := members()
+		labels := k.restoreLabels(&d, format)
 		if d.err != nil {
 			break
 		}
@@ -348,7 +387,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		idx := k.newLease(lsn, []byte(hkey))
 		l := &k.leases[idx]
-		l.state, l.epoch, l.deadline, l.keepalive = state, epoch, deadline, keepalive
+		l.state, l.epoch, l.deadline, l.keepalive, l.labels = state, epoch, deadline, keepalive, labels
 		k.live[state]++
 		l.members = append(l.members, ms...)
 		k.members += len(l.members)
@@ -379,6 +418,9 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			e.epoch = uint32(epoch)
 			e.deadline, e.releasedLSN, e.retireAfter = d.uvarint(), d.uvarint(), d.uvarint()
 			ms = members()
+			if ref := k.restoreLabels(&d, format); ref != 0 {
+				k.endedLabels[e.lsn] = ref
+			}
 			if epoch != uint64(e.epoch) || !e.state.Terminal() {
 				d.fail()
 			}
@@ -418,8 +460,11 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 					d.fail()
 					break
 				}
-				op.member, op.epoch = int16(member)-1, uint32(epoch)
+				op.member, op.epoch = int16(member)-1, uint8(epoch)
 				op.lsn, op.retireAfter = d.uvarint(), d.uvarint()
+				if format >= 7 {
+					op.ref = d.uvarint()
+				}
 				k.ops.push(op)
 			}
 		}
@@ -431,6 +476,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		return nil, badSnapshot("truncated or trailing bytes")
 	}
 	k.rebuildWorkQueues()
+	k.rebuildIndex()
 	k.raiseCeilings()
 	// Restore built the indexes itself (refusing duplicate lease ids on the way), so it
 	// checks every record and table against the others but not each index entry again —

@@ -60,8 +60,47 @@ func Validate(c *Command) *Rejection {
 		if c.Strategy >= strategyCount {
 			return reject(contract.CodeInvalidRequest, "strategy: must be lowest_free, random or least_recently_freed")
 		}
+		return validateRangeShape(c)
 	case contract.VerbReserve:
-		return validateReserve(c)
+		if r := validateReserve(c); r != nil {
+			return r
+		}
+		return validateLabels("labels", c.Labels)
+	case contract.VerbReleaseValue:
+		if r := validObject("range_id", c.ObjectID); r != nil {
+			return r
+		}
+		return validObject("holder_id", c.HolderID)
+	case contract.VerbRevokeValue, contract.VerbReclaimValue:
+		return validObject("range_id", c.ObjectID)
+	case contract.VerbExclude, contract.VerbInclude:
+		if r := validObject("range_id", c.ObjectID); r != nil {
+			return r
+		}
+		if c.First > c.Last {
+			return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
+		}
+	case contract.VerbResizeRange:
+		if r := validObject("range_id", c.ObjectID); r != nil {
+			return r
+		}
+		if c.First > c.Last {
+			return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
+		}
+		return validateRangeShape(c)
+	case contract.VerbResizePool:
+		if r := validObject("pool_id", c.ObjectID); r != nil {
+			return r
+		}
+		if c.Capacity == 0 {
+			return reject(contract.CodeInvalidRequest, "capacity: must be greater than 0")
+		}
+	case contract.VerbConsume:
+		return validateHolderVerb(c)
+	case contract.VerbImport:
+		return validateImport(c)
+	case contract.VerbReleaseAll, contract.VerbRevokeAll:
+		return validateBulk(c)
 	case contract.VerbActivate:
 		return validateHolderVerb(c)
 	case contract.VerbRelease:
@@ -100,6 +139,16 @@ func CheckLimits(lim *Limits, c *Command) *Rejection {
 		return validateKeepAlive(lim, c)
 	case contract.VerbRenew:
 		return validateTTL(lim, c)
+	case contract.VerbImport:
+		for i := range c.Imports {
+			im := &c.Imports[i]
+			one := Command{Verb: contract.VerbReserve, Members: im.Members, Activate: im.Activate, TTLMillis: im.TTLMillis,
+				KeepAliveMillis: im.KeepAliveMillis}
+			if r := CheckLimits(lim, &one); r != nil {
+				r.Message = fmt.Sprintf("leases[%d].%s", i, r.Message)
+				return r
+			}
+		}
 	}
 	return nil
 }
@@ -146,6 +195,15 @@ func validateTTL(lim *Limits, c *Command) *Rejection {
 // retry that differs only in it the same command, not an operation_conflict. Apply never
 // derives: it takes the journaled slots, so a replay gives every lease the deadline it had.
 func Normalize(s *Shape, c *Command) {
+	for i := range c.Imports {
+		im := &c.Imports[i]
+		if im.Activate {
+			im.TTLMillis, im.TTLSlots = 0, 0
+		} else {
+			im.TTLSlots = s.TTLSlots(im.TTLMillis)
+		}
+		im.KeepAliveSlots = s.TTLSlots(im.KeepAliveMillis)
+	}
 	switch {
 	case c.Verb == contract.VerbReserve && c.Activate:
 		c.TTLMillis, c.TTLSlots = 0, 0
@@ -379,6 +437,14 @@ func CheckSlots(s *Shape, c *Command, requestSlot uint64) *Rejection {
 	if c.KeepAliveSlots > 0 && (requestSlot > limit-c.KeepAliveSlots || requestSlot+c.KeepAliveSlots > limit-s.HistoryWindowSlots) {
 		return reject(contract.CodeSlotOverflow, "keepalive_ms: the deadline would pass the largest slot")
 	}
+	for i := range c.Imports {
+		im := &c.Imports[i]
+		for _, d := range []uint64{im.TTLSlots, im.KeepAliveSlots} {
+			if d > 0 && (requestSlot > limit-d || requestSlot+d > limit-s.HistoryWindowSlots) {
+				return reject(contract.CodeSlotOverflow, "leases[%d]: the deadline would pass the largest slot", i)
+			}
+		}
+	}
 	return nil
 }
 
@@ -412,4 +478,90 @@ func duplicateOf(ms []Member, i int, seen map[memberKey]int) int {
 	}
 	seen[key] = i
 	return -1
+}
+
+// validateRangeShape checks a range's exclusions, static band and format (range.create,
+// range.resize): inside [first, last], bounded.
+func validateRangeShape(c *Command) *Rejection {
+	if len(c.Excluded) > contract.MaxExcluded {
+		return reject(contract.CodeInvalidRequest, "excluded: at most %d intervals", contract.MaxExcluded)
+	}
+	for i, iv := range c.Excluded {
+		if iv.First > iv.Last || iv.First < c.First || iv.Last > c.Last {
+			return reject(contract.CodeInvalidRequest, "excluded[%d]: first <= last, inside the range", i)
+		}
+	}
+	if c.HasBand {
+		if c.Band.First > c.Band.Last || c.Band.First < c.First || c.Band.Last > c.Last {
+			return reject(contract.CodeInvalidRequest, "static_band: first <= last, inside the range")
+		}
+		if c.Band.Last-c.Band.First >= contract.MaxStaticBand {
+			return reject(contract.CodeInvalidRequest, "static_band: at most %d values", contract.MaxStaticBand)
+		}
+	}
+	if !contract.ValidFormat(c.Format) {
+		return reject(contract.CodeInvalidRequest, "format: port, ipv4, mac or none")
+	}
+	return nil
+}
+
+// validateImport checks a lease.import: 1 to MaxImportLeases leases, each a valid reserve
+// of resources, pools and ranges (no work claims) with its labels, all of one placement
+// key (one shard), and no resource or specific range value in two of them.
+func validateImport(c *Command) *Rejection {
+	if len(c.Imports) == 0 || len(c.Imports) > contract.MaxImportLeases {
+		return reject(contract.CodeInvalidRequest, "leases: between 1 and %d", contract.MaxImportLeases)
+	}
+	key := ""
+	seen := map[memberKey][2]int{}
+	for i := range c.Imports {
+		im := &c.Imports[i]
+		one := Command{Verb: contract.VerbReserve, HolderID: im.HolderID, Members: im.Members, Activate: im.Activate,
+			TTLMillis: im.TTLMillis, KeepAliveMillis: im.KeepAliveMillis}
+		if r := validateReserve(&one); r != nil {
+			r.Message = fmt.Sprintf("leases[%d].%s", i, r.Message)
+			return r
+		}
+		if r := validateLabels(fmt.Sprintf("leases[%d].labels", i), im.Labels); r != nil {
+			return r
+		}
+		for j := range im.Members {
+			m := &im.Members[j]
+			if m.Kind == MemberWork {
+				return reject(contract.CodeInvalidRequest, "leases[%d].members[%d]: an import holds no work", i, j)
+			}
+			pk := contract.PlacementKey(m.ID)
+			if key == "" {
+				key = pk
+			} else if pk != key {
+				return reject(contract.CodeCrossShard, "leases[%d].members[%d]: placement key %q differs from %q; an import takes members of one placement key", i, j, pk, key)
+			}
+			if m.Kind == MemberPool || (m.Kind == MemberRange && !m.HasValue) {
+				continue
+			}
+			mk := memberKey{kind: m.Kind, id: m.ID, value: m.Value}
+			if at, dup := seen[mk]; dup && at[0] != i {
+				return reject(contract.CodeDuplicateMember, "leases[%d].members[%d]: duplicates leases[%d].members[%d]", i, j, at[0], at[1])
+			}
+			seen[mk] = [2]int{i, j}
+		}
+	}
+	return nil
+}
+
+// validateBulk checks lease.release_all and lease.revoke_all: the label, the limit and
+// (release_all) the holder.
+func validateBulk(c *Command) *Rejection {
+	if c.Verb == contract.VerbReleaseAll {
+		if r := validObject("holder_id", c.HolderID); r != nil {
+			return r
+		}
+	}
+	if !contract.ValidLabelKey(c.Label.Key) || !contract.ValidLabelValue(c.Label.Value) {
+		return reject(contract.CodeInvalidRequest, "label: key=value, a valid label")
+	}
+	if c.Limit < 1 || c.Limit > contract.MaxBulkLimit {
+		return reject(contract.CodeInvalidRequest, "limit: between 1 and %d", contract.MaxBulkLimit)
+	}
+	return nil
 }

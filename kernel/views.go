@@ -13,10 +13,12 @@ const (
 	LeaseReleased
 	LeaseExpired
 	LeaseRevoked
+	// LeaseConsumed: a pool hold confirmed as used up; its units left the pool for good.
+	LeaseConsumed
 )
 
 var leaseStateNames = [...]string{"", contract.StateReserved, contract.StateActive, contract.StateRevoking,
-	contract.StateReleased, contract.StateExpired, contract.StateRevoked}
+	contract.StateReleased, contract.StateExpired, contract.StateRevoked, contract.StateConsumed}
 
 func (s LeaseState) String() string {
 	if int(s) < len(leaseStateNames) {
@@ -26,7 +28,7 @@ func (s LeaseState) String() string {
 }
 
 // Terminal reports whether the lease has ended for good.
-func (s LeaseState) Terminal() bool { return s >= LeaseReleased }
+func (s LeaseState) Terminal() bool { return s >= LeaseReleased && s <= LeaseConsumed }
 
 // Live reports whether the lease still holds its members.
 func (s LeaseState) Live() bool { return s >= LeaseReserved && s <= LeaseRevoking }
@@ -94,6 +96,11 @@ const (
 	EventPoolDeleted
 	EventRangeDeleted
 	EventRunDeleted
+	EventLeaseConsumed
+	EventRangeExcluded
+	EventRangeIncluded
+	EventRangeResized
+	EventPoolResized
 )
 
 var eventNames = [...]string{"", contract.EventResourceCreated, contract.EventPoolCreated, contract.EventRangeCreated,
@@ -102,7 +109,9 @@ var eventNames = [...]string{"", contract.EventResourceCreated, contract.EventPo
 	contract.EventRunCreated, contract.EventRunRegistered, contract.EventRunCompleted, contract.EventRunFailed,
 	contract.EventRunCancelled, contract.EventWorkCheckpointed, contract.EventWorkCompleted,
 	contract.EventWorkParked, contract.EventWorkUnparked, contract.EventWorkSplit,
-	contract.EventResourceDeleted, contract.EventPoolDeleted, contract.EventRangeDeleted, contract.EventRunDeleted}
+	contract.EventResourceDeleted, contract.EventPoolDeleted, contract.EventRangeDeleted, contract.EventRunDeleted,
+	contract.EventLeaseConsumed, contract.EventRangeExcluded, contract.EventRangeIncluded, contract.EventRangeResized,
+	contract.EventPoolResized}
 
 func (e EventKind) String() string {
 	if int(e) < len(eventNames) {
@@ -142,6 +151,7 @@ type PoolView struct {
 	Capacity  uint64
 	Reserved  uint64 // units in reserved leases
 	Active    uint64 // units in active or revoking leases
+	Consumed  uint64 // units used up for good (lease.consume)
 	Available uint64
 }
 
@@ -154,6 +164,10 @@ type RangeView struct {
 	Strategy  Strategy
 	Allocated uint64
 	Free      uint64 // values left, saturating at 2^64-1
+	Excluded  uint64 // values never handed out, saturating at 2^64-1
+	Band      Interval
+	HasBand   bool
+	Format    string
 }
 
 // MemberView is one member of a lease as granted: for range members, Value is the value
@@ -180,6 +194,7 @@ type LeaseView struct {
 	ReleasedLSN     uint64
 	RetireAfterSlot uint64
 	Members         []MemberView
+	Labels          []Label // sorted by key; nil when none
 }
 
 // Output is the result of one entry or read, written into a caller-owned value so the
@@ -208,10 +223,29 @@ type Output struct {
 	// EarliestDeadlineSlot is, with resource_busy or none_available, the slot at which
 	// a claim that blocks the request may end (0: none will by itself).
 	EarliestDeadlineSlot uint64
+	// Value is, with value_busy or object_in_use of a range verb, the held value that is
+	// in the way (its lease is Lease.LSN), for the message.
+	Value uint64
+	// Changes are the leases an entry of several changed, each with its event, in order:
+	// a lease.import's leases, the leases a lease.release_all or lease.revoke_all ended.
+	// ItemIndex is the lease of an import that failed (-1 otherwise), as MemberIndex is
+	// its member.
+	Changes   []LeaseChange
+	ItemIndex int
+	// Count is how many leases a lease.release_all or lease.revoke_all ended or moved;
+	// More says whether more carry the label (another call continues).
+	Count int
+	More  bool
+}
+
+// LeaseChange is one lease an entry changed, and how.
+type LeaseChange struct {
+	Event EventKind
+	Lease LeaseView
 }
 
 func (o *Output) reset(lsn uint64) {
 	members, children := o.Lease.Members[:0], o.Children[:0]
-	*o = Output{LSN: lsn, MemberIndex: -1}
+	*o = Output{LSN: lsn, MemberIndex: -1, ItemIndex: -1}
 	o.Lease.Members, o.Children = members, children
 }

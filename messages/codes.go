@@ -71,6 +71,11 @@ const (
 	// CodeObjectInUse answers a delete of an object that is held (docs/api.md
 	// §4 "Deleting objects").
 	CodeObjectInUse = contract.NameObjectInUse
+	// The allocator verbs' codes (docs/api.md Part IV).
+	CodeValueFree            = contract.NameValueFree
+	CodeValueExcluded        = contract.NameValueExcluded
+	CodeLeaseHasOtherMembers = contract.NameLeaseHasOtherMembers
+	CodeExclusionTableFull   = contract.NameExclusionTableFull
 )
 
 // Reply.code: rejection codes. They come with OutcomeRejected; see
@@ -131,6 +136,7 @@ const (
 	StateReleased  = contract.StateReleased
 	StateExpired   = contract.StateExpired
 	StateRevoked   = contract.StateRevoked
+	StateConsumed  = contract.StateConsumed
 )
 
 // Range.strategy values (CreateRangeRequest.strategy; empty means

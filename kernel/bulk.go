@@ -1,0 +1,64 @@
+package kernel
+
+import "github.com/holdfast/holdfast/contract"
+
+// lease.release_all and lease.revoke_all (docs/api.md Part IV): every live lease of the
+// shard carrying a label, in bounded steps, so that "hard-delete instance X frees
+// everything it owns" is a loop of a few calls. The bridge sends the command to every
+// shard; each ends or moves at most Limit leases and says whether more carry the label.
+
+// bulkScan bounds the index entries one step looks at: a holder's release skips the
+// leases of other holders and the ones it may not release.
+func bulkScan(limit uint32) int { return 4*int(limit) + 64 }
+
+// bulkVerb runs lease.release_all (the holder's reserved and active leases carrying the
+// label: released) and lease.revoke_all (active leases carrying the label: revoking;
+// with Reclaim also revoking ones, the just-revoked included: reclaimed).
+func (k *Kernel) bulkVerb(e Entry, out *Output) {
+	c := e.Cmd
+	key := c.Tenant + "\x00" + c.Label.Key + "=" + c.Label.Value
+	var lsns []uint64
+	scanned, more := 0, false
+	k.ix.ascend(ixLabel, key, 0, 0, func(it ixItem) bool {
+		if len(lsns) == int(c.Limit) || scanned == bulkScan(c.Limit) {
+			more = true
+			return false
+		}
+		scanned++
+		l := &k.leases[k.leaseIdx[it.n]]
+		switch c.Verb {
+		case contract.VerbReleaseAll:
+			_, h := splitKey(k.holders[l.holder].key)
+			if h == c.HolderID && (l.state == LeaseReserved || l.state == LeaseActive) {
+				lsns = append(lsns, it.n)
+			}
+		case contract.VerbRevokeAll:
+			if l.state == LeaseActive || (c.Reclaim && l.state == LeaseRevoking) {
+				lsns = append(lsns, it.n)
+			}
+		}
+		return true
+	})
+	for _, lsn := range lsns {
+		idx := k.leaseIdx[lsn]
+		l := &k.leases[idx]
+		var v Output
+		switch {
+		case c.Verb == contract.VerbReleaseAll:
+			k.viewEnded(k.end(idx, e, LeaseReleased, true), &v)
+			out.Changes = append(out.Changes, LeaseChange{Event: EventLeaseReleased, Lease: v.Lease})
+			continue
+		case l.state == LeaseActive:
+			l.epoch++
+			k.setMembersState(idx, LeaseRevoking)
+			k.viewLease(idx, &v)
+			out.Changes = append(out.Changes, LeaseChange{Event: EventLeaseRevoking, Lease: v.Lease})
+			if !c.Reclaim {
+				continue
+			}
+		}
+		k.viewEnded(k.end(idx, e, LeaseRevoked, false), &v)
+		out.Changes = append(out.Changes, LeaseChange{Event: EventLeaseRevoked, Lease: v.Lease})
+	}
+	out.Count, out.More = len(lsns), more
+}

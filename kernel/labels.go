@@ -1,0 +1,341 @@
+package kernel
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/holdfast/holdfast/contract"
+)
+
+// labelSet interns one lease label set, "key=value\x00key=value..." sorted by key, for the
+// leases that carry it (many leases share one: an owner's). It lives while a lease in the
+// table refers to it.
+type labelSet struct {
+	key  string
+	refs int32
+}
+
+// labelsKey is the canonical form of labels (sorted by key, unique: Validate checks).
+func labelsKey(ls []Label) string {
+	var b strings.Builder
+	for i, l := range ls {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		b.WriteString(l.Key)
+		b.WriteByte('=')
+		b.WriteString(l.Value)
+	}
+	return b.String()
+}
+
+// parseLabelsKey is labelsKey's inverse.
+func parseLabelsKey(s string) []Label {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, "\x00")
+	ls := make([]Label, len(parts))
+	for i, p := range parts {
+		k, v, _ := strings.Cut(p, "=")
+		ls[i] = Label{Key: k, Value: v}
+	}
+	return ls
+}
+
+// internLabels returns the label set reference for ls: 0 for none, else index+1.
+func (k *Kernel) internLabels(ls []Label) int32 {
+	if len(ls) == 0 {
+		return 0
+	}
+	key := labelsKey(ls)
+	if idx, ok := k.labelIdx[key]; ok {
+		k.labelSets[idx].refs++
+		return idx + 1
+	}
+	var idx int32
+	if n := len(k.labelFree); n > 0 {
+		idx = k.labelFree[n-1]
+		k.labelFree = k.labelFree[:n-1]
+	} else {
+		k.labelSets = append(k.labelSets, labelSet{})
+		idx = int32(len(k.labelSets) - 1)
+	}
+	k.labelSets[idx] = labelSet{key: key, refs: 1}
+	k.labelIdx[key] = idx
+	return idx + 1
+}
+
+func (k *Kernel) releaseLabels(ref int32) {
+	if ref == 0 {
+		return
+	}
+	s := &k.labelSets[ref-1]
+	s.refs--
+	if s.refs > 0 {
+		return
+	}
+	delete(k.labelIdx, s.key)
+	*s = labelSet{}
+	k.labelFree = append(k.labelFree, ref-1)
+}
+
+// labelsOf is a label set reference's labels, as a view shows them.
+func (k *Kernel) labelsOf(ref int32) []Label {
+	if ref == 0 {
+		return nil
+	}
+	return parseLabelsKey(k.labelSets[ref-1].key)
+}
+
+// labelEntries calls fn with "tenant\x00key=value" for each label of set ref.
+func (k *Kernel) labelEntries(tenant string, ref int32, fn func(string)) {
+	if ref == 0 {
+		return
+	}
+	for _, p := range strings.Split(k.labelSets[ref-1].key, "\x00") {
+		fn(tenant + "\x00" + p)
+	}
+}
+
+// validateLabels checks a lease's labels: at most MaxLabels, valid keys and values,
+// sorted by key without repeats (the canonical form the journal holds; the bridge sorts).
+func validateLabels(field string, ls []Label) *Rejection {
+	if len(ls) > contract.MaxLabels {
+		return reject(contract.CodeInvalidRequest, "%s: at most %d labels", field, contract.MaxLabels)
+	}
+	for i, l := range ls {
+		if !contract.ValidLabelKey(l.Key) {
+			return reject(contract.CodeInvalidRequest, "%s: key %q: 1-%d characters of A-Z a-z 0-9 _ - . /, starting alphanumeric",
+				field, l.Key, contract.MaxLabelKeyLen)
+		}
+		if !contract.ValidLabelValue(l.Value) {
+			return reject(contract.CodeInvalidRequest, "%s.%s: 1-%d characters of A-Z a-z 0-9 _ - . : / @ +, starting alphanumeric",
+				field, l.Key, contract.MaxLabelValueLen)
+		}
+		if i > 0 && ls[i-1].Key >= l.Key {
+			return reject(contract.CodeInvalidRequest, "%s: keys sorted and unique (%q after %q)", field, l.Key, ls[i-1].Key)
+		}
+	}
+	return nil
+}
+
+// indexLease enters a new live lease in the index: by holder, by state, by each label,
+// in each pool it holds units of, at each range value it holds.
+func (k *Kernel) indexLease(idx int32) {
+	l := &k.leases[idx]
+	hkey := k.holders[l.holder].key
+	tenant, _ := splitKey(hkey)
+	k.ix.put(ixItem{kind: ixHolder, key: hkey, n: l.lsn})
+	k.ix.put(ixItem{kind: ixState, key: tenant, a: uint64(l.state), n: l.lsn})
+	k.labelEntries(tenant, l.labels, func(s string) { k.ix.put(ixItem{kind: ixLabel, key: s, n: l.lsn}) })
+	for _, m := range l.members {
+		switch m.kind {
+		case MemberPool:
+			k.ix.put(ixItem{kind: ixHolding, a: uint64(m.obj), n: l.lsn})
+		case MemberRange:
+			k.ix.put(ixItem{kind: ixValue, a: uint64(m.obj), n: m.value, val: l.lsn})
+		}
+	}
+}
+
+// unindexLease removes a live lease from the index as it ends.
+func (k *Kernel) unindexLease(idx int32) {
+	l := &k.leases[idx]
+	hkey := k.holders[l.holder].key
+	tenant, _ := splitKey(hkey)
+	k.ix.remove(ixItem{kind: ixHolder, key: hkey, n: l.lsn})
+	k.ix.remove(ixItem{kind: ixState, key: tenant, a: uint64(l.state), n: l.lsn})
+	k.labelEntries(tenant, l.labels, func(s string) { k.ix.remove(ixItem{kind: ixLabel, key: s, n: l.lsn}) })
+	for _, m := range l.members {
+		switch m.kind {
+		case MemberPool:
+			k.ix.remove(ixItem{kind: ixHolding, a: uint64(m.obj), n: l.lsn})
+		case MemberRange:
+			k.ix.remove(ixItem{kind: ixValue, a: uint64(m.obj), n: m.value})
+		}
+	}
+}
+
+// reindexState moves a live lease's state entry as its state changes.
+func (k *Kernel) reindexState(idx int32, from LeaseState) {
+	l := &k.leases[idx]
+	tenant, _ := splitKey(k.holders[l.holder].key)
+	k.ix.remove(ixItem{kind: ixState, key: tenant, a: uint64(from), n: l.lsn})
+	k.ix.put(ixItem{kind: ixState, key: tenant, a: uint64(l.state), n: l.lsn})
+}
+
+// objectKind is the index kind of a create or delete verb's table.
+func objectKind(g graveKind) ixKind {
+	switch g {
+	case graveResource:
+		return ixResource
+	case gravePool:
+		return ixPool
+	case graveRange:
+		return ixRange
+	}
+	return ixRun
+}
+
+// checkIndex verifies the index against the tables: every live object and live lease
+// has exactly its entries, and nothing else is there (the invariants run it).
+func (k *Kernel) checkIndex() error {
+	want := 0
+	objects := func(kind ixKind, n int, key func(int) string, live map[string]int32) error {
+		for i := 0; i < n; i++ {
+			if idx, ok := live[key(i)]; !ok || idx != int32(i) {
+				continue // a free slot or a grave
+			}
+			want++
+			if it, ok := k.ix.get(ixItem{kind: kind, key: key(i)}); !ok || it.val != uint64(i) {
+				return fmt.Errorf("index: object %q (kind %d) missing or at another slot", key(i), kind)
+			}
+		}
+		return nil
+	}
+	for _, err := range []error{
+		objects(ixResource, len(k.res), func(i int) string { return k.res[i].key }, k.resIdx),
+		objects(ixPool, len(k.pools), func(i int) string { return k.pools[i].key }, k.poolIdx),
+		objects(ixRange, len(k.ranges), func(i int) string { return k.ranges[i].key }, k.rangeIdx),
+		objects(ixRun, len(k.runs), func(i int) string { return k.runs[i].key }, k.runIdx),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	for i := range k.leases {
+		l := &k.leases[i]
+		if l.lsn == 0 {
+			continue
+		}
+		hkey := k.holders[l.holder].key
+		tenant, _ := splitKey(hkey)
+		check := func(it ixItem) error {
+			want++
+			got, ok := k.ix.get(it)
+			if !ok || got.val != it.val {
+				return fmt.Errorf("index: lease %d: entry %+v missing", l.lsn, it)
+			}
+			return nil
+		}
+		if err := check(ixItem{kind: ixHolder, key: hkey, n: l.lsn}); err != nil {
+			return err
+		}
+		if err := check(ixItem{kind: ixState, key: tenant, a: uint64(l.state), n: l.lsn}); err != nil {
+			return err
+		}
+		var err error
+		k.labelEntries(tenant, l.labels, func(s string) {
+			if err == nil {
+				err = check(ixItem{kind: ixLabel, key: s, n: l.lsn})
+			}
+		})
+		if err != nil {
+			return err
+		}
+		for _, m := range l.members {
+			switch m.kind {
+			case MemberPool:
+				err = check(ixItem{kind: ixHolding, a: uint64(m.obj), n: l.lsn})
+			case MemberRange:
+				err = check(ixItem{kind: ixValue, a: uint64(m.obj), n: m.value, val: l.lsn})
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if got := k.ix.len(); got != want {
+		return fmt.Errorf("index holds %d entries, the tables %d", got, want)
+	}
+	return nil
+}
+
+// labelKeyOf is a label set reference's canonical string ("" for none).
+func (k *Kernel) labelKeyOf(ref int32) string {
+	if ref == 0 {
+		return ""
+	}
+	return k.labelSets[ref-1].key
+}
+
+// restoreLabels reads a lease's labels from a snapshot (format 7 on) and interns them; a
+// set the rules refuse fails the decoder.
+func (k *Kernel) restoreLabels(d *decoder, format byte) int32 {
+	if format < 7 {
+		return 0
+	}
+	s := d.string(contract.MaxLabels * (contract.MaxLabelKeyLen + contract.MaxLabelValueLen + 2))
+	if s == "" || d.err != nil {
+		return 0
+	}
+	ls := parseLabelsKey(s)
+	if validateLabels("labels", ls) != nil || labelsKey(ls) != s {
+		d.fail()
+		return 0
+	}
+	return k.internLabels(ls)
+}
+
+// rebuildIndex enters every live object and live lease in the index (Restore).
+func (k *Kernel) rebuildIndex() {
+	k.ix = newIndex()
+	for key, idx := range k.resIdx {
+		k.ix.put(ixItem{kind: ixResource, key: key, val: uint64(idx)})
+	}
+	for key, idx := range k.poolIdx {
+		k.ix.put(ixItem{kind: ixPool, key: key, val: uint64(idx)})
+	}
+	for key, idx := range k.rangeIdx {
+		k.ix.put(ixItem{kind: ixRange, key: key, val: uint64(idx)})
+	}
+	for key, idx := range k.runIdx {
+		k.ix.put(ixItem{kind: ixRun, key: key, val: uint64(idx)})
+	}
+	for i := range k.leases {
+		if k.leases[i].lsn != 0 {
+			k.indexLease(int32(i))
+		}
+	}
+}
+
+// checkLabels verifies the label sets' reference counts against the leases that name
+// them, live and ended.
+func (k *Kernel) checkLabels() error {
+	refs := make([]int32, len(k.labelSets))
+	for i := range k.leases {
+		if l := &k.leases[i]; l.lsn != 0 && l.labels != 0 {
+			if int(l.labels) > len(refs) {
+				return fmt.Errorf("lease %d: label set %d of %d", l.lsn, l.labels, len(refs))
+			}
+			refs[l.labels-1]++
+		}
+	}
+	for i := 0; i < k.ended.len(); i++ {
+		lsn := k.ended.q.nth(i).lsn
+		if ref, ok := k.endedLabels[lsn]; ok {
+			if ref <= 0 || int(ref) > len(refs) {
+				return fmt.Errorf("ended lease %d: label set %d of %d", lsn, ref, len(refs))
+			}
+			refs[ref-1]++
+		}
+	}
+	n := 0
+	for i := range k.labelSets {
+		s := &k.labelSets[i]
+		if s.refs != refs[i] {
+			return fmt.Errorf("label set %q: %d references, %d leases", s.key, s.refs, refs[i])
+		}
+		if s.refs > 0 {
+			n++
+			if idx, ok := k.labelIdx[s.key]; !ok || idx != int32(i) {
+				return fmt.Errorf("label set %q: not indexed", s.key)
+			}
+		}
+	}
+	if n != len(k.labelIdx) {
+		return fmt.Errorf("%d label sets indexed, %d in use", len(k.labelIdx), n)
+	}
+	return nil
+}

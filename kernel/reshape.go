@@ -1,0 +1,191 @@
+package kernel
+
+import (
+	"github.com/holdfast/holdfast/contract"
+)
+
+// The verbs that change an object in place (docs/api.md Part IV): a range's exclusions,
+// a range's bounds and band, a pool's capacity; and lease.consume, which uses a pool
+// hold's units up for good.
+
+// findRange resolves tenant's range id.
+func (k *Kernel) findRange(tenant, id string) (int32, bool) {
+	idx, ok := k.rangeIdx[string(k.tenantKey(tenant, id))]
+	return idx, ok
+}
+
+// excludeValues runs range.exclude and range.include on [First, Last].
+func (k *Kernel) excludeValues(c *Command, out *Output) {
+	idx, ok := k.findRange(c.Tenant, c.ObjectID)
+	if !ok {
+		out.Code = contract.CodeRangeNotFound
+		return
+	}
+	r := &k.ranges[idx]
+	iv := Interval{c.First, c.Last}
+	if iv.First < r.first || iv.Last > r.last {
+		out.Code = contract.CodeValueOutOfRange
+		return
+	}
+	if c.Verb == contract.VerbInclude {
+		cut := cutInterval(r.excluded, iv)
+		if len(cut) > contract.MaxExcluded {
+			out.Code = contract.CodeExclusionTableFull
+			return
+		}
+		r.excluded = cut
+		out.Event = EventRangeIncluded
+		k.viewRange(idx, out)
+		return
+	}
+	// A held value is never excluded under its lease: its holder releases it, or an
+	// operator revokes and reclaims it, first (value_busy names the lowest one).
+	if held, _ := r.allocated.AbsentCount(iv.First, iv.Last); !r.allocatedNone(iv, held) {
+		k.ix.ascend(ixValue, "", uint64(idx), iv.First, func(it ixItem) bool {
+			out.Lease.LSN, out.Value = it.val, it.n // the message names the value and its lease
+			return false
+		})
+		out.Code = contract.CodeValueBusy
+		return
+	}
+	if mergedCount(r.excluded, iv) > contract.MaxExcluded {
+		out.Code = contract.CodeExclusionTableFull
+		return
+	}
+	k.excludeInterval(r, iv)
+	out.Event = EventRangeExcluded
+	k.viewRange(idx, out)
+}
+
+// allocatedNone reports whether no value of iv is allocated, given the count of iv's
+// values absent from the allocated set.
+func (r *valueRange) allocatedNone(iv Interval, absent uint64) bool {
+	if iv.First == 0 && iv.Last == ^uint64(0) {
+		return r.allocated.Len() == 0
+	}
+	return absent == iv.Last-iv.First+1
+}
+
+// resizeRange runs range.resize: new bounds, and a new static band when the command has
+// one (else the band is cut to the new bounds). Growing always works; shrinking past an
+// allocated value is object_in_use, naming the value and its lease.
+func (k *Kernel) resizeRange(c *Command, out *Output) {
+	idx, ok := k.findRange(c.Tenant, c.ObjectID)
+	if !ok {
+		out.Code = contract.CodeRangeNotFound
+		return
+	}
+	r := &k.ranges[idx]
+	outside := func(lo, hi uint64) bool {
+		if lo > hi {
+			return false
+		}
+		absent, _ := r.allocated.AbsentCount(lo, hi)
+		return !r.allocatedNone(Interval{lo, hi}, absent)
+	}
+	below := c.First > r.first && outside(r.first, c.First-1)
+	above := c.Last < r.last && outside(c.Last+1, r.last)
+	if below || above {
+		from := r.first
+		if !below {
+			from = c.Last + 1
+		}
+		k.ix.ascend(ixValue, "", uint64(idx), from, func(it ixItem) bool {
+			out.Lease.LSN, out.Value = it.val, it.n
+			return false
+		})
+		out.Code = contract.CodeObjectInUse
+		k.viewRange(idx, out)
+		return
+	}
+	ex := r.excluded
+	if c.First > r.first {
+		ex = cutInterval(ex, Interval{r.first, c.First - 1})
+	}
+	if c.Last < r.last {
+		ex = cutInterval(ex, Interval{c.Last + 1, r.last})
+	}
+	// Freed values remembered outside the new bounds are forgotten.
+	if r.strategy == StrategyLeastRecentlyFreed {
+		var gone []uint64
+		r.freed.Each(func(v uint64) bool {
+			if v < c.First || v > c.Last {
+				gone = append(gone, v)
+			}
+			return true
+		})
+		for _, v := range gone {
+			r.freed.Remove(v)
+			r.used.Remove(v)
+			k.rangeValues--
+		}
+	}
+	r.first, r.last, r.excluded = c.First, c.Last, ex
+	switch {
+	case c.HasBand:
+		r.band, r.hasBand = c.Band, true
+	case r.hasBand:
+		lo, hi := max(r.band.First, r.first), min(r.band.Last, r.last)
+		r.band, r.hasBand = Interval{lo, hi}, lo <= hi
+		if !r.hasBand {
+			r.band = Interval{}
+		}
+	}
+	out.Event = EventRangeResized
+	k.viewRange(idx, out)
+}
+
+// resizePool runs pool.resize: a new capacity, never below what is reserved, active or
+// consumed (object_in_use with the pool's view).
+func (k *Kernel) resizePool(c *Command, out *Output) {
+	idx, ok := k.poolIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]
+	if !ok {
+		out.Code = contract.CodePoolNotFound
+		return
+	}
+	p := &k.pools[idx]
+	if c.Capacity < p.reserved+p.active+p.consumed {
+		out.Code = contract.CodeObjectInUse
+		k.viewPool(idx, out)
+		return
+	}
+	p.capacity = c.Capacity
+	out.Event = EventPoolResized
+	k.viewPool(idx, out)
+}
+
+// consume runs lease.consume: a live lease of pool units only, reserved before its
+// deadline or active, ends as consumed; its units leave their pools for good (reservation
+// engine's ConfirmHold). Fenced as lease.release is.
+func (k *Kernel) consume(e Entry, out *Output) {
+	c := e.Cmd
+	r, code := k.findLease(c.Tenant, c.LeaseLSN, e.Slot)
+	if code != contract.CodeOK {
+		out.Code = code
+		return
+	}
+	if out.Code = k.checkFence(r, c); out.Code != contract.CodeOK {
+		return
+	}
+	if r.ended != nil {
+		out.Code = contract.CodeInvalidState
+		return
+	}
+	l := &k.leases[r.idx]
+	switch {
+	case l.state != LeaseReserved && l.state != LeaseActive:
+		out.Code = contract.CodeInvalidState
+		return
+	case l.state == LeaseReserved && e.Slot >= l.deadline:
+		out.Code = contract.CodeLeaseExpired
+		return
+	}
+	for _, m := range l.members {
+		if m.kind != MemberPool {
+			out.Code = contract.CodeInvalidState // only pool units are consumed
+			return
+		}
+	}
+	k.viewEnded(k.end(r.idx, e, LeaseConsumed, true), out)
+	out.Event = EventLeaseConsumed
+}
