@@ -3,6 +3,7 @@ package actors
 import (
 	"time"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -21,6 +22,16 @@ type Reply struct {
 	Lease          kernel.LeaseView
 	Leases         []kernel.LeaseView // lease.list
 	Truncated      bool
+	// Allocators (docs/api.md Part IV): a listing's page, range.lookup's value state, the
+	// leases an import or a bulk verb changed, an import's failing lease, a bulk verb's
+	// count, the held value a range verb found in its way.
+	Page       *kernel.ListPage
+	ValueState string
+	Changes    []kernel.LeaseChange
+	ItemIndex  int
+	Count      int
+	More       bool
+	Value      uint64
 	// Work coordination (kernel.Output's fields of the same names).
 	Run                  kernel.RunView
 	Work                 kernel.WorkView
@@ -54,7 +65,11 @@ type ReadRequest struct {
 	ID     string // object id, run id, or holder id for lease.list
 	Name   string // work.get: the work shard's name
 	Lease  uint64 // lease lsn for lease.get
-	Limit  int    // lease.list
+	Limit  int    // lease.list without a cursor
+	Value  uint64 // range.lookup
+	// List is a listing's query (docs/api.md Part IV): the listing verbs, and lease.list
+	// with a cursor, a label or a state.
+	List   *kernel.ListQuery
 	MinLSN uint64
 	Wait   time.Duration // how long a read with MinLSN may wait
 }
@@ -113,7 +128,8 @@ func copyWork(v kernel.WorkView) kernel.WorkView {
 func replyFromOutput(o *kernel.Output, applied uint64) *Reply {
 	r := &Reply{Code: o.Code, LSN: o.LSN, AppliedLSN: applied, FromRetryCache: o.FromRetryCache,
 		MemberIndex: o.MemberIndex, Object: o.Object, Resource: o.Resource, Pool: o.Pool, Range: o.Range,
-		Run: o.Run, HasWork: o.HasWork, Capacity: o.Capacity, EarliestDeadlineSlot: o.EarliestDeadlineSlot}
+		Run: o.Run, HasWork: o.HasWork, Capacity: o.Capacity, EarliestDeadlineSlot: o.EarliestDeadlineSlot,
+		ItemIndex: o.ItemIndex, Count: o.Count, More: o.More, Value: o.Value}
 	if o.Object == kernel.ObjectLease || (o.Object == kernel.ObjectWork && o.Lease.LSN != 0) {
 		r.Lease = copyLease(o.Lease)
 	}
@@ -123,9 +139,15 @@ func replyFromOutput(o *kernel.Output, applied uint64) *Reply {
 	for _, c := range o.Children {
 		r.Children = append(r.Children, copyWork(c))
 	}
+	if r.Lease.LSN == 0 && o.Lease.LSN != 0 && (o.Code == contract.CodeValueBusy || o.Code == contract.CodeObjectInUse) {
+		r.Lease.LSN = o.Lease.LSN // the lease holding the value in a range verb's way, for the message
+	}
+	for _, ch := range o.Changes {
+		r.Changes = append(r.Changes, kernel.LeaseChange{Event: ch.Event, Lease: copyLease(ch.Lease)})
+	}
 	return r
 }
 
 func rejection(code kernel.Code, msg string, applied uint64) *Reply {
-	return &Reply{Code: code, Message: msg, AppliedLSN: applied, MemberIndex: -1}
+	return &Reply{Code: code, Message: msg, AppliedLSN: applied, MemberIndex: -1, ItemIndex: -1}
 }

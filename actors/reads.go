@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
 )
 
 // maxWaitingReads bounds the reads parked for a min_lsn; past it: overloaded.
@@ -62,7 +63,9 @@ func (s *shard) answerReaders(now time.Time) {
 func Answers(v contract.Verb) bool {
 	switch v {
 	case contract.VerbGetResource, contract.VerbGetPool, contract.VerbGetRange, contract.VerbGetLease,
-		contract.VerbGetRun, contract.VerbGetWork, contract.VerbListLeases:
+		contract.VerbGetRun, contract.VerbGetWork, contract.VerbListLeases, contract.VerbLookupValue,
+		contract.VerbListResources, contract.VerbListPools, contract.VerbListRanges, contract.VerbListRuns,
+		contract.VerbListAllocations, contract.VerbListHoldings, contract.VerbListWork:
 		return true
 	}
 	return false
@@ -82,9 +85,22 @@ func (s *shard) answer(q *ReadRequest) *Reply {
 		s.k.GetRun(q.Tenant, q.ID, &s.out)
 	case contract.VerbGetWork:
 		s.k.GetWork(q.Tenant, q.ID, q.Name, &s.out)
-	case contract.VerbListLeases:
-		views, truncated := s.k.ListLeases(q.Tenant, q.ID, q.Limit, nil)
-		return &Reply{Code: contract.CodeOK, AppliedLSN: s.k.LastLSN(), Leases: views, Truncated: truncated, MemberIndex: -1}
+	case contract.VerbLookupValue:
+		state := s.k.LookupValue(q.Tenant, q.ID, q.Value, &s.out)
+		r := replyFromOutput(&s.out, s.k.LastLSN())
+		r.LSN, r.ValueState = 0, state
+		return r
+	case contract.VerbListLeases, contract.VerbListResources, contract.VerbListPools, contract.VerbListRanges,
+		contract.VerbListRuns, contract.VerbListAllocations, contract.VerbListHoldings, contract.VerbListWork:
+		if q.List == nil {
+			views, truncated := s.k.ListLeases(q.Tenant, q.ID, q.Limit, nil)
+			return &Reply{Code: contract.CodeOK, AppliedLSN: s.k.LastLSN(), Leases: views, Truncated: truncated, MemberIndex: -1}
+		}
+		page := new(kernel.ListPage)
+		lq := *q.List
+		lq.Verb, lq.Tenant = q.Verb, q.Tenant
+		s.k.List(&lq, page)
+		return &Reply{Code: page.Code, AppliedLSN: s.k.LastLSN(), Page: page, MemberIndex: -1, ItemIndex: -1}
 	default:
 		return rejection(contract.CodeInvalidRequest, "not a read", s.k.LastLSN())
 	}

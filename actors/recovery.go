@@ -64,10 +64,10 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 			return fmt.Errorf("entry %d: %w", r.LSN, err)
 		}
 		k.Apply(kernel.Entry{LSN: r.LSN, Slot: r.Slot, Cmd: &cmd}, &out)
-		if events && r.LSN > published && out.Event != kernel.EventNone {
-			rec.events = append(rec.events, eventOf(h.shard, kernel.Entry{LSN: r.LSN, Slot: r.Slot}, &out))
+		if events && r.LSN > published {
+			rec.events = appendEvents(rec.events, h.shard, kernel.Entry{LSN: r.LSN, Slot: r.Slot}, &out)
 		}
-		cmd.Members = nil // applied entries keep no reference to the decode buffer
+		cmd.Members, cmd.Labels, cmd.Imports = nil, nil, nil // applied entries keep no reference to the decode buffer
 		return nil
 	})
 	if err != nil {

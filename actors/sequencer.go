@@ -91,6 +91,11 @@ func (q *Sequencer[W]) Write(c *kernel.Command, slot uint64, w W) (Decision, *Re
 		dup.waiters = append(dup.waiters, w)
 		return Joined, nil
 	}
+	for range kernel.SkipsBefore(c) { // a lease.import's leases take these entries' lsns as ids
+		skip := &kernel.Command{Verb: contract.VerbSkip}
+		q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: skip}, payload: skip.AppendBinary(nil)})
+		q.nextLSN++
+	}
 	en := &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, opKey: a.Key, payload: a.Payload, waiters: []W{w}}
 	q.nextLSN++
 	q.ops[a.Key] = en

@@ -106,6 +106,8 @@ func (sc *seqScript) run(t *testing.T, d *datadriven.TestData) string {
 				lines = append(lines, fmt.Sprintf("applied lsn=%d expire lease=%d: %s", e.LSN, e.Cmd.LeaseLSN, out.Code))
 			case contract.VerbConfigure:
 				lines = append(lines, fmt.Sprintf("applied lsn=%d configure: %s", e.LSN, out.Code))
+			case contract.VerbSkip:
+				lines = append(lines, fmt.Sprintf("applied lsn=%d skip", e.LSN))
 			}
 		})
 		for _, a := range answers {
@@ -156,6 +158,15 @@ func (sc *seqScript) command(t *testing.T, d *datadriven.TestData) *kernel.Comma
 		d.ScanArgs(t, "holder", &c.HolderID)
 		d.ScanArgs(t, "ttl", &c.TTLMillis)
 		c.Members = []kernel.Member{{Kind: kernel.MemberResource, ID: id}}
+	case d.HasArg("import"):
+		// import=N: N leases, one resource each (id/0, id/1, ...).
+		var n int
+		d.ScanArgs(t, "import", &n)
+		c.Verb = contract.VerbImport
+		for i := range n {
+			c.Imports = append(c.Imports, kernel.ImportLease{HolderID: "h", Activate: true,
+				Members: []kernel.Member{{Kind: kernel.MemberResource, ID: fmt.Sprintf("%s/%d", id, i)}}})
+		}
 	case d.HasArg("release"):
 		c.Verb = contract.VerbRelease
 		d.ScanArgs(t, "holder", &c.HolderID)
@@ -178,6 +189,12 @@ func formatReply(r *Reply) string {
 	}
 	if r.Object == kernel.ObjectLease && r.Lease.LSN != 0 {
 		fmt.Fprintf(&b, " lease=%d epoch=%d %s", r.Lease.LSN, r.Lease.Epoch, r.Lease.State)
+	}
+	for _, ch := range r.Changes {
+		fmt.Fprintf(&b, " %s=%d", ch.Event, ch.Lease.LSN)
+	}
+	if r.ItemIndex >= 0 && r.Code != contract.CodeOK && !r.Code.IsRejection() {
+		fmt.Fprintf(&b, " item=%d", r.ItemIndex)
 	}
 	if r.Message != "" && r.Code.IsRejection() {
 		b.WriteString(": " + r.Message)

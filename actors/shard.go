@@ -327,8 +327,8 @@ func (s *shard) applyInflight(err error) {
 	sink := s.h.sys.opts.Events
 	obs := s.h.sys.opts.Observer
 	answers, n := s.q.Durable(func(e kernel.Entry, out *kernel.Output) {
-		if out.Event != kernel.EventNone && sink != nil {
-			s.events = append(s.events, eventOf(s.h.shard, e, out))
+		if sink != nil {
+			s.events = appendEvents(s.events, s.h.shard, e, out)
 		}
 		if obs != nil && e.Cmd.Verb == contract.VerbExpire && out.Code == contract.CodeOK && e.Slot >= e.Cmd.Deadline {
 			obs.Expired(s.h.shard, time.Duration(e.Slot-e.Cmd.Deadline)*s.h.sys.opts.Slot)
@@ -352,25 +352,38 @@ func (s *shard) applyInflight(err error) {
 	s.maybeSnapshot()
 }
 
-func eventOf(shard uint32, e kernel.Entry, o *kernel.Output) Event {
-	ev := Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, Kind: o.Event, Object: o.Object,
-		Resource: o.Resource, Pool: o.Pool, Range: o.Range}
-	switch o.Object {
-	case kernel.ObjectResource:
-		ev.Tenant = o.Resource.Tenant
-	case kernel.ObjectPool:
-		ev.Tenant = o.Pool.Tenant
-	case kernel.ObjectRange:
-		ev.Tenant = o.Range.Tenant
-	case kernel.ObjectLease:
-		ev.Tenant = o.Lease.Tenant
-		ev.Lease = copyLease(o.Lease)
-	case kernel.ObjectRun:
-		ev.Tenant, ev.Run = o.Run.Tenant, o.Run
-	case kernel.ObjectWork:
-		ev.Tenant, ev.Work = o.Work.Tenant, copyWork(o.Work)
+// appendEvents appends the events of an applied entry: the one of its Event, then one
+// per lease it changed (a lease.import's, a lease.release_all's), numbered in order (N).
+func appendEvents(dst []Event, shard uint32, e kernel.Entry, o *kernel.Output) []Event {
+	n := 0
+	if o.Event != kernel.EventNone {
+		ev := Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, Kind: o.Event, Object: o.Object,
+			Resource: o.Resource, Pool: o.Pool, Range: o.Range}
+		switch o.Object {
+		case kernel.ObjectResource:
+			ev.Tenant = o.Resource.Tenant
+		case kernel.ObjectPool:
+			ev.Tenant = o.Pool.Tenant
+		case kernel.ObjectRange:
+			ev.Tenant = o.Range.Tenant
+		case kernel.ObjectLease:
+			ev.Tenant = o.Lease.Tenant
+			ev.Lease = copyLease(o.Lease)
+		case kernel.ObjectRun:
+			ev.Tenant, ev.Run = o.Run.Tenant, o.Run
+		case kernel.ObjectWork:
+			ev.Tenant, ev.Work = o.Work.Tenant, copyWork(o.Work)
+		}
+		dst = append(dst, ev)
+		n++
 	}
-	return ev
+	for i := range o.Changes {
+		ch := &o.Changes[i]
+		dst = append(dst, Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, N: n, Kind: ch.Event, Object: kernel.ObjectLease,
+			Tenant: ch.Lease.Tenant, Lease: copyLease(ch.Lease)})
+		n++
+	}
+	return dst
 }
 
 // tick runs once a slot: commit expire entries for due leases (bounded, earliest first)
