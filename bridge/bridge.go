@@ -505,7 +505,8 @@ type call struct {
 	timer  *time.Timer
 	slot   bool // holds an in-flight slot
 	res    *actors.Reply
-	parts  []*actors.Reply // lease.list, per shard
+	parts  []*actors.Reply // the listings and bulk verbs over every shard: each shard's part
+	next   string          // a listing's next_cursor
 	status *messages.Reply // cluster.status, built whole by serveStatus
 	left   atomic.Int32
 }
@@ -545,7 +546,7 @@ func (b *Bridge) serve(j *job) {
 		b.sys.Read(c.op.shard, c.op.read, c.answer)
 	case opStatus:
 		go b.serveStatus(c, j)
-	case opList:
+	case opList, opFan:
 		n := int(b.cfg.Shards)
 		c.parts = make([]*actors.Reply, n)
 		c.left.Store(int32(n))
@@ -554,7 +555,7 @@ func (b *Bridge) serve(j *job) {
 				go b.remotePart(j, uint32(i), c.part(i))
 				continue
 			}
-			b.sys.Read(uint32(i), c.op.read, c.part(i))
+			c.op.servePart(b.sys, uint32(i), c.part(i))
 		}
 	}
 }
@@ -604,7 +605,7 @@ func (c *call) expire() {
 }
 
 func (b *Bridge) enqueue(c *call) {
-	if c.spec.verb != contract.VerbListLeases {
+	if c.parts == nil {
 		// One shard's answer: encode and publish right here, on the shard's goroutine.
 		// The encoders are append-based and take well under a microsecond, and a publish
 		// only copies into the connection's buffer, so the shard replies itself and
@@ -629,7 +630,7 @@ func (b *Bridge) respond(c *call) {
 		defer b.inflight.Add(-1)
 	}
 	if c.res == nil && c.parts != nil {
-		c.res = mergeList(c.parts, c.op.read.Limit)
+		c.res, c.next = c.op.merge(c.spec.verb, c.parts)
 	}
 	code := c.res.Code
 	took := time.Since(c.start)

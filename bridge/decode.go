@@ -39,6 +39,7 @@ const (
 	opRead
 	opList
 	opStatus // cluster.status: answered by the bridge from the cluster's view
+	opFan    // lease.release_all, lease.revoke_all: the same command to every shard
 )
 
 // op is a validated request, routed: a command or a read of one shard, or a read of
@@ -96,7 +97,7 @@ func verbSpecs() []*verbSpec {
 			newReq: func() proto.Message { return new(messages.DeletePoolRequest) }, prepare: prepDelete},
 		{verb: contract.VerbDeleteRange,
 			newReq: func() proto.Message { return new(messages.DeleteRangeRequest) }, prepare: prepDelete},
-	}, workSpecs()...)
+	}, append(workSpecs(), allocSpecs()...)...)
 }
 
 func invalid(format string, args ...any) *kernel.Rejection {
@@ -138,7 +139,7 @@ func (b *Bridge) prepare(c *call, j *job) *kernel.Rejection {
 	if r := s.prepare(b, c.tenant, m, &c.op); r != nil {
 		return r
 	}
-	if c.op.kind == opWrite {
+	if c.op.kind == opWrite || c.op.kind == opFan {
 		c.op.cmd.Verb = s.verb
 		c.op.cmd.Tenant = c.tenant
 		if r := kernel.Validate(c.op.cmd); r != nil {
@@ -237,16 +238,40 @@ func prepCreateRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.R
 		return invalid("strategy: must be lowest_free, random or least_recently_freed")
 	}
 	c := b.objectWrite(tenant, r.OperationId, r.RangeId, o)
-	c.First, c.Last, c.Strategy = r.First, r.Last, strategy
+	c.First, c.Last, c.Strategy, c.Format = r.First, r.Last, strategy, r.Format
+	for i, iv := range r.Excluded {
+		if iv == nil {
+			return invalid("excluded[%d]: required", i)
+		}
+		c.Excluded = append(c.Excluded, kernel.Interval{First: iv.First, Last: iv.Last})
+	}
+	if r.StaticBand != nil {
+		c.Band, c.HasBand = kernel.Interval{First: r.StaticBand.First, Last: r.StaticBand.Last}, true
+	}
 	return nil
 }
 
 func prepReserve(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.ReserveRequest)
-	members := make([]kernel.Member, len(r.Members))
-	for i, mm := range r.Members {
+	members, rej := membersOf(r.Members, "members")
+	if rej != nil {
+		return rej
+	}
+	shard := uint32(0)
+	if len(members) > 0 {
+		shard = b.objectShard(tenant, members[0].ID)
+	}
+	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: r.OperationId, HolderID: r.HolderId,
+		Members: members, TTLMillis: r.TtlMs, Activate: r.Activate, KeepAliveMillis: r.KeepaliveMs, Labels: labelsOf(r.Labels)}}
+	return nil
+}
+
+// membersOf turns a request's members (field names them in messages) into the kernel's.
+func membersOf(ms []*messages.Member, field string) ([]kernel.Member, *kernel.Rejection) {
+	members := make([]kernel.Member, len(ms))
+	for i, mm := range ms {
 		if mm == nil {
-			return invalid("members[%d]: exactly one of resource_id, pool_id, range_id, work is required", i)
+			return nil, invalid("%s[%d]: exactly one of resource_id, pool_id, range_id, work is required", field, i)
 		}
 		n := 0
 		for _, id := range []string{mm.ResourceId, mm.PoolId, mm.RangeId} {
@@ -258,7 +283,7 @@ func prepReserve(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejec
 			n++
 		}
 		if n != 1 {
-			return invalid("members[%d]: exactly one of resource_id, pool_id, range_id, work is required", i)
+			return nil, invalid("%s[%d]: exactly one of resource_id, pool_id, range_id, work is required", field, i)
 		}
 		km := &members[i]
 		switch {
@@ -272,26 +297,20 @@ func prepReserve(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejec
 			km.Kind, km.ID = kernel.MemberRange, mm.RangeId
 		}
 		if mm.Value != nil && km.Kind != kernel.MemberRange {
-			return invalid("members[%d].value: only a range member takes a value", i)
+			return nil, invalid("%s[%d].value: only a range member takes a value", field, i)
 		}
 		if mm.Quantity != 0 && km.Kind != kernel.MemberPool {
-			return invalid("members[%d].quantity: only a pool member takes a quantity", i)
+			return nil, invalid("%s[%d].quantity: only a pool member takes a quantity", field, i)
 		}
 		if km.Kind == kernel.MemberPool && mm.Quantity == 0 {
-			return invalid("members[%d].quantity: must be greater than 0", i)
+			return nil, invalid("%s[%d].quantity: must be greater than 0", field, i)
 		}
 		km.Quantity = mm.Quantity
 		if mm.Value != nil {
 			km.Value, km.HasValue = *mm.Value, true
 		}
 	}
-	shard := uint32(0)
-	if len(members) > 0 {
-		shard = b.objectShard(tenant, members[0].ID)
-	}
-	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: r.OperationId, HolderID: r.HolderId,
-		Members: members, TTLMillis: r.TtlMs, Activate: r.Activate, KeepAliveMillis: r.KeepaliveMs}}
-	return nil
+	return members, nil
 }
 
 // holderVerb is the shape of activate, renew and release.
@@ -377,22 +396,6 @@ func prepGetLease(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection
 	}
 	*o = op{kind: opRead, shard: shard, read: actors.ReadRequest{Lease: lsn}}
 	return fence(o, r.MinLsn, r.WaitMs)
-}
-
-func prepListLeases(_ *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ListLeasesRequest)
-	if rej := objectID("holder_id", r.HolderId); rej != nil {
-		return rej
-	}
-	limit := uint32(messages.DefaultListLimit)
-	if r.Limit != nil {
-		if *r.Limit < messages.MinListLimit || *r.Limit > messages.MaxListLimit {
-			return invalid("limit: must be between %d and %d", messages.MinListLimit, messages.MaxListLimit)
-		}
-		limit = *r.Limit
-	}
-	*o = op{kind: opList, read: actors.ReadRequest{ID: r.HolderId, Limit: int(limit)}}
-	return nil
 }
 
 func prepClusterStatus(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {

@@ -31,7 +31,7 @@ func replyMessage(c *call) *messages.Reply {
 			m.Category = messages.CategoryIndefinite
 		}
 		m.Message = r.Message
-		if read && c.spec.verb != contract.VerbListLeases {
+		if read && c.parts == nil {
 			m.AppliedLsn = r.AppliedLSN
 		}
 		return m
@@ -50,17 +50,14 @@ func replyMessage(c *call) *messages.Reply {
 	if r.Code != contract.CodeOK {
 		m.Message = domainMessage(c)
 	}
-	if c.spec.verb == contract.VerbListLeases {
-		m.Leases = make([]*messages.Lease, 0, len(r.Leases))
-		for i := range r.Leases {
-			if r.Leases[i].Tenant == c.tenant {
-				m.Leases = append(m.Leases, wire.Lease(&r.Leases[i]))
-			}
-		}
-		m.Truncated = r.Truncated
-		m.AppliedLsns = appliedLSNs(c.parts)
+	if c.parts != nil {
+		return spanningReply(c, m)
+	}
+	if r.Page != nil {
+		pageReply(c, r.Page, m)
 		return m
 	}
+	allocReply(c, m)
 	// A view is shown only when it belongs to the request's tenant. A lease view of a
 	// lease verb only with ok: a failed lease verb (also when it is replayed from the
 	// retry cache) must show nothing of a lease that is another holder's or another
@@ -107,34 +104,16 @@ func replyMessage(c *call) *messages.Reply {
 	return m
 }
 
-func appliedLSNs(parts []*actors.Reply) []*messages.ShardLsn {
+// appliedLSNs is each shard's position in a spanning reply: the position its part
+// reflects (listings), or its entry (bulk verbs).
+func appliedLSNs(parts []*actors.Reply, entries bool) []*messages.ShardLsn {
 	out := make([]*messages.ShardLsn, len(parts))
 	for i, p := range parts {
-		out[i] = &messages.ShardLsn{Shard: uint32(i), Lsn: p.AppliedLSN}
-	}
-	return out
-}
-
-// mergeList joins the per-shard parts of a lease.list: ordered by shard then lsn, cut
-// to limit over all shards. A shard that rejected makes the whole list rejected.
-func mergeList(parts []*actors.Reply, limit int) *actors.Reply {
-	for i, p := range parts {
-		if p.Code != contract.CodeOK {
-			return &actors.Reply{Code: p.Code, Message: fmt.Sprintf("shard %d: %s", i, p.Message), MemberIndex: -1}
+		lsn := p.AppliedLSN
+		if entries {
+			lsn = p.LSN
 		}
-	}
-	out := &actors.Reply{Code: contract.CodeOK, MemberIndex: -1}
-	for _, p := range parts {
-		for _, l := range p.Leases {
-			if len(out.Leases) == limit {
-				out.Truncated = true
-				break
-			}
-			out.Leases = append(out.Leases, l)
-		}
-		if p.Truncated {
-			out.Truncated = true
-		}
+		out[i] = &messages.ShardLsn{Shard: uint32(i), Lsn: lsn}
 	}
 	return out
 }
@@ -144,9 +123,17 @@ func mergeList(parts []*actors.Reply, limit int) *actors.Reply {
 func domainMessage(c *call) string {
 	r := c.res
 	member := ""
-	if r.MemberIndex >= 0 && c.op.cmd != nil && r.MemberIndex < len(c.op.cmd.Members) {
-		mm := &c.op.cmd.Members[r.MemberIndex]
-		member = fmt.Sprintf("members[%d]: ", r.MemberIndex)
+	var members []kernel.Member
+	prefix := ""
+	if c.op.cmd != nil {
+		members = c.op.cmd.Members
+		if imports := c.op.cmd.Imports; r.ItemIndex >= 0 && r.ItemIndex < len(imports) {
+			members, prefix = imports[r.ItemIndex].Members, fmt.Sprintf("leases[%d].", r.ItemIndex)
+		}
+	}
+	if r.MemberIndex >= 0 && r.MemberIndex < len(members) {
+		mm := &members[r.MemberIndex]
+		member = fmt.Sprintf("%smembers[%d]: ", prefix, r.MemberIndex)
 		if r.Code == contract.CodeResourceBusy && mm.Kind == kernel.MemberWork {
 			return member + fmt.Sprintf("work shard %q of run %q is claimed by another lease", mm.Name, mm.ID)
 		}
@@ -165,6 +152,8 @@ func domainMessage(c *call) string {
 			return member + fmt.Sprintf("value %d of range %q is held by another lease", mm.Value, mm.ID)
 		case contract.CodeValueOutOfRange:
 			return member + fmt.Sprintf("value %d is outside range %q", mm.Value, mm.ID)
+		case contract.CodeValueExcluded:
+			return member + fmt.Sprintf("value %d of range %q is excluded: never handed out", mm.Value, mm.ID)
 		case contract.CodeRangeExhausted:
 			return member + fmt.Sprintf("range %q has no free value left", mm.ID)
 		case contract.CodeRunNotFound:
@@ -178,6 +167,9 @@ func domainMessage(c *call) string {
 		case contract.CodeNoneAvailable:
 			return member + fmt.Sprintf("run %q has no claimable work shard now (earliest_deadline_slot says when one may free up)", mm.ID)
 		}
+	}
+	if msg := allocMessage(c); msg != "" {
+		return msg
 	}
 	switch r.Code {
 	case contract.CodeAlreadyExists:

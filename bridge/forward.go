@@ -45,7 +45,8 @@ const (
 
 // mustForward reports whether a prepared request goes to another node.
 func (b *Bridge) mustForward(j *job, c *call) bool {
-	return b.cfg.Routing != nil && !j.forwarded && c.op.kind != opList && c.op.kind != opStatus && !b.sys.IsOpen(c.op.shard)
+	return b.cfg.Routing != nil && !j.forwarded && c.op.kind != opList && c.op.kind != opFan && c.op.kind != opStatus &&
+		!b.sys.IsOpen(c.op.shard)
 }
 
 // forward sends the request to its shard's owner and relays the answer, on a goroutine
@@ -166,7 +167,7 @@ func (b *Bridge) handleForwarded(m *nats.Msg) {
 	var part uint32
 	if v := m.Header.Get(headerPart); v != "" {
 		k, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || k >= uint64(b.cfg.Shards) || (spec.verb != contract.VerbListLeases && spec.verb != contract.VerbClusterStatus) {
+		if t := spec.verb.Info().Target; err != nil || k >= uint64(b.cfg.Shards) || (t != contract.TargetAll && t != contract.TargetNone) {
 			return
 		}
 		part = uint32(k) + 1
@@ -187,16 +188,34 @@ func (b *Bridge) specFor(subject string) *verbSpec {
 	return nil
 }
 
-// partReply is one shard's part of a lease.list between nodes (internal JSON; both
-// ends run the same build).
+// partReply is one shard's part of a listing or a bulk verb between nodes (internal
+// JSON; both ends run the same build).
 type partReply struct {
 	Code      contract.Code      `json:"code"`
 	Message   string             `json:"message,omitempty"`
 	Leases    []kernel.LeaseView `json:"leases,omitempty"`
 	Truncated bool               `json:"truncated,omitempty"`
-	// AppliedLSN is the position the part reflects (lease.list), or the shard's applied
+	// AppliedLSN is the position the part reflects (a listing), or the shard's applied
 	// position (cluster.status).
 	AppliedLSN uint64 `json:"applied_lsn,omitempty"`
+	// A listing's page; a bulk verb's entry, count, more and changed leases.
+	Page           *kernel.ListPage     `json:"page,omitempty"`
+	LSN            uint64               `json:"lsn,omitempty"`
+	FromRetryCache bool                 `json:"from_retry_cache,omitempty"`
+	Count          int                  `json:"count,omitempty"`
+	More           bool                 `json:"more,omitempty"`
+	Changes        []kernel.LeaseChange `json:"changes,omitempty"`
+}
+
+func partOf(r *actors.Reply) partReply {
+	return partReply{Code: r.Code, Message: r.Message, Leases: r.Leases, Truncated: r.Truncated, AppliedLSN: r.AppliedLSN,
+		Page: r.Page, LSN: r.LSN, FromRetryCache: r.FromRetryCache, Count: r.Count, More: r.More, Changes: r.Changes}
+}
+
+func (p *partReply) reply() *actors.Reply {
+	return &actors.Reply{Code: p.Code, Message: p.Message, Leases: p.Leases, Truncated: p.Truncated, AppliedLSN: p.AppliedLSN,
+		Page: p.Page, LSN: p.LSN, FromRetryCache: p.FromRetryCache, Count: p.Count, More: p.More, Changes: p.Changes,
+		MemberIndex: -1, ItemIndex: -1}
 }
 
 // remotePart asks the owner of shard k for its part of a lease.list.
@@ -211,8 +230,7 @@ func (b *Bridge) remotePart(j *job, k uint32, done func(*actors.Reply)) {
 			if err := json.Unmarshal(resp.Data, &p); err != nil {
 				break
 			}
-			done(&actors.Reply{Code: p.Code, Message: p.Message, Leases: p.Leases, Truncated: p.Truncated,
-				AppliedLSN: p.AppliedLSN, MemberIndex: -1})
+			done(p.reply())
 			return
 		}
 		if !errors.Is(err, nats.ErrNoResponders) {
@@ -242,10 +260,9 @@ func (b *Bridge) servePart(j *job, c *call) {
 		}
 		return
 	}
-	b.sys.Read(j.part-1, c.op.read, func(r *actors.Reply) {
+	c.op.servePart(b.sys, j.part-1, func(r *actors.Reply) {
 		defer b.pending.Add(-1)
-		body, _ := json.Marshal(partReply{Code: r.Code, Message: r.Message, Leases: r.Leases, Truncated: r.Truncated,
-			AppliedLSN: r.AppliedLSN})
+		body, _ := json.Marshal(partOf(r))
 		if j.reply != "" {
 			_ = b.nc.Publish(j.reply, body)
 		}

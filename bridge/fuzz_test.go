@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
@@ -90,6 +91,17 @@ func (o outcome) same(p outcome) bool {
 	return o.kind == p.kind && o.shard == p.shard && bytes.Equal(o.cmd, p.cmd) && o.read == p.read
 }
 
+// renderRead prints a read request with its listing query.
+func renderRead(r actors.ReadRequest) string {
+	l := r.List
+	r.List = nil
+	s := fmt.Sprintf("%+v", r)
+	if l != nil {
+		s += fmt.Sprintf(" list %+v", *l)
+	}
+	return s
+}
+
 // prepareOnce runs prepare and checks its invariants.
 func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []byte, isProto bool) outcome {
 	t.Helper()
@@ -136,6 +148,8 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 		switch spec.verb {
 		case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
 			want = contract.ShardOf(tenant, contract.PlacementKey(cmd.ObjectID), fuzzShards)
+		case contract.VerbImport:
+			want = contract.ShardOf(tenant, contract.PlacementKey(cmd.Imports[0].Members[0].ID), fuzzShards)
 		case contract.VerbReserve:
 			want = contract.ShardOf(tenant, contract.PlacementKey(cmd.Members[0].ID), fuzzShards)
 			for i := range cmd.Members {
@@ -157,12 +171,18 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 		if c.op.read.Wait < 0 || c.op.read.Wait > messages.MaxWaitMs*1e6 {
 			t.Fatalf("%s: wait %v out of bounds", spec.verb, c.op.read.Wait)
 		}
-		o.read = fmt.Sprintf("%+v", c.op.read)
+		o.read = renderRead(c.op.read)
 	case opList:
-		if spec.verb != contract.VerbListLeases || c.op.read.Limit < messages.MinListLimit || c.op.read.Limit > messages.MaxListLimit {
+		if spec.verb.Info().Target != contract.TargetAll || c.op.read.Limit < messages.MinListLimit || c.op.read.Limit > messages.MaxListLimit {
 			t.Fatalf("%s: bad list %+v", spec.verb, c.op.read)
 		}
-		o.read = fmt.Sprintf("%+v", c.op.read)
+		o.read = renderRead(c.op.read)
+	case opFan:
+		cmd := c.op.cmd
+		if cmd == nil || cmd.Verb != spec.verb || spec.verb.Info().Target != contract.TargetAll || cmd.Tenant != tenant {
+			t.Fatalf("%s: accepted as a write to every shard without its command: %+v", spec.verb, cmd)
+		}
+		o.cmd = cmd.AppendBinary(nil)
 	case opStatus:
 		if spec.verb != contract.VerbClusterStatus || (c.op.hasKey && c.op.shard >= fuzzShards) {
 			t.Fatalf("%s: bad status %+v", spec.verb, c.op)

@@ -187,6 +187,9 @@ type ReserveRequest struct {
 	// KeepAlive, with Activate, makes the active lease expire to revoking unless it is
 	// renewed within this long (0: it never expires).
 	KeepAlive time.Duration
+	// Labels are the lease's key/value pairs (at most 8), e.g. owner_type and
+	// owner_uuid: selectable in ListLeasesPage, ReleaseAll and RevokeAll.
+	Labels map[string]string
 }
 
 // Reserve claims the members for the holder as one lease. Domain codes:
@@ -202,6 +205,7 @@ func (c *Client) Reserve(ctx context.Context, r ReserveRequest, opts ...WriteOpt
 		TtlMs:       durationMs(r.TTL),
 		Activate:    r.Activate,
 		KeepaliveMs: durationMs(r.KeepAlive),
+		Labels:      r.Labels,
 	}
 	return c.leaseCall(ctx, contract.VerbReserve, req, o.opID)
 }

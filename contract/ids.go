@@ -31,6 +31,9 @@ func ValidTenant(s string) bool {
 // 1–128 chars of A-Z a-z 0-9 _ - : / @ +, the first alphanumeric.
 func ValidObjectID(s string) bool { return validID(s, MaxObjectIDLen) }
 
+// ValidObjectIDPrefix reports whether s can start an object id (a listing's prefix).
+func ValidObjectIDPrefix(s string) bool { return s == "" || validID(s, MaxObjectIDLen) }
+
 // ValidOperationID reports whether s is a valid operation id (1–64 chars, same form).
 func ValidOperationID(s string) bool { return validID(s, MaxOperationIDLen) }
 

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"encoding/base64"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -87,6 +88,35 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	}
 	w.u64("earliest_deadline_slot", m.EarliestDeadlineSlot)
 	w.u64("slot_ms", m.SlotMs)
+	w.str("next_cursor", m.NextCursor)
+	list(&w, "resources", m.Resources, w.resource)
+	list(&w, "pools", m.Pools, w.pool)
+	list(&w, "ranges", m.Ranges, w.rng)
+	list(&w, "runs", m.Runs, w.run)
+	list(&w, "works", m.Works, w.work)
+	list(&w, "allocations", m.Allocations, func(a *Allocation) {
+		w.object(func() {
+			w.u64("value", a.Value)
+			if a.Lease != nil {
+				w.key("lease")
+				w.lease(a.Lease)
+			}
+		})
+	})
+	list(&w, "excluded", m.Excluded, w.interval)
+	w.str("value_state", m.ValueState)
+	w.u64("count", m.Count)
+	w.boolean("more", m.More)
+	if m.Item != nil {
+		w.key("item")
+		w.b = strconv.AppendUint(w.b, uint64(*m.Item), 10)
+	}
+	if m.Value != nil {
+		w.key("value")
+		w.b = append(w.b, '"')
+		w.b = strconv.AppendUint(w.b, *m.Value, 10)
+		w.b = append(w.b, '"')
+	}
 	return append(w.b, '}')
 }
 
@@ -131,12 +161,17 @@ type jw struct {
 }
 
 func (w *jw) key(k string) {
-	if len(w.b) > 0 && w.b[len(w.b)-1] != '{' {
-		w.b = append(w.b, ',')
-	}
+	w.comma()
 	w.b = append(w.b, '"')
 	w.b = append(w.b, k...)
 	w.b = append(w.b, '"', ':')
+}
+
+// comma separates a field from the one before it in the object being written.
+func (w *jw) comma() {
+	if len(w.b) > 0 && w.b[len(w.b)-1] != '{' {
+		w.b = append(w.b, ',')
+	}
 }
 
 func (w *jw) str(k, v string) {
@@ -261,6 +296,7 @@ func (w *jw) pool(p *Pool) {
 		w.u64("reserved", p.Reserved)
 		w.u64("active", p.Active)
 		w.u64("available", p.Available)
+		w.u64("consumed", p.Consumed)
 	})
 }
 
@@ -272,6 +308,40 @@ func (w *jw) rng(r *Range) {
 		w.str("strategy", r.Strategy)
 		w.u64("allocated", r.Allocated)
 		w.u64("free", r.Free)
+		w.u64("excluded", r.Excluded)
+		if r.StaticBand != nil {
+			w.key("static_band")
+			w.interval(r.StaticBand)
+		}
+		w.str("format", r.Format)
+	})
+}
+
+func (w *jw) interval(iv *Interval) {
+	w.object(func() {
+		w.u64("first", iv.First)
+		w.u64("last", iv.Last)
+	})
+}
+
+// labels writes a string map as protojson does: keys sorted.
+func (w *jw) labels(k string, m map[string]string) {
+	if len(m) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(m))
+	for key := range m {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	w.key(k)
+	w.object(func() {
+		for _, key := range keys {
+			w.comma()
+			w.b = appendJSONString(w.b, key)
+			w.b = append(w.b, ':')
+			w.b = appendJSONString(w.b, m[key])
+		}
 	})
 }
 
@@ -307,6 +377,7 @@ func (w *jw) lease(l *Lease) {
 			})
 		})
 		w.u64("keepalive_slots", l.KeepaliveSlots)
+		w.labels("labels", l.Labels)
 	})
 }
 

@@ -36,7 +36,14 @@ func fill(t *rapid.T, m protoreflect.Message, depth int) {
 				list.Append(scalar(t, fd, label))
 			}
 		case fd.IsMap():
-			t.Fatalf("%s: a map field; teach fill and the fast encoders about it", label)
+			if fd.MapKey().Kind() != protoreflect.StringKind || fd.MapValue().Kind() != protoreflect.StringKind {
+				t.Fatalf("%s: a map field of other kinds; teach fill and the fast encoders about it", label)
+			}
+			mp := m.Mutable(fd).Map()
+			for j, n := 0, rapid.IntRange(0, 3).Draw(t, label+"#"); j < n; j++ {
+				k := rapid.StringMatching(`[a-z0-9_]{1,6}`).Draw(t, label+".key")
+				mp.Set(protoreflect.ValueOfString(k).MapKey(), scalar(t, fd.MapValue(), label+".value"))
+			}
 		case fd.Kind() == protoreflect.MessageKind:
 			if depth > 0 && rapid.Bool().Draw(t, label+"?") {
 				fill(t, m.Mutable(fd).Message(), depth-1)

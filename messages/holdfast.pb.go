@@ -858,8 +858,11 @@ type Lease struct {
 	Members []*Member `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`
 	// An active lease's keep-alive in slots (absent: none, it never expires).
 	KeepaliveSlots uint64 `protobuf:"varint,10,opt,name=keepalive_slots,json=keepaliveSlots,proto3" json:"keepalive_slots,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The labels given at reserve or import (docs/api.md Part IV): at most 8
+	// `key: value` pairs, e.g. `owner_type`, `owner_uuid`.
+	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Lease) Reset() {
@@ -962,6 +965,13 @@ func (x *Lease) GetKeepaliveSlots() uint64 {
 	return 0
 }
 
+func (x *Lease) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // Pool is the view of a capacity pool.
 type Pool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -973,8 +983,11 @@ type Pool struct {
 	Reserved uint64 `protobuf:"varint,3,opt,name=reserved,proto3" json:"reserved,omitempty"`
 	// Units in active or revoking leases.
 	Active uint64 `protobuf:"varint,4,opt,name=active,proto3" json:"active,omitempty"`
-	// capacity − reserved − active.
-	Available     uint64 `protobuf:"varint,5,opt,name=available,proto3" json:"available,omitempty"`
+	// capacity − reserved − active − consumed.
+	Available uint64 `protobuf:"varint,5,opt,name=available,proto3" json:"available,omitempty"`
+	// Units used up for good by `lease.consume`; only `pool.resize` gives a
+	// pool more.
+	Consumed      uint64 `protobuf:"varint,6,opt,name=consumed,proto3" json:"consumed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1044,6 +1057,13 @@ func (x *Pool) GetAvailable() uint64 {
 	return 0
 }
 
+func (x *Pool) GetConsumed() uint64 {
+	if x != nil {
+		return x.Consumed
+	}
+	return 0
+}
+
 // Range is the view of a value range [first, last].
 type Range struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1057,8 +1077,17 @@ type Range struct {
 	Strategy string `protobuf:"bytes,4,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	// Values currently allocated.
 	Allocated uint64 `protobuf:"varint,5,opt,name=allocated,proto3" json:"allocated,omitempty"`
-	// Values left, saturating at 2^64−1.
-	Free          uint64 `protobuf:"varint,6,opt,name=free,proto3" json:"free,omitempty"`
+	// Values left, saturating at 2^64−1 (excluded values are not free).
+	Free uint64 `protobuf:"varint,6,opt,name=free,proto3" json:"free,omitempty"`
+	// Values excluded: never handed out (`range.allocations` with `excluded`
+	// lists them), saturating at 2^64−1.
+	Excluded uint64 `protobuf:"varint,7,opt,name=excluded,proto3" json:"excluded,omitempty"`
+	// The static band: values "any" avoids while others are free, so they stay
+	// for requests that name them. Absent: none.
+	StaticBand *Interval `protobuf:"bytes,8,opt,name=static_band,json=staticBand,proto3" json:"static_band,omitempty"`
+	// How clients show the values: `port`, `ipv4`, `mac`, or absent (numbers).
+	// The wire always carries integers.
+	Format        string `protobuf:"bytes,9,opt,name=format,proto3" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1135,6 +1164,133 @@ func (x *Range) GetFree() uint64 {
 	return 0
 }
 
+func (x *Range) GetExcluded() uint64 {
+	if x != nil {
+		return x.Excluded
+	}
+	return 0
+}
+
+func (x *Range) GetStaticBand() *Interval {
+	if x != nil {
+		return x.StaticBand
+	}
+	return nil
+}
+
+func (x *Range) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+// Interval is the values first..last of a range, both included.
+type Interval struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	Last          uint64                 `protobuf:"varint,2,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Interval) Reset() {
+	*x = Interval{}
+	mi := &file_holdfast_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Interval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Interval) ProtoMessage() {}
+
+func (x *Interval) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Interval.ProtoReflect.Descriptor instead.
+func (*Interval) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Interval) GetFirst() uint64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *Interval) GetLast() uint64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+// Allocation is a range value and the lease holding it.
+type Allocation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Value         uint64                 `protobuf:"varint,1,opt,name=value,proto3" json:"value,omitempty"`
+	Lease         *Lease                 `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Allocation) Reset() {
+	*x = Allocation{}
+	mi := &file_holdfast_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Allocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Allocation) ProtoMessage() {}
+
+func (x *Allocation) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
+func (*Allocation) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Allocation) GetValue() uint64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *Allocation) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // CreateResourceRequest is the request of `resource.create`. Success fields:
 // `resource`. Domain codes: `already_exists`, `resource_table_full`.
 type CreateResourceRequest struct {
@@ -1149,7 +1305,7 @@ type CreateResourceRequest struct {
 
 func (x *CreateResourceRequest) Reset() {
 	*x = CreateResourceRequest{}
-	mi := &file_holdfast_proto_msgTypes[13]
+	mi := &file_holdfast_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1317,7 @@ func (x *CreateResourceRequest) String() string {
 func (*CreateResourceRequest) ProtoMessage() {}
 
 func (x *CreateResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[13]
+	mi := &file_holdfast_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1330,7 @@ func (x *CreateResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResourceRequest.ProtoReflect.Descriptor instead.
 func (*CreateResourceRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{13}
+	return file_holdfast_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateResourceRequest) GetOperationId() string {
@@ -1207,7 +1363,7 @@ type CreatePoolRequest struct {
 
 func (x *CreatePoolRequest) Reset() {
 	*x = CreatePoolRequest{}
-	mi := &file_holdfast_proto_msgTypes[14]
+	mi := &file_holdfast_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1375,7 @@ func (x *CreatePoolRequest) String() string {
 func (*CreatePoolRequest) ProtoMessage() {}
 
 func (x *CreatePoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[14]
+	mi := &file_holdfast_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1388,7 @@ func (x *CreatePoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePoolRequest.ProtoReflect.Descriptor instead.
 func (*CreatePoolRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{14}
+	return file_holdfast_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreatePoolRequest) GetOperationId() string {
@@ -1271,14 +1427,22 @@ type CreateRangeRequest struct {
 	// `lowest_free` (default when empty), `random` (deterministic: seeded from
 	// the log position) or `least_recently_freed` (never-used values in
 	// ascending order first, then freed values in the order they were freed).
-	Strategy      string `protobuf:"bytes,5,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	Strategy string `protobuf:"bytes,5,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// Values never handed out (docs/api.md Part IV): at most 4096 intervals
+	// inside [first, last]; a request naming one is `value_excluded`.
+	Excluded []*Interval `protobuf:"bytes,6,rep,name=excluded,proto3" json:"excluded,omitempty"`
+	// The static band: at most 4096 values inside [first, last] that "any"
+	// takes only when no other value is free.
+	StaticBand *Interval `protobuf:"bytes,7,opt,name=static_band,json=staticBand,proto3" json:"static_band,omitempty"`
+	// How clients show the values: `port`, `ipv4`, `mac`, or empty (numbers).
+	Format        string `protobuf:"bytes,8,opt,name=format,proto3" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateRangeRequest) Reset() {
 	*x = CreateRangeRequest{}
-	mi := &file_holdfast_proto_msgTypes[15]
+	mi := &file_holdfast_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1454,7 @@ func (x *CreateRangeRequest) String() string {
 func (*CreateRangeRequest) ProtoMessage() {}
 
 func (x *CreateRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[15]
+	mi := &file_holdfast_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1467,7 @@ func (x *CreateRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRangeRequest.ProtoReflect.Descriptor instead.
 func (*CreateRangeRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{15}
+	return file_holdfast_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateRangeRequest) GetOperationId() string {
@@ -1341,6 +1505,27 @@ func (x *CreateRangeRequest) GetStrategy() string {
 	return ""
 }
 
+func (x *CreateRangeRequest) GetExcluded() []*Interval {
+	if x != nil {
+		return x.Excluded
+	}
+	return nil
+}
+
+func (x *CreateRangeRequest) GetStaticBand() *Interval {
+	if x != nil {
+		return x.StaticBand
+	}
+	return nil
+}
+
+func (x *CreateRangeRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
 // DeleteResourceRequest is the request of `resource.delete`: deletes a
 // resource no lease holds. Success fields: `resource` (as it was). Domain
 // codes: `resource_not_found`, `object_in_use`.
@@ -1356,7 +1541,7 @@ type DeleteResourceRequest struct {
 
 func (x *DeleteResourceRequest) Reset() {
 	*x = DeleteResourceRequest{}
-	mi := &file_holdfast_proto_msgTypes[16]
+	mi := &file_holdfast_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1553,7 @@ func (x *DeleteResourceRequest) String() string {
 func (*DeleteResourceRequest) ProtoMessage() {}
 
 func (x *DeleteResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[16]
+	mi := &file_holdfast_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1566,7 @@ func (x *DeleteResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResourceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteResourceRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{16}
+	return file_holdfast_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteResourceRequest) GetOperationId() string {
@@ -1413,7 +1598,7 @@ type DeletePoolRequest struct {
 
 func (x *DeletePoolRequest) Reset() {
 	*x = DeletePoolRequest{}
-	mi := &file_holdfast_proto_msgTypes[17]
+	mi := &file_holdfast_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1610,7 @@ func (x *DeletePoolRequest) String() string {
 func (*DeletePoolRequest) ProtoMessage() {}
 
 func (x *DeletePoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[17]
+	mi := &file_holdfast_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1623,7 @@ func (x *DeletePoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePoolRequest.ProtoReflect.Descriptor instead.
 func (*DeletePoolRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{17}
+	return file_holdfast_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeletePoolRequest) GetOperationId() string {
@@ -1470,7 +1655,7 @@ type DeleteRangeRequest struct {
 
 func (x *DeleteRangeRequest) Reset() {
 	*x = DeleteRangeRequest{}
-	mi := &file_holdfast_proto_msgTypes[18]
+	mi := &file_holdfast_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1667,7 @@ func (x *DeleteRangeRequest) String() string {
 func (*DeleteRangeRequest) ProtoMessage() {}
 
 func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[18]
+	mi := &file_holdfast_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1680,7 @@ func (x *DeleteRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRangeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRangeRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{18}
+	return file_holdfast_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteRangeRequest) GetOperationId() string {
@@ -1535,14 +1720,18 @@ type ReserveRequest struct {
 	// then be renewed before its deadline (a renew never shortens it); when the
 	// deadline passes the lease moves to `revoking`. Absent or 0: an active
 	// lease never expires.
-	KeepaliveMs   uint64 `protobuf:"varint,6,opt,name=keepalive_ms,json=keepaliveMs,proto3" json:"keepalive_ms,omitempty"`
+	KeepaliveMs uint64 `protobuf:"varint,6,opt,name=keepalive_ms,json=keepaliveMs,proto3" json:"keepalive_ms,omitempty"`
+	// The lease's labels (docs/api.md Part IV): at most 8; keys 1–63 chars of
+	// `A-Z a-z 0-9 _ - . /`, values 1–128 chars of `A-Z a-z 0-9 _ - . : / @ +`,
+	// both starting alphanumeric.
+	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_holdfast_proto_msgTypes[19]
+	mi := &file_holdfast_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1743,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[19]
+	mi := &file_holdfast_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1756,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{19}
+	return file_holdfast_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReserveRequest) GetOperationId() string {
@@ -1612,6 +1801,13 @@ func (x *ReserveRequest) GetKeepaliveMs() uint64 {
 	return 0
 }
 
+func (x *ReserveRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // ActivateRequest is the request of `lease.activate`: moves a `reserved`
 // lease whose deadline is still ahead to `active`. Success fields: `lease`.
 // Domain codes: `lease_not_found`, `lease_retired`, `holder_mismatch`,
@@ -1634,7 +1830,7 @@ type ActivateRequest struct {
 
 func (x *ActivateRequest) Reset() {
 	*x = ActivateRequest{}
-	mi := &file_holdfast_proto_msgTypes[20]
+	mi := &file_holdfast_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1842,7 @@ func (x *ActivateRequest) String() string {
 func (*ActivateRequest) ProtoMessage() {}
 
 func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[20]
+	mi := &file_holdfast_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1855,7 @@ func (x *ActivateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActivateRequest.ProtoReflect.Descriptor instead.
 func (*ActivateRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{20}
+	return file_holdfast_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ActivateRequest) GetOperationId() string {
@@ -1718,7 +1914,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_holdfast_proto_msgTypes[21]
+	mi := &file_holdfast_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1926,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[21]
+	mi := &file_holdfast_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1939,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{21}
+	return file_holdfast_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RenewRequest) GetOperationId() string {
@@ -1800,7 +1996,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_holdfast_proto_msgTypes[22]
+	mi := &file_holdfast_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2008,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[22]
+	mi := &file_holdfast_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2021,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{22}
+	return file_holdfast_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReleaseRequest) GetOperationId() string {
@@ -1872,7 +2068,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_holdfast_proto_msgTypes[23]
+	mi := &file_holdfast_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +2080,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[23]
+	mi := &file_holdfast_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2093,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{23}
+	return file_holdfast_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RevokeRequest) GetOperationId() string {
@@ -1929,7 +2125,7 @@ type ReclaimRequest struct {
 
 func (x *ReclaimRequest) Reset() {
 	*x = ReclaimRequest{}
-	mi := &file_holdfast_proto_msgTypes[24]
+	mi := &file_holdfast_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2137,7 @@ func (x *ReclaimRequest) String() string {
 func (*ReclaimRequest) ProtoMessage() {}
 
 func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[24]
+	mi := &file_holdfast_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2150,7 @@ func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimRequest.ProtoReflect.Descriptor instead.
 func (*ReclaimRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{24}
+	return file_holdfast_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReclaimRequest) GetOperationId() string {
@@ -1988,7 +2184,7 @@ type GetResourceRequest struct {
 
 func (x *GetResourceRequest) Reset() {
 	*x = GetResourceRequest{}
-	mi := &file_holdfast_proto_msgTypes[25]
+	mi := &file_holdfast_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2196,7 @@ func (x *GetResourceRequest) String() string {
 func (*GetResourceRequest) ProtoMessage() {}
 
 func (x *GetResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[25]
+	mi := &file_holdfast_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2209,7 @@ func (x *GetResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{25}
+	return file_holdfast_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetResourceRequest) GetResourceId() string {
@@ -2054,7 +2250,7 @@ type GetLeaseRequest struct {
 
 func (x *GetLeaseRequest) Reset() {
 	*x = GetLeaseRequest{}
-	mi := &file_holdfast_proto_msgTypes[26]
+	mi := &file_holdfast_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2262,7 @@ func (x *GetLeaseRequest) String() string {
 func (*GetLeaseRequest) ProtoMessage() {}
 
 func (x *GetLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[26]
+	mi := &file_holdfast_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2275,7 @@ func (x *GetLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaseRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{26}
+	return file_holdfast_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetLeaseRequest) GetLeaseId() string {
@@ -2120,7 +2316,7 @@ type GetPoolRequest struct {
 
 func (x *GetPoolRequest) Reset() {
 	*x = GetPoolRequest{}
-	mi := &file_holdfast_proto_msgTypes[27]
+	mi := &file_holdfast_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2328,7 @@ func (x *GetPoolRequest) String() string {
 func (*GetPoolRequest) ProtoMessage() {}
 
 func (x *GetPoolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[27]
+	mi := &file_holdfast_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,7 +2341,7 @@ func (x *GetPoolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPoolRequest.ProtoReflect.Descriptor instead.
 func (*GetPoolRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{27}
+	return file_holdfast_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetPoolRequest) GetPoolId() string {
@@ -2186,7 +2382,7 @@ type GetRangeRequest struct {
 
 func (x *GetRangeRequest) Reset() {
 	*x = GetRangeRequest{}
-	mi := &file_holdfast_proto_msgTypes[28]
+	mi := &file_holdfast_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2394,7 @@ func (x *GetRangeRequest) String() string {
 func (*GetRangeRequest) ProtoMessage() {}
 
 func (x *GetRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[28]
+	mi := &file_holdfast_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2407,7 @@ func (x *GetRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRangeRequest.ProtoReflect.Descriptor instead.
 func (*GetRangeRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{28}
+	return file_holdfast_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetRangeRequest) GetRangeId() string {
@@ -2243,14 +2439,21 @@ type ListLeasesRequest struct {
 	// The holder whose live leases (`reserved`, `active`, `revoking`) to list.
 	HolderId string `protobuf:"bytes,1,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
 	// Most leases to return, 1–10000; 1000 when absent.
-	Limit         *uint32 `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	Limit *uint32 `protobuf:"varint,2,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	// Where to go on: the `next_cursor` of the previous page (docs/api.md Part
+	// IV). With a cursor, a label or a state the listing is paged.
+	Cursor string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Only leases carrying this label, `key=value`.
+	Label string `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
+	// Only leases in this state: `reserved`, `active` or `revoking`.
+	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_holdfast_proto_msgTypes[29]
+	mi := &file_holdfast_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2465,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[29]
+	mi := &file_holdfast_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2478,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{29}
+	return file_holdfast_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListLeasesRequest) GetHolderId() string {
@@ -2292,6 +2495,943 @@ func (x *ListLeasesRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *ListLeasesRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListLeasesRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *ListLeasesRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+// `resource.list`, `pool.list`, `range.list`, `run.list`: the tenant's
+// objects whose ids start with `prefix`, in id order over every shard.
+// Reply: `resources`/`pools`/`ranges`/`runs`, `next_cursor`, `applied_lsns`.
+type ListObjectsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Prefix string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Cursor string                 `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Most objects per page, 1–1000; 100 when absent.
+	Limit         *uint32 `protobuf:"varint,3,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListObjectsRequest) Reset() {
+	*x = ListObjectsRequest{}
+	mi := &file_holdfast_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListObjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListObjectsRequest) ProtoMessage() {}
+
+func (x *ListObjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListObjectsRequest.ProtoReflect.Descriptor instead.
+func (*ListObjectsRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListObjectsRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ListObjectsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListObjectsRequest) GetLimit() uint32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+// `range.lookup`: what value `value` of the range is. Reply: `value_state`
+// (`free`, `held`, `excluded`), with `held` the `lease` holding it;
+// `applied_lsn`. Domain codes: `range_not_found`, `value_out_of_range`.
+type LookupValueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RangeId       string                 `protobuf:"bytes,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Value         uint64                 `protobuf:"varint,2,opt,name=value,proto3" json:"value,omitempty"`
+	MinLsn        uint64                 `protobuf:"varint,3,opt,name=min_lsn,json=minLsn,proto3" json:"min_lsn,omitempty"`
+	WaitMs        *uint32                `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3,oneof" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupValueRequest) Reset() {
+	*x = LookupValueRequest{}
+	mi := &file_holdfast_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupValueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupValueRequest) ProtoMessage() {}
+
+func (x *LookupValueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupValueRequest.ProtoReflect.Descriptor instead.
+func (*LookupValueRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *LookupValueRequest) GetRangeId() string {
+	if x != nil {
+		return x.RangeId
+	}
+	return ""
+}
+
+func (x *LookupValueRequest) GetValue() uint64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *LookupValueRequest) GetMinLsn() uint64 {
+	if x != nil {
+		return x.MinLsn
+	}
+	return 0
+}
+
+func (x *LookupValueRequest) GetWaitMs() uint32 {
+	if x != nil && x.WaitMs != nil {
+		return *x.WaitMs
+	}
+	return 0
+}
+
+// `range.allocations`: the range's allocated values in value order, each with
+// its lease; with `excluded`, its excluded intervals instead. Reply:
+// `allocations` or `excluded`, `next_cursor`, `applied_lsn`. Domain codes:
+// `range_not_found`.
+type ListAllocationsRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	RangeId string                 `protobuf:"bytes,1,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Cursor  string                 `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Most items per page, 1–1000; 100 when absent.
+	Limit         *uint32 `protobuf:"varint,3,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	Excluded      bool    `protobuf:"varint,4,opt,name=excluded,proto3" json:"excluded,omitempty"`
+	MinLsn        uint64  `protobuf:"varint,5,opt,name=min_lsn,json=minLsn,proto3" json:"min_lsn,omitempty"`
+	WaitMs        *uint32 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3,oneof" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAllocationsRequest) Reset() {
+	*x = ListAllocationsRequest{}
+	mi := &file_holdfast_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAllocationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAllocationsRequest) ProtoMessage() {}
+
+func (x *ListAllocationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAllocationsRequest.ProtoReflect.Descriptor instead.
+func (*ListAllocationsRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListAllocationsRequest) GetRangeId() string {
+	if x != nil {
+		return x.RangeId
+	}
+	return ""
+}
+
+func (x *ListAllocationsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListAllocationsRequest) GetLimit() uint32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *ListAllocationsRequest) GetExcluded() bool {
+	if x != nil {
+		return x.Excluded
+	}
+	return false
+}
+
+func (x *ListAllocationsRequest) GetMinLsn() uint64 {
+	if x != nil {
+		return x.MinLsn
+	}
+	return 0
+}
+
+func (x *ListAllocationsRequest) GetWaitMs() uint32 {
+	if x != nil && x.WaitMs != nil {
+		return *x.WaitMs
+	}
+	return 0
+}
+
+// `pool.holdings`: the live leases holding units of the pool, in issue
+// order. Reply: `leases`, `next_cursor`, `applied_lsn`. Domain codes:
+// `pool_not_found`.
+type ListHoldingsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PoolId        string                 `protobuf:"bytes,1,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	Cursor        string                 `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Limit         *uint32                `protobuf:"varint,3,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	MinLsn        uint64                 `protobuf:"varint,4,opt,name=min_lsn,json=minLsn,proto3" json:"min_lsn,omitempty"`
+	WaitMs        *uint32                `protobuf:"varint,5,opt,name=wait_ms,json=waitMs,proto3,oneof" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHoldingsRequest) Reset() {
+	*x = ListHoldingsRequest{}
+	mi := &file_holdfast_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHoldingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHoldingsRequest) ProtoMessage() {}
+
+func (x *ListHoldingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHoldingsRequest.ProtoReflect.Descriptor instead.
+func (*ListHoldingsRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListHoldingsRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *ListHoldingsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListHoldingsRequest) GetLimit() uint32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *ListHoldingsRequest) GetMinLsn() uint64 {
+	if x != nil {
+		return x.MinLsn
+	}
+	return 0
+}
+
+func (x *ListHoldingsRequest) GetWaitMs() uint32 {
+	if x != nil && x.WaitMs != nil {
+		return *x.WaitMs
+	}
+	return 0
+}
+
+// `work.list`: a run's work shards in creation order, of one `status` when
+// given (`active`, `claimed`, `done`, `split`, `parked`). Reply: `works`,
+// `next_cursor`, `applied_lsn`. Domain codes: `run_not_found`.
+type ListWorkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Cursor        string                 `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Limit         *uint32                `protobuf:"varint,4,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	MinLsn        uint64                 `protobuf:"varint,5,opt,name=min_lsn,json=minLsn,proto3" json:"min_lsn,omitempty"`
+	WaitMs        *uint32                `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3,oneof" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkRequest) Reset() {
+	*x = ListWorkRequest{}
+	mi := &file_holdfast_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkRequest) ProtoMessage() {}
+
+func (x *ListWorkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListWorkRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ListWorkRequest) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ListWorkRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListWorkRequest) GetLimit() uint32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *ListWorkRequest) GetMinLsn() uint64 {
+	if x != nil {
+		return x.MinLsn
+	}
+	return 0
+}
+
+func (x *ListWorkRequest) GetWaitMs() uint32 {
+	if x != nil && x.WaitMs != nil {
+		return *x.WaitMs
+	}
+	return 0
+}
+
+// `range.release` (the holder's: `holder_id` must hold the value;
+// `lease_epoch`, when given, must be the lease's), `range.revoke` and
+// `range.reclaim` (an operator's: whoever holds it). Reply: `lease`. A lease
+// holding more than the value is released whole only with `whole_lease`
+// (`lease_has_other_members` otherwise).
+type ValueRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	RangeId       string                 `protobuf:"bytes,2,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	Value         uint64                 `protobuf:"varint,3,opt,name=value,proto3" json:"value,omitempty"`
+	HolderId      string                 `protobuf:"bytes,4,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
+	LeaseEpoch    uint64                 `protobuf:"varint,5,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
+	WholeLease    bool                   `protobuf:"varint,6,opt,name=whole_lease,json=wholeLease,proto3" json:"whole_lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValueRequest) Reset() {
+	*x = ValueRequest{}
+	mi := &file_holdfast_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValueRequest) ProtoMessage() {}
+
+func (x *ValueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValueRequest.ProtoReflect.Descriptor instead.
+func (*ValueRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ValueRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ValueRequest) GetRangeId() string {
+	if x != nil {
+		return x.RangeId
+	}
+	return ""
+}
+
+func (x *ValueRequest) GetValue() uint64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *ValueRequest) GetHolderId() string {
+	if x != nil {
+		return x.HolderId
+	}
+	return ""
+}
+
+func (x *ValueRequest) GetLeaseEpoch() uint64 {
+	if x != nil {
+		return x.LeaseEpoch
+	}
+	return 0
+}
+
+func (x *ValueRequest) GetWholeLease() bool {
+	if x != nil {
+		return x.WholeLease
+	}
+	return false
+}
+
+// `range.exclude`, `range.include`: values first..last of the range stop or
+// start being handed out. Reply: `range`. Domain codes: `range_not_found`,
+// `value_out_of_range`, `value_busy` (exclude: a value is held),
+// `exclusion_table_full`.
+type ExcludeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	RangeId       string                 `protobuf:"bytes,2,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	First         uint64                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`
+	Last          uint64                 `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExcludeRequest) Reset() {
+	*x = ExcludeRequest{}
+	mi := &file_holdfast_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExcludeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExcludeRequest) ProtoMessage() {}
+
+func (x *ExcludeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExcludeRequest.ProtoReflect.Descriptor instead.
+func (*ExcludeRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ExcludeRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ExcludeRequest) GetRangeId() string {
+	if x != nil {
+		return x.RangeId
+	}
+	return ""
+}
+
+func (x *ExcludeRequest) GetFirst() uint64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *ExcludeRequest) GetLast() uint64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+// `range.resize`: new bounds (and, when given, a new static band) in place.
+// Reply: `range`. Domain codes: `range_not_found`, `object_in_use` (a held
+// value outside the new bounds).
+type ResizeRangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	RangeId       string                 `protobuf:"bytes,2,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	First         uint64                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`
+	Last          uint64                 `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	StaticBand    *Interval              `protobuf:"bytes,5,opt,name=static_band,json=staticBand,proto3" json:"static_band,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResizeRangeRequest) Reset() {
+	*x = ResizeRangeRequest{}
+	mi := &file_holdfast_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResizeRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResizeRangeRequest) ProtoMessage() {}
+
+func (x *ResizeRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResizeRangeRequest.ProtoReflect.Descriptor instead.
+func (*ResizeRangeRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ResizeRangeRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ResizeRangeRequest) GetRangeId() string {
+	if x != nil {
+		return x.RangeId
+	}
+	return ""
+}
+
+func (x *ResizeRangeRequest) GetFirst() uint64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *ResizeRangeRequest) GetLast() uint64 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+func (x *ResizeRangeRequest) GetStaticBand() *Interval {
+	if x != nil {
+		return x.StaticBand
+	}
+	return nil
+}
+
+// `pool.resize`: a new capacity, never below reserved + active + consumed.
+// Reply: `pool`. Domain codes: `pool_not_found`, `object_in_use`.
+type ResizePoolRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	PoolId        string                 `protobuf:"bytes,2,opt,name=pool_id,json=poolId,proto3" json:"pool_id,omitempty"`
+	Capacity      uint64                 `protobuf:"varint,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResizePoolRequest) Reset() {
+	*x = ResizePoolRequest{}
+	mi := &file_holdfast_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResizePoolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResizePoolRequest) ProtoMessage() {}
+
+func (x *ResizePoolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResizePoolRequest.ProtoReflect.Descriptor instead.
+func (*ResizePoolRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ResizePoolRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ResizePoolRequest) GetPoolId() string {
+	if x != nil {
+		return x.PoolId
+	}
+	return ""
+}
+
+func (x *ResizePoolRequest) GetCapacity() uint64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+// ImportLease is one lease of a `lease.import`: a reserve's fields.
+type ImportLease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	HolderId      string                 `protobuf:"bytes,1,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
+	Members       []*Member              `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	TtlMs         uint64                 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Activate      bool                   `protobuf:"varint,4,opt,name=activate,proto3" json:"activate,omitempty"`
+	KeepaliveMs   uint64                 `protobuf:"varint,5,opt,name=keepalive_ms,json=keepaliveMs,proto3" json:"keepalive_ms,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportLease) Reset() {
+	*x = ImportLease{}
+	mi := &file_holdfast_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportLease) ProtoMessage() {}
+
+func (x *ImportLease) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportLease.ProtoReflect.Descriptor instead.
+func (*ImportLease) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ImportLease) GetHolderId() string {
+	if x != nil {
+		return x.HolderId
+	}
+	return ""
+}
+
+func (x *ImportLease) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ImportLease) GetTtlMs() uint64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *ImportLease) GetActivate() bool {
+	if x != nil {
+		return x.Activate
+	}
+	return false
+}
+
+func (x *ImportLease) GetKeepaliveMs() uint64 {
+	if x != nil {
+		return x.KeepaliveMs
+	}
+	return 0
+}
+
+func (x *ImportLease) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// `lease.import`: 1–1000 leases at once, all or nothing, members of one
+// placement key. Reply: `leases`, the leases granted in order; a failure names
+// the failing lease (`item`) and member (`message`). Domain codes: those of
+// `lease.reserve` for resources, pools and ranges.
+type ImportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	Leases        []*ImportLease         `protobuf:"bytes,2,rep,name=leases,proto3" json:"leases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportRequest) Reset() {
+	*x = ImportRequest{}
+	mi := &file_holdfast_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportRequest) ProtoMessage() {}
+
+func (x *ImportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
+func (*ImportRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ImportRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ImportRequest) GetLeases() []*ImportLease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+// `lease.release_all` (the holder's reserved and active leases carrying
+// `label`: released) and `lease.revoke_all` (every active lease carrying it:
+// revoking; with `reclaim` also revoking ones: revoked), at most `limit` per
+// shard per call. Reply: `count`, `more` (call again while true), `leases`.
+type BulkRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	OperationId string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// `key=value`.
+	Label string `protobuf:"bytes,2,opt,name=label,proto3" json:"label,omitempty"`
+	// `lease.release_all`: the holder.
+	HolderId string `protobuf:"bytes,3,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
+	// Leases per shard, 1–1000; 100 when absent.
+	Limit         *uint32 `protobuf:"varint,4,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	Reclaim       bool    `protobuf:"varint,5,opt,name=reclaim,proto3" json:"reclaim,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkRequest) Reset() {
+	*x = BulkRequest{}
+	mi := &file_holdfast_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkRequest) ProtoMessage() {}
+
+func (x *BulkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_holdfast_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkRequest.ProtoReflect.Descriptor instead.
+func (*BulkRequest) Descriptor() ([]byte, []int) {
+	return file_holdfast_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *BulkRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *BulkRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *BulkRequest) GetHolderId() string {
+	if x != nil {
+		return x.HolderId
+	}
+	return ""
+}
+
+func (x *BulkRequest) GetLimit() uint32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *BulkRequest) GetReclaim() bool {
+	if x != nil {
+		return x.Reclaim
+	}
+	return false
+}
+
 // `run.create`: a run and its manifest. Reply: `run`.
 type CreateRunRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2304,7 +3444,7 @@ type CreateRunRequest struct {
 
 func (x *CreateRunRequest) Reset() {
 	*x = CreateRunRequest{}
-	mi := &file_holdfast_proto_msgTypes[30]
+	mi := &file_holdfast_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +3456,7 @@ func (x *CreateRunRequest) String() string {
 func (*CreateRunRequest) ProtoMessage() {}
 
 func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[30]
+	mi := &file_holdfast_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +3469,7 @@ func (x *CreateRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRunRequest.ProtoReflect.Descriptor instead.
 func (*CreateRunRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{30}
+	return file_holdfast_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateRunRequest) GetOperationId() string {
@@ -2365,7 +3505,7 @@ type RegisterRunRequest struct {
 
 func (x *RegisterRunRequest) Reset() {
 	*x = RegisterRunRequest{}
-	mi := &file_holdfast_proto_msgTypes[31]
+	mi := &file_holdfast_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +3517,7 @@ func (x *RegisterRunRequest) String() string {
 func (*RegisterRunRequest) ProtoMessage() {}
 
 func (x *RegisterRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[31]
+	mi := &file_holdfast_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +3530,7 @@ func (x *RegisterRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRunRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRunRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{31}
+	return file_holdfast_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RegisterRunRequest) GetOperationId() string {
@@ -2427,7 +3567,7 @@ type EndRunRequest struct {
 
 func (x *EndRunRequest) Reset() {
 	*x = EndRunRequest{}
-	mi := &file_holdfast_proto_msgTypes[32]
+	mi := &file_holdfast_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +3579,7 @@ func (x *EndRunRequest) String() string {
 func (*EndRunRequest) ProtoMessage() {}
 
 func (x *EndRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[32]
+	mi := &file_holdfast_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +3592,7 @@ func (x *EndRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndRunRequest.ProtoReflect.Descriptor instead.
 func (*EndRunRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{32}
+	return file_holdfast_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EndRunRequest) GetOperationId() string {
@@ -2489,7 +3629,7 @@ type DeleteRunRequest struct {
 
 func (x *DeleteRunRequest) Reset() {
 	*x = DeleteRunRequest{}
-	mi := &file_holdfast_proto_msgTypes[33]
+	mi := &file_holdfast_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +3641,7 @@ func (x *DeleteRunRequest) String() string {
 func (*DeleteRunRequest) ProtoMessage() {}
 
 func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[33]
+	mi := &file_holdfast_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +3654,7 @@ func (x *DeleteRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRunRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRunRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{33}
+	return file_holdfast_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteRunRequest) GetOperationId() string {
@@ -2543,7 +3683,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_holdfast_proto_msgTypes[34]
+	mi := &file_holdfast_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +3695,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[34]
+	mi := &file_holdfast_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +3708,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{34}
+	return file_holdfast_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -2605,7 +3745,7 @@ type GetWorkRequest struct {
 
 func (x *GetWorkRequest) Reset() {
 	*x = GetWorkRequest{}
-	mi := &file_holdfast_proto_msgTypes[35]
+	mi := &file_holdfast_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +3757,7 @@ func (x *GetWorkRequest) String() string {
 func (*GetWorkRequest) ProtoMessage() {}
 
 func (x *GetWorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[35]
+	mi := &file_holdfast_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +3770,7 @@ func (x *GetWorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{35}
+	return file_holdfast_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetWorkRequest) GetRunId() string {
@@ -2676,7 +3816,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_holdfast_proto_msgTypes[36]
+	mi := &file_holdfast_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +3828,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[36]
+	mi := &file_holdfast_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +3841,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{36}
+	return file_holdfast_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CheckpointRequest) GetOperationId() string {
@@ -2753,7 +3893,7 @@ type ParkWorkRequest struct {
 
 func (x *ParkWorkRequest) Reset() {
 	*x = ParkWorkRequest{}
-	mi := &file_holdfast_proto_msgTypes[37]
+	mi := &file_holdfast_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +3905,7 @@ func (x *ParkWorkRequest) String() string {
 func (*ParkWorkRequest) ProtoMessage() {}
 
 func (x *ParkWorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[37]
+	mi := &file_holdfast_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +3918,7 @@ func (x *ParkWorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkWorkRequest.ProtoReflect.Descriptor instead.
 func (*ParkWorkRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{37}
+	return file_holdfast_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ParkWorkRequest) GetOperationId() string {
@@ -2828,7 +3968,7 @@ type UnparkWorkRequest struct {
 
 func (x *UnparkWorkRequest) Reset() {
 	*x = UnparkWorkRequest{}
-	mi := &file_holdfast_proto_msgTypes[38]
+	mi := &file_holdfast_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3980,7 @@ func (x *UnparkWorkRequest) String() string {
 func (*UnparkWorkRequest) ProtoMessage() {}
 
 func (x *UnparkWorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[38]
+	mi := &file_holdfast_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3993,7 @@ func (x *UnparkWorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnparkWorkRequest.ProtoReflect.Descriptor instead.
 func (*UnparkWorkRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{38}
+	return file_holdfast_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UnparkWorkRequest) GetOperationId() string {
@@ -2892,7 +4032,7 @@ type SplitReplaceRequest struct {
 
 func (x *SplitReplaceRequest) Reset() {
 	*x = SplitReplaceRequest{}
-	mi := &file_holdfast_proto_msgTypes[39]
+	mi := &file_holdfast_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +4044,7 @@ func (x *SplitReplaceRequest) String() string {
 func (*SplitReplaceRequest) ProtoMessage() {}
 
 func (x *SplitReplaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[39]
+	mi := &file_holdfast_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +4057,7 @@ func (x *SplitReplaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitReplaceRequest.ProtoReflect.Descriptor instead.
 func (*SplitReplaceRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{39}
+	return file_holdfast_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SplitReplaceRequest) GetOperationId() string {
@@ -2970,7 +4110,7 @@ type SplitResidualRequest struct {
 
 func (x *SplitResidualRequest) Reset() {
 	*x = SplitResidualRequest{}
-	mi := &file_holdfast_proto_msgTypes[40]
+	mi := &file_holdfast_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2982,7 +4122,7 @@ func (x *SplitResidualRequest) String() string {
 func (*SplitResidualRequest) ProtoMessage() {}
 
 func (x *SplitResidualRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[40]
+	mi := &file_holdfast_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2995,7 +4135,7 @@ func (x *SplitResidualRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitResidualRequest.ProtoReflect.Descriptor instead.
 func (*SplitResidualRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{40}
+	return file_holdfast_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SplitResidualRequest) GetOperationId() string {
@@ -3045,7 +4185,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_holdfast_proto_msgTypes[41]
+	mi := &file_holdfast_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3057,7 +4197,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[41]
+	mi := &file_holdfast_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3070,7 +4210,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{41}
+	return file_holdfast_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClusterStatusRequest) GetPlacementKey() string {
@@ -3091,7 +4231,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_holdfast_proto_msgTypes[42]
+	mi := &file_holdfast_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +4243,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[42]
+	mi := &file_holdfast_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +4256,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{42}
+	return file_holdfast_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClusterNode) GetNode() string {
@@ -3146,7 +4286,7 @@ type ClusterShard struct {
 
 func (x *ClusterShard) Reset() {
 	*x = ClusterShard{}
-	mi := &file_holdfast_proto_msgTypes[43]
+	mi := &file_holdfast_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3158,7 +4298,7 @@ func (x *ClusterShard) String() string {
 func (*ClusterShard) ProtoMessage() {}
 
 func (x *ClusterShard) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[43]
+	mi := &file_holdfast_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3171,7 +4311,7 @@ func (x *ClusterShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterShard.ProtoReflect.Descriptor instead.
 func (*ClusterShard) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{43}
+	return file_holdfast_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClusterShard) GetShard() uint32 {
@@ -3253,14 +4393,38 @@ type Reply struct {
 	// `cluster.status`: the slot length in milliseconds. Slot `s` starts
 	// `s × slot_ms` ms after the Unix epoch, so `deadline_slot` and
 	// `retire_after_slot` can be shown as times.
-	SlotMs        uint64 `protobuf:"varint,23,opt,name=slot_ms,json=slotMs,proto3" json:"slot_ms,omitempty"`
+	SlotMs uint64 `protobuf:"varint,23,opt,name=slot_ms,json=slotMs,proto3" json:"slot_ms,omitempty"`
+	// Paged listings: where the next page starts; absent on the last page.
+	NextCursor string `protobuf:"bytes,24,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// `resource.list`, `pool.list`, `range.list`, `run.list`.
+	Resources []*Resource `protobuf:"bytes,25,rep,name=resources,proto3" json:"resources,omitempty"`
+	Pools     []*Pool     `protobuf:"bytes,26,rep,name=pools,proto3" json:"pools,omitempty"`
+	Ranges    []*Range    `protobuf:"bytes,27,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	Runs      []*Run      `protobuf:"bytes,28,rep,name=runs,proto3" json:"runs,omitempty"`
+	// `work.list`.
+	Works []*Work `protobuf:"bytes,29,rep,name=works,proto3" json:"works,omitempty"`
+	// `range.allocations`: values with their leases, or with `excluded` the
+	// excluded intervals.
+	Allocations []*Allocation `protobuf:"bytes,30,rep,name=allocations,proto3" json:"allocations,omitempty"`
+	Excluded    []*Interval   `protobuf:"bytes,31,rep,name=excluded,proto3" json:"excluded,omitempty"`
+	// `range.lookup`: `free`, `held` or `excluded`.
+	ValueState string `protobuf:"bytes,32,opt,name=value_state,json=valueState,proto3" json:"value_state,omitempty"`
+	// `lease.release_all`, `lease.revoke_all`: leases ended or moved; whether
+	// more carry the label.
+	Count uint64 `protobuf:"varint,33,opt,name=count,proto3" json:"count,omitempty"`
+	More  bool   `protobuf:"varint,34,opt,name=more,proto3" json:"more,omitempty"`
+	// `lease.import`: the failing lease's index.
+	Item *uint32 `protobuf:"varint,35,opt,name=item,proto3,oneof" json:"item,omitempty"`
+	// `range.exclude` with `value_busy`, `range.resize` with `object_in_use`:
+	// the held value in the way.
+	Value         *uint64 `protobuf:"varint,36,opt,name=value,proto3,oneof" json:"value,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_holdfast_proto_msgTypes[44]
+	mi := &file_holdfast_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +4436,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[44]
+	mi := &file_holdfast_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +4449,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{44}
+	return file_holdfast_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Reply) GetOutcome() string {
@@ -3449,6 +4613,97 @@ func (x *Reply) GetSlotMs() uint64 {
 	return 0
 }
 
+func (x *Reply) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
+}
+
+func (x *Reply) GetResources() []*Resource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *Reply) GetPools() []*Pool {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+func (x *Reply) GetRanges() []*Range {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *Reply) GetRuns() []*Run {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *Reply) GetWorks() []*Work {
+	if x != nil {
+		return x.Works
+	}
+	return nil
+}
+
+func (x *Reply) GetAllocations() []*Allocation {
+	if x != nil {
+		return x.Allocations
+	}
+	return nil
+}
+
+func (x *Reply) GetExcluded() []*Interval {
+	if x != nil {
+		return x.Excluded
+	}
+	return nil
+}
+
+func (x *Reply) GetValueState() string {
+	if x != nil {
+		return x.ValueState
+	}
+	return ""
+}
+
+func (x *Reply) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Reply) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+func (x *Reply) GetItem() uint32 {
+	if x != nil && x.Item != nil {
+		return *x.Item
+	}
+	return 0
+}
+
+func (x *Reply) GetValue() uint64 {
+	if x != nil && x.Value != nil {
+		return *x.Value
+	}
+	return 0
+}
+
 // Event is the payload published on `<prefix>.v1.<tenant>.events.<object>.<verb>`
 // after an entry is applied, and stored in the `HOLDFAST_EVENTS` JetStream
 // stream with message id `<shard>-<lsn>-<n>`. Per shard, events appear in
@@ -3486,7 +4741,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_holdfast_proto_msgTypes[45]
+	mi := &file_holdfast_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +4753,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_holdfast_proto_msgTypes[45]
+	mi := &file_holdfast_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +4766,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_holdfast_proto_rawDescGZIP(), []int{45}
+	return file_holdfast_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Event) GetEvent() string {
@@ -3656,7 +4911,7 @@ const file_holdfast_proto_rawDesc = "" +
 	"resourceId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12(\n" +
 	"\x10current_lease_id\x18\x03 \x01(\tR\x0ecurrentLeaseId\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x04R\aversion\"\xe3\x02\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"\xd6\x03\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1b\n" +
 	"\tholder_id\x18\x02 \x01(\tR\bholderId\x12\x14\n" +
@@ -3670,20 +4925,36 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x11retire_after_slot\x18\b \x01(\x04R\x0fretireAfterSlot\x12-\n" +
 	"\amembers\x18\t \x03(\v2\x13.holdfast.v1.MemberR\amembers\x12'\n" +
 	"\x0fkeepalive_slots\x18\n" +
-	" \x01(\x04R\x0ekeepaliveSlots\"\x8d\x01\n" +
+	" \x01(\x04R\x0ekeepaliveSlots\x126\n" +
+	"\x06labels\x18\v \x03(\v2\x1e.holdfast.v1.Lease.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
 	"\x04Pool\x12\x17\n" +
 	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x1a\n" +
 	"\bcapacity\x18\x02 \x01(\x04R\bcapacity\x12\x1a\n" +
 	"\breserved\x18\x03 \x01(\x04R\breserved\x12\x16\n" +
 	"\x06active\x18\x04 \x01(\x04R\x06active\x12\x1c\n" +
-	"\tavailable\x18\x05 \x01(\x04R\tavailable\"\x9a\x01\n" +
+	"\tavailable\x18\x05 \x01(\x04R\tavailable\x12\x1a\n" +
+	"\bconsumed\x18\x06 \x01(\x04R\bconsumed\"\x86\x02\n" +
 	"\x05Range\x12\x19\n" +
 	"\brange_id\x18\x01 \x01(\tR\arangeId\x12\x14\n" +
 	"\x05first\x18\x02 \x01(\x04R\x05first\x12\x12\n" +
 	"\x04last\x18\x03 \x01(\x04R\x04last\x12\x1a\n" +
 	"\bstrategy\x18\x04 \x01(\tR\bstrategy\x12\x1c\n" +
 	"\tallocated\x18\x05 \x01(\x04R\tallocated\x12\x12\n" +
-	"\x04free\x18\x06 \x01(\x04R\x04free\"[\n" +
+	"\x04free\x18\x06 \x01(\x04R\x04free\x12\x1a\n" +
+	"\bexcluded\x18\a \x01(\x04R\bexcluded\x126\n" +
+	"\vstatic_band\x18\b \x01(\v2\x15.holdfast.v1.IntervalR\n" +
+	"staticBand\x12\x16\n" +
+	"\x06format\x18\t \x01(\tR\x06format\"4\n" +
+	"\bInterval\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x12\n" +
+	"\x04last\x18\x02 \x01(\x04R\x04last\"L\n" +
+	"\n" +
+	"Allocation\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\x04R\x05value\x12(\n" +
+	"\x05lease\x18\x02 \x01(\v2\x12.holdfast.v1.LeaseR\x05lease\"[\n" +
 	"\x15CreateResourceRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x1f\n" +
 	"\vresource_id\x18\x02 \x01(\tR\n" +
@@ -3691,13 +4962,17 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x11CreatePoolRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x17\n" +
 	"\apool_id\x18\x02 \x01(\tR\x06poolId\x12\x1a\n" +
-	"\bcapacity\x18\x03 \x01(\x04R\bcapacity\"\x98\x01\n" +
+	"\bcapacity\x18\x03 \x01(\x04R\bcapacity\"\x9b\x02\n" +
 	"\x12CreateRangeRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
 	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +
 	"\x05first\x18\x03 \x01(\x04R\x05first\x12\x12\n" +
 	"\x04last\x18\x04 \x01(\x04R\x04last\x12\x1a\n" +
-	"\bstrategy\x18\x05 \x01(\tR\bstrategy\"[\n" +
+	"\bstrategy\x18\x05 \x01(\tR\bstrategy\x121\n" +
+	"\bexcluded\x18\x06 \x03(\v2\x15.holdfast.v1.IntervalR\bexcluded\x126\n" +
+	"\vstatic_band\x18\a \x01(\v2\x15.holdfast.v1.IntervalR\n" +
+	"staticBand\x12\x16\n" +
+	"\x06format\x18\b \x01(\tR\x06format\"[\n" +
 	"\x15DeleteResourceRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x1f\n" +
 	"\vresource_id\x18\x02 \x01(\tR\n" +
@@ -3707,14 +4982,18 @@ const file_holdfast_proto_rawDesc = "" +
 	"\apool_id\x18\x02 \x01(\tR\x06poolId\"R\n" +
 	"\x12DeleteRangeRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
-	"\brange_id\x18\x02 \x01(\tR\arangeId\"\xd5\x01\n" +
+	"\brange_id\x18\x02 \x01(\tR\arangeId\"\xd1\x02\n" +
 	"\x0eReserveRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x1b\n" +
 	"\tholder_id\x18\x02 \x01(\tR\bholderId\x12-\n" +
 	"\amembers\x18\x03 \x03(\v2\x13.holdfast.v1.MemberR\amembers\x12\x15\n" +
 	"\x06ttl_ms\x18\x04 \x01(\x04R\x05ttlMs\x12\x1a\n" +
 	"\bactivate\x18\x05 \x01(\bR\bactivate\x12!\n" +
-	"\fkeepalive_ms\x18\x06 \x01(\x04R\vkeepaliveMs\"\xb0\x01\n" +
+	"\fkeepalive_ms\x18\x06 \x01(\x04R\vkeepaliveMs\x12?\n" +
+	"\x06labels\x18\a \x03(\v2'.holdfast.v1.ReserveRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
 	"\x0fActivateRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -3765,10 +5044,99 @@ const file_holdfast_proto_rawDesc = "" +
 	"\amin_lsn\x18\x02 \x01(\x04R\x06minLsn\x12\x1c\n" +
 	"\await_ms\x18\x03 \x01(\rH\x00R\x06waitMs\x88\x01\x01B\n" +
 	"\n" +
-	"\b_wait_ms\"U\n" +
+	"\b_wait_ms\"\x99\x01\n" +
 	"\x11ListLeasesRequest\x12\x1b\n" +
 	"\tholder_id\x18\x01 \x01(\tR\bholderId\x12\x19\n" +
-	"\x05limit\x18\x02 \x01(\rH\x00R\x05limit\x88\x01\x01B\b\n" +
+	"\x05limit\x18\x02 \x01(\rH\x00R\x05limit\x88\x01\x01\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x12\x14\n" +
+	"\x05label\x18\x04 \x01(\tR\x05label\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05stateB\b\n" +
+	"\x06_limit\"i\n" +
+	"\x12ListObjectsRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x19\n" +
+	"\x05limit\x18\x03 \x01(\rH\x00R\x05limit\x88\x01\x01B\b\n" +
+	"\x06_limit\"\x88\x01\n" +
+	"\x12LookupValueRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\tR\arangeId\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value\x12\x17\n" +
+	"\amin_lsn\x18\x03 \x01(\x04R\x06minLsn\x12\x1c\n" +
+	"\await_ms\x18\x04 \x01(\rH\x00R\x06waitMs\x88\x01\x01B\n" +
+	"\n" +
+	"\b_wait_ms\"\xcf\x01\n" +
+	"\x16ListAllocationsRequest\x12\x19\n" +
+	"\brange_id\x18\x01 \x01(\tR\arangeId\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x19\n" +
+	"\x05limit\x18\x03 \x01(\rH\x00R\x05limit\x88\x01\x01\x12\x1a\n" +
+	"\bexcluded\x18\x04 \x01(\bR\bexcluded\x12\x17\n" +
+	"\amin_lsn\x18\x05 \x01(\x04R\x06minLsn\x12\x1c\n" +
+	"\await_ms\x18\x06 \x01(\rH\x01R\x06waitMs\x88\x01\x01B\b\n" +
+	"\x06_limitB\n" +
+	"\n" +
+	"\b_wait_ms\"\xae\x01\n" +
+	"\x13ListHoldingsRequest\x12\x17\n" +
+	"\apool_id\x18\x01 \x01(\tR\x06poolId\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x19\n" +
+	"\x05limit\x18\x03 \x01(\rH\x00R\x05limit\x88\x01\x01\x12\x17\n" +
+	"\amin_lsn\x18\x04 \x01(\x04R\x06minLsn\x12\x1c\n" +
+	"\await_ms\x18\x05 \x01(\rH\x01R\x06waitMs\x88\x01\x01B\b\n" +
+	"\x06_limitB\n" +
+	"\n" +
+	"\b_wait_ms\"\xc0\x01\n" +
+	"\x0fListWorkRequest\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x12\x19\n" +
+	"\x05limit\x18\x04 \x01(\rH\x00R\x05limit\x88\x01\x01\x12\x17\n" +
+	"\amin_lsn\x18\x05 \x01(\x04R\x06minLsn\x12\x1c\n" +
+	"\await_ms\x18\x06 \x01(\rH\x01R\x06waitMs\x88\x01\x01B\b\n" +
+	"\x06_limitB\n" +
+	"\n" +
+	"\b_wait_ms\"\xc1\x01\n" +
+	"\fValueRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
+	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\x04R\x05value\x12\x1b\n" +
+	"\tholder_id\x18\x04 \x01(\tR\bholderId\x12\x1f\n" +
+	"\vlease_epoch\x18\x05 \x01(\x04R\n" +
+	"leaseEpoch\x12\x1f\n" +
+	"\vwhole_lease\x18\x06 \x01(\bR\n" +
+	"wholeLease\"x\n" +
+	"\x0eExcludeRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
+	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +
+	"\x05first\x18\x03 \x01(\x04R\x05first\x12\x12\n" +
+	"\x04last\x18\x04 \x01(\x04R\x04last\"\xb4\x01\n" +
+	"\x12ResizeRangeRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
+	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +
+	"\x05first\x18\x03 \x01(\x04R\x05first\x12\x12\n" +
+	"\x04last\x18\x04 \x01(\x04R\x04last\x126\n" +
+	"\vstatic_band\x18\x05 \x01(\v2\x15.holdfast.v1.IntervalR\n" +
+	"staticBand\"k\n" +
+	"\x11ResizePoolRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x17\n" +
+	"\apool_id\x18\x02 \x01(\tR\x06poolId\x12\x1a\n" +
+	"\bcapacity\x18\x03 \x01(\x04R\bcapacity\"\xa8\x02\n" +
+	"\vImportLease\x12\x1b\n" +
+	"\tholder_id\x18\x01 \x01(\tR\bholderId\x12-\n" +
+	"\amembers\x18\x02 \x03(\v2\x13.holdfast.v1.MemberR\amembers\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\x04R\x05ttlMs\x12\x1a\n" +
+	"\bactivate\x18\x04 \x01(\bR\bactivate\x12!\n" +
+	"\fkeepalive_ms\x18\x05 \x01(\x04R\vkeepaliveMs\x12<\n" +
+	"\x06labels\x18\x06 \x03(\v2$.holdfast.v1.ImportLease.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
+	"\rImportRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x120\n" +
+	"\x06leases\x18\x02 \x03(\v2\x18.holdfast.v1.ImportLeaseR\x06leases\"\xa2\x01\n" +
+	"\vBulkRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x14\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\x12\x1b\n" +
+	"\tholder_id\x18\x03 \x01(\tR\bholderId\x12\x19\n" +
+	"\x05limit\x18\x04 \x01(\rH\x00R\x05limit\x88\x01\x01\x12\x18\n" +
+	"\areclaim\x18\x05 \x01(\bR\areclaimB\b\n" +
 	"\x06_limit\"{\n" +
 	"\x10CreateRunRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x15\n" +
@@ -3839,7 +5207,8 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1f\n" +
 	"\vapplied_lsn\x18\x03 \x01(\x04R\n" +
-	"appliedLsn\"\xfe\x06\n" +
+	"appliedLsn\"\xf8\n" +
+	"\n" +
 	"\x05Reply\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x1a\n" +
@@ -3865,8 +5234,25 @@ const file_holdfast_proto_rawDesc = "" +
 	"\bchildren\x18\x14 \x03(\v2\x11.holdfast.v1.WorkR\bchildren\x121\n" +
 	"\bcapacity\x18\x15 \x01(\v2\x15.holdfast.v1.CapacityR\bcapacity\x124\n" +
 	"\x16earliest_deadline_slot\x18\x16 \x01(\x04R\x14earliestDeadlineSlot\x12\x17\n" +
-	"\aslot_ms\x18\x17 \x01(\x04R\x06slotMsB\b\n" +
-	"\x06_shard\"\xea\x02\n" +
+	"\aslot_ms\x18\x17 \x01(\x04R\x06slotMs\x12\x1f\n" +
+	"\vnext_cursor\x18\x18 \x01(\tR\n" +
+	"nextCursor\x123\n" +
+	"\tresources\x18\x19 \x03(\v2\x15.holdfast.v1.ResourceR\tresources\x12'\n" +
+	"\x05pools\x18\x1a \x03(\v2\x11.holdfast.v1.PoolR\x05pools\x12*\n" +
+	"\x06ranges\x18\x1b \x03(\v2\x12.holdfast.v1.RangeR\x06ranges\x12$\n" +
+	"\x04runs\x18\x1c \x03(\v2\x10.holdfast.v1.RunR\x04runs\x12'\n" +
+	"\x05works\x18\x1d \x03(\v2\x11.holdfast.v1.WorkR\x05works\x129\n" +
+	"\vallocations\x18\x1e \x03(\v2\x17.holdfast.v1.AllocationR\vallocations\x121\n" +
+	"\bexcluded\x18\x1f \x03(\v2\x15.holdfast.v1.IntervalR\bexcluded\x12\x1f\n" +
+	"\vvalue_state\x18  \x01(\tR\n" +
+	"valueState\x12\x14\n" +
+	"\x05count\x18! \x01(\x04R\x05count\x12\x12\n" +
+	"\x04more\x18\" \x01(\bR\x04more\x12\x17\n" +
+	"\x04item\x18# \x01(\rH\x01R\x04item\x88\x01\x01\x12\x19\n" +
+	"\x05value\x18$ \x01(\x04H\x02R\x05value\x88\x01\x01B\b\n" +
+	"\x06_shardB\a\n" +
+	"\x05_itemB\b\n" +
+	"\x06_value\"\xea\x02\n" +
 	"\x05Event\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -3893,87 +5279,121 @@ func file_holdfast_proto_rawDescGZIP() []byte {
 	return file_holdfast_proto_rawDescData
 }
 
-var file_holdfast_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_holdfast_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_holdfast_proto_goTypes = []any{
-	(*Member)(nil),                // 0: holdfast.v1.Member
-	(*WorkRef)(nil),               // 1: holdfast.v1.WorkRef
-	(*WorkSpec)(nil),              // 2: holdfast.v1.WorkSpec
-	(*KeyRange)(nil),              // 3: holdfast.v1.KeyRange
-	(*Cursor)(nil),                // 4: holdfast.v1.Cursor
-	(*Run)(nil),                   // 5: holdfast.v1.Run
-	(*Work)(nil),                  // 6: holdfast.v1.Work
-	(*Capacity)(nil),              // 7: holdfast.v1.Capacity
-	(*ShardLsn)(nil),              // 8: holdfast.v1.ShardLsn
-	(*Resource)(nil),              // 9: holdfast.v1.Resource
-	(*Lease)(nil),                 // 10: holdfast.v1.Lease
-	(*Pool)(nil),                  // 11: holdfast.v1.Pool
-	(*Range)(nil),                 // 12: holdfast.v1.Range
-	(*CreateResourceRequest)(nil), // 13: holdfast.v1.CreateResourceRequest
-	(*CreatePoolRequest)(nil),     // 14: holdfast.v1.CreatePoolRequest
-	(*CreateRangeRequest)(nil),    // 15: holdfast.v1.CreateRangeRequest
-	(*DeleteResourceRequest)(nil), // 16: holdfast.v1.DeleteResourceRequest
-	(*DeletePoolRequest)(nil),     // 17: holdfast.v1.DeletePoolRequest
-	(*DeleteRangeRequest)(nil),    // 18: holdfast.v1.DeleteRangeRequest
-	(*ReserveRequest)(nil),        // 19: holdfast.v1.ReserveRequest
-	(*ActivateRequest)(nil),       // 20: holdfast.v1.ActivateRequest
-	(*RenewRequest)(nil),          // 21: holdfast.v1.RenewRequest
-	(*ReleaseRequest)(nil),        // 22: holdfast.v1.ReleaseRequest
-	(*RevokeRequest)(nil),         // 23: holdfast.v1.RevokeRequest
-	(*ReclaimRequest)(nil),        // 24: holdfast.v1.ReclaimRequest
-	(*GetResourceRequest)(nil),    // 25: holdfast.v1.GetResourceRequest
-	(*GetLeaseRequest)(nil),       // 26: holdfast.v1.GetLeaseRequest
-	(*GetPoolRequest)(nil),        // 27: holdfast.v1.GetPoolRequest
-	(*GetRangeRequest)(nil),       // 28: holdfast.v1.GetRangeRequest
-	(*ListLeasesRequest)(nil),     // 29: holdfast.v1.ListLeasesRequest
-	(*CreateRunRequest)(nil),      // 30: holdfast.v1.CreateRunRequest
-	(*RegisterRunRequest)(nil),    // 31: holdfast.v1.RegisterRunRequest
-	(*EndRunRequest)(nil),         // 32: holdfast.v1.EndRunRequest
-	(*DeleteRunRequest)(nil),      // 33: holdfast.v1.DeleteRunRequest
-	(*GetRunRequest)(nil),         // 34: holdfast.v1.GetRunRequest
-	(*GetWorkRequest)(nil),        // 35: holdfast.v1.GetWorkRequest
-	(*CheckpointRequest)(nil),     // 36: holdfast.v1.CheckpointRequest
-	(*ParkWorkRequest)(nil),       // 37: holdfast.v1.ParkWorkRequest
-	(*UnparkWorkRequest)(nil),     // 38: holdfast.v1.UnparkWorkRequest
-	(*SplitReplaceRequest)(nil),   // 39: holdfast.v1.SplitReplaceRequest
-	(*SplitResidualRequest)(nil),  // 40: holdfast.v1.SplitResidualRequest
-	(*ClusterStatusRequest)(nil),  // 41: holdfast.v1.ClusterStatusRequest
-	(*ClusterNode)(nil),           // 42: holdfast.v1.ClusterNode
-	(*ClusterShard)(nil),          // 43: holdfast.v1.ClusterShard
-	(*Reply)(nil),                 // 44: holdfast.v1.Reply
-	(*Event)(nil),                 // 45: holdfast.v1.Event
+	(*Member)(nil),                 // 0: holdfast.v1.Member
+	(*WorkRef)(nil),                // 1: holdfast.v1.WorkRef
+	(*WorkSpec)(nil),               // 2: holdfast.v1.WorkSpec
+	(*KeyRange)(nil),               // 3: holdfast.v1.KeyRange
+	(*Cursor)(nil),                 // 4: holdfast.v1.Cursor
+	(*Run)(nil),                    // 5: holdfast.v1.Run
+	(*Work)(nil),                   // 6: holdfast.v1.Work
+	(*Capacity)(nil),               // 7: holdfast.v1.Capacity
+	(*ShardLsn)(nil),               // 8: holdfast.v1.ShardLsn
+	(*Resource)(nil),               // 9: holdfast.v1.Resource
+	(*Lease)(nil),                  // 10: holdfast.v1.Lease
+	(*Pool)(nil),                   // 11: holdfast.v1.Pool
+	(*Range)(nil),                  // 12: holdfast.v1.Range
+	(*Interval)(nil),               // 13: holdfast.v1.Interval
+	(*Allocation)(nil),             // 14: holdfast.v1.Allocation
+	(*CreateResourceRequest)(nil),  // 15: holdfast.v1.CreateResourceRequest
+	(*CreatePoolRequest)(nil),      // 16: holdfast.v1.CreatePoolRequest
+	(*CreateRangeRequest)(nil),     // 17: holdfast.v1.CreateRangeRequest
+	(*DeleteResourceRequest)(nil),  // 18: holdfast.v1.DeleteResourceRequest
+	(*DeletePoolRequest)(nil),      // 19: holdfast.v1.DeletePoolRequest
+	(*DeleteRangeRequest)(nil),     // 20: holdfast.v1.DeleteRangeRequest
+	(*ReserveRequest)(nil),         // 21: holdfast.v1.ReserveRequest
+	(*ActivateRequest)(nil),        // 22: holdfast.v1.ActivateRequest
+	(*RenewRequest)(nil),           // 23: holdfast.v1.RenewRequest
+	(*ReleaseRequest)(nil),         // 24: holdfast.v1.ReleaseRequest
+	(*RevokeRequest)(nil),          // 25: holdfast.v1.RevokeRequest
+	(*ReclaimRequest)(nil),         // 26: holdfast.v1.ReclaimRequest
+	(*GetResourceRequest)(nil),     // 27: holdfast.v1.GetResourceRequest
+	(*GetLeaseRequest)(nil),        // 28: holdfast.v1.GetLeaseRequest
+	(*GetPoolRequest)(nil),         // 29: holdfast.v1.GetPoolRequest
+	(*GetRangeRequest)(nil),        // 30: holdfast.v1.GetRangeRequest
+	(*ListLeasesRequest)(nil),      // 31: holdfast.v1.ListLeasesRequest
+	(*ListObjectsRequest)(nil),     // 32: holdfast.v1.ListObjectsRequest
+	(*LookupValueRequest)(nil),     // 33: holdfast.v1.LookupValueRequest
+	(*ListAllocationsRequest)(nil), // 34: holdfast.v1.ListAllocationsRequest
+	(*ListHoldingsRequest)(nil),    // 35: holdfast.v1.ListHoldingsRequest
+	(*ListWorkRequest)(nil),        // 36: holdfast.v1.ListWorkRequest
+	(*ValueRequest)(nil),           // 37: holdfast.v1.ValueRequest
+	(*ExcludeRequest)(nil),         // 38: holdfast.v1.ExcludeRequest
+	(*ResizeRangeRequest)(nil),     // 39: holdfast.v1.ResizeRangeRequest
+	(*ResizePoolRequest)(nil),      // 40: holdfast.v1.ResizePoolRequest
+	(*ImportLease)(nil),            // 41: holdfast.v1.ImportLease
+	(*ImportRequest)(nil),          // 42: holdfast.v1.ImportRequest
+	(*BulkRequest)(nil),            // 43: holdfast.v1.BulkRequest
+	(*CreateRunRequest)(nil),       // 44: holdfast.v1.CreateRunRequest
+	(*RegisterRunRequest)(nil),     // 45: holdfast.v1.RegisterRunRequest
+	(*EndRunRequest)(nil),          // 46: holdfast.v1.EndRunRequest
+	(*DeleteRunRequest)(nil),       // 47: holdfast.v1.DeleteRunRequest
+	(*GetRunRequest)(nil),          // 48: holdfast.v1.GetRunRequest
+	(*GetWorkRequest)(nil),         // 49: holdfast.v1.GetWorkRequest
+	(*CheckpointRequest)(nil),      // 50: holdfast.v1.CheckpointRequest
+	(*ParkWorkRequest)(nil),        // 51: holdfast.v1.ParkWorkRequest
+	(*UnparkWorkRequest)(nil),      // 52: holdfast.v1.UnparkWorkRequest
+	(*SplitReplaceRequest)(nil),    // 53: holdfast.v1.SplitReplaceRequest
+	(*SplitResidualRequest)(nil),   // 54: holdfast.v1.SplitResidualRequest
+	(*ClusterStatusRequest)(nil),   // 55: holdfast.v1.ClusterStatusRequest
+	(*ClusterNode)(nil),            // 56: holdfast.v1.ClusterNode
+	(*ClusterShard)(nil),           // 57: holdfast.v1.ClusterShard
+	(*Reply)(nil),                  // 58: holdfast.v1.Reply
+	(*Event)(nil),                  // 59: holdfast.v1.Event
+	nil,                            // 60: holdfast.v1.Lease.LabelsEntry
+	nil,                            // 61: holdfast.v1.ReserveRequest.LabelsEntry
+	nil,                            // 62: holdfast.v1.ImportLease.LabelsEntry
 }
 var file_holdfast_proto_depIdxs = []int32{
 	1,  // 0: holdfast.v1.Member.work:type_name -> holdfast.v1.WorkRef
 	4,  // 1: holdfast.v1.Work.cursor:type_name -> holdfast.v1.Cursor
 	0,  // 2: holdfast.v1.Lease.members:type_name -> holdfast.v1.Member
-	0,  // 3: holdfast.v1.ReserveRequest.members:type_name -> holdfast.v1.Member
-	2,  // 4: holdfast.v1.CreateRunRequest.shards:type_name -> holdfast.v1.WorkSpec
-	2,  // 5: holdfast.v1.RegisterRunRequest.shards:type_name -> holdfast.v1.WorkSpec
-	4,  // 6: holdfast.v1.CheckpointRequest.cursor:type_name -> holdfast.v1.Cursor
-	3,  // 7: holdfast.v1.SplitReplaceRequest.children:type_name -> holdfast.v1.KeyRange
-	9,  // 8: holdfast.v1.Reply.resource:type_name -> holdfast.v1.Resource
-	10, // 9: holdfast.v1.Reply.lease:type_name -> holdfast.v1.Lease
-	11, // 10: holdfast.v1.Reply.pool:type_name -> holdfast.v1.Pool
-	12, // 11: holdfast.v1.Reply.range:type_name -> holdfast.v1.Range
-	10, // 12: holdfast.v1.Reply.leases:type_name -> holdfast.v1.Lease
-	8,  // 13: holdfast.v1.Reply.applied_lsns:type_name -> holdfast.v1.ShardLsn
-	42, // 14: holdfast.v1.Reply.nodes:type_name -> holdfast.v1.ClusterNode
-	43, // 15: holdfast.v1.Reply.shards:type_name -> holdfast.v1.ClusterShard
-	5,  // 16: holdfast.v1.Reply.run:type_name -> holdfast.v1.Run
-	6,  // 17: holdfast.v1.Reply.work:type_name -> holdfast.v1.Work
-	6,  // 18: holdfast.v1.Reply.children:type_name -> holdfast.v1.Work
-	7,  // 19: holdfast.v1.Reply.capacity:type_name -> holdfast.v1.Capacity
-	10, // 20: holdfast.v1.Event.lease:type_name -> holdfast.v1.Lease
-	9,  // 21: holdfast.v1.Event.resource:type_name -> holdfast.v1.Resource
-	11, // 22: holdfast.v1.Event.pool:type_name -> holdfast.v1.Pool
-	12, // 23: holdfast.v1.Event.range:type_name -> holdfast.v1.Range
-	5,  // 24: holdfast.v1.Event.run:type_name -> holdfast.v1.Run
-	6,  // 25: holdfast.v1.Event.work:type_name -> holdfast.v1.Work
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	60, // 3: holdfast.v1.Lease.labels:type_name -> holdfast.v1.Lease.LabelsEntry
+	13, // 4: holdfast.v1.Range.static_band:type_name -> holdfast.v1.Interval
+	10, // 5: holdfast.v1.Allocation.lease:type_name -> holdfast.v1.Lease
+	13, // 6: holdfast.v1.CreateRangeRequest.excluded:type_name -> holdfast.v1.Interval
+	13, // 7: holdfast.v1.CreateRangeRequest.static_band:type_name -> holdfast.v1.Interval
+	0,  // 8: holdfast.v1.ReserveRequest.members:type_name -> holdfast.v1.Member
+	61, // 9: holdfast.v1.ReserveRequest.labels:type_name -> holdfast.v1.ReserveRequest.LabelsEntry
+	13, // 10: holdfast.v1.ResizeRangeRequest.static_band:type_name -> holdfast.v1.Interval
+	0,  // 11: holdfast.v1.ImportLease.members:type_name -> holdfast.v1.Member
+	62, // 12: holdfast.v1.ImportLease.labels:type_name -> holdfast.v1.ImportLease.LabelsEntry
+	41, // 13: holdfast.v1.ImportRequest.leases:type_name -> holdfast.v1.ImportLease
+	2,  // 14: holdfast.v1.CreateRunRequest.shards:type_name -> holdfast.v1.WorkSpec
+	2,  // 15: holdfast.v1.RegisterRunRequest.shards:type_name -> holdfast.v1.WorkSpec
+	4,  // 16: holdfast.v1.CheckpointRequest.cursor:type_name -> holdfast.v1.Cursor
+	3,  // 17: holdfast.v1.SplitReplaceRequest.children:type_name -> holdfast.v1.KeyRange
+	9,  // 18: holdfast.v1.Reply.resource:type_name -> holdfast.v1.Resource
+	10, // 19: holdfast.v1.Reply.lease:type_name -> holdfast.v1.Lease
+	11, // 20: holdfast.v1.Reply.pool:type_name -> holdfast.v1.Pool
+	12, // 21: holdfast.v1.Reply.range:type_name -> holdfast.v1.Range
+	10, // 22: holdfast.v1.Reply.leases:type_name -> holdfast.v1.Lease
+	8,  // 23: holdfast.v1.Reply.applied_lsns:type_name -> holdfast.v1.ShardLsn
+	56, // 24: holdfast.v1.Reply.nodes:type_name -> holdfast.v1.ClusterNode
+	57, // 25: holdfast.v1.Reply.shards:type_name -> holdfast.v1.ClusterShard
+	5,  // 26: holdfast.v1.Reply.run:type_name -> holdfast.v1.Run
+	6,  // 27: holdfast.v1.Reply.work:type_name -> holdfast.v1.Work
+	6,  // 28: holdfast.v1.Reply.children:type_name -> holdfast.v1.Work
+	7,  // 29: holdfast.v1.Reply.capacity:type_name -> holdfast.v1.Capacity
+	9,  // 30: holdfast.v1.Reply.resources:type_name -> holdfast.v1.Resource
+	11, // 31: holdfast.v1.Reply.pools:type_name -> holdfast.v1.Pool
+	12, // 32: holdfast.v1.Reply.ranges:type_name -> holdfast.v1.Range
+	5,  // 33: holdfast.v1.Reply.runs:type_name -> holdfast.v1.Run
+	6,  // 34: holdfast.v1.Reply.works:type_name -> holdfast.v1.Work
+	14, // 35: holdfast.v1.Reply.allocations:type_name -> holdfast.v1.Allocation
+	13, // 36: holdfast.v1.Reply.excluded:type_name -> holdfast.v1.Interval
+	10, // 37: holdfast.v1.Event.lease:type_name -> holdfast.v1.Lease
+	9,  // 38: holdfast.v1.Event.resource:type_name -> holdfast.v1.Resource
+	11, // 39: holdfast.v1.Event.pool:type_name -> holdfast.v1.Pool
+	12, // 40: holdfast.v1.Event.range:type_name -> holdfast.v1.Range
+	5,  // 41: holdfast.v1.Event.run:type_name -> holdfast.v1.Run
+	6,  // 42: holdfast.v1.Event.work:type_name -> holdfast.v1.Work
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_holdfast_proto_init() }
@@ -3982,21 +5402,27 @@ func file_holdfast_proto_init() {
 		return
 	}
 	file_holdfast_proto_msgTypes[0].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[25].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[26].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[27].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[28].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[29].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[30].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[31].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[32].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[33].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[34].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[35].OneofWrappers = []any{}
-	file_holdfast_proto_msgTypes[44].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[36].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[43].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[48].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[49].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[58].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_holdfast_proto_rawDesc), len(file_holdfast_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -23,13 +23,18 @@ func Resource(shard uint32, v *kernel.ResourceView) *messages.Resource {
 
 // Pool is a pool's wire view.
 func Pool(v *kernel.PoolView) *messages.Pool {
-	return &messages.Pool{PoolId: v.ID, Capacity: v.Capacity, Reserved: v.Reserved, Active: v.Active, Available: v.Available}
+	return &messages.Pool{PoolId: v.ID, Capacity: v.Capacity, Reserved: v.Reserved, Active: v.Active, Available: v.Available,
+		Consumed: v.Consumed}
 }
 
 // Range is a value range's wire view.
 func Range(v *kernel.RangeView) *messages.Range {
-	return &messages.Range{RangeId: v.ID, First: v.First, Last: v.Last, Strategy: v.Strategy.String(),
-		Allocated: v.Allocated, Free: v.Free}
+	r := &messages.Range{RangeId: v.ID, First: v.First, Last: v.Last, Strategy: v.Strategy.String(),
+		Allocated: v.Allocated, Free: v.Free, Excluded: v.Excluded, Format: v.Format}
+	if v.HasBand {
+		r.StaticBand = &messages.Interval{First: v.Band.First, Last: v.Band.Last}
+	}
+	return r
 }
 
 // Lease is a lease's wire view, its members in request order.
@@ -60,6 +65,12 @@ func Lease(v *kernel.LeaseView) *messages.Lease {
 			m.Work = &messages.WorkRef{RunId: mv.ID, Name: mv.Name}
 		}
 		l.Members[i] = m
+	}
+	if len(v.Labels) > 0 {
+		l.Labels = make(map[string]string, len(v.Labels))
+		for _, lb := range v.Labels {
+			l.Labels[lb.Key] = lb.Value
+		}
 	}
 	return l
 }

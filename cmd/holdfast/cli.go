@@ -65,6 +65,13 @@ func usageError(e *env, format string, args ...any) error {
 	return exitCode(exitUsage)
 }
 
+// usageExit is usageError for a check made once connected (a value read in a range's
+// format): it prints the same line and returns the exit code.
+func usageExit(e *env, msg string) int {
+	fmt.Fprintf(e.stderr, "holdfast %s: %s (run 'holdfast %s --help' for help)\n", e.cmd, msg, e.cmd)
+	return exitUsage
+}
+
 // connFlags are the flags every client command has.
 type connFlags struct {
 	Server string `placeholder:"URL" group:"connection" help:"NATS server URLs, comma-separated (default: $$NATS_URL, the nats context's, or nats://127.0.0.1:4222)."`

@@ -265,7 +265,7 @@ func TestUsageErrors(t *testing.T) {
 		{cmdLease, []string{"renew", "1-2", "--holder", "h", "--epoch", "1", "--ttl", "0s"}, "--ttl must be positive"},
 		{cmdLease, []string{"revoke"}, "missing lease id"},
 		{cmdLease, []string{"get", "a", "b"}, "unexpected argument b"},
-		{cmdLease, []string{"list"}, "--holder is required"},
+		{cmdLease, []string{"list"}, "--holder, --label or --state is required"},
 		{cmdLease, []string{"list", "--holder", "h", "--limit", "10001"}, "--limit"},
 		{cmdResource, []string{"create"}, `expected "<resource-id>"`},
 		{cmdResource, []string{"get", "r", "--tenant", "a.b"}, "invalid --tenant"},
@@ -605,13 +605,13 @@ func TestCompletions(t *testing.T) {
 		want  string
 	}{
 		{[]string{"le"}, "lease"},
-		{[]string{"lease", "re"}, "reclaim release renew reserve revoke"},
+		{[]string{"lease", "re"}, "reclaim release release-all renew reserve revoke revoke-all"},
 		{[]string{"lease", "reserve", "--ho"}, "--holder"},
 		{[]string{"run", "create", "--sh"}, "--shard"},
 		{[]string{"serve", "--max-me"}, "--max-memory"},
 		{[]string{"completion", ""}, "bash zsh"},
 		{[]string{"range", "create", "r", "--strategy", ""}, "least_recently_freed lowest_free random"},
-		{[]string{"run", ""}, "cancel complete create delete fail get register"},
+		{[]string{"run", ""}, "cancel complete create delete fail get list register"},
 		{[]string{"lease", "get", "--js"}, "--json"},
 		{[]string{"__c"}, ""}, // hidden
 	} {

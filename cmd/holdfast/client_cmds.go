@@ -77,6 +77,7 @@ type resourceCmd struct {
 	Create resourceCreateCmd `cmd:"" help:"Create a named resource."`
 	Get    resourceGetCmd    `cmd:"" help:"Read a resource."`
 	Delete deleteCmd         `cmd:"" help:"Delete a resource no lease holds (object_in_use while one does)."`
+	List   objectListCmd     `cmd:"" help:"List resources by id prefix, a page at a time."`
 }
 
 type resourceCreateCmd struct {
@@ -106,9 +107,12 @@ func (c *resourceGetCmd) Run(e *env) error {
 // --- pool ------------------------------------------------------------------
 
 type poolCmd struct {
-	Create poolCreateCmd `cmd:"" help:"Create a capacity pool of --capacity units."`
-	Get    poolGetCmd    `cmd:"" help:"Read a pool."`
-	Delete deleteCmd     `cmd:"" help:"Delete a pool with no units reserved or active (object_in_use otherwise)."`
+	Create   poolCreateCmd   `cmd:"" help:"Create a capacity pool of --capacity units."`
+	Get      poolGetCmd      `cmd:"" help:"Read a pool."`
+	Delete   deleteCmd       `cmd:"" help:"Delete a pool with no units reserved or active (object_in_use otherwise)."`
+	List     objectListCmd   `cmd:"" help:"List pools by id prefix, a page at a time."`
+	Resize   poolResizeCmd   `cmd:"" help:"Give a pool a new --capacity (never below reserved + active + consumed)."`
+	Holdings poolHoldingsCmd `cmd:"" help:"List the live leases holding units of a pool."`
 }
 
 type poolCreateCmd struct {
@@ -142,16 +146,28 @@ func (c *poolGetCmd) Run(e *env) error {
 // --- range -----------------------------------------------------------------
 
 type rangeCmd struct {
-	Create rangeCreateCmd `cmd:"" help:"Create the value range [--first, --last] (up to [0, 2^64-1])."`
-	Get    rangeGetCmd    `cmd:"" help:"Read a range."`
-	Delete deleteCmd      `cmd:"" help:"Delete a range with no value allocated (object_in_use otherwise)."`
+	Create      rangeCreateCmd      `cmd:"" help:"Create the value range [--first, --last] (up to [0, 2^64-1])."`
+	Get         rangeGetCmd         `cmd:"" help:"Read a range."`
+	Delete      deleteCmd           `cmd:"" help:"Delete a range with no value allocated (object_in_use otherwise)."`
+	List        objectListCmd       `cmd:"" help:"List ranges by id prefix, a page at a time."`
+	Lookup      rangeLookupCmd      `cmd:"" help:"Who holds a value: free, held (by which lease) or excluded."`
+	Allocations rangeAllocationsCmd `cmd:"" help:"List a range's allocated values with their leases (or --excluded intervals)."`
+	Release     rangeValueCmd       `cmd:"" help:"The holder frees a value it holds (--holder)."`
+	Revoke      rangeValueCmd       `cmd:"" help:"Revoke the active lease holding a value, whoever holds it (operator)."`
+	Reclaim     rangeValueCmd       `cmd:"" help:"Reclaim the revoking lease holding a value (operator): the value is free."`
+	Exclude     rangeExcludeCmd     `cmd:"" help:"Stop handing out values FIRST..LAST (value_busy while one is held)."`
+	Include     rangeExcludeCmd     `cmd:"" help:"Hand out values FIRST..LAST again."`
+	Resize      rangeResizeCmd      `cmd:"" help:"Give a range new bounds in place (--first, --last, --static-band)."`
 }
 
 type rangeCreateCmd struct {
-	ID       string `arg:"" name:"range-id" help:"The range's id (as a resource id)."`
-	First    uint64 `name:"first" help:"Lowest value."`
-	Last     uint64 `name:"last" default:"18446744073709551615" help:"Highest value."`
-	Strategy string `name:"strategy" default:"lowest_free" enum:"lowest_free,random,least_recently_freed" help:"Which free value a reserve takes: lowest_free, random or least_recently_freed."`
+	ID       string   `arg:"" name:"range-id" help:"The range's id (as a resource id)."`
+	First    uint64   `name:"first" help:"Lowest value."`
+	Last     uint64   `name:"last" default:"18446744073709551615" help:"Highest value."`
+	Strategy string   `name:"strategy" default:"lowest_free" enum:"lowest_free,random,least_recently_freed" help:"Which free value a reserve takes: lowest_free, random or least_recently_freed."`
+	Exclude  []string `name:"exclude" placeholder:"FIRST..LAST" help:"Values never handed out (repeatable)."`
+	Band     string   `name:"static-band" placeholder:"FIRST..LAST" help:"Values 'any' takes only when no other is free."`
+	Format   string   `name:"format" enum:",port,ipv4,mac" default:"" help:"How clients show the values: port, ipv4 or mac."`
 	opFlag
 	connFlags
 }
@@ -160,8 +176,23 @@ func (c *rangeCreateCmd) Run(e *env) error {
 	if c.First > c.Last {
 		return usageError(e, "--first %d is above --last %d", c.First, c.Last)
 	}
+	spec := client.RangeSpec{ID: c.ID, First: c.First, Last: c.Last, Strategy: c.Strategy, Format: c.Format}
+	for _, x := range c.Exclude {
+		iv, err := parseInterval(x)
+		if err != nil {
+			return usageError(e, "--exclude %v", err)
+		}
+		spec.Excluded = append(spec.Excluded, *iv)
+	}
+	if c.Band != "" {
+		iv, err := parseInterval(c.Band)
+		if err != nil {
+			return usageError(e, "--static-band %v", err)
+		}
+		spec.StaticBand = iv
+	}
 	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.RangeResult, error) {
-		return cl.CreateRange(ctx, c.ID, c.First, c.Last, c.Strategy, client.WithOperationID(c.Op))
+		return cl.CreateRangeSpec(ctx, spec, client.WithOperationID(c.Op))
 	}, rangeView)
 }
 
@@ -209,14 +240,18 @@ func (c *deleteCmd) Run(e *env) error {
 // --- lease -----------------------------------------------------------------
 
 type leaseCmd struct {
-	Reserve  leaseReserveCmd  `cmd:"" help:"Reserve members for a holder as one lease, all or nothing."`
-	Activate leaseActivateCmd `cmd:"" help:"Activate a reserved lease whose deadline is still ahead."`
-	Renew    leaseRenewCmd    `cmd:"" help:"Renew a reserved lease: its deadline becomes now + --ttl."`
-	Release  leaseReleaseCmd  `cmd:"" help:"Release a lease (the holder gives it up)."`
-	Revoke   leaseRevokeCmd   `cmd:"" help:"Revoke an active lease (operator)."`
-	Reclaim  leaseReclaimCmd  `cmd:"" help:"Reclaim a revoking lease (operator): it becomes revoked and its members free."`
-	Get      leaseGetCmd      `cmd:"" help:"Read a lease."`
-	List     leaseListCmd     `cmd:"" help:"List a holder's live leases across all shards."`
+	Reserve    leaseReserveCmd  `cmd:"" help:"Reserve members for a holder as one lease, all or nothing."`
+	Activate   leaseActivateCmd `cmd:"" help:"Activate a reserved lease whose deadline is still ahead."`
+	Renew      leaseRenewCmd    `cmd:"" help:"Renew a reserved lease: its deadline becomes now + --ttl."`
+	Release    leaseReleaseCmd  `cmd:"" help:"Release a lease (the holder gives it up)."`
+	Revoke     leaseRevokeCmd   `cmd:"" help:"Revoke an active lease (operator)."`
+	Reclaim    leaseReclaimCmd  `cmd:"" help:"Reclaim a revoking lease (operator): it becomes revoked and its members free."`
+	Get        leaseGetCmd      `cmd:"" help:"Read a lease."`
+	List       leaseListCmd     `cmd:"" help:"List live leases by --holder, --label or --state across all shards."`
+	Consume    leaseConsumeCmd  `cmd:"" help:"Use a hold of pool units up for good (the lease ends consumed)."`
+	Import     leaseImportCmd   `cmd:"" help:"Import up to 1000 leases at once from a JSON file, all or nothing."`
+	ReleaseAll leaseBulkCmd     `cmd:"" name:"release-all" help:"The holder releases its leases carrying --label, in steps."`
+	RevokeAll  leaseBulkCmd     `cmd:"" name:"revoke-all" help:"Revoke (and with --reclaim free) every lease carrying --label, in steps."`
 }
 
 // printLease prints a lease result.
@@ -253,6 +288,7 @@ type leaseReserveCmd struct {
 	Holder   string        `name:"holder" placeholder:"ID" help:"Holder id (required)."`
 	TTL      time.Duration `name:"ttl" default:"30s" help:"Time to live of the reservation (ignored with --activate)."`
 	Activate bool          `name:"activate" help:"Create the lease active instead of reserved."`
+	Label    []string      `name:"label" placeholder:"KEY=VALUE" help:"A label of the lease (repeatable), e.g. owner_uuid=5f1c."`
 	opFlag
 	connFlags
 }
@@ -275,9 +311,17 @@ func (c *leaseReserveCmd) Run(e *env) error {
 	case c.TTL <= 0 && !c.Activate:
 		return usageError(e, "--ttl must be positive")
 	}
+	labels := map[string]string{}
+	for _, l := range c.Label {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			return usageError(e, "--label %q: KEY=VALUE", l)
+		}
+		labels[k] = v
+	}
 	return leaseRun(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.LeaseResult, error) {
-		return cl.Reserve(ctx, client.ReserveRequest{Holder: c.Holder, Members: members, TTL: c.TTL, Activate: c.Activate},
-			client.WithOperationID(c.Op))
+		return cl.Reserve(ctx, client.ReserveRequest{Holder: c.Holder, Members: members, TTL: c.TTL, Activate: c.Activate,
+			Labels: labels}, client.WithOperationID(c.Op))
 	})
 }
 
@@ -440,36 +484,44 @@ func (c *leaseGetCmd) Run(e *env) error {
 }
 
 type leaseListCmd struct {
-	Holder string `name:"holder" placeholder:"ID" help:"Holder id (required)."`
-	Limit  int    `name:"limit" help:"Most leases to list, 1-10000 (server default 1000)."`
+	Holder string `name:"holder" placeholder:"ID" help:"Only this holder's leases."`
+	Label  string `name:"label" placeholder:"KEY=VALUE" help:"Only leases carrying this label."`
+	State  string `name:"state" enum:",reserved,active,revoking" default:"" help:"Only leases in this state."`
+	Limit  int    `name:"limit" help:"Most leases per page, 1-10000 (server default 1000)."`
+	Cursor string `name:"cursor" placeholder:"CURSOR" help:"Go on after the page that printed this cursor."`
+	All    bool   `name:"all" help:"Follow the cursors: print every page."`
 	connFlags
 }
 
 func (c *leaseListCmd) Run(e *env) error {
-	if c.Holder == "" {
-		return usageError(e, "--holder is required")
+	if c.Holder == "" && c.Label == "" && c.State == "" {
+		return usageError(e, "--holder, --label or --state is required")
 	}
 	if c.Limit < 0 || c.Limit > messages.MaxListLimit {
 		return usageError(e, "--limit must be 1-%d", messages.MaxListLimit)
 	}
-	return c.run(e, func(ctx context.Context, cl *client.Client) int {
-		res, err := cl.ListLeases(ctx, c.Holder, c.Limit)
+	p := &pageFlags{Cursor: c.Cursor, Limit: c.Limit, All: c.All}
+	var slot time.Duration
+	return pages(e, &c.connFlags, p, func(ctx context.Context, cl *client.Client, cursor string) (*client.LeasesResult, *client.Result, string, error) {
+		res, err := cl.ListLeasesPage(ctx, client.LeaseQuery{Holder: c.Holder, Label: c.Label, State: c.State, Page: p.page(cursor)})
 		if err != nil {
-			return errorExit(e, err, c.JSON)
+			return nil, nil, "", err
 		}
-		var slot time.Duration
-		if !c.JSON && len(res.Leases) > 0 {
+		if !c.JSON && len(res.Leases) > 0 && slot == 0 {
 			slot = slotLength(e, cl)
 		}
-		return printResult(e, &res.Result, c.JSON, func(w io.Writer) {
-			more := ""
-			if res.Truncated {
-				more = " (truncated by --limit)"
-			}
-			fmt.Fprintf(w, "%d live lease(s) of %s%s\n", len(res.Leases), c.Holder, more)
-			for _, l := range res.Leases {
-				fmt.Fprintln(w, leaseLine(l.Lease, slot))
-			}
-		})
+		return res, &res.Result, res.NextCursor, nil
+	}, func(w io.Writer, res *client.LeasesResult) {
+		of, more := "", ""
+		if c.Holder != "" {
+			of = " of " + c.Holder
+		}
+		if res.Truncated {
+			more = " (truncated by --limit)"
+		}
+		fmt.Fprintf(w, "%d live lease(s)%s%s\n", len(res.Leases), of, more)
+		for _, l := range res.Leases {
+			fmt.Fprintln(w, leaseLine(l.Lease, slot))
+		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -96,8 +97,12 @@ func resourceLine(r *messages.Resource) string {
 
 // poolLine: "pool node14/mem capacity=80 reserved=8 active=32 available=40".
 func poolLine(p *messages.Pool) string {
-	return fmt.Sprintf("pool %s capacity=%d reserved=%d active=%d available=%d",
+	line := fmt.Sprintf("pool %s capacity=%d reserved=%d active=%d available=%d",
 		p.GetPoolId(), p.GetCapacity(), p.GetReserved(), p.GetActive(), p.GetAvailable())
+	if p.GetConsumed() != 0 {
+		line += fmt.Sprintf(" consumed=%d", p.GetConsumed())
+	}
+	return line
 }
 
 // rangeLine: "range vxlan [4096..16777215] strategy=lowest_free allocated=3 free=16773117".
@@ -106,8 +111,19 @@ func rangeLine(r *messages.Range) string {
 	if strategy == "" {
 		strategy = messages.StrategyLowestFree
 	}
-	return fmt.Sprintf("range %s [%d..%d] strategy=%s allocated=%d free=%d",
-		r.GetRangeId(), r.GetFirst(), r.GetLast(), strategy, r.GetAllocated(), r.GetFree())
+	f := func(v uint64) string { return client.FormatValue(r.GetFormat(), v) }
+	line := fmt.Sprintf("range %s [%s..%s] strategy=%s allocated=%d free=%d",
+		r.GetRangeId(), f(r.GetFirst()), f(r.GetLast()), strategy, r.GetAllocated(), r.GetFree())
+	if r.GetExcluded() != 0 {
+		line += fmt.Sprintf(" excluded=%d", r.GetExcluded())
+	}
+	if b := r.GetStaticBand(); b != nil {
+		line += fmt.Sprintf(" static_band=%s..%s", f(b.GetFirst()), f(b.GetLast()))
+	}
+	if r.GetFormat() != "" {
+		line += " format=" + r.GetFormat()
+	}
+	return line
 }
 
 // memberString renders a member as on the command line: "resource ID",
@@ -148,6 +164,17 @@ func leaseLine(l *messages.Lease, slot time.Duration) string {
 	}
 	if len(l.GetMembers()) > 0 {
 		b.WriteString(" members=" + membersString(l.GetMembers()))
+	}
+	if ls := l.GetLabels(); len(ls) > 0 {
+		keys := make([]string, 0, len(ls))
+		for k := range ls {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			keys[i] = k + "=" + ls[k]
+		}
+		b.WriteString(" labels=" + strings.Join(keys, ","))
 	}
 	return b.String()
 }

@@ -15,17 +15,19 @@ import (
 // ended, work shards read and unparked. Workers use the Go client's Worker.
 
 type runCmd struct {
-	Create   runCreateCmd `cmd:"" help:"Create a run with its work shards."`
-	Register runCreateCmd `cmd:"" help:"Add work shards to an active run."`
-	Get      runGetCmd    `cmd:"" help:"Read a run: its status and its work shards counted by status."`
-	Complete runEndCmd    `cmd:"" help:"Mark a run done: every work shard must be done or split."`
-	Fail     runEndCmd    `cmd:"" help:"End a run as failed: nothing in it can be claimed any more."`
-	Cancel   runEndCmd    `cmd:"" help:"End a run as cancelled: nothing in it can be claimed any more."`
-	Delete   deleteCmd    `cmd:"" help:"Delete an ended run with all its work shards, once none is claimed."`
+	Create   runCreateCmd  `cmd:"" help:"Create a run with its work shards."`
+	Register runCreateCmd  `cmd:"" help:"Add work shards to an active run."`
+	Get      runGetCmd     `cmd:"" help:"Read a run: its status and its work shards counted by status."`
+	Complete runEndCmd     `cmd:"" help:"Mark a run done: every work shard must be done or split."`
+	Fail     runEndCmd     `cmd:"" help:"End a run as failed: nothing in it can be claimed any more."`
+	Cancel   runEndCmd     `cmd:"" help:"End a run as cancelled: nothing in it can be claimed any more."`
+	Delete   deleteCmd     `cmd:"" help:"Delete an ended run with all its work shards, once none is claimed."`
+	List     objectListCmd `cmd:"" help:"List runs by id prefix, a page at a time."`
 }
 
 type workCmd struct {
 	Get           workGetCmd      `cmd:"" help:"Read a work shard: range, status, claim (lease id and epoch, never the holder), cursor."`
+	List          workListCmd     `cmd:"" help:"List a run's work shards in creation order (--status to select)."`
 	Unpark        workUnparkCmd   `cmd:"" help:"Make a parked work shard claimable again (an operator's verb)."`
 	Checkpoint    workFencedCmd   `cmd:"" help:"Move a claimed work shard's cursor forward (--key, --token)."`
 	Complete      workFencedCmd   `cmd:"" help:"Mark a claimed work shard done (optionally with a last --key); the claim ends."`

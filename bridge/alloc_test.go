@@ -1,0 +1,149 @@
+package bridge
+
+import (
+	"fmt"
+	"testing"
+)
+
+// The allocator endpoints end to end on a service of several shards (docs/api.md Part
+// IV): the JSON forms of the requests and replies, the listings over every shard paged
+// with cursors, the bulk verbs' fan-out, and tenants kept apart.
+func TestAllocatorEndpoints(t *testing.T) {
+	s := startStack(t, startNATS(t), stackOptions{shards: 4})
+	s.req("t", "range.create", `{"operation_id":"c1","range_id":"n1/ports","first":30000,"last":30009,
+		"excluded":[{"first":30000,"last":30000}],"static_band":{"first":30001,"last":30002},"format":"port"}`).want(t, "ok")
+	r := s.req("t", "range.get", `{"range_id":"n1/ports"}`).want(t, "ok")
+	if r.str(t, "range", "excluded") != "1" || r.str(t, "range", "format") != "port" || r.str(t, "range", "static_band", "first") != "30001" {
+		t.Fatalf("range view: %s", r.raw)
+	}
+	s.req("t", "pool.create", `{"operation_id":"c2","pool_id":"n1/mem","capacity":10}`).want(t, "ok")
+
+	// A lease with labels; "any" avoids the excluded value and the static band.
+	r = s.req("t", "lease.reserve", `{"operation_id":"r1","holder_id":"nova","activate":true,
+		"members":[{"range_id":"n1/ports"},{"pool_id":"n1/mem","quantity":2}],"labels":{"owner_uuid":"i1","owner_type":"vm"}}`).want(t, "ok")
+	lease := r.str(t, "lease", "lease_id")
+	if r.str(t, "lease", "members", 0, "value") != "30003" || r.str(t, "lease", "labels", "owner_uuid") != "i1" {
+		t.Fatalf("reserve: %s", r.raw)
+	}
+	s.req("t", "lease.reserve", `{"operation_id":"r2","holder_id":"nova","members":[{"range_id":"n1/ports","value":"30000"}],"ttl_ms":1000}`).
+		want(t, "value_excluded")
+	s.req("t", "lease.reserve", `{"operation_id":"r3","holder_id":"nova","labels":{"-bad":"x"},"members":[{"range_id":"n1/ports"}],"ttl_ms":1000}`).
+		want(t, "invalid_request")
+
+	// Who holds 30003; another tenant sees no such range.
+	r = s.req("t", "range.lookup", `{"range_id":"n1/ports","value":30003}`).want(t, "ok")
+	if r.str(t, "value_state") != "held" || r.str(t, "lease", "lease_id") != lease || r.str(t, "applied_lsn") == "" {
+		t.Fatalf("lookup: %s", r.raw)
+	}
+	if r := s.req("t", "range.lookup", `{"range_id":"n1/ports","value":30000}`).want(t, "ok"); r.str(t, "value_state") != "excluded" {
+		t.Fatalf("lookup excluded: %s", r.raw)
+	}
+	s.req("u", "range.lookup", `{"range_id":"n1/ports","value":30003}`).want(t, "range_not_found")
+
+	// Release by value: the holder's; a lease of several members only whole.
+	s.req("t", "range.release", `{"operation_id":"v1","range_id":"n1/ports","value":30003,"holder_id":"nobody"}`).want(t, "holder_mismatch")
+	r = s.req("t", "range.release", `{"operation_id":"v2","range_id":"n1/ports","value":30003,"holder_id":"nova"}`).want(t, "lease_has_other_members")
+	if !contains(r.str(t, "message"), "whole_lease") {
+		t.Fatalf("message: %s", r.raw)
+	}
+	s.req("t", "range.release", `{"operation_id":"v3","range_id":"n1/ports","value":30003,"holder_id":"nova","whole_lease":true}`).want(t, "ok")
+	s.req("t", "range.release", `{"operation_id":"v4","range_id":"n1/ports","value":30003,"holder_id":"nova"}`).want(t, "value_free")
+
+	// Import: leases of their own, all or nothing; exclude refuses a held value naming it.
+	r = s.req("t", "lease.import", `{"operation_id":"i1","leases":[
+		{"holder_id":"nova","activate":true,"members":[{"range_id":"n1/ports","value":"30005"}],"labels":{"owner_uuid":"i2"}},
+		{"holder_id":"neutron","activate":true,"members":[{"range_id":"n1/ports","value":"30006"}],"labels":{"owner_uuid":"i2"}},
+		{"holder_id":"nova","ttl_ms":60000,"members":[{"pool_id":"n1/mem","quantity":3}],"labels":{"owner_uuid":"i2"}}]}`).want(t, "ok")
+	if len(r.field(t, "leases").([]any)) != 3 {
+		t.Fatalf("import: %s", r.raw)
+	}
+	r = s.req("t", "lease.import", `{"operation_id":"i2","leases":[
+		{"holder_id":"x","activate":true,"members":[{"range_id":"n1/ports","value":"30007"}]},
+		{"holder_id":"y","activate":true,"members":[{"range_id":"n1/ports","value":"30006"}]}]}`).want(t, "value_busy")
+	if r.field(t, "item").(float64) != 1 || !contains(r.str(t, "message"), "leases[1].members[0]") {
+		t.Fatalf("import failure: %s", r.raw)
+	}
+	if r := s.req("t", "range.lookup", `{"range_id":"n1/ports","value":30007}`).want(t, "ok"); r.str(t, "value_state") != "free" {
+		t.Fatalf("all or nothing: %s", r.raw)
+	}
+	r = s.req("t", "range.exclude", `{"operation_id":"e1","range_id":"n1/ports","first":30004,"last":30006}`).want(t, "value_busy")
+	if r.str(t, "value") != "30005" {
+		t.Fatalf("exclude: %s", r.raw)
+	}
+
+	// Allocations in value order, a page at a time.
+	r = s.req("t", "range.allocations", `{"range_id":"n1/ports","limit":1}`).want(t, "ok")
+	if r.str(t, "allocations", 0, "value") != "30005" || r.str(t, "next_cursor") == "" {
+		t.Fatalf("allocations: %s", r.raw)
+	}
+	r = s.req("t", "range.allocations", fmt.Sprintf(`{"range_id":"n1/ports","limit":1,"cursor":%q}`, r.str(t, "next_cursor"))).want(t, "ok")
+	if r.str(t, "allocations", 0, "value") != "30006" {
+		t.Fatalf("allocations page 2: %s", r.raw)
+	}
+	r.absent(t, "next_cursor") // the last page
+	s.req("t", "range.allocations", `{"range_id":"n1/ports","cursor":"not-a-cursor"}`).want(t, "invalid_request")
+
+	// Objects on several shards, listed by prefix in id order, a page at a time.
+	for i := range 7 {
+		s.req("t", "resource.create", fmt.Sprintf(`{"operation_id":"res%d","resource_id":"gpu%d/card"}`, i, i)).want(t, "ok")
+	}
+	s.req("u", "resource.create", `{"operation_id":"x","resource_id":"gpu9/card"}`).want(t, "ok")
+	var ids []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		r = s.req("t", "resource.list", fmt.Sprintf(`{"prefix":"gpu","limit":3,"cursor":%q}`, cursor)).want(t, "ok")
+		for _, x := range r.field(t, "resources").([]any) {
+			ids = append(ids, x.(map[string]any)["resource_id"].(string))
+		}
+		if len(r.field(t, "applied_lsns").([]any)) != 4 {
+			t.Fatalf("applied_lsns: %s", r.raw)
+		}
+		next, ok := r.obj["next_cursor"].(string)
+		if !ok {
+			break
+		}
+		cursor = next
+	}
+	if fmt.Sprint(ids) != "[gpu0/card gpu1/card gpu2/card gpu3/card gpu4/card gpu5/card gpu6/card]" {
+		t.Fatalf("resource.list: %v", ids)
+	}
+
+	// Leases by label over every shard; the owner's hard delete in two calls.
+	r = s.req("t", "lease.list", `{"label":"owner_uuid=i2"}`).want(t, "ok")
+	if len(r.field(t, "leases").([]any)) != 3 {
+		t.Fatalf("lease.list by label: %s", r.raw)
+	}
+	s.req("t", "lease.list", `{}`).want(t, "invalid_request")
+	r = s.req("t", "lease.release_all", `{"operation_id":"b1","holder_id":"nova","label":"owner_uuid=i2"}`).want(t, "ok")
+	if r.str(t, "count") != "2" || len(r.field(t, "applied_lsns").([]any)) != 4 {
+		t.Fatalf("release_all: %s", r.raw)
+	}
+	r = s.req("t", "lease.revoke_all", `{"operation_id":"b2","label":"owner_uuid=i2","reclaim":true}`).want(t, "ok")
+	if r.str(t, "count") != "1" {
+		t.Fatalf("revoke_all: %s", r.raw)
+	}
+	if r := s.req("t", "lease.revoke_all", `{"operation_id":"b2","label":"owner_uuid=i2","reclaim":true}`).want(t, "ok"); !r.field(t, "from_retry_cache").(bool) || r.str(t, "count") != "1" {
+		t.Fatalf("revoke_all retry: %s", r.raw)
+	}
+	if r := s.req("t", "lease.list", `{"label":"owner_uuid=i2"}`).want(t, "ok"); r.obj["leases"] != nil {
+		t.Fatalf("after the hard delete: %s", r.raw)
+	}
+
+	// Consumed capacity and resize.
+	r = s.req("t", "lease.reserve", `{"operation_id":"r9","holder_id":"shop","members":[{"pool_id":"n1/mem","quantity":4}],"ttl_ms":60000}`).want(t, "ok")
+	s.req("t", "lease.consume", fmt.Sprintf(`{"operation_id":"k1","lease_id":%q,"holder_id":"shop","lease_epoch":1}`, r.str(t, "lease", "lease_id"))).want(t, "ok")
+	r = s.req("t", "pool.get", `{"pool_id":"n1/mem"}`).want(t, "ok")
+	if r.str(t, "pool", "consumed") != "4" || r.str(t, "pool", "available") != "6" {
+		t.Fatalf("consumed: %s", r.raw)
+	}
+	s.req("t", "pool.resize", `{"operation_id":"p1","pool_id":"n1/mem","capacity":3}`).want(t, "object_in_use")
+	r = s.req("t", "pool.resize", `{"operation_id":"p2","pool_id":"n1/mem","capacity":20}`).want(t, "ok")
+	if r.str(t, "pool", "available") != "16" {
+		t.Fatalf("resize: %s", r.raw)
+	}
+	s.req("t", "range.resize", `{"operation_id":"z1","range_id":"n1/ports","first":30000,"last":30100}`).want(t, "ok")
+	r = s.req("t", "range.list", `{}`).want(t, "ok")
+	if r.str(t, "ranges", 0, "last") != "30100" {
+		t.Fatalf("range.list: %s", r.raw)
+	}
+}
