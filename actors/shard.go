@@ -57,6 +57,8 @@ type shard struct {
 	batchStart time.Time
 	dueBuf     []kernel.Due
 	events     []Event
+	// occupiedAt is when the fullest ranges and pools were last published.
+	occupiedAt time.Time
 }
 
 func newShard(h *host) actor.Actor { return &shard{h: h} }
@@ -398,6 +400,7 @@ func (s *shard) tick() {
 	if s.q.Expiring() >= perTick {
 		return
 	}
+	s.publishOccupancy()
 	s.dueBuf = s.k.DueExpirations(slot, perTick, s.dueBuf[:0])
 	s.h.gauges.backlog.Store(int64(len(s.dueBuf)))
 	s.q.Expire(slot, s.dueBuf, perTick)

@@ -27,7 +27,22 @@ type ShardStats struct {
 	Halted        bool
 	ExpiryBacklog int // leases whose deadline has come but whose expiry is not yet applied
 	Tables        kernel.Stats
+	// Fullest are the shard's fullest ranges and pools (OccupancyTop of each), as of
+	// at most OccupancyEvery ago.
+	Fullest *Occupancy
 }
+
+// Occupancy is a shard's fullest ranges and pools.
+type Occupancy struct {
+	Ranges, Pools []kernel.Occupancy
+}
+
+// OccupancyTop is how many of a shard's fullest ranges and pools it publishes (a
+// bounded set of metric labels); OccupancyEvery how often (a walk over its objects).
+const (
+	OccupancyTop   = 10
+	OccupancyEvery = time.Second
+)
 
 // shardGauges is what the actor publishes after each batch and tick for lock-free reads.
 type shardGauges struct {
@@ -35,6 +50,18 @@ type shardGauges struct {
 	appliedSlot atomic.Uint64
 	backlog     atomic.Int64
 	tables      atomic.Pointer[kernel.Stats]
+	fullest     atomic.Pointer[Occupancy]
+}
+
+// publishOccupancy publishes the fullest ranges and pools, at most every OccupancyEvery.
+func (s *shard) publishOccupancy() {
+	now := s.now()
+	if now.Sub(s.occupiedAt) < OccupancyEvery {
+		return
+	}
+	s.occupiedAt = now
+	r, p := s.k.Fullest(OccupancyTop)
+	s.h.gauges.fullest.Store(&Occupancy{Ranges: r, Pools: p})
 }
 
 func (s *shard) publishGauges() {
@@ -59,5 +86,6 @@ func (s *System) Stats(shard uint32) ShardStats {
 	if t := h.gauges.tables.Load(); t != nil {
 		st.Tables = *t
 	}
+	st.Fullest = h.gauges.fullest.Load()
 	return st
 }

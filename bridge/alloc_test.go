@@ -2,7 +2,12 @@ package bridge
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 )
 
 // The allocator endpoints end to end on a service of several shards (docs/api.md Part
@@ -146,4 +151,45 @@ func TestAllocatorEndpoints(t *testing.T) {
 	if r.str(t, "ranges", 0, "last") != "30100" {
 		t.Fatalf("range.list: %s", r.raw)
 	}
+}
+
+// The fullest pools and ranges of each shard are metrics (bounded: ten of each per
+// shard), refreshed about every second.
+func TestOccupancyMetrics(t *testing.T) {
+	s := startStack(t, startNATS(t), stackOptions{shards: 2})
+	s.req("t", "pool.create", `{"operation_id":"c1","pool_id":"tickets","capacity":10}`).want(t, "ok")
+	s.req("t", "range.create", `{"operation_id":"c2","range_id":"vxlan","first":1,"last":4}`).want(t, "ok")
+	s.req("t", "lease.reserve", `{"operation_id":"r1","holder_id":"h","activate":true,"members":[{"pool_id":"tickets","quantity":9}]}`).want(t, "ok")
+	s.req("t", "lease.reserve", `{"operation_id":"r2","holder_id":"h","activate":true,"members":[{"range_id":"vxlan"}]}`).want(t, "ok")
+	srv := httptest.NewServer(s.br.MetricsHandler())
+	defer srv.Close()
+	want := []string{`holdfast_pool_fill_ratio{pool="tickets",shard="`, `",tenant="t"} 0.9`,
+		`holdfast_range_fill_ratio{range="vxlan",shard="`, `",tenant="t"} 0.25`}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body := string(b)
+		if strings.Contains(body, want[0]) && strings.Contains(body, want[1]) && strings.Contains(body, want[2]) && strings.Contains(body, want[3]) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks the fill of tickets and vxlan:\n%s", grepLines(body, "fill_ratio"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -250,12 +250,19 @@ var (
 		"Configured bound of one of the shard's tables.", []string{"shard", "table"}, nil)
 	descLeases = prometheus.NewDesc("holdfast_leases",
 		"Live leases of the shard by state (reserved, active, revoking).", []string{"shard", "state"}, nil)
+	descRangeFill = prometheus.NewDesc("holdfast_range_fill_ratio",
+		"Allocated values over the values a range hands out (excluded ones left out), for its shard's fullest ranges (at most 10 per shard, refreshed every second).",
+		[]string{"shard", "tenant", "range"}, nil)
+	descPoolFill = prometheus.NewDesc("holdfast_pool_fill_ratio",
+		"Reserved, active and consumed units over the capacity, for its shard's fullest pools (at most 10 per shard, refreshed every second).",
+		[]string{"shard", "tenant", "pool"}, nil)
 	descUtil = prometheus.NewDesc("holdfast_shard_table_utilization",
 		"Fill of one of the shard's tables, 0 to 1; at 1 the table answers its *_table_full code.", []string{"shard", "table"}, nil)
 )
 
 func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descApplied, descQueue, descBacklog, descSlotLag, descExpiryLag, descHalted, descEntries, descCapacity, descUtil, descLeases} {
+	for _, d := range []*prometheus.Desc{descApplied, descQueue, descBacklog, descSlotLag, descExpiryLag, descHalted, descEntries,
+		descCapacity, descUtil, descLeases, descRangeFill, descPoolFill} {
 		ch <- d
 	}
 }
@@ -288,6 +295,14 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 			halted = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descHalted, prometheus.GaugeValue, halted, l)
+		if f := st.Fullest; f != nil {
+			for _, o := range f.Ranges {
+				ch <- prometheus.MustNewConstMetric(descRangeFill, prometheus.GaugeValue, fill(o), l, o.Tenant, o.ID)
+			}
+			for _, o := range f.Pools {
+				ch <- prometheus.MustNewConstMetric(descPoolFill, prometheus.GaugeValue, fill(o), l, o.Tenant, o.ID)
+			}
+		}
 		t := st.Tables
 		k := &t.Shape // the bounds the shard's journal holds it to (zero: not served here)
 		for _, tb := range []struct {
@@ -383,3 +398,15 @@ func (m *Metrics) ShardHandedOff() { m.handoffs.Inc() }
 func (m *Metrics) ShardsOwned(n int) { m.shardsOwned.Set(float64(n)) }
 
 func (m *Metrics) forward(result string) { m.forwarded.WithLabelValues(result).Inc() }
+
+// fill is an occupancy as a ratio (a Size of 0 is 2^64 values).
+func fill(o kernel.Occupancy) float64 {
+	size := float64(o.Size)
+	if o.Size == 0 {
+		size = 1 << 64
+	}
+	if size == 0 {
+		return 0
+	}
+	return float64(o.Used) / size
+}

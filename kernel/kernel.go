@@ -122,6 +122,8 @@ type valueRange struct {
 	// excluded are values never handed out, sorted disjoint intervals (at most
 	// contract.MaxExcluded); never allocated, never in used or freed.
 	excluded []Interval
+	// nExcluded counts the values of excluded, saturating at 2^64-1 (setExcluded keeps it).
+	nExcluded uint64
 	// band is the static band: values "any" takes only when none outside it is free.
 	band    Interval
 	hasBand bool

@@ -60,9 +60,11 @@ func (k *Kernel) createRange(c *Command, out *Output) {
 	}
 	key := string(k.keyBuf)
 	rg := valueRange{key: key, first: c.First, last: c.Last, strategy: c.Strategy, band: c.Band, hasBand: c.HasBand, format: c.Format}
+	var ex []Interval
 	for _, iv := range c.Excluded {
-		rg.excluded = mergeInterval(rg.excluded, iv)
+		ex = mergeInterval(ex, iv)
 	}
+	rg.setExcluded(ex)
 	put(&k.ranges, idx, rg)
 	k.rangeIdx[key] = idx
 	k.ix.put(ixItem{kind: ixRange, key: key, val: uint64(idx)})
@@ -95,7 +97,7 @@ func (k *Kernel) viewRange(idx int32, out *Output) {
 		free = math.MaxUint64 // 2^64 values left: saturate
 	}
 	out.Range = RangeView{Tenant: t, ID: id, First: r.first, Last: r.last, Strategy: r.strategy,
-		Allocated: allocated, Free: free, Excluded: r.excludedCount(r.first, r.last), Band: r.band, HasBand: r.hasBand,
+		Allocated: allocated, Free: free, Excluded: r.excludedTotal(), Band: r.band, HasBand: r.hasBand,
 		Format: r.format}
 }
 

@@ -41,6 +41,17 @@ func (r *valueRange) excludedCount(lo, hi uint64) uint64 {
 	return n
 }
 
+// setExcluded replaces r's exclusions and counts their values once, so the views and
+// the free counts of a reserve never walk the intervals.
+func (r *valueRange) setExcluded(ivs []Interval) {
+	r.excluded = ivs
+	r.nExcluded = 0
+	r.nExcluded = r.excludedCount(r.first, r.last)
+}
+
+// excludedTotal is how many values of r are excluded.
+func (r *valueRange) excludedTotal() uint64 { return r.nExcluded }
+
 // plain reports whether r chooses as ranges always did: no exclusions, no band.
 func (r *valueRange) plain() bool { return len(r.excluded) == 0 && !r.hasBand }
 
@@ -202,7 +213,7 @@ func (k *Kernel) excludeInterval(r *valueRange, iv Interval) {
 			k.rangeValues--
 		}
 	}
-	r.excluded = mergeInterval(r.excluded, iv)
+	r.setExcluded(mergeInterval(r.excluded, iv))
 }
 
 // mergeInterval inserts iv into sorted disjoint intervals, merging overlapping and
@@ -341,6 +352,9 @@ func (k *Kernel) valueVerb(e Entry, out *Output) {
 // checkShape verifies a range's exclusions and band: sorted, disjoint, not adjacent,
 // inside the range, bounded, never allocated, never remembered as freed.
 func (r *valueRange) checkShape() error {
+	if n := r.excludedCount(r.first, r.last); n != r.nExcluded {
+		return fmt.Errorf("range %q: %d excluded values counted, %d in the intervals", r.key, r.nExcluded, n)
+	}
 	if len(r.excluded) > contract.MaxExcluded {
 		return fmt.Errorf("range %q: %d excluded intervals", r.key, len(r.excluded))
 	}

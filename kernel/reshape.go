@@ -33,7 +33,7 @@ func (k *Kernel) excludeValues(c *Command, out *Output) {
 			out.Code = contract.CodeExclusionTableFull
 			return
 		}
-		r.excluded = cut
+		r.setExcluded(cut)
 		out.Event = EventRangeIncluded
 		k.viewRange(idx, out)
 		return
@@ -120,7 +120,8 @@ func (k *Kernel) resizeRange(c *Command, out *Output) {
 			k.rangeValues--
 		}
 	}
-	r.first, r.last, r.excluded = c.First, c.Last, ex
+	r.first, r.last = c.First, c.Last
+	r.setExcluded(ex)
 	switch {
 	case c.HasBand:
 		r.band, r.hasBand = c.Band, true

@@ -310,6 +310,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			for j, m := 0, d.count(contract.MaxExcluded); j < int(m) && d.err == nil; j++ {
 				r.excluded = append(r.excluded, Interval{First: d.uvarint(), Last: d.uvarint()})
 			}
+			r.setExcluded(r.excluded)
 			r.hasBand = d.bool()
 			r.band = Interval{First: d.uvarint(), Last: d.uvarint()}
 			r.format = d.string(contract.MaxFormatLen)

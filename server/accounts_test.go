@@ -99,6 +99,26 @@ func TestNATSAccountsAndRoles(t *testing.T) {
 	if r, err := operator.Reclaim(ctx, id); err != nil || !r.OK() {
 		t.Fatalf("operator reclaim: %v %+v", err, r)
 	}
+	// The allocators: a worker looks values up and frees what it holds; revoking a
+	// value whoever holds it, excluding and importing are an operator's.
+	if r, err := operator.CreateRange(ctx, "ports", 30000, 30009, ""); err != nil || !r.OK() {
+		t.Fatalf("operator range: %v %+v", err, r)
+	}
+	if r, err := worker.Reserve(ctx, client.ReserveRequest{Holder: "w1", Activate: true, Members: []*messages.Member{client.RangeValue("ports", 30001)}}); err != nil || !r.OK() {
+		t.Fatalf("worker reserve a port: %v %+v", err, r)
+	}
+	if r, err := worker.LookupValue(ctx, "ports", 30001); err != nil || r.State != client.ValueHeld {
+		t.Fatalf("worker lookup: %v %+v", err, r)
+	}
+	if _, err := worker.RevokeValue(ctx, "ports", 30001); err == nil {
+		t.Fatal("a worker revoked a value")
+	}
+	if _, err := worker.Exclude(ctx, "ports", 30005, 30005); err == nil {
+		t.Fatal("a worker excluded a value")
+	}
+	if r, err := worker.ReleaseValue(ctx, "w1", "ports", 30001, 0, false); err != nil || !r.OK() {
+		t.Fatalf("worker release by value: %v %+v", err, r)
+	}
 	// Deleting is the operator's too.
 	if _, err := worker.DeleteResource(ctx, "gpu0"); err == nil {
 		t.Fatal("a worker deleted a resource")
