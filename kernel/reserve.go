@@ -274,7 +274,7 @@ func (k *Kernel) chooseRandom(r *valueRange, obj int32, picks []pick, lsn uint64
 // space, nothing allocated), which does not fit. Every allocated value lies in
 // [first, last], so this is the span minus the allocated count: O(1), no tree walk.
 func (r *valueRange) freeCount() (uint64, bool) {
-	span := r.last - r.first + 1                              // 0 means 2^64
+	span := r.last - r.first + 1               // 0 means 2^64
 	n := r.allocated.Len() + r.excludedTotal() // disjoint: at most the span
 	if span != 0 && n > span {
 		n = span
