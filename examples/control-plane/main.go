@@ -1,0 +1,387 @@
+// Command control-plane ports a cloud control plane's five allocators to Holdfast (the
+// shakenfist plan: one primitive instead of three reimplementations, MACs correct by
+// construction instead of by the birthday paradox):
+//
+//   - VXLAN ids 1..16,777,215, random;
+//   - console and VDI ports 30000..50000 per node, three ports in one lease, least
+//     recently freed first, with ports other processes use excluded;
+//   - vsock CIDs 3..2^32-1, random, with no cluster-wide lock;
+//   - MAC addresses under the OUI 52:54:00, random and collision-free (the range hands a
+//     value out once), shown formatted;
+//   - an address pool per network: the CIDR's hosts, the gateway excluded.
+//
+// It imports the allocations of an existing deployment (the migration's cut-over), boots
+// an instance (its ports, CID, MAC and address, each a lease labelled with the owner),
+// answers who holds a MAC seen on the wire, hard-deletes the instance by its owner label,
+// runs 64 concurrent allocators against one pool and checks no value went twice, and
+// grows a node's port range while they run.
+//
+//	go run ./examples/control-plane --server nats://127.0.0.1:4222
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/messages"
+)
+
+func main() {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "control-plane:", err)
+		os.Exit(1)
+	}
+}
+
+// plane is the control plane's view of its allocators: the range ids.
+type plane struct {
+	hf  *client.Client
+	out io.Writer
+	// vxlan, vsock and mac are one range each; ports are per node, addresses per network.
+	vxlan, vsock, mac string
+}
+
+func (p *plane) ports(node string) string    { return node + "/ports" }
+func (p *plane) addrs(network string) string { return network + "/addresses" }
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("control-plane", flag.ContinueOnError)
+	server := fs.String("server", nats.DefaultURL, "NATS server URL")
+	tenant := fs.String("tenant", "cloud-"+client.NewOperationID()[:6], "Holdfast tenant")
+	allocators := fs.Int("allocators", 64, "concurrent allocators against one pool")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	nc, err := nats.Connect(*server, nats.Name("holdfast example control-plane"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	hf, err := client.New(nc, client.WithTenant(*tenant))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	p := &plane{hf: hf, out: out, vxlan: "vxlan", vsock: "vsock", mac: "mac"}
+
+	if err := p.createRanges(ctx); err != nil {
+		return err
+	}
+	if err := p.migrate(ctx); err != nil {
+		return err
+	}
+	if err := p.bootAndDelete(ctx); err != nil {
+		return err
+	}
+	return p.concurrent(ctx, *allocators)
+}
+
+// must turns a committed domain failure into an error (it names the operation and its
+// code): the calls below expect ok.
+func must[R interface{ Err() error }](r R, err error) (R, error) {
+	if err != nil {
+		return r, err
+	}
+	return r, r.Err()
+}
+
+func (p *plane) createRanges(ctx context.Context) error {
+	macFirst, macLast, err := client.MACRange("52:54:00")
+	if err != nil {
+		return err
+	}
+	netFirst, netLast, err := client.IPv4Range("10.20.0.0/24")
+	if err != nil {
+		return err
+	}
+	gateway := netFirst // 10.20.0.1
+	specs := []client.RangeSpec{
+		{ID: p.vxlan, First: 1, Last: 1<<24 - 1, Strategy: messages.StrategyRandom},
+		{ID: p.vsock, First: 3, Last: 1<<32 - 1, Strategy: messages.StrategyRandom},
+		{ID: p.mac, First: macFirst, Last: macLast, Strategy: messages.StrategyRandom, Format: client.RangeFormatMAC},
+		{ID: p.addrs("net-blue"), First: netFirst, Last: netLast, Format: client.RangeFormatIPv4,
+			Excluded: []client.Interval{{First: gateway, Last: gateway}}},
+	}
+	for _, node := range []string{"node1", "node2"} {
+		// Ports other processes listen on are never handed out; the first ten stay for
+		// services that name their port (the static band).
+		specs = append(specs, client.RangeSpec{ID: p.ports(node), First: 30000, Last: 50000,
+			Strategy: messages.StrategyLeastRecentlyFreed, Format: client.RangeFormatPort,
+			Excluded:   []client.Interval{{First: 30022, Last: 30022}, {First: 30080, Last: 30080}},
+			StaticBand: &client.Interval{First: 30000, Last: 30009}})
+	}
+	for _, s := range specs {
+		if _, err := must(p.hf.CreateRangeSpec(ctx, s)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(p.out, "allocators: vxlan, vsock, mac (52:54:00:00:00:00..%s), node1/ports, node2/ports, net-blue/addresses (%s..%s, gateway %s excluded)\n",
+		client.FormatMAC(macLast), client.FormatIPv4(netFirst), client.FormatIPv4(netLast), client.FormatIPv4(gateway))
+	return nil
+}
+
+// owner labels a lease with the object that owns it, as the seed's allocation rows do.
+func owner(kind, uuid string) map[string]string {
+	return map[string]string{"owner_type": kind, "owner_uuid": uuid}
+}
+
+// migrate imports an existing deployment's allocations at cut-over: 300 networks' VXLAN
+// ids and 40 instances' ports, in calls of at most 1000 leases, each its own lease with
+// its own owner, permanent (active). A retry of a call is safe: same operation id.
+func (p *plane) migrate(ctx context.Context) error {
+	var vx []client.ImportLease
+	for i := range 300 {
+		vx = append(vx, client.ImportLease{Holder: "network-service", Activate: true,
+			Members: []*messages.Member{client.RangeValue(p.vxlan, uint64(1000+7*i))}, Labels: owner("network", fmt.Sprintf("net-%03d", i))})
+	}
+	res, err := must(p.hf.Import(ctx, vx, client.WithOperationID("migrate-vxlan")))
+	if err != nil {
+		return err
+	}
+	again, err := must(p.hf.Import(ctx, vx, client.WithOperationID("migrate-vxlan")))
+	if err != nil {
+		return err
+	}
+	if !again.FromRetryCache || again.Leases[0].LeaseId != res.Leases[0].LeaseId {
+		return fmt.Errorf("a retried import is not the same import")
+	}
+	var ports []client.ImportLease
+	for i := range 40 {
+		base := uint64(30100 + 3*i)
+		ports = append(ports, client.ImportLease{Holder: "compute", Activate: true,
+			Members: []*messages.Member{client.RangeValue(p.ports("node1"), base), client.RangeValue(p.ports("node1"), base+1),
+				client.RangeValue(p.ports("node1"), base+2)}, Labels: owner("instance", fmt.Sprintf("old-%02d", i))})
+	}
+	if _, err := must(p.hf.Import(ctx, ports)); err != nil {
+		return err
+	}
+	// A value imported twice is refused, all or nothing, naming the lease.
+	clash, err := p.hf.Import(ctx, []client.ImportLease{
+		{Holder: "network-service", Activate: true, Members: []*messages.Member{client.RangeValue(p.vxlan, 99)}},
+		{Holder: "network-service", Activate: true, Members: []*messages.Member{client.RangeValue(p.vxlan, 1007)}},
+	})
+	if err != nil {
+		return err
+	}
+	if clash.Code != messages.CodeValueBusy || clash.Item == nil || *clash.Item != 1 {
+		return fmt.Errorf("a clashing import answered %s", clash.Code)
+	}
+	if l, err := p.hf.LookupValue(ctx, p.vxlan, 99); err != nil || l.State != client.ValueFree {
+		return fmt.Errorf("a failed import left value 99 %v (%v)", l.State, err)
+	}
+	vr, _ := p.hf.GetRange(ctx, p.vxlan)
+	pr, _ := p.hf.GetRange(ctx, p.ports("node1"))
+	fmt.Fprintf(p.out, "migration: imported %d networks (vxlan allocated=%d) and %d instances' ports (node1 allocated=%d); a clashing import: %s at leases[%d]\n",
+		len(res.Leases), vr.Range.GetAllocated(), len(ports), pr.Range.GetAllocated(), clash.Code, *clash.Item)
+
+	// Reconciliation pages through what a range handed out, as the old table's rows.
+	n, cursor := 0, ""
+	for {
+		page, err := must(p.hf.ListAllocations(ctx, p.vxlan, client.Page{Cursor: cursor, Limit: 128}))
+		if err != nil {
+			return err
+		}
+		n += len(page.Allocations)
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	fmt.Fprintf(p.out, "reconciliation: %d vxlan allocations listed\n", n)
+	if n != 300 {
+		return fmt.Errorf("listed %d vxlan allocations, imported 300", n)
+	}
+	return nil
+}
+
+// instance is what one boot took: a lease per allocator.
+type instance struct {
+	uuid                    string
+	ports, cid, mac, addr   client.Lease
+	portValues              []uint64
+	cidValue, macV, addrVal uint64
+}
+
+func value(l client.Lease, i int) uint64 { return l.Members[i].GetValue() }
+
+func (p *plane) boot(ctx context.Context, uuid, node string) (*instance, error) {
+	labels := owner("instance", uuid)
+	take := func(what string, ms ...*messages.Member) (client.Lease, error) {
+		r, err := must(p.hf.Reserve(ctx, client.ReserveRequest{Holder: "compute", Members: ms, Activate: true, Labels: labels}))
+		if err != nil {
+			return client.Lease{}, err
+		}
+		return r.Lease, nil
+	}
+	in := &instance{uuid: uuid}
+	var err error
+	if in.ports, err = take("ports", client.RangeAny(p.ports(node)), client.RangeAny(p.ports(node)), client.RangeAny(p.ports(node))); err != nil {
+		return nil, err
+	}
+	in.portValues = []uint64{value(in.ports, 0), value(in.ports, 1), value(in.ports, 2)}
+	if in.cid, err = take("vsock", client.RangeAny(p.vsock)); err != nil {
+		return nil, err
+	}
+	if in.mac, err = take("mac", client.RangeAny(p.mac)); err != nil {
+		return nil, err
+	}
+	if in.addr, err = take("address", client.RangeAny(p.addrs("net-blue"))); err != nil {
+		return nil, err
+	}
+	in.cidValue, in.macV, in.addrVal = value(in.cid, 0), value(in.mac, 0), value(in.addr, 0)
+	return in, nil
+}
+
+func (p *plane) bootAndDelete(ctx context.Context) error {
+	in, err := p.boot(ctx, "vm-7f3a", "node1")
+	if err != nil {
+		return err
+	}
+	for _, v := range in.portValues {
+		if v >= 30000 && v <= 30009 || v == 30022 || v == 30080 {
+			return fmt.Errorf("a boot took port %d: the band and the excluded ports are not for 'any'", v)
+		}
+	}
+	fmt.Fprintf(p.out, "boot vm-7f3a: ports %v (one lease), cid %d, mac %s, address %s\n",
+		in.portValues, in.cidValue, client.FormatMAC(in.macV), client.FormatIPv4(in.addrVal))
+
+	// A MAC seen on the wire: who holds it?
+	who, err := must(p.hf.LookupValue(ctx, p.mac, in.macV))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(p.out, "who holds %s: %s lease %s owner %s/%s\n", client.FormatMAC(in.macV), who.State, who.Lease.LeaseId,
+		who.Lease.Labels["owner_type"], who.Lease.Labels["owner_uuid"])
+	if who.Lease.LeaseId != in.mac.LeaseId {
+		return fmt.Errorf("lookup names lease %s, the boot took %s", who.Lease.LeaseId, in.mac.LeaseId)
+	}
+	// A console port is freed by its number, as a port release does — but it shares its
+	// lease with the VDI ports, and a hold is never released in part.
+	part, err := p.hf.ReleaseValue(ctx, "compute", p.ports("node1"), in.portValues[0], 0, false)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(p.out, "release port %d alone: %s\n", in.portValues[0], part.Code)
+
+	// Hard delete: everything the instance owns, whoever holds it, in a loop of calls.
+	calls, freed := 0, uint64(0)
+	for more := true; more; calls++ {
+		r, err := must(p.hf.RevokeAll(ctx, "owner_uuid=vm-7f3a", 2, true))
+		if err != nil {
+			return err
+		}
+		freed, more = freed+r.Count, r.More
+	}
+	left, err := must(p.hf.ListLeasesPage(ctx, client.LeaseQuery{Label: "owner_uuid=vm-7f3a"}))
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		rng string
+		v   uint64
+	}{{p.ports("node1"), in.portValues[2]}, {p.vsock, in.cidValue}, {p.mac, in.macV}, {p.addrs("net-blue"), in.addrVal}} {
+		l, err := must(p.hf.LookupValue(ctx, c.rng, c.v))
+		if err != nil {
+			return err
+		}
+		if l.State != client.ValueFree {
+			return fmt.Errorf("%s %d is %s after the hard delete", c.rng, c.v, l.State)
+		}
+	}
+	fmt.Fprintf(p.out, "hard delete vm-7f3a: %d leases freed in %d calls; %d left; its ports, cid, mac and address are free\n",
+		freed, calls, len(left.Leases))
+	return nil
+}
+
+// concurrent runs n allocators against one pool (node2's ports): each boots and frees
+// instances; meanwhile the range grows. Every value held at once must be distinct, and
+// every lease's values must be inside the bounds in force when it was granted.
+func (p *plane) concurrent(ctx context.Context, n int) error {
+	rng := p.ports("node2")
+	var mu sync.Mutex
+	holders := map[uint64]string{} // value → lease holding it, as the allocators see it
+	var dup error
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	const rounds = 6
+	for a := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				res, err := p.hf.Reserve(ctx, client.ReserveRequest{Holder: fmt.Sprintf("allocator-%d", a), Activate: true,
+					Members: []*messages.Member{client.RangeAny(rng)}, Labels: owner("instance", fmt.Sprintf("c-%d-%d", a, r))})
+				if err == nil {
+					err = res.Err()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				v := value(res.Lease, 0)
+				mu.Lock()
+				if other, taken := holders[v]; taken && dup == nil {
+					dup = fmt.Errorf("port %d handed to %s while %s held it", v, res.Lease.LeaseId, other)
+				}
+				holders[v] = res.Lease.LeaseId
+				mu.Unlock()
+				if r%2 == 1 { // free every other one, by its number
+					mu.Lock()
+					delete(holders, v)
+					mu.Unlock()
+					if rel, err := p.hf.ReleaseValue(ctx, fmt.Sprintf("allocator-%d", a), rng, v, 0, false); err != nil || !rel.OK() {
+						errs <- fmt.Errorf("release %d: %v %v", v, err, rel)
+						return
+					}
+				}
+			}
+		}()
+	}
+	// Meanwhile an operator grows the range in place (a node's hardware changed).
+	resized, err := must(p.hf.ResizeRange(ctx, rng, 30000, 60000, nil))
+	if err != nil {
+		return err
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return err
+	}
+	if dup != nil {
+		return dup
+	}
+	// What the allocators hold is what the range says is allocated, value by value.
+	listed, cursor := 0, ""
+	for {
+		page, err := must(p.hf.ListAllocations(ctx, rng, client.Page{Cursor: cursor, Limit: 1000}))
+		if err != nil {
+			return err
+		}
+		for _, a := range page.Allocations {
+			if holders[a.GetValue()] != a.GetLease().GetLeaseId() {
+				return fmt.Errorf("port %d: listed with lease %s, the allocators hold it with %q", a.GetValue(), a.GetLease().GetLeaseId(), holders[a.GetValue()])
+			}
+			listed++
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if listed != len(holders) {
+		return fmt.Errorf("%d ports listed, the allocators hold %d", listed, len(holders))
+	}
+	fmt.Fprintf(p.out, "%d concurrent allocators: %d boots, no port handed out twice, %d held; range resized under load to [%d..%d]\n",
+		n, n*rounds, listed, resized.Range.GetFirst(), resized.Range.GetLast())
+	return nil
+}
