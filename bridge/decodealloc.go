@@ -111,8 +111,8 @@ func prepListObjects(_ *Bridge, _ string, m proto.Message, o *op) *kernel.Reject
 	return nil
 }
 
-// prepListLeases is lease.list: by holder, label or state (at least one), in pages over
-// every shard, ordered by shard then lsn.
+// prepListLeases is lease.list: by holder or label (the state and, with a holder, the
+// label filtering), in pages over every shard, ordered by shard then lsn.
 func prepListLeases(_ *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.ListLeasesRequest)
 	q := &kernel.ListQuery{ID: r.HolderId, State: r.State}
@@ -133,8 +133,8 @@ func prepListLeases(_ *Bridge, _ string, m proto.Message, o *op) *kernel.Rejecti
 	default:
 		return invalid("state: reserved, active or revoking")
 	}
-	if r.HolderId == "" && !q.HasLabel && r.State == "" {
-		return invalid("holder_id: required (or label, or state)")
+	if r.HolderId == "" && !q.HasLabel {
+		return invalid("holder_id: required (or label)")
 	}
 	limit, rej := pageLimit(r.Limit, messages.DefaultListLimit, messages.MaxListLimit)
 	if rej != nil {

@@ -115,8 +115,8 @@ func (c *Client) ListRuns(ctx context.Context, prefix string, p Page) (*ObjectsR
 	return c.listObjects(ctx, contract.VerbListRuns, prefix, p)
 }
 
-// LeaseQuery selects leases for ListLeasesPage: by holder, label ("key=value") or
-// state (reserved, active, revoking); at least one.
+// LeaseQuery selects leases for ListLeasesPage: by holder or label ("key=value"), at
+// least one; State (reserved, active, revoking) filters them.
 type LeaseQuery struct {
 	Holder, Label, State string
 	Page

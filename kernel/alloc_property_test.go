@@ -434,15 +434,17 @@ func (p *allocProp) checkRange(id string) {
 // carrying it (by state, unpaged).
 func (p *allocProp) checkLabels() {
 	want := map[string][]uint64{}
-	for _, st := range []string{contract.StateReserved, contract.StateActive, contract.StateRevoking} {
-		var pg ListPage
-		p.k.List(&ListQuery{Verb: contract.VerbListLeases, Tenant: "t1", State: st, Limit: 1000}, &pg)
-		for _, l := range pg.Leases {
-			if l.State.String() != st {
-				p.fail("lease %d listed as %s is %s", l.LSN, st, l.State)
-			}
-			for _, lb := range l.Labels {
-				want[lb.Value] = append(want[lb.Value], l.LSN)
+	for _, h := range []string{"h1", "h2", "h3"} {
+		for _, st := range []string{contract.StateReserved, contract.StateActive, contract.StateRevoking} {
+			var pg ListPage
+			p.k.List(&ListQuery{Verb: contract.VerbListLeases, Tenant: "t1", ID: h, State: st, Limit: 1000}, &pg)
+			for _, l := range pg.Leases {
+				if l.State.String() != st || l.HolderID != h {
+					p.fail("lease %d listed as %s's %s is %s's %s", l.LSN, h, st, l.HolderID, l.State)
+				}
+				for _, lb := range l.Labels {
+					want[lb.Value] = append(want[lb.Value], l.LSN)
+				}
 			}
 		}
 	}

@@ -19,22 +19,22 @@ func (k *Kernel) bulkVerb(e Entry, out *Output) {
 	key := c.Tenant + "\x00" + c.Label.Key + "=" + c.Label.Value
 	var lsns []uint64
 	scanned, more := 0, false
-	k.ix.ascend(ixLabel, key, 0, 0, func(it ixItem) bool {
+	k.ix.ascendLabel(key, 0, func(lsn uint64) bool {
 		if len(lsns) == int(c.Limit) || scanned == bulkScan(c.Limit) {
 			more = true
 			return false
 		}
 		scanned++
-		l := &k.leases[k.leaseIdx[it.n]]
+		l := &k.leases[k.leaseIdx[lsn]]
 		switch c.Verb {
 		case contract.VerbReleaseAll:
 			_, h := splitKey(k.holders[l.holder].key)
 			if h == c.HolderID && (l.state == LeaseReserved || l.state == LeaseActive) {
-				lsns = append(lsns, it.n)
+				lsns = append(lsns, lsn)
 			}
 		case contract.VerbRevokeAll:
 			if l.state == LeaseActive || (c.Reclaim && l.state == LeaseRevoking) {
-				lsns = append(lsns, it.n)
+				lsns = append(lsns, lsn)
 			}
 		}
 		return true

@@ -148,7 +148,7 @@ func (k *Kernel) deleteObject(c *Command, out *Output) {
 		return
 	}
 	delete(index, key)
-	k.ix.remove(ixItem{kind: objectKind(g), key: key})
+	k.ix.objects[objectKind(g)].Delete(objItem{key: key})
 	switch g {
 	case graveRange:
 		// The remembered freed values count against MaxRangeValues; an ended lease's

@@ -6,84 +6,118 @@ import (
 	"github.com/google/btree"
 )
 
-// ixKind names a kind of entry of the kernel's ordered index (index). Its order is the
-// index's first sort key, so each kind is one contiguous run of entries.
-type ixKind uint8
+// index is the shard's index, derived from the tables — rebuilt on Restore, never in a
+// snapshot — for listings and lookups (docs/api.md Part IV): objects by id (listings by
+// prefix), live leases by holder and by label, pools' holdings — each a google/btree of
+// small fixed items, so a listing is a seek and an ascent, O(log n) plus what it returns
+// — and the lease holding each allocated range value (range.lookup), a map: the range's
+// own value set gives the order, so a reserve pays O(1) for it. Its memory is measured
+// in docs/benchmarks.md.
+type index struct {
+	objects  [objectKinds]*btree.BTreeG[objItem] // resources, pools, ranges, runs
+	holders  *btree.BTreeG[pairItem]             // (holder slot, lease lsn)
+	holdings *btree.BTreeG[pairItem]             // (pool slot, lease lsn)
+	labels   *btree.BTreeG[labelItem]            // ("tenant\x00key=value", lease lsn)
+	// values maps an allocated value of a range to the lease holding it. Never iterated:
+	// listings walk the range's allocated set in order and look each value up.
+	values map[valueKey]uint64
+}
+
+// objKind is an object table of the index.
+type objKind uint8
 
 const (
-	ixResource ixKind = iota + 1 // key: "tenant\x00id"; val: the object's slot
-	ixPool                       // the same, pools
-	ixRange                      // the same, ranges
-	ixRun                        // the same, runs
-	ixHolder                     // key: "tenant\x00holder_id"; n: lease lsn (live leases)
-	ixLabel                      // key: "tenant\x00key=value"; n: lease lsn (live leases)
-	ixState                      // key: tenant; a: lease state; n: lease lsn (live leases)
-	ixHolding                    // a: pool slot; n: lease lsn (live leases holding units of it)
-	ixValue                      // a: range slot; n: value; val: lease lsn (allocated values)
+	objResource objKind = iota
+	objPool
+	objRange
+	objRun
+	objectKinds
 )
 
-// ixItem is one entry of the index. Entries order by kind, key, a, n: a listing or a
-// lookup is a seek and an ascent, O(log n) plus what it returns.
-type ixItem struct {
+// objItem is an object by its "tenant\x00id" key (the table's own string: no copy).
+type objItem struct {
 	key  string
-	a    uint64
-	n    uint64
-	val  uint64
-	kind ixKind
+	slot int32
 }
 
-func ixLess(x, y ixItem) bool {
-	switch {
-	case x.kind != y.kind:
-		return x.kind < y.kind
-	case x.key != y.key:
-		return x.key < y.key
-	case x.a != y.a:
-		return x.a < y.a
+// pairItem is a lease under a holder or a pool slot.
+type pairItem struct{ a, lsn uint64 }
+
+// labelItem is a lease under one of its labels.
+type labelItem struct {
+	key string
+	lsn uint64
+}
+
+// valueKey is an allocated value of a range (by slot).
+type valueKey struct {
+	rng   int32
+	value uint64
+}
+
+const btreeDegree = 32
+
+func newIndex() index {
+	var ix index
+	for i := range ix.objects {
+		ix.objects[i] = btree.NewG(btreeDegree, func(x, y objItem) bool { return x.key < y.key })
 	}
-	return x.n < y.n
+	pairLess := func(x, y pairItem) bool { return x.a < y.a || (x.a == y.a && x.lsn < y.lsn) }
+	ix.holders = btree.NewG(btreeDegree, pairLess)
+	ix.holdings = btree.NewG(btreeDegree, pairLess)
+	ix.labels = btree.NewG(btreeDegree, func(x, y labelItem) bool { return x.key < y.key || (x.key == y.key && x.lsn < y.lsn) })
+	ix.values = map[valueKey]uint64{}
+	return ix
 }
 
-// index is the shard's ordered index: objects by id (listings by prefix), live leases by
-// holder, by label and by state, pools' holdings, and ranges' allocated values with the
-// lease holding each (range.lookup). It is derived from the tables — rebuilt on Restore,
-// never in a snapshot — and google/btree keeps it ordered: deterministic, O(log n) per
-// change. Its memory is measured in docs/benchmarks.md.
-type index struct {
-	t *btree.BTreeG[ixItem]
+// len is the number of entries over all trees.
+func (ix *index) len() int {
+	n := ix.holders.Len() + ix.holdings.Len() + ix.labels.Len() + len(ix.values)
+	for _, t := range ix.objects {
+		n += t.Len()
+	}
+	return n
 }
 
-func newIndex() index { return index{t: btree.NewG(32, ixLess)} }
-
-func (ix index) put(it ixItem)    { ix.t.ReplaceOrInsert(it) }
-func (ix index) remove(it ixItem) { ix.t.Delete(it) }
-func (ix index) len() int         { return ix.t.Len() }
-
-// get returns the entry with it's kind, key, a and n.
-func (ix index) get(it ixItem) (ixItem, bool) { return ix.t.Get(it) }
-
-// ascend calls fn for the entries of kind and key from (a, n) on, in order, until fn
-// returns false or the key changes.
-func (ix index) ascend(kind ixKind, key string, a, n uint64, fn func(ixItem) bool) {
-	ix.t.AscendGreaterOrEqual(ixItem{kind: kind, key: key, a: a, n: n}, func(it ixItem) bool {
-		if it.kind != kind || it.key != key {
-			return false
-		}
-		return fn(it)
-	})
-}
-
-// ascendPrefix calls fn for the entries of kind whose key starts with prefix, from key
+// ascendObjects calls fn for the objects of kind whose keys start with prefix, from key
 // from on (exclusive when after), in key order, until fn returns false.
-func (ix index) ascendPrefix(kind ixKind, prefix, from string, after bool, fn func(ixItem) bool) {
-	start := ixItem{kind: kind, key: max(prefix, from)}
-	ix.t.AscendGreaterOrEqual(start, func(it ixItem) bool {
-		if it.kind != kind || !strings.HasPrefix(it.key, prefix) {
+func (ix *index) ascendObjects(kind objKind, prefix, from string, after bool, fn func(objItem) bool) {
+	ix.objects[kind].AscendGreaterOrEqual(objItem{key: max(prefix, from)}, func(it objItem) bool {
+		if !strings.HasPrefix(it.key, prefix) {
 			return false
 		}
 		if after && it.key == from {
 			return true
 		}
 		return fn(it)
+	})
+}
+
+// ascendPairs calls fn for the leases under a in t from lsn from on, in lsn order.
+func ascendPairs(t *btree.BTreeG[pairItem], a, from uint64, fn func(lsn uint64) bool) {
+	t.AscendGreaterOrEqual(pairItem{a: a, lsn: from}, func(it pairItem) bool {
+		return it.a == a && fn(it.lsn)
+	})
+}
+
+// ascendLabel calls fn for the leases under label key from lsn from on, in lsn order.
+func (ix *index) ascendLabel(key string, from uint64, fn func(lsn uint64) bool) {
+	ix.labels.AscendGreaterOrEqual(labelItem{key: key, lsn: from}, func(it labelItem) bool {
+		return it.key == key && fn(it.lsn)
+	})
+}
+
+// ascendValues calls fn for range r's allocated values from value from on, in order,
+// with the lease holding each.
+func (k *Kernel) ascendValues(r int32, from uint64, fn func(value, lsn uint64) bool) {
+	k.ranges[r].allocated.AscendFrom(from, func(a, b uint64) bool {
+		for v := a; ; v++ {
+			if !fn(v, k.ix.values[valueKey{r, v}]) {
+				return false
+			}
+			if v == b {
+				return true
+			}
+		}
 	})
 }

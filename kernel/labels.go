@@ -120,21 +120,19 @@ func validateLabels(field string, ls []Label) *Rejection {
 	return nil
 }
 
-// indexLease enters a new live lease in the index: by holder, by state, by each label,
+// indexLease enters a new live lease in the index: under its holder, under each label,
 // in each pool it holds units of, at each range value it holds.
 func (k *Kernel) indexLease(idx int32) {
 	l := &k.leases[idx]
-	hkey := k.holders[l.holder].key
-	tenant, _ := splitKey(hkey)
-	k.ix.put(ixItem{kind: ixHolder, key: hkey, n: l.lsn})
-	k.ix.put(ixItem{kind: ixState, key: tenant, a: uint64(l.state), n: l.lsn})
-	k.labelEntries(tenant, l.labels, func(s string) { k.ix.put(ixItem{kind: ixLabel, key: s, n: l.lsn}) })
+	tenant, _ := splitKey(k.holders[l.holder].key)
+	k.ix.holders.ReplaceOrInsert(pairItem{a: uint64(l.holder), lsn: l.lsn})
+	k.labelEntries(tenant, l.labels, func(s string) { k.ix.labels.ReplaceOrInsert(labelItem{key: s, lsn: l.lsn}) })
 	for _, m := range l.members {
 		switch m.kind {
 		case MemberPool:
-			k.ix.put(ixItem{kind: ixHolding, a: uint64(m.obj), n: l.lsn})
+			k.ix.holdings.ReplaceOrInsert(pairItem{a: uint64(m.obj), lsn: l.lsn})
 		case MemberRange:
-			k.ix.put(ixItem{kind: ixValue, a: uint64(m.obj), n: m.value, val: l.lsn})
+			k.ix.values[valueKey{m.obj, m.value}] = l.lsn
 		}
 	}
 }
@@ -142,63 +140,53 @@ func (k *Kernel) indexLease(idx int32) {
 // unindexLease removes a live lease from the index as it ends.
 func (k *Kernel) unindexLease(idx int32) {
 	l := &k.leases[idx]
-	hkey := k.holders[l.holder].key
-	tenant, _ := splitKey(hkey)
-	k.ix.remove(ixItem{kind: ixHolder, key: hkey, n: l.lsn})
-	k.ix.remove(ixItem{kind: ixState, key: tenant, a: uint64(l.state), n: l.lsn})
-	k.labelEntries(tenant, l.labels, func(s string) { k.ix.remove(ixItem{kind: ixLabel, key: s, n: l.lsn}) })
+	tenant, _ := splitKey(k.holders[l.holder].key)
+	k.ix.holders.Delete(pairItem{a: uint64(l.holder), lsn: l.lsn})
+	k.labelEntries(tenant, l.labels, func(s string) { k.ix.labels.Delete(labelItem{key: s, lsn: l.lsn}) })
 	for _, m := range l.members {
 		switch m.kind {
 		case MemberPool:
-			k.ix.remove(ixItem{kind: ixHolding, a: uint64(m.obj), n: l.lsn})
+			k.ix.holdings.Delete(pairItem{a: uint64(m.obj), lsn: l.lsn})
 		case MemberRange:
-			k.ix.remove(ixItem{kind: ixValue, a: uint64(m.obj), n: m.value})
+			delete(k.ix.values, valueKey{m.obj, m.value})
 		}
 	}
 }
 
-// reindexState moves a live lease's state entry as its state changes.
-func (k *Kernel) reindexState(idx int32, from LeaseState) {
-	l := &k.leases[idx]
-	tenant, _ := splitKey(k.holders[l.holder].key)
-	k.ix.remove(ixItem{kind: ixState, key: tenant, a: uint64(from), n: l.lsn})
-	k.ix.put(ixItem{kind: ixState, key: tenant, a: uint64(l.state), n: l.lsn})
-}
-
-// objectKind is the index kind of a create or delete verb's table.
-func objectKind(g graveKind) ixKind {
+// objectKind is the index table of a create or delete verb's table.
+func objectKind(g graveKind) objKind {
 	switch g {
 	case graveResource:
-		return ixResource
+		return objResource
 	case gravePool:
-		return ixPool
+		return objPool
 	case graveRange:
-		return ixRange
+		return objRange
 	}
-	return ixRun
+	return objRun
 }
 
 // checkIndex verifies the index against the tables: every live object and live lease
 // has exactly its entries, and nothing else is there (the invariants run it).
 func (k *Kernel) checkIndex() error {
 	want := 0
-	objects := func(kind ixKind, n int, key func(int) string, live map[string]int32) error {
+	objects := func(kind objKind, n int, key func(int) string, live map[string]int32) error {
 		for i := 0; i < n; i++ {
 			if idx, ok := live[key(i)]; !ok || idx != int32(i) {
 				continue // a free slot or a grave
 			}
 			want++
-			if it, ok := k.ix.get(ixItem{kind: kind, key: key(i)}); !ok || it.val != uint64(i) {
+			if it, ok := k.ix.objects[kind].Get(objItem{key: key(i)}); !ok || it.slot != int32(i) {
 				return fmt.Errorf("index: object %q (kind %d) missing or at another slot", key(i), kind)
 			}
 		}
 		return nil
 	}
 	for _, err := range []error{
-		objects(ixResource, len(k.res), func(i int) string { return k.res[i].key }, k.resIdx),
-		objects(ixPool, len(k.pools), func(i int) string { return k.pools[i].key }, k.poolIdx),
-		objects(ixRange, len(k.ranges), func(i int) string { return k.ranges[i].key }, k.rangeIdx),
-		objects(ixRun, len(k.runs), func(i int) string { return k.runs[i].key }, k.runIdx),
+		objects(objResource, len(k.res), func(i int) string { return k.res[i].key }, k.resIdx),
+		objects(objPool, len(k.pools), func(i int) string { return k.pools[i].key }, k.poolIdx),
+		objects(objRange, len(k.ranges), func(i int) string { return k.ranges[i].key }, k.rangeIdx),
+		objects(objRun, len(k.runs), func(i int) string { return k.runs[i].key }, k.runIdx),
 	} {
 		if err != nil {
 			return err
@@ -209,26 +197,16 @@ func (k *Kernel) checkIndex() error {
 		if l.lsn == 0 {
 			continue
 		}
-		hkey := k.holders[l.holder].key
-		tenant, _ := splitKey(hkey)
-		check := func(it ixItem) error {
-			want++
-			got, ok := k.ix.get(it)
-			if !ok || got.val != it.val {
-				return fmt.Errorf("index: lease %d: entry %+v missing", l.lsn, it)
-			}
-			return nil
-		}
-		if err := check(ixItem{kind: ixHolder, key: hkey, n: l.lsn}); err != nil {
-			return err
-		}
-		if err := check(ixItem{kind: ixState, key: tenant, a: uint64(l.state), n: l.lsn}); err != nil {
-			return err
+		tenant, _ := splitKey(k.holders[l.holder].key)
+		want++
+		if !k.ix.holders.Has(pairItem{a: uint64(l.holder), lsn: l.lsn}) {
+			return fmt.Errorf("index: lease %d missing under its holder", l.lsn)
 		}
 		var err error
 		k.labelEntries(tenant, l.labels, func(s string) {
-			if err == nil {
-				err = check(ixItem{kind: ixLabel, key: s, n: l.lsn})
+			want++
+			if err == nil && !k.ix.labels.Has(labelItem{key: s, lsn: l.lsn}) {
+				err = fmt.Errorf("index: lease %d missing under label %q", l.lsn, s)
 			}
 		})
 		if err != nil {
@@ -237,12 +215,15 @@ func (k *Kernel) checkIndex() error {
 		for _, m := range l.members {
 			switch m.kind {
 			case MemberPool:
-				err = check(ixItem{kind: ixHolding, a: uint64(m.obj), n: l.lsn})
+				want++
+				if !k.ix.holdings.Has(pairItem{a: uint64(m.obj), lsn: l.lsn}) {
+					return fmt.Errorf("index: lease %d missing among pool %d's holdings", l.lsn, m.obj)
+				}
 			case MemberRange:
-				err = check(ixItem{kind: ixValue, a: uint64(m.obj), n: m.value, val: l.lsn})
-			}
-			if err != nil {
-				return err
+				want++
+				if lsn, ok := k.ix.values[valueKey{m.obj, m.value}]; !ok || lsn != l.lsn {
+					return fmt.Errorf("index: value %d of range %d not under lease %d", m.value, m.obj, l.lsn)
+				}
 			}
 		}
 	}
@@ -281,17 +262,10 @@ func (k *Kernel) restoreLabels(d *decoder, format byte) int32 {
 // rebuildIndex enters every live object and live lease in the index (Restore).
 func (k *Kernel) rebuildIndex() {
 	k.ix = newIndex()
-	for key, idx := range k.resIdx {
-		k.ix.put(ixItem{kind: ixResource, key: key, val: uint64(idx)})
-	}
-	for key, idx := range k.poolIdx {
-		k.ix.put(ixItem{kind: ixPool, key: key, val: uint64(idx)})
-	}
-	for key, idx := range k.rangeIdx {
-		k.ix.put(ixItem{kind: ixRange, key: key, val: uint64(idx)})
-	}
-	for key, idx := range k.runIdx {
-		k.ix.put(ixItem{kind: ixRun, key: key, val: uint64(idx)})
+	for kind, idx := range [objectKinds]map[string]int32{k.resIdx, k.poolIdx, k.rangeIdx, k.runIdx} {
+		for key, slot := range idx {
+			k.ix.objects[kind].ReplaceOrInsert(objItem{key: key, slot: slot})
+		}
 	}
 	for i := range k.leases {
 		if k.leases[i].lsn != 0 {

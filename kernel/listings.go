@@ -22,8 +22,8 @@ type ListQuery struct {
 	After    string
 	HasAfter bool
 	From     uint64
-	// Label and State select leases (lease.list); State also selects work shards by
-	// status (work.list: active, claimed, done, split, parked).
+	// Label selects leases (lease.list: with ID, or alone), State filters them; State also
+	// selects work shards by status (work.list: active, claimed, done, split, parked).
 	Label    Label
 	HasLabel bool
 	State    string
@@ -80,8 +80,15 @@ func (k *Kernel) List(q *ListQuery, p *ListPage) {
 
 // listObjects lists tenant's objects of one kind whose ids start with Prefix, by id.
 func (k *Kernel) listObjects(q *ListQuery, p *ListPage) {
-	kind := map[Verb]ixKind{contract.VerbListResources: ixResource, contract.VerbListPools: ixPool,
-		contract.VerbListRanges: ixRange, contract.VerbListRuns: ixRun}[q.Verb]
+	var kind objKind
+	switch q.Verb {
+	case contract.VerbListPools:
+		kind = objPool
+	case contract.VerbListRanges:
+		kind = objRange
+	case contract.VerbListRuns:
+		kind = objRun
+	}
 	base := q.Tenant + "\x00"
 	from := base
 	if q.HasAfter {
@@ -89,25 +96,24 @@ func (k *Kernel) listObjects(q *ListQuery, p *ListPage) {
 	}
 	n := 0
 	var out Output
-	k.ix.ascendPrefix(kind, base+q.Prefix, from, q.HasAfter, func(it ixItem) bool {
+	k.ix.ascendObjects(kind, base+q.Prefix, from, q.HasAfter, func(it objItem) bool {
 		if n == q.Limit {
 			p.More = true
 			return false
 		}
 		n++
-		idx := int32(it.val)
 		switch kind {
-		case ixResource:
-			k.viewResource(idx, &out)
+		case objResource:
+			k.viewResource(it.slot, &out)
 			p.Resources = append(p.Resources, out.Resource)
-		case ixPool:
-			k.viewPool(idx, &out)
+		case objPool:
+			k.viewPool(it.slot, &out)
 			p.Pools = append(p.Pools, out.Pool)
-		case ixRange:
-			k.viewRange(idx, &out)
+		case objRange:
+			k.viewRange(it.slot, &out)
 			p.Ranges = append(p.Ranges, out.Range)
-		case ixRun:
-			k.viewRun(idx, &out)
+		case objRun:
+			k.viewRun(it.slot, &out)
 			p.Runs = append(p.Runs, out.Run)
 		}
 		_, p.NextKey = splitKey(it.key)
@@ -115,9 +121,8 @@ func (k *Kernel) listObjects(q *ListQuery, p *ListPage) {
 	})
 }
 
-// listLeases lists tenant's live leases by holder, label or state (at least one), in lsn
-// order: the most selective index given leads (holder, then label, then state) and the
-// others filter.
+// listLeases lists tenant's live leases of a holder or under a label (at least one), in
+// lsn order: the holder's leads when given, and the label and the state filter.
 func (k *Kernel) listLeases(q *ListQuery, p *ListPage) {
 	var state LeaseState
 	if q.State != "" {
@@ -126,41 +131,34 @@ func (k *Kernel) listLeases(q *ListQuery, p *ListPage) {
 			return
 		}
 	}
-	var kind ixKind
-	var key string
-	var a uint64
-	switch {
-	case q.ID != "":
-		kind, key = ixHolder, q.Tenant+"\x00"+q.ID
-	case q.HasLabel:
-		kind, key = ixLabel, q.Tenant+"\x00"+q.Label.Key+"="+q.Label.Value
-	case state != 0:
-		kind, key, a = ixState, q.Tenant, uint64(state)
-	default:
-		p.Code = contract.CodeInvalidRequest
-		return
-	}
 	scanned := 0
-	k.ix.ascend(kind, key, a, q.From, func(it ixItem) bool {
-		if it.a != a {
-			return false
-		}
+	visit := func(lsn uint64) bool {
 		if len(p.Leases) == q.Limit || scanned == ListScan(q.Limit) {
-			p.More, p.Next = true, it.n
+			p.More, p.Next = true, lsn
 			return false
 		}
 		scanned++
-		idx := k.leaseIdx[it.n]
+		idx := k.leaseIdx[lsn]
 		l := &k.leases[idx]
 		if state != 0 && l.state != state {
 			return true
 		}
-		if q.HasLabel && kind != ixLabel && !k.hasLabel(l.labels, q.Label) {
+		if q.HasLabel && q.ID != "" && !k.hasLabel(l.labels, q.Label) {
 			return true
 		}
 		p.Leases = append(p.Leases, k.leaseView(idx))
 		return true
-	})
+	}
+	switch {
+	case q.ID != "":
+		if h, ok := k.holderIdx[string(k.tenantKey(q.Tenant, q.ID))]; ok {
+			ascendPairs(k.ix.holders, uint64(h), q.From, visit)
+		}
+	case q.HasLabel:
+		k.ix.ascendLabel(q.Tenant+"\x00"+q.Label.Key+"="+q.Label.Value, q.From, visit)
+	default:
+		p.Code = contract.CodeInvalidRequest
+	}
 }
 
 // listAllocations lists a range's allocated values, by value, each with the lease that
@@ -182,16 +180,13 @@ func (k *Kernel) listAllocations(q *ListQuery, p *ListPage) {
 		}
 		return
 	}
-	k.ix.ascend(ixValue, "", uint64(idx), q.From, func(it ixItem) bool {
-		if it.a != uint64(idx) {
-			return false
-		}
+	k.ascendValues(idx, q.From, func(v, lsn uint64) bool {
 		if len(p.Values) == q.Limit {
-			p.More, p.Next = true, it.n
+			p.More, p.Next = true, v
 			return false
 		}
-		p.Values = append(p.Values, it.n)
-		p.Leases = append(p.Leases, k.leaseView(k.leaseIdx[it.val]))
+		p.Values = append(p.Values, v)
+		p.Leases = append(p.Leases, k.leaseView(k.leaseIdx[lsn]))
 		return true
 	})
 }
@@ -218,15 +213,12 @@ func (k *Kernel) listHoldings(q *ListQuery, p *ListPage) {
 		p.Code = contract.CodePoolNotFound
 		return
 	}
-	k.ix.ascend(ixHolding, "", uint64(idx), q.From, func(it ixItem) bool {
-		if it.a != uint64(idx) {
-			return false
-		}
+	ascendPairs(k.ix.holdings, uint64(idx), q.From, func(lsn uint64) bool {
 		if len(p.Leases) == q.Limit {
-			p.More, p.Next = true, it.n
+			p.More, p.Next = true, lsn
 			return false
 		}
-		p.Leases = append(p.Leases, k.leaseView(k.leaseIdx[it.n]))
+		p.Leases = append(p.Leases, k.leaseView(k.leaseIdx[lsn]))
 		return true
 	})
 }

@@ -21,7 +21,7 @@ func (k *Kernel) createResource(c *Command, out *Output) {
 	key := string(k.keyBuf)
 	put(&k.res, idx, resource{key: key})
 	k.resIdx[key] = idx
-	k.ix.put(ixItem{kind: ixResource, key: key, val: uint64(idx)})
+	k.ix.objects[objResource].ReplaceOrInsert(objItem{key: key, slot: idx})
 	out.Event = EventResourceCreated
 	k.viewResource(idx, out)
 }
@@ -41,7 +41,7 @@ func (k *Kernel) createPool(c *Command, out *Output) {
 	key := string(k.keyBuf)
 	put(&k.pools, idx, pool{key: key, capacity: c.Capacity})
 	k.poolIdx[key] = idx
-	k.ix.put(ixItem{kind: ixPool, key: key, val: uint64(idx)})
+	k.ix.objects[objPool].ReplaceOrInsert(objItem{key: key, slot: idx})
 	out.Event = EventPoolCreated
 	k.viewPool(idx, out)
 }
@@ -67,7 +67,7 @@ func (k *Kernel) createRange(c *Command, out *Output) {
 	rg.setExcluded(ex)
 	put(&k.ranges, idx, rg)
 	k.rangeIdx[key] = idx
-	k.ix.put(ixItem{kind: ixRange, key: key, val: uint64(idx)})
+	k.ix.objects[objRange].ReplaceOrInsert(objItem{key: key, slot: idx})
 	out.Event = EventRangeCreated
 	k.viewRange(idx, out)
 }

@@ -65,8 +65,8 @@ func (k *Kernel) Fullest(n int) (ranges, pools []Occupancy) {
 	if n <= 0 {
 		return nil, nil
 	}
-	k.ix.ascendPrefix(ixRange, "", "", false, func(it ixItem) bool {
-		r := &k.ranges[it.val]
+	k.ix.objects[objRange].Ascend(func(it objItem) bool {
+		r := &k.ranges[it.slot]
 		t, id := splitKey(r.key)
 		size := r.last - r.first + 1 // 0: 2^64
 		if ex := r.excludedTotal(); ex != 0 {
@@ -75,8 +75,8 @@ func (k *Kernel) Fullest(n int) (ranges, pools []Occupancy) {
 		ranges = top(ranges, Occupancy{Tenant: t, ID: id, Used: r.allocated.Len(), Size: size})
 		return true
 	})
-	k.ix.ascendPrefix(ixPool, "", "", false, func(it ixItem) bool {
-		p := &k.pools[it.val]
+	k.ix.objects[objPool].Ascend(func(it objItem) bool {
+		p := &k.pools[it.slot]
 		t, id := splitKey(p.key)
 		pools = top(pools, Occupancy{Tenant: t, ID: id, Used: p.reserved + p.active + p.consumed, Size: p.capacity})
 		return true

@@ -254,8 +254,8 @@ func mergedCount(ivs []Interval, iv Interval) int {
 
 // valueLease is the lsn of the live lease holding value v of range slot obj, or 0.
 func (k *Kernel) valueLease(obj int32, v uint64) uint64 {
-	if it, ok := k.ix.get(ixItem{kind: ixValue, a: uint64(obj), n: v}); ok {
-		return it.val
+	if lsn, ok := k.ix.values[valueKey{obj, v}]; ok {
+		return lsn
 	}
 	return 0
 }

@@ -339,9 +339,7 @@ func (k *Kernel) setMembersState(idx int32, to LeaseState) {
 	}
 	k.live[l.state]--
 	k.live[to]++
-	from := l.state
 	l.state = to
-	k.reindexState(idx, from)
 }
 
 // freeMembers returns every member of a live lease to use — or, for a lease being

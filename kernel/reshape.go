@@ -41,8 +41,8 @@ func (k *Kernel) excludeValues(c *Command, out *Output) {
 	// A held value is never excluded under its lease: its holder releases it, or an
 	// operator revokes and reclaims it, first (value_busy names the lowest one).
 	if held, _ := r.allocated.AbsentCount(iv.First, iv.Last); !r.allocatedNone(iv, held) {
-		k.ix.ascend(ixValue, "", uint64(idx), iv.First, func(it ixItem) bool {
-			out.Lease.LSN, out.Value = it.val, it.n // the message names the value and its lease
+		k.ascendValues(idx, iv.First, func(v, lsn uint64) bool {
+			out.Lease.LSN, out.Value = lsn, v // the message names the value and its lease
 			return false
 		})
 		out.Code = contract.CodeValueBusy
@@ -90,8 +90,8 @@ func (k *Kernel) resizeRange(c *Command, out *Output) {
 		if !below {
 			from = c.Last + 1
 		}
-		k.ix.ascend(ixValue, "", uint64(idx), from, func(it ixItem) bool {
-			out.Lease.LSN, out.Value = it.val, it.n
+		k.ascendValues(idx, from, func(v, lsn uint64) bool {
+			out.Lease.LSN, out.Value = lsn, v
 			return false
 		})
 		out.Code = contract.CodeObjectInUse

@@ -178,7 +178,7 @@ func (k *Kernel) createRun(c *Command, out *Output) {
 	key := string(k.tenantKey(c.Tenant, c.ObjectID))
 	put(&k.runs, r, run{key: key, status: RunActive})
 	k.runIdx[key] = r
-	k.ix.put(ixItem{kind: ixRun, key: key, val: uint64(r)})
+	k.ix.objects[objRun].ReplaceOrInsert(objItem{key: key, slot: r})
 	for _, spec := range c.Work {
 		k.addWork(r, c.Tenant, c.ObjectID, spec, -1)
 	}

@@ -265,7 +265,7 @@ func TestUsageErrors(t *testing.T) {
 		{cmdLease, []string{"renew", "1-2", "--holder", "h", "--epoch", "1", "--ttl", "0s"}, "--ttl must be positive"},
 		{cmdLease, []string{"revoke"}, "missing lease id"},
 		{cmdLease, []string{"get", "a", "b"}, "unexpected argument b"},
-		{cmdLease, []string{"list"}, "--holder, --label or --state is required"},
+		{cmdLease, []string{"list"}, "--holder or --label is required"},
 		{cmdLease, []string{"list", "--holder", "h", "--limit", "10001"}, "--limit"},
 		{cmdResource, []string{"create"}, `expected "<resource-id>"`},
 		{cmdResource, []string{"get", "r", "--tenant", "a.b"}, "invalid --tenant"},

@@ -494,8 +494,8 @@ type leaseListCmd struct {
 }
 
 func (c *leaseListCmd) Run(e *env) error {
-	if c.Holder == "" && c.Label == "" && c.State == "" {
-		return usageError(e, "--holder, --label or --state is required")
+	if c.Holder == "" && c.Label == "" {
+		return usageError(e, "--holder or --label is required (--state filters them)")
 	}
 	if c.Limit < 0 || c.Limit > messages.MaxListLimit {
 		return usageError(e, "--limit must be 1-%d", messages.MaxListLimit)

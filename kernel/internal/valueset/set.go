@@ -181,6 +181,36 @@ func (s *Set) Ascend(fn func(start, end uint64) bool) {
 	s.ascend(s.root, int(s.height), fn)
 }
 
+// AscendFrom calls fn for the intervals that end at or after v, in ascending order, the
+// first cut to start at v, until fn returns false: a page of a set's values from a
+// cursor in O(log n) plus what it visits.
+func (s *Set) AscendFrom(v uint64, fn func(start, end uint64) bool) {
+	if s.intervals == 0 {
+		return
+	}
+	var p, q path
+	id, pos := s.descend(v, &p)
+	pos = max(pos, 0)
+	for {
+		st, en, n := s.leafData(id)
+		for ; pos < int(*n); pos++ {
+			if en[pos] < v {
+				continue
+			}
+			if !fn(max(st[pos], v), en[pos]) {
+				return
+			}
+		}
+		if s.height == 0 {
+			return
+		}
+		if id = s.nextLeaf(&p, &q); id == 0 {
+			return
+		}
+		p, pos = q, 0
+	}
+}
+
 // ascend visits the subtree of inner node i, h levels above the leaves.
 func (s *Set) ascend(i int32, h int, fn func(start, end uint64) bool) bool {
 	x := &s.inners[i]

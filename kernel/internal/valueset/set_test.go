@@ -290,3 +290,45 @@ func TestRandomAbsent(t *testing.T) {
 		t.Fatalf("RandomAbsent in full window = %d", v)
 	}
 }
+
+// AscendFrom visits exactly the values at or after v, in order, over leaves of a tree.
+func TestAscendFrom(t *testing.T) {
+	var s Set
+	var want []uint64
+	for i := uint64(0); i < 5000; i++ {
+		if i%3 != 0 {
+			s.Add(i * 2)
+			want = append(want, i*2)
+		}
+	}
+	for _, from := range []uint64{0, 1, 2, 3, 777, 5000, 9996, 9998, 10000} {
+		var got []uint64
+		s.AscendFrom(from, func(a, b uint64) bool {
+			for x := a; x <= b; x++ {
+				got = append(got, x)
+			}
+			return true
+		})
+		var w []uint64
+		for _, x := range want {
+			if x >= from {
+				w = append(w, x)
+			}
+		}
+		if len(got) != len(w) {
+			t.Fatalf("from %d: %d values, want %d", from, len(got), len(w))
+		}
+		for i := range w {
+			if got[i] != w[i] {
+				t.Fatalf("from %d: [%d] = %d, want %d", from, i, got[i], w[i])
+			}
+		}
+	}
+	n := 0
+	s.AscendFrom(10, func(a, b uint64) bool { n++; return n < 3 })
+	if n != 3 {
+		t.Fatalf("stopped after %d intervals", n)
+	}
+	var empty Set
+	empty.AscendFrom(0, func(a, b uint64) bool { t.Fatal("visited an empty set"); return false })
+}
