@@ -11,8 +11,9 @@ import (
 // leases that carry it (many leases share one: an owner's). It lives while a lease in the
 // table refers to it.
 type labelSet struct {
-	key  string
-	refs int32
+	key    string
+	labels []Label // key parsed once; views share it, read-only
+	refs   int32
 }
 
 // labelsKey is the canonical form of labels (sorted by key, unique: Validate checks).
@@ -61,7 +62,7 @@ func (k *Kernel) internLabels(ls []Label) int32 {
 		k.labelSets = append(k.labelSets, labelSet{})
 		idx = int32(len(k.labelSets) - 1)
 	}
-	k.labelSets[idx] = labelSet{key: key, refs: 1}
+	k.labelSets[idx] = labelSet{key: key, labels: parseLabelsKey(key), refs: 1}
 	k.labelIdx[key] = idx
 	return idx + 1
 }
@@ -85,7 +86,7 @@ func (k *Kernel) labelsOf(ref int32) []Label {
 	if ref == 0 {
 		return nil
 	}
-	return parseLabelsKey(k.labelSets[ref-1].key)
+	return k.labelSets[ref-1].labels
 }
 
 // labelEntries calls fn with "tenant\x00key=value" for each label of set ref.
