@@ -19,7 +19,6 @@ func mValueVerb(v Verb) bool {
 	return v == contract.VerbReleaseValue || v == contract.VerbRevokeValue || v == contract.VerbReclaimValue
 }
 
-var mLabelKeys = []string{"owner_type", "owner_uuid", "zone"}
 
 func mValidLabels(ls []Label) bool {
 	if len(ls) > contract.MaxLabels {
