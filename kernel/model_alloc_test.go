@@ -19,7 +19,6 @@ func mValueVerb(v Verb) bool {
 	return v == contract.VerbReleaseValue || v == contract.VerbRevokeValue || v == contract.VerbReclaimValue
 }
 
-
 func mValidLabels(ls []Label) bool {
 	if len(ls) > contract.MaxLabels {
 		return false
