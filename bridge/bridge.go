@@ -534,6 +534,11 @@ func (b *Bridge) serve(j *job) {
 		return
 	}
 	c.slot = true
+	if c.op.kind == opList || c.op.kind == opFan {
+		// Before the timer: its expire reads whether the call has parts.
+		c.parts = make([]*actors.Reply, b.cfg.Shards)
+		c.left.Store(int32(b.cfg.Shards))
+	}
 	bound := b.cfg.Timeout
 	if c.op.kind != opWrite {
 		bound += c.op.read.Wait
@@ -547,10 +552,7 @@ func (b *Bridge) serve(j *job) {
 	case opStatus:
 		go b.serveStatus(c, j)
 	case opList, opFan:
-		n := int(b.cfg.Shards)
-		c.parts = make([]*actors.Reply, n)
-		c.left.Store(int32(n))
-		for i := 0; i < n; i++ {
+		for i := 0; i < int(b.cfg.Shards); i++ {
 			if b.cfg.Routing != nil && !b.sys.IsOpen(uint32(i)) {
 				go b.remotePart(j, uint32(i), c.part(i))
 				continue

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -19,13 +21,86 @@ type natsLog struct{ l *slog.Logger }
 func (n natsLog) Noticef(f string, v ...any) { n.l.Debug(fmt.Sprintf(f, v...)) }
 func (n natsLog) Warnf(f string, v ...any)   { n.l.Warn(fmt.Sprintf(f, v...)) }
 func (n natsLog) Fatalf(f string, v ...any)  { n.l.Error(fmt.Sprintf(f, v...)) }
-func (n natsLog) Errorf(f string, v ...any)  { n.l.Error(fmt.Sprintf(f, v...)) }
-func (n natsLog) Debugf(f string, v ...any)  { n.l.Debug(fmt.Sprintf(f, v...)) }
-func (n natsLog) Tracef(f string, v ...any)  { n.l.Debug(fmt.Sprintf(f, v...)) }
+func (n natsLog) Errorf(f string, v ...any) {
+	msg := fmt.Sprintf(f, v...)
+	if strings.HasPrefix(msg, "Error trying to connect to route") {
+		n.l.Debug(msg) // a peer not up yet (or gone): the routes retry, cluster status shows it
+		return
+	}
+	n.l.Error(msg)
+}
+func (n natsLog) Debugf(f string, v ...any) { n.l.Debug(fmt.Sprintf(f, v...)) }
+func (n natsLog) Tracef(f string, v ...any) { n.l.Debug(fmt.Sprintf(f, v...)) }
+
+// EmbeddedCluster clusters the embedded NATS server, with nats-server's own terms: Listen
+// is this node's route listener (--cluster nats://HOST:PORT), Routes the other nodes'
+// (--routes), Name the cluster's (--cluster_name).
+type EmbeddedCluster struct {
+	Listen string
+	Routes []string
+	Name   string
+}
+
+// Check reports a malformed listener or route, or routes or a name without a listener.
+func (c EmbeddedCluster) Check() error {
+	var o natsserver.Options
+	return c.apply(&o, "check")
+}
+
+// Enabled reports whether the embedded server joins a cluster.
+func (c EmbeddedCluster) Enabled() bool { return c.Listen != "" }
+
+// parseRouteURL reads nats://HOST:PORT (the scheme optional) as host and port.
+func parseRouteURL(flag, s string) (*url.URL, string, int, error) {
+	if !strings.Contains(s, "://") {
+		s = "nats://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return nil, "", 0, fmt.Errorf("%s %q: want nats://HOST:PORT", flag, s)
+	}
+	host, portStr, err := net.SplitHostPort(u.Host)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || perr != nil || port < 0 || port > 65535 {
+		return nil, "", 0, fmt.Errorf("%s %q: want nats://HOST:PORT", flag, s)
+	}
+	return u, host, port, nil
+}
+
+// clusterOptions applies c to the embedded server's options: a route listener, the
+// routes to the other nodes, the cluster's name, and this node's name as the server's
+// (JetStream tells its servers apart by name).
+func (c EmbeddedCluster) apply(o *natsserver.Options, node string) error {
+	if !c.Enabled() {
+		if len(c.Routes) > 0 || c.Name != "" {
+			return errors.New("--routes and --cluster_name need --cluster (this node's route listener)")
+		}
+		return nil
+	}
+	_, host, port, err := parseRouteURL("--cluster", c.Listen)
+	if err != nil {
+		return err
+	}
+	name := c.Name
+	if name == "" {
+		name = "holdfast"
+	}
+	o.Cluster = natsserver.ClusterOpts{Name: name, Host: host, Port: port}
+	for _, r := range c.Routes {
+		u, _, _, err := parseRouteURL("--routes", r)
+		if err != nil {
+			return err
+		}
+		o.Routes = append(o.Routes, u)
+	}
+	o.ServerName = node
+	return nil
+}
 
 // startEmbeddedNATS runs the in-process NATS server with JetStream stored under data,
-// listening on listen. It returns the server and the URL clients should use.
-func startEmbeddedNATS(listen, data string, log *slog.Logger) (*natsserver.Server, string, error) {
+// listening on listen, clustered with other nodes when cl says so. It returns the server
+// and the URL clients should use.
+func startEmbeddedNATS(listen, data, node string, cl EmbeddedCluster, log *slog.Logger) (*natsserver.Server, string, error) {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
@@ -51,14 +126,21 @@ func startEmbeddedNATS(listen, data string, log *slog.Logger) (*natsserver.Serve
 			"listen", listen)
 	}
 	store := filepath.Join(data, "nats")
-	ns, err := natsserver.NewServer(&natsserver.Options{
+	opts := &natsserver.Options{
 		ServerName: "holdfast",
 		Host:       host,
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   store,
 		NoSigs:     true,
-	})
+		// An acknowledged write is fsynced (docs/api.md §4): JetStream's own default
+		// syncs every two minutes, which a replicated journal must not rely on.
+		SyncAlways: cl.Enabled(),
+	}
+	if err := cl.apply(opts, node); err != nil {
+		return nil, "", err
+	}
+	ns, err := natsserver.NewServer(opts)
 	if err != nil {
 		return nil, "", fmt.Errorf("embedded NATS: %w", err)
 	}

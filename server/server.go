@@ -54,6 +54,10 @@ type Config struct {
 	// NATSOptions carry the external NATS's credentials and TLS settings (natsconn).
 	NATSOptions []nats.Option
 	Listen      string
+	// NATSCluster clusters the embedded NATS server with the other nodes' (nats-server's
+	// --cluster, --routes, --cluster_name): JetStream then spans them, and journals and
+	// snapshots with Replicas 3 survive the loss of one. Zero: a standalone server.
+	NATSCluster EmbeddedCluster
 	// MetricsListen serves /metrics, /livez, /readyz (= /healthz), and with Pprof
 	// /debug/pprof; empty: none.
 	MetricsListen string
@@ -126,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	var conn []nats.Option
 	if cfg.NATSURL == "" {
-		ns, u, err := startEmbeddedNATS(cfg.Listen, cfg.Data, s.log.With("component", "nats"))
+		ns, u, err := startEmbeddedNATS(cfg.Listen, cfg.Data, cfg.Node, cfg.NATSCluster, s.log.With("component", "nats"))
 		if err != nil {
 			return nil, err
 		}

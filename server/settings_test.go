@@ -37,14 +37,14 @@ func TestClusterNodesServeTheFirstNodesSettings(t *testing.T) {
 		},
 		"c": func(k *kernel.Config) { k.MaxTTLMillis, k.MaxBundle, k.MaxResources = 120_000, 3, 3 },
 	}
-	nodes, logs := map[string]*Server{}, map[string]*strings.Builder{}
+	nodes, logs := map[string]*Server{}, map[string]*syncWriter{}
 	for _, name := range []string{"a", "b", "c"} {
 		cfg := testConfig(t.TempDir())
 		cfg.Shards, cfg.NATSURL, cfg.Node, cfg.Journal = shards, nats_.URL(), name, JournalJetStream
 		cfg.OwnershipTTL, cfg.MetricsListen = time.Second, ""
 		flags[name](&cfg.Kernel)
-		logs[name] = &strings.Builder{}
-		cfg.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: logs[name]}, nil))
+		logs[name] = &syncWriter{w: &strings.Builder{}}
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[name], nil))
 		s, err := Start(ctx, cfg)
 		if err != nil {
 			t.Fatalf("node %s: %v", name, err)

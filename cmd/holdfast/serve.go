@@ -41,10 +41,12 @@ type serveConfig struct {
 	listen   string
 	natsURL  string
 	natsOpts []nats.Option // credentials and TLS of an external NATS
-	prefix   string
-	shards   uint32
-	slot     time.Duration
-	kernel   kernel.Config
+	// natsCluster clusters the embedded NATS server (--cluster, --routes, --cluster_name).
+	natsCluster server.EmbeddedCluster
+	prefix      string
+	shards      uint32
+	slot        time.Duration
+	kernel      kernel.Config
 	// maxMemory is the retention memory of the whole process, split evenly over the shards
 	// once their count is known (the data directory may fix it); explicit table bounds win.
 	maxMemory      uint64
@@ -72,6 +74,9 @@ type serveCmd struct {
 	Data                  string        `name:"data" default:"./holdfast-data" placeholder:"DIR" help:"Data directory: journals, snapshots, the embedded JetStream store."`
 	Listen                string        `name:"listen" default:"127.0.0.1:4222" placeholder:"HOST:PORT" help:"Embedded NATS client listener (port 0: any free port)."`
 	NATS                  string        `name:"nats" placeholder:"URL" help:"Connect to this existing NATS deployment (URLs, comma-separated) instead of embedding one; it must have JetStream."`
+	Cluster               string        `name:"cluster" placeholder:"URL" help:"Cluster the embedded NATS server: this node's route listener, nats://HOST:PORT (nats-server's --cluster). The journal is then jetstream."`
+	Routes                string        `name:"routes" placeholder:"URLS" help:"With --cluster: the route listeners of the cluster's nodes, comma-separated (nats-server's --routes; this node's own may be among them)."`
+	ClusterName           string        `name:"cluster_name" placeholder:"NAME" help:"With --cluster: the cluster's name, the same on every node (default holdfast)."`
 	Prefix                string        `name:"prefix" default:"${prefix}" help:"Subject prefix: requests on <prefix>.v1.<tenant>.<object>.<verb>."`
 	Shards                uint          `name:"shards" default:"8" placeholder:"COUNT" help:"Shard count, fixed when the data directory is created."`
 	Slot                  time.Duration `name:"slot" default:"100ms" help:"Slot length: the unit of logical time (whole milliseconds)."`
@@ -180,9 +185,23 @@ func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 	} else if auth != (natsconn.Settings{}) {
 		return nil, errors.New("--creds, --nkey, --user, --password, --token and --tls* are for an external NATS (--nats); the embedded one takes no credentials")
 	}
+	if f.Cluster != "" || f.Routes != "" || f.ClusterName != "" {
+		if c.natsURL != "" {
+			return nil, errors.New("--cluster, --routes and --cluster_name cluster the embedded NATS server: not with --nats")
+		}
+		c.natsCluster = server.EmbeddedCluster{Listen: f.Cluster, Name: f.ClusterName}
+		for _, r := range strings.Split(f.Routes, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				c.natsCluster.Routes = append(c.natsCluster.Routes, r)
+			}
+		}
+		if err := c.natsCluster.Check(); err != nil {
+			return nil, err
+		}
+	}
 	if c.journal == "" {
 		c.journal = server.JournalFile
-		if c.natsURL != "" {
+		if c.natsURL != "" || c.natsCluster.Enabled() {
 			c.journal = server.JournalJetStream
 		}
 	}
@@ -482,7 +501,8 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		log.Warn("--listen is ignored with --nats")
 	}
 	cfg := server.Config{Data: c.data, Shards: c.shards, Slot: c.slot, Kernel: c.kernel, Prefix: c.prefix,
-		NATSURL: c.natsURL, NATSOptions: c.natsOpts, Listen: c.listen, MetricsListen: c.metricsListen, Events: c.events, Logger: log,
+		NATSURL: c.natsURL, NATSOptions: c.natsOpts, NATSCluster: c.natsCluster, Listen: c.listen, MetricsListen: c.metricsListen,
+		Events: c.events, Logger: log,
 		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL, Pprof: c.pprof,
 		SnapshotEvery: c.snapshotEvery}
 	if c.testHooksDir != "" {

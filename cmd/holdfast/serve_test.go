@@ -243,6 +243,9 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--replicas", "2"}, "--replicas"},
 		{[]string{"--ownership-ttl", "1500ms"}, "--ownership-ttl"},
 		{[]string{"--snapshot-every", "0"}, "--snapshot-every"},
+		{[]string{"--routes", "nats://127.0.0.1:1"}, "need --cluster"},
+		{[]string{"--cluster", "nats://127.0.0.1:1", "--nats", "nats://127.0.0.1:2"}, "not with --nats"},
+		{[]string{"--cluster", "nats://127.0.0.1:x"}, "--cluster"},
 		{[]string{"extra"}, "extra"},
 	} {
 		var out bytes.Buffer

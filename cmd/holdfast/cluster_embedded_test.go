@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// freePorts returns n loopback ports free right now.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// The README's three commands: three `holdfast serve` processes (here three in one test
+// process) cluster their embedded NATS servers with --cluster, --routes and
+// --cluster_name, and serve one Holdfast with --replicas 3 — no nats-server installed.
+// A node that stops hands its shards over; the others serve them, and what was
+// acknowledged is there.
+func TestServeEmbeddedCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three embedded NATS servers")
+	}
+	ports := freePorts(t, 6)
+	var routes []string
+	for i := 0; i < 3; i++ {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
+	}
+	var runs []*serveRun
+	for i := 0; i < 3; i++ {
+		runs = append(runs, startServe(t, "--node", fmt.Sprintf("n%d", i+1), "--data", t.TempDir(),
+			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", routes[i], "--routes", strings.Join(routes, ","),
+			"--cluster_name", "hf", "--replicas", "3", "--shards", "3", "--metrics-listen", "", "--ownership-ttl", "2s"))
+	}
+	var urls []string
+	for _, r := range runs {
+		u, _ := r.ready(t)
+		urls = append(urls, u)
+	}
+	if !strings.Contains(runs[0].log.String(), "journal=jetstream") {
+		t.Fatalf("--cluster did not make the journal jetstream:\n%s", runs[0].log)
+	}
+	// The client connects to n1, which stays (a client of n2's NATS server would
+	// reconnect to another when n2 goes).
+	nc, err := nats.Connect(urls[0], nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	want := func(subject, body, code string) map[string]any {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var r map[string]any
+			if m, err := nc.Request("holdfast.v1.acme."+subject, []byte(body), 3*time.Second); err == nil {
+				_ = json.Unmarshal(m.Data, &r)
+			}
+			if r["code"] == code {
+				return r
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s %s: %v, want %s", subject, body, r, code)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	var leases []string
+	for i := 0; i < 6; i++ {
+		want("resource.create", fmt.Sprintf(`{"operation_id":"c%d","resource_id":"gpu%d"}`, i, i), "ok")
+		r := want("lease.reserve", fmt.Sprintf(`{"operation_id":"r%d","holder_id":"h","activate":true,"members":[{"resource_id":"gpu%d"}]}`, i, i), "ok")
+		leases = append(leases, r["lease"].(map[string]any)["lease_id"].(string))
+	}
+	status := want("cluster.status", `{}`, "ok")
+	if n := len(status["nodes"].([]any)); n != 3 {
+		t.Fatalf("cluster.status: %d nodes: %v", n, status)
+	}
+
+	// n2 stops: its shards move to n1 and n3, within the ownership TTL and a second.
+	runs[1].stop(t)
+	start := time.Now()
+	for _, l := range leases {
+		if r := want("lease.get", fmt.Sprintf(`{"lease_id":%q}`, l), "ok"); r["lease"].(map[string]any)["state"] != "active" {
+			t.Fatalf("lease %s after n2 stopped: %v", l, r)
+		}
+	}
+	for {
+		st := want("cluster.status", `{}`, "ok")
+		owned := 0
+		for _, s := range st["shards"].([]any) {
+			if o := s.(map[string]any)["owner"]; o == "n1" || o == "n3" {
+				owned++
+			}
+		}
+		if owned == 3 {
+			break
+		}
+		if time.Since(start) > 3*time.Second {
+			t.Fatalf("3 s after n2 stopped: %v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("n2's shards served again after %v", time.Since(start).Round(time.Millisecond))
+}
