@@ -1,0 +1,266 @@
+// Command peers runs one lease workload — acquire a resource with a TTL, release it
+// fenced by what the acquire returned — against Holdfast and the systems a user would pick
+// instead, each started by this tool on loopback from Debian's packages, back to back on
+// the same machine, and prints one table with ratios (docs/benchmarks.md, "Peers").
+//
+//	apt-get install etcd-server redis-server postgresql
+//	cd bench/peers && go run . --systems all --duration 20s
+//
+// Workloads: spread (64 clients over 10,000 resources: grants/s), hotspot (64 clients on
+// one resource: attempts/s), one client (acquire p50 and p99 over random resources).
+// Every system makes each write durable before it answers: Holdfast (fsync per batch; in
+// a cluster on JetStream with sync always), etcd (raft + fsync), Redis (appendfsync
+// always), PostgreSQL (synchronous_commit on).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Locker is one system under test: a lock service with TTLs and fenced releases.
+type Locker interface {
+	// Client returns a connection of one simulated client.
+	Client(ctx context.Context, id int) (LockClient, error)
+	// Setup makes the resources exist (where a system needs them to).
+	Setup(ctx context.Context, resources int) error
+	Close()
+}
+
+// LockClient acquires and releases for one client.
+type LockClient interface {
+	// Acquire takes resource r for ttl: ok false when someone holds it; token fences the
+	// release.
+	Acquire(ctx context.Context, r string, ttl time.Duration) (token any, ok bool, err error)
+	Release(ctx context.Context, r string, token any) error
+	Close()
+}
+
+type system struct {
+	name  string
+	start func(ctx context.Context, dir string) (Locker, error)
+}
+
+func systems(holdfast string) []system {
+	return []system{
+		{"holdfast", func(ctx context.Context, dir string) (Locker, error) { return startHoldfast(ctx, dir, holdfast, 1) }},
+		{"holdfast-x3", func(ctx context.Context, dir string) (Locker, error) { return startHoldfast(ctx, dir, holdfast, 3) }},
+		{"etcd", func(ctx context.Context, dir string) (Locker, error) { return startEtcd(ctx, dir, 1) }},
+		{"etcd-x3", func(ctx context.Context, dir string) (Locker, error) { return startEtcd(ctx, dir, 3) }},
+		{"redis-aof", startRedis},
+		{"postgresql", startPostgres},
+	}
+}
+
+type result struct {
+	system, workload string
+	perSec           float64 // grants/s (spread) or attempts/s (hotspot)
+	p50, p99         time.Duration
+	errs             int64
+}
+
+func main() {
+	sel := flag.String("systems", "all", "comma-separated: holdfast, holdfast-x3, etcd, etcd-x3, redis-aof, postgresql, or all")
+	dur := flag.Duration("duration", 20*time.Second, "how long each workload runs on each system")
+	clients := flag.Int("clients", 64, "clients of spread and hotspot")
+	resources := flag.Int("resources", 10000, "resources of spread")
+	workloads := flag.String("workloads", "spread,hotspot,one", "comma-separated: spread, hotspot, one")
+	holdfast := flag.String("holdfast", "", "the holdfast binary (default: built from this repository)")
+	keep := flag.String("dir", "", "working directory (default: a temporary one, removed)")
+	flag.Parse()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	dir := *keep
+	if dir == "" {
+		d, err := os.MkdirTemp("", "holdfast-peers-")
+		if err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(d)
+		_ = os.Chmod(d, 0o755) // PostgreSQL runs as its own user when this tool runs as root
+		dir = d
+	}
+	bin := *holdfast
+	if bin == "" {
+		bin = filepath.Join(dir, "holdfast")
+		if err := run(ctx, "../..", "go", "build", "-o", bin, "./cmd/holdfast"); err != nil {
+			fail(fmt.Errorf("building holdfast: %w", err))
+		}
+	}
+	var results []result
+	for _, s := range systems(bin) {
+		if *sel != "all" && !contains(strings.Split(*sel, ","), s.name) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "%s: starting\n", s.name)
+		l, err := s.start(ctx, filepath.Join(dir, s.name))
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", s.name, err))
+		}
+		if err := l.Setup(ctx, *resources); err != nil {
+			l.Close()
+			fail(fmt.Errorf("%s setup: %w", s.name, err))
+		}
+		for _, w := range strings.Split(*workloads, ",") {
+			fmt.Fprintf(os.Stderr, "%s: %s for %v\n", s.name, w, *dur)
+			r, err := runWorkload(ctx, l, w, *clients, *resources, *dur)
+			if err != nil {
+				l.Close()
+				fail(fmt.Errorf("%s %s: %w", s.name, w, err))
+			}
+			r.system = s.name
+			results = append(results, r)
+		}
+		l.Close()
+	}
+	report(os.Stdout, results)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "peers:", err)
+	os.Exit(1)
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if strings.TrimSpace(y) == x {
+			return true
+		}
+	}
+	return false
+}
+
+// runWorkload runs one workload for d and measures it.
+func runWorkload(ctx context.Context, l Locker, w string, clients, resources int, d time.Duration) (result, error) {
+	res := result{workload: w}
+	n := clients
+	space := resources
+	switch w {
+	case "hotspot":
+		space = 1
+	case "one":
+		n = 1
+	case "spread":
+	default:
+		return res, fmt.Errorf("unknown workload %q", w)
+	}
+	var conns []LockClient
+	for i := 0; i < n; i++ {
+		c, err := l.Client(ctx, i)
+		if err != nil {
+			return res, err
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	var grants, attempts, errs atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	stop := time.Now().Add(d)
+	warm := time.Now().Add(d / 10) // the first tenth is not measured
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			var mine []time.Duration
+			for time.Now().Before(stop) && ctx.Err() == nil {
+				r := fmt.Sprintf("r%d", rng.IntN(space))
+				t0 := time.Now()
+				tok, ok, err := c.Acquire(ctx, r, 30*time.Second)
+				took := time.Since(t0)
+				measured := t0.After(warm)
+				if err != nil {
+					errs.Add(1)
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				if measured {
+					attempts.Add(1)
+					mine = append(mine, took)
+				}
+				if !ok {
+					continue
+				}
+				if measured {
+					grants.Add(1)
+				}
+				if err := c.Release(ctx, r, tok); err != nil {
+					errs.Add(1)
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	secs := (d - d/10).Seconds()
+	res.perSec = float64(grants.Load()) / secs
+	if w == "hotspot" {
+		res.perSec = float64(attempts.Load()) / secs
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) > 0 {
+		res.p50, res.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	}
+	res.errs = errs.Load()
+	return res, nil
+}
+
+// report prints one row per workload and system, with each system's ratio to holdfast.
+func report(w *os.File, rs []result) {
+	base := map[string]result{}
+	for _, r := range rs {
+		if r.system == "holdfast" {
+			base[r.workload] = r
+		}
+	}
+	fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8s %s\n", "workload", "system", "rate", "p50", "p99", "errors", "holdfast ÷ it")
+	for _, wl := range []string{"spread", "hotspot", "one"} {
+		for _, r := range rs {
+			if r.workload != wl {
+				continue
+			}
+			rate, ratio := "", ""
+			switch wl {
+			case "spread":
+				rate = fmt.Sprintf("%.0f grants/s", r.perSec)
+			case "hotspot":
+				rate = fmt.Sprintf("%.0f att/s", r.perSec)
+			}
+			if b, ok := base[wl]; ok && r.system != "holdfast" {
+				if wl == "one" {
+					ratio = fmt.Sprintf("p50 %.2f×", float64(b.p50)/float64(r.p50))
+				} else if r.perSec > 0 {
+					ratio = fmt.Sprintf("%.2f×", b.perSec/r.perSec)
+				}
+			}
+			fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8d %s\n", wl, r.system, rate, round(r.p50), round(r.p99), r.errs, ratio)
+		}
+	}
+}
+
+func round(d time.Duration) string {
+	switch {
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	}
+}
