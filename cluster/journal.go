@@ -106,6 +106,9 @@ func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
 		return nil, fmt.Errorf("journal stream of shard %d: %w", cfg.Shard, err)
 	}
 	j.stream = stream
+	if cfg.Replicas > 1 {
+		j.leadHere(ctx)
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		err := j.claim(ctx)
@@ -116,6 +119,37 @@ func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
 			return nil, err
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// leadHere asks JetStream to make the NATS server this node is connected to the leader
+// of the shard's journal stream (a leader step-down with a preferred successor), and
+// waits a little for it: the owner's appends then go to a leader on its own server and
+// wait for one follower, not for a round trip to another server first. Best effort: a
+// server that holds no replica of the stream, or a step-down that does not happen,
+// leaves the leader where it is.
+func (j *Journal) leadHere(ctx context.Context) {
+	nc := j.cfg.JS.Conn()
+	here := nc.ConnectedServerName()
+	info, err := j.stream.Info(ctx)
+	if err != nil || info.Cluster == nil || here == "" || info.Cluster.Leader == here {
+		return
+	}
+	replica := false
+	for _, p := range info.Cluster.Replicas {
+		replica = replica || p.Name == here
+	}
+	if !replica {
+		return
+	}
+	req := fmt.Sprintf(`{"placement":{"preferred":%q}}`, here)
+	if _, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+j.cfg.Names.JournalStream(j.cfg.Shard), []byte(req)); err != nil {
+		return
+	}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if info, err := j.stream.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader == here {
+			return
+		}
 	}
 }
 
