@@ -314,6 +314,7 @@ func (b *Bridge) start(sys shardSystem) error {
 			"shards":  strconv.FormatUint(uint64(b.cfg.Shards), 10),
 			"api":     "v1",
 			"slot_ms": strconv.FormatUint(b.slotMillis, 10), // clients turn slots into times
+			"routing": b.routingMetadata(),
 		},
 	}, b.specs, b.handle)
 	if err != nil {
@@ -409,7 +410,8 @@ type job struct {
 	data      []byte
 	header    nats.Header
 	proto     bool
-	forwarded bool   // sent here by another node of the cluster
+	forwarded bool   // sent to this shard's owner: never forwarded again
+	direct    bool   // forwarded by the client itself (direct routing), not by another node
 	part      uint32 // k+1: another node's lease.list asks for shard k's part only; 0: none
 	start     time.Time
 }
@@ -513,7 +515,7 @@ type call struct {
 
 // serve decodes, validates and routes one request.
 func (b *Bridge) serve(j *job) {
-	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start, forwarded: j.forwarded}
+	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start, forwarded: j.forwarded && !j.direct}
 	if rej := b.prepare(c, j); rej != nil {
 		c.res = rejectReply(rej.Code, rej.Message)
 		b.respond(c)
@@ -678,4 +680,13 @@ func (b *Bridge) respond(c *call) {
 // rejectReply is a rejection found by the bridge itself.
 func rejectReply(code kernel.Code, msg string) *actors.Reply {
 	return &actors.Reply{Code: code, Message: msg, MemberIndex: -1}
+}
+
+// routingMetadata says how clients may route (the service's metadata "routing"): "direct"
+// when shard owners take requests on their shard subjects (a cluster), "" otherwise.
+func (b *Bridge) routingMetadata() string {
+	if b.cfg.Routing != nil {
+		return "direct"
+	}
+	return ""
 }

@@ -25,8 +25,8 @@ import (
 
 // Headers of a forwarded request.
 const (
-	headerSubject   = "Holdfast-Subject"   // the public subject the client used
-	headerForwarded = "Holdfast-Forwarded" // set on forwarded requests: never forwarded again
+	headerSubject   = contract.HeaderSubject   // the public subject the client used
+	headerForwarded = contract.HeaderForwarded // set on forwarded requests: never forwarded again
 	headerPart      = "Holdfast-Part"      // a lease.list part: the shard whose leases are asked for
 )
 
@@ -172,8 +172,10 @@ func (b *Bridge) handleForwarded(m *nats.Msg) {
 		}
 		part = uint32(k) + 1
 	}
+	// A request a client sent here itself (direct routing) is counted in this node's
+	// stats; one another node forwarded is counted there.
 	b.handleJob(&job{spec: spec, subject: subject, reply: m.Reply, data: m.Data, header: m.Header,
-		proto: isProtobuf(m.Header), forwarded: true, start: time.Now(), part: part})
+		proto: isProtobuf(m.Header), forwarded: true, direct: m.Header.Get(headerForwarded) == "", start: time.Now(), part: part})
 }
 
 // specFor finds the verb of a public request subject.

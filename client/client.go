@@ -89,6 +89,7 @@ type config struct {
 	backoffBase time.Duration
 	backoffMax  time.Duration
 	encoding    Encoding
+	noDirect    bool // always the public subject (WithoutDirectRouting)
 }
 
 // Option configures a Client.
@@ -121,6 +122,13 @@ func WithRetry(maxAttempts int, base, max time.Duration) Option {
 // WithEncoding selects JSON (default) or Protobuf.
 func WithEncoding(e Encoding) Option { return func(c *config) { c.encoding = e } }
 
+// WithoutDirectRouting sends every request to the public subject, as clients of other
+// languages do: the node that takes it forwards it to the shard's owner. By default the
+// client sends a request it can place straight to its shard's owner in a cluster (the
+// service says whether it routes so), which saves that hop; a deployment whose
+// permissions let clients publish only to their tenant's subjects needs this option.
+func WithoutDirectRouting() Option { return func(c *config) { c.noDirect = true } }
+
 // WithProtobuf is WithEncoding(Protobuf).
 func WithProtobuf() Option { return WithEncoding(Protobuf) }
 
@@ -132,6 +140,7 @@ type Client struct {
 	subjects [contract.VerbCount]string
 	header   nats.Header
 	slotLen  atomic.Int64 // SlotLength's answer, once known
+	route    route        // direct routing to shard owners (route.go)
 }
 
 // New returns a client using nc. The connection stays the caller's: Close
@@ -226,7 +235,17 @@ func (c *Client) call(ctx context.Context, v contract.Verb, req proto.Message, o
 		if err := ctx.Err(); err != nil {
 			return nil, c.giveUp(v, opID, attempt-1, last, err)
 		}
-		rep, raw, terr := c.attempt(ctx, msg, c.cfg.timeout+extra)
+		var rep *messages.Reply
+		var raw []byte
+		terr := nats.ErrNoResponders
+		if subject, ok := c.directSubject(v, req); ok {
+			// Straight to the shard's owner; nobody there (the shard is moving): the
+			// public subject, within the same attempt.
+			rep, raw, terr = c.attempt(ctx, c.directMsg(msg, subject), c.cfg.timeout+extra)
+		}
+		if errors.Is(terr, nats.ErrNoResponders) {
+			rep, raw, terr = c.attempt(ctx, msg, c.cfg.timeout+extra)
+		}
 		if attempt == 1 && errors.Is(terr, nats.ErrNoResponders) {
 			// Nothing received the request. If no Holdfast serves this prefix at all (a
 			// wrong --prefix, a stopped server), say so now instead of retrying: a

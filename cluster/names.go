@@ -55,6 +55,4 @@ func (n Names) Snapshots() string { return n.base + "_SNAP" }
 func (n Names) Bucket() string { return n.base + "_CLUSTER" }
 
 // ShardSubject is where the owner of shard k takes requests forwarded by other nodes.
-func (n Names) ShardSubject(k uint32) string {
-	return n.Prefix + "._shard." + strconv.FormatUint(uint64(k), 10)
-}
+func (n Names) ShardSubject(k uint32) string { return contract.ShardSubject(n.Prefix, k) }

@@ -88,3 +88,16 @@ func EventMsgID(shard uint32, lsn uint64, n int) string {
 	b = strconv.AppendInt(b, int64(n), 10)
 	return string(b)
 }
+
+// Direct routing (docs/api.md §7): in a cluster the owner of shard k also takes requests
+// on ShardSubject, each carrying the public subject it stands for in HeaderSubject, so a
+// client that knows a request's shard skips the hop through another node.
+const (
+	HeaderSubject   = "Holdfast-Subject"   // the public subject a request stands for
+	HeaderForwarded = "Holdfast-Forwarded" // set by a node forwarding a client's request
+)
+
+// ShardSubject is where the owner of shard k takes requests sent straight to it.
+func ShardSubject(prefix string, k uint32) string {
+	return prefix + "._shard." + strconv.FormatUint(uint64(k), 10)
+}

@@ -1,0 +1,187 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// Direct routing (docs/api.md §7). In a cluster every node answers every request,
+// forwarding it to the owner of its shard; the client saves that hop by computing the
+// shard itself — the placement of the request's object, or the shard in its lease id —
+// and sending the request to the subject only the owner listens on. It learns the shard
+// count and whether the service routes this way from the service's metadata, once, in
+// the background; until then, for requests it cannot place, and when nobody listens on
+// the shard's subject (the shard is moving), it uses the public subject.
+
+// routeInfo is what the service tells a client about routing.
+type routeInfo struct {
+	shards uint32
+	direct bool
+}
+
+// route is the routing state of a client.
+type route struct {
+	info     atomic.Pointer[routeInfo]
+	fetching atomic.Bool
+	retryAt  atomic.Int64 // unix ns: no new fetch before (after a failed one)
+}
+
+// directSubject returns the shard subject for a request and true, or false when it goes
+// to the public subject.
+func (c *Client) directSubject(v contract.Verb, req proto.Message) (string, bool) {
+	if c.cfg.noDirect {
+		return "", false
+	}
+	info := c.route.info.Load()
+	if info == nil {
+		c.fetchRoute()
+		return "", false
+	}
+	if !info.direct {
+		return "", false
+	}
+	k, ok := placeRequest(c.cfg.tenant, v, req, info.shards)
+	if !ok {
+		return "", false
+	}
+	return contract.ShardSubject(c.cfg.prefix, k), true
+}
+
+// fetchRoute asks the service for its routing metadata in the background, once at a
+// time.
+func (c *Client) fetchRoute() {
+	if time.Now().UnixNano() < c.route.retryAt.Load() || !c.route.fetching.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.route.fetching.Store(false)
+		info, err := c.routeInfo()
+		if err != nil {
+			c.route.retryAt.Store(time.Now().Add(5 * time.Second).UnixNano())
+			return
+		}
+		if info.direct && !c.probeDirect(info) {
+			info.direct = false // not answered there: permissions, or an older service
+		}
+		c.route.info.Store(info)
+	}()
+}
+
+// routeInfo collects the $SRV.INFO answers of the Holdfast services on this NATS for a
+// short while and takes the one of the client's prefix.
+func (c *Client) routeInfo() (*routeInfo, error) {
+	inbox := c.nc.NewInbox()
+	replies := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishRequest("$SRV.INFO."+serviceName, inbox, nil); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.timeout, 2*time.Second))
+	defer cancel()
+	for {
+		select {
+		case m := <-replies:
+			var info struct {
+				Metadata map[string]string `json:"metadata"`
+			}
+			if json.Unmarshal(m.Data, &info) != nil || info.Metadata["prefix"] != c.cfg.prefix {
+				continue
+			}
+			n, err := strconv.ParseUint(info.Metadata["shards"], 10, 32)
+			if err != nil || n == 0 {
+				return nil, errors.New("the service advertises no shard count")
+			}
+			return &routeInfo{shards: uint32(n), direct: info.Metadata["routing"] == "direct"}, nil
+		case <-ctx.Done():
+			return nil, errors.New("no service of this prefix answered $SRV.INFO")
+		}
+	}
+}
+
+// probeDirect sends one read straight to a shard's owner and reports whether it was
+// answered: a client whose permissions do not let it publish to the shard subjects (a
+// tenant account that imports only its own subjects) would otherwise wait out its
+// timeout on every request.
+func (c *Client) probeDirect(info *routeInfo) bool {
+	req := &messages.GetResourceRequest{ResourceId: "holdfast-route-probe"}
+	data, err := c.encode(req)
+	if err != nil {
+		return false
+	}
+	k, _ := placeRequest(c.cfg.tenant, contract.VerbGetResource, req, info.shards)
+	msg := c.directMsg(&nats.Msg{Subject: c.subjects[contract.VerbGetResource], Data: data, Header: c.header},
+		contract.ShardSubject(c.cfg.prefix, k))
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.timeout, time.Second))
+	defer cancel()
+	rep, _, err := c.attempt(ctx, msg, time.Second)
+	return err == nil && rep.Outcome != ""
+}
+
+// directMsg is msg sent straight to the shard's owner: the same body and headers, and
+// the public subject it stands for.
+func (c *Client) directMsg(msg *nats.Msg, subject string) *nats.Msg {
+	h := nats.Header{}
+	for k, v := range msg.Header {
+		h[k] = v
+	}
+	h.Set(contract.HeaderSubject, msg.Subject)
+	return &nats.Msg{Subject: subject, Data: msg.Data, Header: h}
+}
+
+// placeRequest is the shard of a request the client can place: by the placement key of
+// the object it names, or by the shard in the lease id it names. Listings over every
+// shard, cluster.status and unknown requests are not placed.
+func placeRequest(tenant string, v contract.Verb, req proto.Message, shards uint32) (uint32, bool) {
+	byID := func(id string) (uint32, bool) {
+		if id == "" {
+			return 0, false
+		}
+		return contract.ShardOf(tenant, contract.PlacementKey(id), shards), true
+	}
+	byLease := func(id string) (uint32, bool) {
+		k, _, ok := contract.ParseLeaseID(id)
+		return k, ok && k < shards
+	}
+	switch r := req.(type) {
+	case *messages.ReserveRequest:
+		if len(r.Members) == 0 || r.Members[0] == nil {
+			return 0, false
+		}
+		m := r.Members[0]
+		if m.Work != nil {
+			return byID(m.Work.RunId)
+		}
+		return byID(m.ResourceId + m.PoolId + m.RangeId)
+	case *messages.ImportRequest:
+		if len(r.Leases) == 0 || r.Leases[0] == nil || len(r.Leases[0].Members) == 0 || r.Leases[0].Members[0] == nil {
+			return 0, false
+		}
+		m := r.Leases[0].Members[0]
+		return byID(m.ResourceId + m.PoolId + m.RangeId)
+	case interface{ GetLeaseId() string }:
+		return byLease(r.GetLeaseId())
+	case interface{ GetResourceId() string }:
+		return byID(r.GetResourceId())
+	case interface{ GetPoolId() string }:
+		return byID(r.GetPoolId())
+	case interface{ GetRangeId() string }:
+		return byID(r.GetRangeId())
+	case interface{ GetRunId() string }:
+		return byID(r.GetRunId())
+	}
+	return 0, false
+}
