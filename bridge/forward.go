@@ -27,7 +27,7 @@ import (
 const (
 	headerSubject   = contract.HeaderSubject   // the public subject the client used
 	headerForwarded = contract.HeaderForwarded // set on forwarded requests: never forwarded again
-	headerPart      = "Holdfast-Part"      // a lease.list part: the shard whose leases are asked for
+	headerPart      = "Holdfast-Part"          // a lease.list part: the shard whose leases are asked for
 )
 
 // Routing tells the bridge where shards are served in a cluster.
