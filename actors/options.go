@@ -44,8 +44,11 @@ type Options struct {
 	Kernel kernel.Config
 	Clock  Clock
 
-	MaxQueue      int // requests waiting per shard (mailbox, batch and in flight); past it: overloaded
-	MaxBatch      int // entries per journal append
+	MaxQueue int // requests waiting per shard (mailbox, batch and in flight); past it: overloaded
+	MaxBatch int // entries per journal append
+	// JournalWindow is the batches a shard keeps in flight on a pipelined journal
+	// (persistence.Pipelined); a file journal takes one at a time. 8 when 0.
+	JournalWindow int
 	ExpirePerTick int // expire entries committed per tick at most
 	SnapshotEvery int // entries between snapshots (0: DefaultSnapshotEvery; negative: never)
 	SegmentSize   int64
@@ -108,6 +111,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = 1024
+	}
+	if o.JournalWindow <= 0 {
+		o.JournalWindow = 8
 	}
 	if o.ExpirePerTick == 0 {
 		o.ExpirePerTick = 1024

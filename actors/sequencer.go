@@ -27,8 +27,8 @@ type Sequencer[W any] struct {
 	ops      map[string]*seqEntry[W] // sequenced client writes by in-flight key
 	expiring map[uint64]bool         // leases with an expire entry sequenced
 	pending  []*seqEntry[W]          // the next batch, filling
-	inflight []*seqEntry[W]          // the batch the journal is making durable
-	writing  bool
+	flights  [][]*seqEntry[W]        // the batches the journal is making durable, oldest first
+	window   int                     // batches that may be in flight at once (a pipelined journal: more than one)
 	halted   bool
 
 	nextLSN uint64
@@ -52,7 +52,7 @@ type Answer[W any] struct {
 // NewSequencer sequences after the journal's last record (lastLSN, lastSlot) over k,
 // admitting writes under lim.
 func NewSequencer[W any](k *kernel.Kernel, lastLSN, lastSlot uint64, lim kernel.Limits, maxBatch int) *Sequencer[W] {
-	return &Sequencer[W]{k: k, lim: lim, maxBatch: maxBatch,
+	return &Sequencer[W]{k: k, lim: lim, maxBatch: maxBatch, window: 1,
 		ops: make(map[string]*seqEntry[W]), expiring: make(map[uint64]bool),
 		nextLSN: max(lastLSN, k.LastLSN()) + 1, slot: max(lastSlot, k.LastSlot())}
 }
@@ -162,26 +162,33 @@ func (q *Sequencer[W]) Configure(slot uint64, s kernel.Shape) error {
 // Expiring is the number of expire entries sequenced and not yet applied.
 func (q *Sequencer[W]) Expiring() int { return len(q.expiring) }
 
-// Batch takes the next batch for the journal: nil while one is being written, when
-// nothing waits, or once halted. One batch at a time: while it is written the next one
-// fills (group commit).
+// SetWindow sets how many batches may be with the journal at once: 1 for a journal that
+// makes one batch durable at a time (a file's fsync), more for one that pipelines
+// (persistence.Pipelined). Batches are still made durable, applied and answered in order.
+func (q *Sequencer[W]) SetWindow(n int) { q.window = max(n, 1) }
+
+// Batch takes the next batch for the journal: nil while the window is full, when nothing
+// waits, or once halted. While batches are written the next one fills (group commit).
 func (q *Sequencer[W]) Batch() []persistence.Record {
-	if q.writing || len(q.pending) == 0 || q.halted {
+	if len(q.flights) >= q.window || len(q.pending) == 0 || q.halted {
 		return nil
 	}
 	n := min(len(q.pending), q.maxBatch)
-	q.inflight = append(q.inflight[:0], q.pending[:n]...)
+	batch := append([]*seqEntry[W](nil), q.pending[:n]...)
 	q.pending = append(q.pending[:0], q.pending[n:]...)
 	records := make([]persistence.Record, n)
-	for i, en := range q.inflight {
+	for i, en := range batch {
 		records[i] = persistence.Record{LSN: en.e.LSN, Slot: en.e.Slot, Payload: en.payload}
 	}
-	q.writing = true
+	q.flights = append(q.flights, batch)
 	return records
 }
 
 // Writing reports whether a batch is with the journal.
-func (q *Sequencer[W]) Writing() bool { return q.writing }
+func (q *Sequencer[W]) Writing() bool { return len(q.flights) > 0 }
+
+// Full reports whether the window of batches with the journal is full.
+func (q *Sequencer[W]) Full() bool { return len(q.flights) >= q.window }
 
 // Pending reports whether entries wait for a batch.
 func (q *Sequencer[W]) Pending() bool { return len(q.pending) > 0 }
@@ -189,13 +196,13 @@ func (q *Sequencer[W]) Pending() bool { return len(q.pending) > 0 }
 // Halted reports whether a journal failure stopped the sequencer.
 func (q *Sequencer[W]) Halted() bool { return q.halted }
 
-// Durable applies the batch the journal made durable, in lsn order, and returns whom to
-// answer with what. applied, when not nil, sees every entry's output as it is applied
-// (the shard derives its events there).
+// Durable applies the oldest batch with the journal, which the journal made durable, in
+// lsn order, and returns whom to answer with what. applied, when not nil, sees every
+// entry's output as it is applied (the shard derives its events there).
 func (q *Sequencer[W]) Durable(applied func(e kernel.Entry, out *kernel.Output)) (answers []Answer[W], entries int) {
-	batch := q.inflight
-	q.inflight = q.inflight[:0]
-	q.writing = false
+	batch := q.flights[0]
+	q.flights[0] = nil
+	q.flights = q.flights[1:]
 	for _, en := range batch {
 		q.k.Apply(en.e, &q.out)
 		if en.opKey != "" {
@@ -213,21 +220,23 @@ func (q *Sequencer[W]) Durable(applied func(e kernel.Entry, out *kernel.Output))
 			}
 		}
 	}
-	clear(batch[len(batch):cap(batch)])
 	return answers, len(batch)
 }
 
-// Failed records that the journal failed the batch: its outcome is unknown to its
-// clients (storage_failure, indefinite), the writes behind it were never journaled
-// (engine_halted), and the sequencer is halted until the shard restarts and replays.
+// Failed records that the journal failed the oldest batch: the outcome of every batch
+// with the journal is unknown to its clients (storage_failure, indefinite), the writes
+// behind them were never journaled (engine_halted), and the sequencer is halted until
+// the shard restarts and replays.
 func (q *Sequencer[W]) Failed() []Answer[W] {
-	q.halted, q.writing = true, false
+	q.halted = true
 	applied := q.k.LastLSN()
 	var answers []Answer[W]
 	unknown := rejection(contract.CodeStorageFailure, "the journal failed; retry the same operation_id after the shard restarts", applied)
-	for _, en := range q.inflight {
-		for _, w := range en.waiters {
-			answers = append(answers, Answer[W]{To: w, Reply: unknown})
+	for _, batch := range q.flights {
+		for _, en := range batch {
+			for _, w := range en.waiters {
+				answers = append(answers, Answer[W]{To: w, Reply: unknown})
+			}
 		}
 	}
 	never := rejection(contract.CodeEngineHalted, "shard halted", applied)
@@ -236,7 +245,7 @@ func (q *Sequencer[W]) Failed() []Answer[W] {
 			answers = append(answers, Answer[W]{To: w, Reply: never})
 		}
 	}
-	q.inflight, q.pending = q.inflight[:0], q.pending[:0]
+	q.flights, q.pending = nil, q.pending[:0]
 	q.ops = make(map[string]*seqEntry[W])
 	clear(q.expiring)
 	return answers

@@ -61,7 +61,11 @@ func newSeqScript(t *testing.T, d *datadriven.TestData) *seqScript {
 	maxBatch, perTick := 1024, 1024
 	d.MaybeScanArgs(t, "max-batch", &maxBatch)
 	d.MaybeScanArgs(t, "expire-per-tick", &perTick)
-	return &seqScript{cfg: cfg, k: k, q: NewSequencer[string](k, 0, 0, cfg.Limits, maxBatch), perTick: perTick}
+	sc := &seqScript{cfg: cfg, k: k, q: NewSequencer[string](k, 0, 0, cfg.Limits, maxBatch), perTick: perTick}
+	window := 1
+	d.MaybeScanArgs(t, "window", &window)
+	sc.q.SetWindow(window)
+	return sc
 }
 
 func (sc *seqScript) run(t *testing.T, d *datadriven.TestData) string {
@@ -85,8 +89,8 @@ func (sc *seqScript) run(t *testing.T, d *datadriven.TestData) string {
 	case "flush":
 		b := sc.q.Batch()
 		switch {
-		case b == nil && sc.q.Writing():
-			return "(a batch is being written)"
+		case b == nil && sc.q.Full():
+			return "(the window is full)"
 		case b == nil:
 			return "(nothing to write)"
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/persistence"
 )
 
 // shard is the actor owning one kernel. A restarted actor is a fresh instance: it
@@ -30,9 +31,11 @@ type shard struct {
 	q *Sequencer[replyFunc]
 	// flushQueued is set while a flushNow is in the mailbox.
 	flushQueued bool
-	// inflightJob carries the writer's result for the batch in flight, for a
-	// synchronous wait at stop (the same result also arrives as a batchDone message).
-	inflightJob chan error
+	// inflightJobs carry the writer's results for the batches in flight, oldest first,
+	// for a synchronous wait at stop (the same results also arrive as batchDone
+	// messages); batchStarts are when each was handed over.
+	inflightJobs []chan error
+	batchStarts  []time.Time
 
 	readers []*readMsg // reads waiting for min_lsn
 
@@ -54,9 +57,8 @@ type shard struct {
 	anchorClaimed int64 // claim time, Unix ns
 	anchorLocal   int64 // monoNow at the claim
 
-	batchStart time.Time
-	dueBuf     []kernel.Due
-	events     []Event
+	dueBuf []kernel.Due
+	events []Event
 	// occupiedAt is when the fullest ranges and pools were last published.
 	occupiedAt time.Time
 }
@@ -157,6 +159,9 @@ func (s *shard) start() {
 	}
 	last, lastSlot := rec.journal.Last()
 	s.q = NewSequencer[replyFunc](s.k, last, lastSlot, s.cfg.Limits, s.h.sys.opts.MaxBatch)
+	if _, ok := rec.journal.(persistence.Pipelined); ok {
+		s.q.SetWindow(s.h.sys.opts.JournalWindow)
+	}
 	s.w = startWriter(rec.journal, s.h.sys.root, s.self)
 	s.h.setWriter(s.w)
 	s.h.halted.Store(false)
@@ -204,8 +209,7 @@ func (s *shard) stop() {
 	}
 	for s.q.Writing() || (s.q.Pending() && !s.q.Halted()) {
 		if s.q.Writing() {
-			job := s.inflightJob
-			err := <-job
+			err := <-s.inflightJobs[0]
 			s.applyInflight(err)
 		}
 		s.flush()
@@ -288,32 +292,37 @@ func (s *shard) write(m *writeMsg) {
 // they are mostly writes, and one fsync then covers them all instead of the first
 // write going alone. An idle shard pays one extra mailbox hop.
 func (s *shard) flushSoon(ctx actor.Context) {
-	if s.halted != nil || s.flushQueued || s.q.Writing() || !s.q.Pending() {
+	if s.halted != nil || s.flushQueued || s.q.Full() || !s.q.Pending() {
 		return
 	}
 	s.flushQueued = true
 	ctx.Send(s.self, &flushNow{gen: s.gen})
 }
 
-// flush hands the filling batch to the writer when it is idle.
+// flush hands the filling batches to the writer while the window has room.
 func (s *shard) flush() {
 	if s.halted != nil {
 		return
 	}
-	records := s.q.Batch()
-	if records == nil {
-		return
+	for {
+		records := s.q.Batch()
+		if records == nil {
+			return
+		}
+		done := make(chan error, 1)
+		s.inflightJobs = append(s.inflightJobs, done)
+		s.batchStarts = append(s.batchStarts, time.Now())
+		s.w.jobs <- writeJob{records: records, gen: s.gen, done: done}
 	}
-	done := make(chan error, 1)
-	s.inflightJob = done
-	s.batchStart = time.Now()
-	s.w.jobs <- writeJob{records: records, gen: s.gen, done: done}
 }
 
 // applyInflight applies the durable batch in lsn order and answers its requests; a
 // failed append halts the shard, and the batch's outcome is unknown to its clients.
 func (s *shard) applyInflight(err error) {
+	start := s.batchStarts[0]
+	s.inflightJobs, s.batchStarts = s.inflightJobs[1:], s.batchStarts[1:]
 	if err != nil {
+		s.inflightJobs, s.batchStarts = nil, nil // every batch behind it is settled by Failed
 		s.halt(fmt.Errorf("journal: %w", err))
 		s.h.log.Error("journal failed; shard halted", "shard", s.h.shard, "err", err)
 		for _, a := range s.q.Failed() {
@@ -337,7 +346,7 @@ func (s *shard) applyInflight(err error) {
 		}
 	})
 	if obs != nil {
-		obs.Batch(s.h.shard, n, time.Since(s.batchStart))
+		obs.Batch(s.h.shard, n, time.Since(start))
 	}
 	// The gauges first: whoever has a reply and then reads the shard's position
 	// (cluster.status, metrics) sees at least its entry.

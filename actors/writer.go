@@ -37,6 +37,15 @@ func startWriter(j persistence.Journal, root *actor.RootContext, pid *actor.PID)
 				_ = j.Compact(job.compact)
 				continue
 			}
+			if pj, ok := j.(persistence.Pipelined); ok {
+				// The journal reports each batch in order, from its own goroutine, while
+				// this one hands it the next.
+				pj.AppendAsync(job.records, func(err error) {
+					job.done <- err
+					root.Send(pid, &batchDone{gen: job.gen, err: err})
+				})
+				continue
+			}
 			err := j.Append(job.records)
 			job.done <- err
 			root.Send(pid, &batchDone{gen: job.gen, err: err})

@@ -42,6 +42,8 @@ type JournalConfig struct {
 	Epoch     uint64
 	MaxRecord int           // persistence.DefaultMaxRecordSize when 0
 	Timeout   time.Duration // per JetStream call; 2s when 0
+	// Window is the journal messages kept in flight at once (DefaultWindow when 0).
+	Window int
 }
 
 // Journal is a shard's journal in a JetStream stream of its own: one message per batch
@@ -53,8 +55,13 @@ type Journal struct {
 	cfg    JournalConfig
 	stream jetstream.Stream
 
-	mu       sync.Mutex
-	lastSeq  uint64 // stream sequence of the last message, ours since the claim
+	mu      sync.Mutex
+	lastSeq uint64 // stream sequence of the last message, ours since the claim
+	// subSeq and subTail are where the next message submitted goes: the stream's last
+	// sequence and the journal's position once everything submitted is stored.
+	subSeq   uint64
+	subTail  position
+	pipe     *pipe
 	claimSeq uint64
 	tail     position
 	index    []stored // batch messages not yet compacted, in order
@@ -201,6 +208,7 @@ func (j *Journal) claim(ctx context.Context) error {
 	}
 	j.anchorClaimed, j.anchorLocal = cm.Time.UnixNano(), actors.MonoNow()
 	j.lastSeq, j.claimSeq, j.tail = ack.Sequence, ack.Sequence, tail
+	j.subSeq, j.subTail = ack.Sequence, tail
 	return nil
 }
 
@@ -245,86 +253,62 @@ func (j *Journal) get(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg,
 	return j.stream.GetMsg(gctx, seq)
 }
 
-// Append stores the batch as one message (several when it is larger than a message
-// may be), each expecting the stream's last sequence to be this journal's last. It
-// returns once JetStream has acknowledged it: stored on a quorum of the stream's
-// replicas (fsynced there when the servers run with sync: always).
+// Append stores the batch and returns once JetStream has acknowledged it: stored on a
+// quorum of the stream's replicas (fsynced there when the servers run with sync: always).
+// It is AppendAsync and a wait.
 func (j *Journal) Append(batch []persistence.Record) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return persistence.ErrClosed
-	}
-	if j.failed != nil {
-		return j.failed
-	}
-	if len(batch) == 0 {
-		return nil
-	}
-	if err := persistence.CheckBatch(j.tail.lsn, j.tail.slot, batch, j.cfg.MaxRecord); err != nil {
-		return err
-	}
-	for len(batch) > 0 {
-		n, size := 0, 0
-		for n < len(batch) && (n == 0 || size+persistence.FrameSize(batch[n]) <= maxMessageBytes) {
-			size += persistence.FrameSize(batch[n])
-			n++
-		}
-		if err := j.appendMessage(batch[:n], size); err != nil {
-			j.failed = fmt.Errorf("%w: %w", persistence.ErrFailed, err)
-			return j.failed
-		}
-		batch = batch[n:]
-	}
-	return nil
+	done := make(chan error, 1)
+	j.AppendAsync(batch, func(err error) { done <- err })
+	return <-done
 }
 
 // appendMessage publishes one message of records and settles its outcome. An unknown
 // outcome (a timeout, or a refusal of a retry) is resolved by reading the message at
 // the expected position: ours means stored, anything else means fenced.
-func (j *Journal) appendMessage(recs []persistence.Record, size int) error {
-	last := recs[len(recs)-1]
-	after := position{lsn: last.LSN, slot: last.Slot}
-	msg := j.message("batch", after)
-	msg.Header.Set(hdrFirst, strconv.FormatUint(recs[0].LSN, 10))
-	msg.Data = persistence.AppendFrames(make([]byte, 0, size), recs)
-	id := fmt.Sprintf("%d-%d-%d", j.cfg.Shard, j.cfg.Epoch, recs[0].LSN)
-	expected := j.lastSeq
+func (j *Journal) appendMessage(m *outMsg) error {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), j.cfg.Timeout)
-		ack, err := j.cfg.JS.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(expected), jetstream.WithMsgID(id))
+		ack, err := j.cfg.JS.PublishMsg(ctx, m.msg, jetstream.WithExpectLastSequence(m.expected), jetstream.WithMsgID(m.id))
 		cancel()
 		if err == nil {
-			if ack.Sequence != expected+1 {
-				return fmt.Errorf("stored at stream sequence %d, expected %d", ack.Sequence, expected+1)
+			if ack.Sequence != m.expected+1 {
+				return fmt.Errorf("stored at stream sequence %d, expected %d", ack.Sequence, m.expected+1)
 			}
-			j.stored(ack.Sequence, after)
 			return nil
 		}
 		lastErr = err
 		// Was it stored after all (a lost ack, or a retry refused because the first try landed)?
-		m, gerr := j.get(context.Background(), expected+1)
-		switch {
-		case gerr == nil && m.Header.Get(hdrEpoch) == strconv.FormatUint(j.cfg.Epoch, 10) &&
-			m.Header.Get(hdrFirst) == strconv.FormatUint(recs[0].LSN, 10):
-			j.stored(expected+1, after)
+		switch stored, err := j.storedAt(m); {
+		case err != nil:
+			return err
+		case stored:
 			return nil
-		case gerr == nil:
-			return fmt.Errorf("fenced: stream sequence %d was written by node %q at epoch %s (another node owns shard %d)",
-				expected+1, m.Header.Get(hdrNode), m.Header.Get(hdrEpoch), j.cfg.Shard)
-		case isWrongLast(err):
-			return fmt.Errorf("fenced: the journal of shard %d moved past sequence %d: %w", j.cfg.Shard, expected, err)
-		case errors.Is(gerr, jetstream.ErrMsgNotFound):
-			continue // not stored: the same message id and expectation may be sent again
-		default:
-			return fmt.Errorf("append outcome unknown (%v), and reading it back failed: %w", err, gerr)
 		}
 	}
 	return fmt.Errorf("append not acknowledged: %w", lastErr)
 }
 
+// storedAt reads the stream at m's position: true when m is there (ours), false when
+// nothing is, an error when another writer's message is (fenced) or the read failed.
+func (j *Journal) storedAt(m *outMsg) (bool, error) {
+	got, err := j.get(context.Background(), m.expected+1)
+	switch {
+	case err == nil && got.Header.Get(hdrEpoch) == strconv.FormatUint(j.cfg.Epoch, 10) &&
+		got.Header.Get(hdrFirst) == strconv.FormatUint(m.first, 10):
+		return true, nil
+	case err == nil:
+		return false, fmt.Errorf("fenced: stream sequence %d was written by node %q at epoch %s (another node owns shard %d)",
+			m.expected+1, got.Header.Get(hdrNode), got.Header.Get(hdrEpoch), j.cfg.Shard)
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("append outcome unknown, and reading it back failed: %w", err)
+}
+
 func (j *Journal) stored(seq uint64, after position) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.lastSeq = seq
 	j.tail = after
 	j.index = append(j.index, stored{seq: seq, lastLSN: after.lsn})
@@ -437,10 +421,18 @@ func (j *Journal) Compact(upTo uint64) error {
 	return j.stream.Purge(ctx, jetstream.WithPurgeSequence(below))
 }
 
-// Close ends this journal's use; the stream stays.
+// Close ends this journal's use once the appends in flight are settled; the stream stays.
 func (j *Journal) Close() error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
 	j.closed = true
+	j.mu.Unlock()
+	if j.pipe != nil {
+		close(j.pipe.quit)
+		<-j.pipe.exited
+	}
 	return nil
 }

@@ -10,8 +10,8 @@ type Record struct {
 	Payload []byte
 }
 
-// Journal is the shard's log. A second implementation will append each batch to a replicated
-// JetStream stream with an expected last sequence, so keep it this small.
+// Journal is the shard's log: a segmented file here, a replicated JetStream stream
+// appended with an expected last sequence in cluster.Journal — so it stays this small.
 type Journal interface {
 	// Append writes the batch and makes it durable (one fsync for the whole batch) before
 	// returning. A batch that breaks the log's order (ErrOutOfOrder) or holds a record over
@@ -29,4 +29,15 @@ type Journal interface {
 	// Compact removes whole segments all of whose records have LSN <= upTo (covered by a snapshot).
 	Compact(upTo uint64) error
 	Close() error
+}
+
+// Pipelined is a Journal that takes the next batch before the last is durable
+// (cluster.Journal, on a replicated stream): the shard keeps a window of batches in
+// flight (actors.Options.JournalWindow) and applies them as they are reported, in order.
+type Pipelined interface {
+	Journal
+	// AppendAsync queues batch behind the ones in flight; done is called once it is
+	// durable (nil) or cannot be, in submission order. A failure fails every batch
+	// behind it too.
+	AppendAsync(batch []Record, done func(error))
 }

@@ -1,0 +1,220 @@
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/persistence"
+)
+
+// The journal's appends are pipelined: up to Window messages are in flight to JetStream
+// at once, each expecting the stream's last sequence to be the one before it, so a
+// shard's next batch is on its way while the quorum acknowledges the last (the stream's
+// expectation counts proposals in flight: nats-server's clseq). One goroutine owns the
+// window: it publishes, settles the acknowledgements in order and reports each batch
+// durable in order. A refusal or a lost acknowledgement settles as a lone append does —
+// the message at the expected position is read back: ours is stored, another writer's
+// means fenced, nothing means send it again — and every later message in the window is
+// settled the same way, in order, after it. Nothing is reported durable out of order,
+// and a fence fails the journal (the shard halts) for every batch behind it.
+
+// DefaultWindow is the messages a journal keeps in flight.
+const DefaultWindow = 8
+
+// outMsg is one journal message: its records, where it must land, and the batch it
+// ends (nil when the batch goes on in a later message).
+type outMsg struct {
+	msg      *nats.Msg
+	id       string
+	expected uint64 // the stream's last sequence it expects; it lands at expected+1
+	first    uint64 // its first record's lsn
+	after    position
+	done     func(error) // the batch's, on its last message
+	fut      jetstream.PubAckFuture
+}
+
+// pipe is the append pipeline's state, owned by its goroutine.
+type pipe struct {
+	in     chan []*outMsg // batches, split into messages, in submission order
+	quit   chan struct{}
+	exited chan struct{}
+}
+
+// AppendAsync queues a batch behind the appends in flight; done is called once it is
+// stored (nil) or cannot be (the journal has failed), in submission order. A batch that
+// breaks the log's order or holds a record over the bound is refused at once and leaves
+// the journal usable.
+func (j *Journal) AppendAsync(batch []persistence.Record, done func(error)) {
+	j.mu.Lock()
+	switch {
+	case j.closed:
+		j.mu.Unlock()
+		done(persistence.ErrClosed)
+		return
+	case j.failed != nil:
+		err := j.failed
+		j.mu.Unlock()
+		done(err)
+		return
+	case len(batch) == 0:
+		j.mu.Unlock()
+		done(nil)
+		return
+	}
+	if err := persistence.CheckBatch(j.subTail.lsn, j.subTail.slot, batch, j.cfg.MaxRecord); err != nil {
+		j.mu.Unlock()
+		done(err)
+		return
+	}
+	var msgs []*outMsg
+	for len(batch) > 0 {
+		n, size := 0, 0
+		for n < len(batch) && (n == 0 || size+persistence.FrameSize(batch[n]) <= maxMessageBytes) {
+			size += persistence.FrameSize(batch[n])
+			n++
+		}
+		recs := batch[:n]
+		last := recs[len(recs)-1]
+		after := position{lsn: last.LSN, slot: last.Slot}
+		m := j.message("batch", after)
+		m.Header.Set(hdrFirst, strconv.FormatUint(recs[0].LSN, 10))
+		m.Data = persistence.AppendFrames(make([]byte, 0, size), recs)
+		msgs = append(msgs, &outMsg{msg: m, id: fmt.Sprintf("%d-%d-%d", j.cfg.Shard, j.cfg.Epoch, recs[0].LSN),
+			expected: j.subSeq, first: recs[0].LSN, after: after})
+		j.subSeq++
+		j.subTail = after
+		batch = batch[n:]
+	}
+	msgs[len(msgs)-1].done = done
+	if j.pipe == nil {
+		j.startPipe()
+	}
+	in := j.pipe.in
+	j.mu.Unlock()
+	in <- msgs
+}
+
+// startPipe starts the pipeline's goroutine (under j.mu).
+func (j *Journal) startPipe() {
+	j.pipe = &pipe{in: make(chan []*outMsg, 1024), quit: make(chan struct{}), exited: make(chan struct{})}
+	window := j.cfg.Window
+	if window <= 0 {
+		window = DefaultWindow
+	}
+	go j.runPipe(j.pipe, window)
+}
+
+func (j *Journal) runPipe(p *pipe, window int) {
+	defer close(p.exited)
+	var queued, flight []*outMsg
+	var failed error
+	fail := func(err error, ms []*outMsg) {
+		for _, m := range ms {
+			if m.done != nil {
+				m.done(err)
+			}
+		}
+	}
+	for {
+		// Take what was submitted; with nothing to do, wait for it (or the end).
+		if len(queued) == 0 && len(flight) == 0 {
+			select {
+			case ms := <-p.in:
+				queued = append(queued, ms...)
+			case <-p.quit:
+				return
+			}
+		}
+		for more := true; more; {
+			select {
+			case ms := <-p.in:
+				queued = append(queued, ms...)
+			default:
+				more = false
+			}
+		}
+		if failed != nil {
+			fail(failed, queued)
+			queued = queued[:0]
+			continue
+		}
+		// Fill the window.
+		for len(flight) < window && len(queued) > 0 {
+			m := queued[0]
+			queued = queued[1:]
+			fut, err := j.cfg.JS.PublishMsgAsync(m.msg, jetstream.WithExpectLastSequence(m.expected), jetstream.WithMsgID(m.id))
+			if err == nil {
+				m.fut = fut
+			}
+			flight = append(flight, m)
+		}
+		// Settle the oldest.
+		m := flight[0]
+		if ok := j.acked(m); ok {
+			j.stored(m.expected+1, m.after)
+			flight = flight[1:]
+			if m.done != nil {
+				m.done(nil)
+			}
+			continue
+		}
+		// Unknown: let every message in flight settle, then go through them in order,
+		// each read back or sent again.
+		for _, o := range flight[1:] {
+			if o.fut != nil {
+				wait(o.fut, j.cfg.Timeout)
+			}
+		}
+		for i, o := range flight {
+			err := error(nil)
+			if i > 0 && j.acked(o) {
+				// landed after all
+			} else if stored, serr := j.storedAt(o); serr != nil {
+				err = serr
+			} else if !stored {
+				err = j.appendMessage(o)
+			}
+			if err != nil {
+				failed = fmt.Errorf("%w: %w", persistence.ErrFailed, err)
+				j.mu.Lock()
+				j.failed = failed
+				j.mu.Unlock()
+				fail(failed, flight[i:])
+				break
+			}
+			j.stored(o.expected+1, o.after)
+			if o.done != nil {
+				o.done(nil)
+			}
+		}
+		flight = flight[:0]
+	}
+}
+
+// acked reports whether m's publish was acknowledged at its expected position (waiting
+// up to the journal's timeout for the acknowledgement).
+func (j *Journal) acked(m *outMsg) bool {
+	if m.fut == nil {
+		return false
+	}
+	ack, err := wait(m.fut, j.cfg.Timeout)
+	return err == nil && ack.Sequence == m.expected+1
+}
+
+// wait is a publish future's outcome, bounded by d.
+func wait(f jetstream.PubAckFuture, d time.Duration) (*jetstream.PubAck, error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case ack := <-f.Ok():
+		return ack, nil
+	case err := <-f.Err():
+		return nil, err
+	case <-t.C:
+		return nil, fmt.Errorf("no acknowledgement within %v", d)
+	}
+}
