@@ -223,35 +223,42 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 	return res, nil
 }
 
-// report prints one row per workload and system, with each system's ratio to holdfast.
+// report prints one row per workload and system, with Holdfast's edge over it: its rate
+// over the system's (spread, hotspot), the system's p50 over its p50 (one client) — above
+// 1 Holdfast is ahead. A replicated system (-x3) is set against holdfast-x3, a single one
+// against holdfast.
 func report(w *os.File, rs []result) {
 	base := map[string]result{}
 	for _, r := range rs {
-		if r.system == "holdfast" {
-			base[r.workload] = r
+		if r.system == "holdfast" || r.system == "holdfast-x3" {
+			base[r.system+"/"+r.workload] = r
 		}
 	}
-	fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8s %s\n", "workload", "system", "rate", "p50", "p99", "errors", "holdfast ÷ it")
+	fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8s %s\n", "workload", "system", "rate", "p50", "p99", "errors", "holdfast's edge")
 	for _, wl := range []string{"spread", "hotspot", "one"} {
 		for _, r := range rs {
 			if r.workload != wl {
 				continue
 			}
-			rate, ratio := "", ""
+			rate, edge := "", ""
 			switch wl {
 			case "spread":
 				rate = fmt.Sprintf("%.0f grants/s", r.perSec)
 			case "hotspot":
 				rate = fmt.Sprintf("%.0f att/s", r.perSec)
 			}
-			if b, ok := base[wl]; ok && r.system != "holdfast" {
-				if wl == "one" {
-					ratio = fmt.Sprintf("p50 %.2f×", float64(b.p50)/float64(r.p50))
-				} else if r.perSec > 0 {
-					ratio = fmt.Sprintf("%.2f×", b.perSec/r.perSec)
+			against := "holdfast"
+			if strings.HasSuffix(r.system, "-x3") {
+				against = "holdfast-x3"
+			}
+			if b, ok := base[against+"/"+wl]; ok && !strings.HasPrefix(r.system, "holdfast") {
+				if wl == "one" && b.p50 > 0 {
+					edge = fmt.Sprintf("%.2f× (p50, vs %s)", float64(r.p50)/float64(b.p50), against)
+				} else if wl != "one" && r.perSec > 0 {
+					edge = fmt.Sprintf("%.2f× (vs %s)", b.perSec/r.perSec, against)
 				}
 			}
-			fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8d %s\n", wl, r.system, rate, round(r.p50), round(r.p99), r.errs, ratio)
+			fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8d %s\n", wl, r.system, rate, round(r.p50), round(r.p99), r.errs, edge)
 		}
 	}
 }
