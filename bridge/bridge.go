@@ -411,7 +411,6 @@ type job struct {
 	header    nats.Header
 	proto     bool
 	forwarded bool   // sent to this shard's owner: never forwarded again
-	direct    bool   // forwarded by the client itself (direct routing), not by another node
 	part      uint32 // k+1: another node's lease.list asks for shard k's part only; 0: none
 	start     time.Time
 }
@@ -515,7 +514,7 @@ type call struct {
 
 // serve decodes, validates and routes one request.
 func (b *Bridge) serve(j *job) {
-	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start, forwarded: j.forwarded && !j.direct}
+	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start, forwarded: j.forwarded}
 	if rej := b.prepare(c, j); rej != nil {
 		c.res = rejectReply(rej.Code, rej.Message)
 		b.respond(c)

@@ -172,10 +172,13 @@ func (b *Bridge) handleForwarded(m *nats.Msg) {
 		}
 		part = uint32(k) + 1
 	}
-	// A request a client sent here itself (direct routing) is counted in this node's
-	// stats; one another node forwarded is counted there.
+	// A request a client sent here itself (direct routing) is served as if it had come on
+	// the public subject: counted in this node's stats, and forwarded on when the shard
+	// has just left this node (the client's placement was right when it sent). One
+	// another node forwarded is counted there and never forwarded again.
+	direct := m.Header.Get(headerForwarded) == "" && part == 0
 	b.handleJob(&job{spec: spec, subject: subject, reply: m.Reply, data: m.Data, header: m.Header,
-		proto: isProtobuf(m.Header), forwarded: true, direct: m.Header.Get(headerForwarded) == "", start: time.Now(), part: part})
+		proto: isProtobuf(m.Header), forwarded: !direct, start: time.Now(), part: part})
 }
 
 // specFor finds the verb of a public request subject.
