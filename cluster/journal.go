@@ -134,8 +134,12 @@ func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
 // waits a little for it: the owner's appends then go to a leader on its own server and
 // wait for one follower, not for a round trip to another server first. Best effort: a
 // server that holds no replica of the stream, or a step-down that does not happen,
-// leaves the leader where it is.
+// leaves the leader where it is. It takes at most one JetStream call's time (the claim's
+// time is the shard's unavailability): a step-down JetStream does not answer — a leader
+// paused or cut off — must not hold the claim up.
 func (j *Journal) leadHere(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	defer cancel()
 	nc := j.cfg.JS.Conn()
 	here := nc.ConnectedServerName()
 	info, err := j.stream.Info(ctx)
@@ -153,10 +157,11 @@ func (j *Journal) leadHere(ctx context.Context) {
 	if _, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+j.cfg.Names.JournalStream(j.cfg.Shard), []byte(req)); err != nil {
 		return
 	}
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for ctx.Err() == nil {
 		if info, err := j.stream.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader == here {
 			return
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

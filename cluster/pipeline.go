@@ -93,9 +93,16 @@ func (j *Journal) AppendAsync(batch []persistence.Record, done func(error)) {
 	if j.pipe == nil {
 		j.startPipe()
 	}
-	in := j.pipe.in
-	j.mu.Unlock()
-	in <- msgs
+	// Queued under mu, so Close (which sets closed under mu) knows that nothing reaches
+	// the pipe after it: what is queued is settled or failed, never left waiting. The
+	// shard's window keeps far fewer batches than the queue holds.
+	select {
+	case j.pipe.in <- msgs:
+		j.mu.Unlock()
+	default:
+		j.mu.Unlock()
+		done(fmt.Errorf("%w: more than %d batches waiting", persistence.ErrFailed, cap(j.pipe.in)))
+	}
 }
 
 // startPipe starts the pipeline's goroutine (under j.mu).
@@ -126,6 +133,7 @@ func (j *Journal) runPipe(p *pipe, window int) {
 			case ms := <-p.in:
 				queued = append(queued, ms...)
 			case <-p.quit:
+				p.failQueued()
 				return
 			}
 		}
@@ -162,11 +170,12 @@ func (j *Journal) runPipe(p *pipe, window int) {
 			}
 			continue
 		}
-		// Unknown: let every message in flight settle, then go through them in order,
-		// each read back or sent again.
+		// Unknown: let every message in flight settle (all within one timeout: they were
+		// sent together), then go through them in order, each read back or sent again.
+		deadline := time.Now().Add(j.cfg.Timeout)
 		for _, o := range flight[1:] {
 			if o.fut != nil {
-				wait(o.fut, j.cfg.Timeout)
+				wait(o.fut, max(time.Until(deadline), time.Millisecond))
 			}
 		}
 		for i, o := range flight {
@@ -192,6 +201,22 @@ func (j *Journal) runPipe(p *pipe, window int) {
 			}
 		}
 		flight = flight[:0]
+	}
+}
+
+// failQueued answers what was queued but not taken when the journal closed.
+func (p *pipe) failQueued() {
+	for {
+		select {
+		case ms := <-p.in:
+			for _, m := range ms {
+				if m.done != nil {
+					m.done(persistence.ErrClosed)
+				}
+			}
+		default:
+			return
+		}
 	}
 }
 
