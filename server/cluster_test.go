@@ -19,14 +19,15 @@ import (
 	"github.com/holdfast/holdfast/messages"
 )
 
-func connectClient(t *testing.T, url string) *client.Client {
+func connectClient(t *testing.T, url string, opts ...client.Option) *client.Client {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	cl, err := client.New(nc, client.WithTimeout(2*time.Second), client.WithRetry(20, 50*time.Millisecond, 500*time.Millisecond))
+	opts = append([]client.Option{client.WithTimeout(2 * time.Second), client.WithRetry(20, 50*time.Millisecond, 500*time.Millisecond)}, opts...)
+	cl, err := client.New(nc, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 					t.Fatalf("cluster.status says shard %d is on %q, the bucket says %q", k, sh.GetOwner(), owners[k])
 				}
 			}
-			c2 := connectClient(t, nodes["n2"].URL())
+			c2 := connectClient(t, nodes["n2"].URL(), client.WithoutDirectRouting()) // its requests are forwarded
 
 			const seat = "seat-7"
 			if r, err := c1.CreateResource(ctx, seat); err != nil || !r.OK() {
