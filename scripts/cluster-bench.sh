@@ -1,11 +1,16 @@
 #!/bin/bash
 # Benchmarks a Holdfast deployment on this machine (docs/benchmarks.md, "Cluster"):
-#   scripts/cluster-bench.sh single-file   one process, file journal, embedded NATS
-#   scripts/cluster-bench.sh r1-one        one node, jetstream journal, one nats-server
-#   scripts/cluster-bench.sh r3-three      three nodes, replicas 3, three nats-servers
-# Needs /tmp/holdfast (go build -o /tmp/holdfast ./cmd/holdfast) and /tmp/nats-server
-# (go build -o /tmp/nats-server github.com/nats-io/nats-server/v2). The nats-servers run
-# with sync_interval: always unless SYNC= (empty) is set. DUR, CLIENTS, SETTLE, SCENARIO tune it.
+#   scripts/cluster-bench.sh single-file      one process, file journal, embedded NATS
+#   scripts/cluster-bench.sh r1-one           one node, jetstream journal, one nats-server
+#   scripts/cluster-bench.sh r3-three         three nodes, replicas 3, three nats-servers
+#   scripts/cluster-bench.sh embedded-three   three `holdfast serve --cluster` clustering
+#                                             their embedded NATS servers, replicas 3
+# Needs /tmp/holdfast (go build -o /tmp/holdfast ./cmd/holdfast) and, for the nats-server
+# modes, /tmp/nats-server (go build -o /tmp/nats-server github.com/nats-io/nats-server/v2).
+# The nats-servers run with sync_interval: always unless SYNC= (empty) is set (an embedded
+# cluster always does). DUR, CLIENTS, SETTLE, SCENARIO, TTL tune it. Each process's pid is
+# in WORK/MODE/pid-NAME (nats-servers n1..n3, nodes a..c, or hf): scripts/cluster-failover.sh
+# signals a node by it. Only the processes started here are stopped, by pid.
 set -u
 MODE=$1
 W=${WORK:-/tmp/cb}
@@ -13,6 +18,7 @@ rm -rf $W/$MODE; mkdir -p $W/$MODE; cd $W/$MODE
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 $p 2>/dev/null; done; }
 trap cleanup EXIT
+started() { pids+=($2); echo $2 > pid-$1; }
 start_nats() { # n, port, cluster_port, routes
   cat > n$1.conf <<CONF
 server_name: n$1
@@ -20,16 +26,17 @@ listen: 127.0.0.1:$2
 jetstream { store_dir: "$W/$MODE/js$1" ${SYNC-, sync_interval: always} }
 $4
 CONF
-  /tmp/nats-server -c n$1.conf > n$1.log 2>&1 & pids+=($!)
+  /tmp/nats-server -c n$1.conf > n$1.log 2>&1 & started n$1 $!
 }
+TTLFLAG=${TTL:+--ownership-ttl $TTL}
 case $MODE in
 single-file)
-  /tmp/holdfast serve --data data --listen 127.0.0.1:14222 --metrics-listen "" > hf.log 2>&1 & pids+=($!)
+  /tmp/holdfast serve --data data --listen 127.0.0.1:14222 --metrics-listen "" > hf.log 2>&1 & started hf $!
   URL=nats://127.0.0.1:14222 ;;
 r1-one)
   start_nats 1 14222 0 ""
   sleep 1
-  /tmp/holdfast serve --nats nats://127.0.0.1:14222 --node a --data data --metrics-listen "" > hf.log 2>&1 & pids+=($!)
+  /tmp/holdfast serve --nats nats://127.0.0.1:14222 --node a --data data --metrics-listen "" > hf.log 2>&1 & started a $!
   URL=nats://127.0.0.1:14222 ;;
 r3-three)
   for i in 1 2 3; do
@@ -38,9 +45,23 @@ r3-three)
   sleep 3
   URL=nats://127.0.0.1:14221,nats://127.0.0.1:14222,nats://127.0.0.1:14223
   for n in a b c; do
-    /tmp/holdfast serve --nats $URL --node $n --replicas 3 --data data-$n --metrics-listen "" > hf-$n.log 2>&1 & pids+=($!)
+    /tmp/holdfast serve --nats $URL --node $n --replicas 3 --data data-$n --metrics-listen "" $TTLFLAG > hf-$n.log 2>&1 & started $n $!
   done ;;
+embedded-three)
+  ROUTES=nats://127.0.0.1:15221,nats://127.0.0.1:15222,nats://127.0.0.1:15223
+  i=1
+  for n in a b c; do
+    /tmp/holdfast serve --node $n --data data-$n --listen 127.0.0.1:1422$i --cluster nats://127.0.0.1:1522$i \
+      --routes $ROUTES --replicas 3 --metrics-listen "" $TTLFLAG > hf-$n.log 2>&1 & started $n $!
+    i=$((i + 1))
+  done
+  URL=nats://127.0.0.1:14221,nats://127.0.0.1:14222,nats://127.0.0.1:14223 ;;
+*) echo "unknown mode $MODE" >&2; exit 2 ;;
 esac
-for i in $(seq 1 60); do grep -q "msg=ready" hf*.log 2>/dev/null && break; sleep 0.5; done
-sleep ${SETTLE:-8}; for f in hf*.log; do grep -q "msg=ready" $f || { echo "NOT READY $f"; pkill -QUIT -f "data-$(basename ${f#hf-} .log)" ; }; done; sleep 1
+for i in $(seq 1 120); do
+  ready=1; for f in hf*.log; do grep -q "msg=ready" $f 2>/dev/null || ready=0; done
+  [ $ready = 1 ] && break; sleep 0.5
+done
+for f in hf*.log; do grep -q "msg=ready" $f || echo "NOT READY $f" >&2; done
+sleep ${SETTLE:-8}
 /tmp/holdfast bench --server $URL --scenario ${SCENARIO:-spread} --duration ${DUR:-20s} --clients ${CLIENTS:-64} 2>bench-progress.log | tail -25

@@ -10,7 +10,8 @@ TTL=${TTL:-5s}
 W=${WORK:-/tmp/cb}/trials
 rm -rf $W; mkdir -p $W; cd $W
 pids=()
-cleanup() { pkill -9 -f "$W/" 2>/dev/null; for p in "${pids[@]}"; do kill -9 $p 2>/dev/null; done; }
+declare -A node_pid
+cleanup() { for p in "${pids[@]}" "${node_pid[@]}"; do kill -9 $p 2>/dev/null; done; }
 trap cleanup EXIT
 for i in 1 2 3; do
   cat > n$i.conf <<CONF
@@ -23,7 +24,7 @@ CONF
 done
 sleep 3
 URL=nats://127.0.0.1:14321,nats://127.0.0.1:14322,nats://127.0.0.1:14323
-start_node() { /tmp/holdfast serve --nats $URL --node $1 --replicas 3 --ownership-ttl $TTL --data $W/data-$1 --metrics-listen "" >> hf-$1.log 2>&1 & }
+start_node() { /tmp/holdfast serve --nats $URL --node $1 --replicas 3 --ownership-ttl $TTL --data $W/data-$1 --metrics-listen "" >> hf-$1.log 2>&1 & node_pid[$1]=$!; }
 for n in a b c; do start_node $n; done
 sleep 15
 for t in $(seq 1 $TRIALS); do
@@ -32,7 +33,7 @@ for t in $(seq 1 $TRIALS); do
   owner=$(/tmp/holdfast cluster status --server $URL | sed -n "s/^shard $shard: \([a-z]*\),.*/\1/p")
   [ -z "$owner" ] && { echo "trial $t: shard $shard has no owner"; sleep 5; continue; }
   t0=$(date +%s.%N)
-  pkill -9 -f -- "--node $owner "
+  kill -9 ${node_pid[$owner]}
   /tmp/holdfast resource create $key --server $URL --timeout 60s > /dev/null || echo "trial $t: write failed"
   t1=$(date +%s.%N)
   echo "trial $t: shard $shard owner $owner: writable again after $(echo "$t1 - $t0" | bc) s"

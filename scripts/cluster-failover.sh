@@ -1,6 +1,11 @@
 #!/bin/bash
-# kill -9 (or SIG=TERM: stop) node a of the r3-three deployment 12 s into a bench (scripts/cluster-bench.sh);
-# the nodes' logs (WORK/r3-three/hf-*.log) say when each shard was served again.
+# kill -9 (or SIG=TERM: stop) node a of a three-node deployment (MODE: r3-three, the
+# default, or embedded-three, where the node's NATS server dies with it) 12 s into a bench
+# (scripts/cluster-bench.sh); the nodes' logs (WORK/MODE/hf-*.log) say when each shard was
+# served again, the bench's per-second lines (bench-progress.log) how long writes stalled.
 cd "$(dirname "$0")"
-( sleep $((${SETTLE:-15} + 12)); pkill -${SIG:-9} -f "node a " ; echo "signal ${SIG:-9} to a at $(date +%T.%N)" >&2 ) &
-SETTLE=${SETTLE:-15} DUR=${DUR:-25s} ./cluster-bench.sh r3-three
+MODE=${MODE:-r3-three}
+W=${WORK:-/tmp/cb}
+SETTLE=${SETTLE:-15}
+( sleep $((SETTLE + 12)); kill -${SIG:-9} $(cat $W/$MODE/pid-${NODE:-a}); echo "signal ${SIG:-9} to ${NODE:-a} at $(date +%T.%N)" >&2 ) &
+SETTLE=$SETTLE DUR=${DUR:-25s} ./cluster-bench.sh $MODE

@@ -92,7 +92,7 @@ func main() {
 	}
 	bin := *holdfast
 	if bin == "" {
-		bin = filepath.Join(dir, "holdfast")
+		bin = filepath.Join(dir, "bin", "holdfast")
 		if err := run(ctx, "../..", "go", "build", "-o", bin, "./cmd/holdfast"); err != nil {
 			fail(fmt.Errorf("building holdfast: %w", err))
 		}
