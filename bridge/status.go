@@ -11,9 +11,16 @@ import (
 	"github.com/holdfast/holdfast/messages"
 )
 
-// StatusSource is the cluster's view for cluster.status: the live nodes and each
-// shard's owner ("" while nobody serves it).
-type StatusSource func(ctx context.Context) (nodes, owners []string, err error)
+// StatusSource is the cluster's view for cluster.status: the nodes and each shard's
+// owner ("" while nobody serves it).
+type StatusSource func(ctx context.Context) (nodes []NodeStatus, owners []string, err error)
+
+// NodeStatus is one node of cluster.status.
+type NodeStatus struct {
+	Node       string
+	RenewalAge time.Duration // behind the freshest node's last renewal
+	Lapsing    bool          // missed a renewal: its claims lapse unless it renews
+}
 
 // serveStatus answers cluster.status: the nodes, the owner of every shard and the
 // position it has applied (asked of the owner; 0 when it does not answer in time).
@@ -21,7 +28,7 @@ func (b *Bridge) serveStatus(c *call, j *job) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
 	n := int(b.cfg.Shards)
-	nodes, owners := []string{b.cfg.Node}, make([]string, n)
+	nodes, owners := []NodeStatus{{Node: b.cfg.Node}}, make([]string, n)
 	for k := range owners {
 		owners[k] = b.cfg.Node
 	}
@@ -52,9 +59,9 @@ func (b *Bridge) serveStatus(c *call, j *job) {
 	wg.Wait()
 	m := &messages.Reply{SlotMs: b.slotMillis}
 	for _, node := range nodes {
-		cn := &messages.ClusterNode{Node: node}
+		cn := &messages.ClusterNode{Node: node.Node, Lapsing: node.Lapsing, RenewalAgeMs: uint64(node.RenewalAge.Milliseconds())}
 		for k, o := range owners {
-			if o == node {
+			if o == node.Node {
 				cn.Shards = append(cn.Shards, uint32(k))
 			}
 		}

@@ -449,24 +449,37 @@ func landedBeforeExpiry(prevSent, acked int64, ttl time.Duration) bool {
 // lists of 2,000 short with three keys renewed every millisecond), and a short list
 // places shards as if live nodes had gone.
 func (n *Node) members(ctx context.Context) ([]string, error) {
+	entries, err := n.nodeEntries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = strings.TrimPrefix(e.Key(), "node.")
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// nodeEntries reads the node keys in the bucket, each with its last renewal.
+func (n *Node) nodeEntries(ctx context.Context) ([]jetstream.KeyValueEntry, error) {
 	prefix := "$KV." + n.cfg.Names.Bucket() + "."
 	info, err := n.bucket.Info(ctx, jetstream.WithSubjectFilter(prefix+"node.*"))
 	if err != nil {
 		return nil, fmt.Errorf("listing live nodes: %w", err)
 	}
-	var out []string
+	var out []jetstream.KeyValueEntry
 	for subject := range info.State.Subjects {
 		key := strings.TrimPrefix(subject, prefix)
-		_, err := n.kv.Get(ctx, key)
+		e, err := n.kv.Get(ctx, key)
 		switch {
 		case err == nil:
-			out = append(out, strings.TrimPrefix(key, "node."))
+			out = append(out, e)
 		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		default:
 			return nil, fmt.Errorf("reading %s: %w", key, err)
 		}
 	}
-	slices.Sort(out)
 	return out, nil
 }
 
@@ -499,6 +512,40 @@ func (n *Node) Owners(ctx context.Context) ([]string, []string, error) {
 	}
 	slices.Sort(members)
 	return members, n.owners(ctx), nil
+}
+
+// NodeState is a node's liveness as the bucket shows it, for cluster.status.
+type NodeState struct {
+	Node string
+	// RenewalAge is how much older its last renewal is than the freshest node's (both
+	// stamped by the bucket's stream leader, so no two clocks are compared).
+	RenewalAge time.Duration
+	// Lapsing: it has missed a renewal (renewals come every quarter of the ownership
+	// TTL; lapsing past half of it): dead, paused or cut off, and its key and claims
+	// lapse a TTL after its last renewal unless it renews again.
+	Lapsing bool
+}
+
+// Status is the cluster's view for cluster.status: each node with a key in the bucket
+// (lapsing ones included, by name) and the owner of each shard.
+func (n *Node) Status(ctx context.Context) ([]NodeState, []string, error) {
+	entries, err := n.nodeEntries(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var freshest time.Time
+	for _, e := range entries {
+		if e.Created().After(freshest) {
+			freshest = e.Created()
+		}
+	}
+	out := make([]NodeState, len(entries))
+	for i, e := range entries {
+		age := freshest.Sub(e.Created())
+		out[i] = NodeState{Node: strings.TrimPrefix(e.Key(), "node."), RenewalAge: age, Lapsing: age > n.cfg.OwnershipTTL/2}
+	}
+	slices.SortFunc(out, func(a, b NodeState) int { return strings.Compare(a.Node, b.Node) })
+	return out, n.owners(ctx), nil
 }
 
 // acquire claims an unclaimed shard and opens it: the claim's revision is the epoch at

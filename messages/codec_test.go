@@ -76,6 +76,25 @@ func TestMarshalJSONReply(t *testing.T) {
 	}
 }
 
+// cluster.status's nodes and shards, every field set, survive the JSON form.
+func TestMarshalJSONClusterStatus(t *testing.T) {
+	k := uint32(5)
+	r := &Reply{Outcome: OutcomeCommitted, Code: CodeOK, SlotMs: 100, Shard: &k,
+		Nodes: []*ClusterNode{{Node: "a", Shards: []uint32{0, 2}}, {Node: "b", Shards: []uint32{1}, Lapsing: true, RenewalAgeMs: 3100}},
+		Shards: []*ClusterShard{{Shard: 0, Owner: "a", AppliedLsn: 9}, {Shard: 1, Owner: "b", AppliedLsn: 4}}}
+	b, err := MarshalJSON(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Reply
+	if err := UnmarshalJSON(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&back, r) {
+		t.Fatalf("round trip of %s: got %v, want %v", b, &back, r)
+	}
+}
+
 func TestMarshalJSONOmitsZeroFields(t *testing.T) {
 	b, err := MarshalJSON(&Reply{Outcome: OutcomeRejected, Code: CodeTimeout, Category: CategoryIndefinite})
 	if err != nil {

@@ -58,6 +58,8 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 			list(&w, "shards", n.GetShards(), func(k uint32) {
 				w.b = strconv.AppendUint(w.b, uint64(k), 10)
 			})
+			w.boolean("lapsing", n.GetLapsing())
+			w.u64("renewal_age_ms", n.GetRenewalAgeMs())
 		})
 	})
 	list(&w, "shards", m.Shards, func(s *ClusterShard) {

@@ -4220,11 +4220,17 @@ func (x *ClusterStatusRequest) GetPlacementKey() string {
 	return ""
 }
 
-// A node of the cluster and the shards it serves.
+// A node of the cluster and the shards it serves. A node that has missed a
+// renewal of its liveness key is lapsing: dead, paused or cut off; unless it
+// renews, its key and its claims lapse one ownership TTL after its last
+// renewal and its shards move.
 type ClusterNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Shards        []uint32               `protobuf:"varint,2,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Node    string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Shards  []uint32               `protobuf:"varint,2,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	Lapsing bool                   `protobuf:"varint,3,opt,name=lapsing,proto3" json:"lapsing,omitempty"`
+	// How much older its last renewal is than the freshest node's.
+	RenewalAgeMs  uint64 `protobuf:"varint,4,opt,name=renewal_age_ms,json=renewalAgeMs,proto3" json:"renewal_age_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4271,6 +4277,20 @@ func (x *ClusterNode) GetShards() []uint32 {
 		return x.Shards
 	}
 	return nil
+}
+
+func (x *ClusterNode) GetLapsing() bool {
+	if x != nil {
+		return x.Lapsing
+	}
+	return false
+}
+
+func (x *ClusterNode) GetRenewalAgeMs() uint64 {
+	if x != nil {
+		return x.RenewalAgeMs
+	}
+	return 0
 }
 
 // A shard, the node serving it (empty while it moves) and the position it
@@ -5199,10 +5219,12 @@ const file_holdfast_proto_rawDesc = "" +
 	"leaseEpoch\x12\x1b\n" +
 	"\tsplit_key\x18\x05 \x01(\fR\bsplitKey\";\n" +
 	"\x14ClusterStatusRequest\x12#\n" +
-	"\rplacement_key\x18\x01 \x01(\tR\fplacementKey\"9\n" +
+	"\rplacement_key\x18\x01 \x01(\tR\fplacementKey\"y\n" +
 	"\vClusterNode\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
-	"\x06shards\x18\x02 \x03(\rR\x06shards\"[\n" +
+	"\x06shards\x18\x02 \x03(\rR\x06shards\x12\x18\n" +
+	"\alapsing\x18\x03 \x01(\bR\alapsing\x12$\n" +
+	"\x0erenewal_age_ms\x18\x04 \x01(\x04R\frenewalAgeMs\"[\n" +
 	"\fClusterShard\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1f\n" +

@@ -122,3 +122,63 @@ func TestClusterDirectRouting(t *testing.T) {
 		t.Fatal("the misplaced read was not forwarded to its owner")
 	}
 }
+
+// cluster.status names a node that has stopped renewing as lapsing until its key lapses,
+// then no longer lists it.
+func TestClusterStatusShowsALapsingNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	ctx := context.Background()
+	cl := natstest.Start(t, 1)
+	nodes := map[string]*Server{}
+	for _, name := range []string{"n1", "n2"} {
+		cfg := testConfig(t.TempDir())
+		cfg.Shards, cfg.NATSURL, cfg.Node, cfg.Journal, cfg.Replicas = 2, cl.URL(), name, JournalJetStream, 1
+		cfg.OwnershipTTL = 4 * time.Second
+		cfg.MetricsListen = ""
+		cfg.Logger = failureLog(t, name)
+		s, err := Start(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Shutdown(ctx)
+		nodes[name] = s
+	}
+	waitBalanced(t, nodes["n1"], 2)
+	c := connectClient(t, nodes["n1"].URL())
+	status := func() map[string]bool {
+		t.Helper()
+		r, err := c.ClusterStatus(ctx, "")
+		if err != nil || !r.OK() {
+			t.Fatalf("cluster.status: %v %+v", err, r)
+		}
+		out := map[string]bool{}
+		for _, n := range r.Nodes {
+			out[n.GetNode()] = n.GetLapsing()
+		}
+		return out
+	}
+	if st := status(); len(st) != 2 || st["n1"] || st["n2"] {
+		t.Fatalf("two live nodes: %v", st)
+	}
+	nodes["n2"].crash()
+	sawLapsing := false
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st := status()
+		if st["n1"] {
+			t.Fatalf("the live node is shown lapsing: %v", st)
+		}
+		lapsing, listed := st["n2"]
+		sawLapsing = sawLapsing || lapsing
+		if !listed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n2 still listed 15 s after it stopped: %v", st)
+		}
+	}
+	if !sawLapsing {
+		t.Fatal("n2 went from live to gone without being shown lapsing")
+	}
+}

@@ -242,7 +242,14 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	var status bridge.StatusSource
 	if clustered {
 		routing = &bridge.Routing{ShardSubject: names.ShardSubject}
-		status = func(ctx context.Context) ([]string, []string, error) { return s.node.Owners(ctx) }
+		status = func(ctx context.Context) ([]bridge.NodeStatus, []string, error) {
+			states, owners, err := s.node.Status(ctx)
+			nodes := make([]bridge.NodeStatus, len(states))
+			for i, st := range states {
+				nodes[i] = bridge.NodeStatus{Node: st.Node, RenewalAge: st.RenewalAge, Lapsing: st.Lapsing}
+			}
+			return nodes, owners, err
+		}
 	}
 	cfg.Events.Replicas = s.cfg.Replicas
 	var node atomic.Pointer[cluster.Node] // set once joined; events of a shard are published only while it is served here

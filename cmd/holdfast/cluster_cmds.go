@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/holdfast/holdfast/client"
 )
@@ -38,6 +39,10 @@ func clusterLines(res *client.ClusterResult, key string) string {
 			shards[j] = fmt.Sprint(k)
 		}
 		fmt.Fprintf(&b, "node %s: shards %s", n.GetNode(), strings.Join(shards, " "))
+		if n.GetLapsing() {
+			fmt.Fprintf(&b, " (lapsing: its last renewal is %v behind; its shards move when it lapses)",
+				time.Duration(n.GetRenewalAgeMs())*time.Millisecond)
+		}
 	}
 	for _, s := range res.Shards {
 		owner := s.GetOwner()
