@@ -80,7 +80,7 @@ func TestMarshalJSONReply(t *testing.T) {
 func TestMarshalJSONClusterStatus(t *testing.T) {
 	k := uint32(5)
 	r := &Reply{Outcome: OutcomeCommitted, Code: CodeOK, SlotMs: 100, Shard: &k,
-		Nodes: []*ClusterNode{{Node: "a", Shards: []uint32{0, 2}}, {Node: "b", Shards: []uint32{1}, Lapsing: true, RenewalAgeMs: 3100}},
+		Nodes:  []*ClusterNode{{Node: "a", Shards: []uint32{0, 2}}, {Node: "b", Shards: []uint32{1}, Lapsing: true, RenewalAgeMs: 3100}},
 		Shards: []*ClusterShard{{Shard: 0, Owner: "a", AppliedLsn: 9}, {Shard: 1, Owner: "b", AppliedLsn: 4}}}
 	b, err := MarshalJSON(r)
 	if err != nil {
