@@ -45,9 +45,10 @@ type pipe struct {
 }
 
 // AppendAsync queues a batch behind the appends in flight; done is called once it is
-// stored (nil) or cannot be (the journal has failed), in submission order. A batch that
-// breaks the log's order or holds a record over the bound is refused at once and leaves
-// the journal usable.
+// stored (nil) or cannot be (the journal has failed): successes in submission order
+// (persistence.Pipelined). A batch that breaks the log's order or holds a record over
+// the bound is refused at once and leaves the journal usable; one submitted to a closed
+// or failed journal is refused at once too.
 func (j *Journal) AppendAsync(batch []persistence.Record, done func(error)) {
 	j.mu.Lock()
 	switch {

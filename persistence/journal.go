@@ -37,7 +37,9 @@ type Journal interface {
 type Pipelined interface {
 	Journal
 	// AppendAsync queues batch behind the ones in flight; done is called once it is
-	// durable (nil) or cannot be, in submission order. A failure fails every batch
-	// behind it too.
+	// durable (nil) or cannot be. Successes are reported in submission order, and a
+	// failure fails every batch behind it too; a batch refused when it is submitted (the
+	// journal closed or failed, a batch out of order) is reported at once, which may be
+	// before batches submitted earlier are.
 	AppendAsync(batch []Record, done func(error))
 }
