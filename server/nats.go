@@ -136,6 +136,11 @@ func startEmbeddedNATS(listen, data, node string, cl EmbeddedCluster, log *slog.
 		// An acknowledged write is fsynced (docs/api.md §4): JetStream's own default
 		// syncs every two minutes, which a replicated journal must not rely on.
 		SyncAlways: cl.Enabled(),
+		// A clustered server stops in lame duck mode (stopEmbeddedNATS): it hands its
+		// raft leaderships (the cluster bucket's, the events stream's, journals') over
+		// first, then closes its clients over these two seconds.
+		LameDuckDuration:    2 * time.Second,
+		LameDuckGracePeriod: 500 * time.Millisecond,
 	}
 	if err := cl.apply(opts, node); err != nil {
 		return nil, "", err
@@ -160,4 +165,18 @@ func startEmbeddedNATS(listen, data, node string, cl EmbeddedCluster, log *slog.
 		adv = "127.0.0.1"
 	}
 	return ns, "nats://" + net.JoinHostPort(adv, strconv.Itoa(addr.Port)), nil
+}
+
+// stopEmbeddedNATS stops the embedded server. A clustered one goes through lame duck
+// mode, which transfers the raft leaderships it holds before it stops: a plain shutdown
+// leaves every stream it led without a leader until the others elect one (4–9 s with
+// nats-server's raft timers), and a cluster bucket without a leader for longer than
+// three quarters of the ownership TTL makes every other node give its shards up.
+func stopEmbeddedNATS(ns *natsserver.Server, clustered bool) {
+	if clustered {
+		ns.LameDuckShutdown()
+	} else {
+		ns.Shutdown()
+	}
+	ns.WaitForShutdown()
 }

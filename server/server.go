@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		if err != nil {
 			return nil, err
 		}
-		s.add(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		s.add(func() { stopEmbeddedNATS(ns, cfg.NATSCluster.Enabled()) })
 		// The service connects over loopback TCP rather than nats.InProcessServer: the
 		// in-process transport is a synchronous net.Pipe, and under load it measured
 		// about a third slower than TCP here (docs/benchmarks.md).
