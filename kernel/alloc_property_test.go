@@ -312,19 +312,25 @@ func (p *allocProp) checkBand(c *Command, before map[string]int) {
 	default:
 		return
 	}
-	anyPicks := map[string]int{}
+	// taken counts, per range, the values outside the band that earlier members of the
+	// same command took (named or "any"): "any" never takes a value an earlier member
+	// took, so those are not free for it.
+	taken := map[string]int{}
 	for i, m := range members {
-		if m.Kind != MemberRange || m.HasValue {
+		if m.Kind != MemberRange {
 			continue
 		}
 		var o Output
 		p.k.GetRange("t1", m.ID, &o)
 		b := o.Range
 		v := views[i].Value
-		if b.HasBand && v >= b.Band.First && v <= b.Band.Last && before[m.ID] > anyPicks[m.ID] {
-			p.fail("%s: any took band value %d while %d values outside the band were free", m.ID, v, before[m.ID]-anyPicks[m.ID])
+		inBand := b.HasBand && v >= b.Band.First && v <= b.Band.Last
+		if !m.HasValue && inBand && before[m.ID] > taken[m.ID] {
+			p.fail("%s: any took band value %d while %d values outside the band were free", m.ID, v, before[m.ID]-taken[m.ID])
 		}
-		anyPicks[m.ID]++
+		if !inBand {
+			taken[m.ID]++
+		}
 	}
 }
 
