@@ -417,37 +417,49 @@ const CodeNoService = "no_service"
 // waiting a short while for the answers, and reports whether none serves the client's,
 // with the prefixes that answered.
 func (c *Client) serviceMissing(ctx context.Context) ([]string, bool) {
+	var seen []string
+	found, err := c.askServices(ctx, "PING", min(c.cfg.timeout, 300*time.Millisecond), func(meta map[string]string) bool {
+		if p := meta["prefix"]; p != c.cfg.prefix {
+			seen = append(seen, p)
+			return false
+		}
+		return true
+	})
+	if err != nil || found {
+		return nil, false
+	}
+	return seen, true
+}
+
+// askServices sends $SRV.<verb>.holdfast and hands the metadata of each answer to each
+// until it returns true (found) or wait has passed (not found); an error when the
+// question could not be sent or ctx ended first.
+func (c *Client) askServices(ctx context.Context, verb string, wait time.Duration, each func(meta map[string]string) bool) (bool, error) {
 	inbox := c.nc.NewInbox()
 	replies := make(chan *nats.Msg, 64)
 	sub, err := c.nc.ChanSubscribe(inbox, replies)
 	if err != nil {
-		return nil, false
+		return false, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.PublishRequest("$SRV.PING."+serviceName, inbox, nil); err != nil {
-		return nil, false
+	if err := c.nc.PublishRequest("$SRV."+verb+"."+serviceName, inbox, nil); err != nil {
+		return false, err
 	}
-	wait := time.NewTimer(min(c.cfg.timeout, 300*time.Millisecond))
-	defer wait.Stop()
-	var seen []string
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	for {
 		select {
 		case m := <-replies:
-			var ping struct {
+			var answer struct {
 				Metadata map[string]string `json:"metadata"`
 			}
-			if json.Unmarshal(m.Data, &ping) != nil {
-				continue
+			if json.Unmarshal(m.Data, &answer) == nil && each(answer.Metadata) {
+				return true, nil
 			}
-			p := ping.Metadata["prefix"]
-			if p == c.cfg.prefix {
-				return nil, false
-			}
-			seen = append(seen, p)
-		case <-wait.C:
-			return seen, true
+		case <-t.C:
+			return false, nil
 		case <-ctx.Done():
-			return nil, false
+			return false, ctx.Err()
 		}
 	}
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync/atomic"
@@ -77,39 +76,31 @@ func (c *Client) fetchRoute() {
 	}()
 }
 
-// routeInfo collects the $SRV.INFO answers of the Holdfast services on this NATS for a
-// short while and takes the one of the client's prefix.
+// routeInfo asks the Holdfast services on this NATS for their INFO and takes the
+// routing of the one of the client's prefix.
 func (c *Client) routeInfo() (*routeInfo, error) {
-	inbox := c.nc.NewInbox()
-	replies := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(inbox, replies)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.PublishRequest("$SRV.INFO."+serviceName, inbox, nil); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.timeout, 2*time.Second))
-	defer cancel()
-	for {
-		select {
-		case m := <-replies:
-			var info struct {
-				Metadata map[string]string `json:"metadata"`
-			}
-			if json.Unmarshal(m.Data, &info) != nil || info.Metadata["prefix"] != c.cfg.prefix {
-				continue
-			}
-			n, err := strconv.ParseUint(info.Metadata["shards"], 10, 32)
-			if err != nil || n == 0 {
-				return nil, errors.New("the service advertises no shard count")
-			}
-			return &routeInfo{shards: uint32(n), direct: info.Metadata["routing"] == "direct"}, nil
-		case <-ctx.Done():
-			return nil, errors.New("no service of this prefix answered $SRV.INFO")
+	var info *routeInfo
+	var bad error
+	found, err := c.askServices(context.Background(), "INFO", min(c.cfg.timeout, 2*time.Second), func(meta map[string]string) bool {
+		if meta["prefix"] != c.cfg.prefix {
+			return false
 		}
+		if n, err := strconv.ParseUint(meta["shards"], 10, 32); err != nil || n == 0 {
+			bad = errors.New("the service advertises no shard count")
+		} else {
+			info = &routeInfo{shards: uint32(n), direct: meta["routing"] == "direct"}
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, errors.New("no service of this prefix answered $SRV.INFO")
+	case bad != nil:
+		return nil, bad
 	}
+	return info, nil
 }
 
 // probeDirect sends one read straight to a shard's owner and reports whether it was
