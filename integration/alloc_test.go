@@ -40,15 +40,7 @@ func TestAllocatorsSurviveKills(t *testing.T) {
 		t.Skip("allocator fault test")
 	}
 	srv := newServer(t, 3)
-	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c, err := client.New(nc, client.WithTimeout(2*time.Second), client.WithRetry(50, 20*time.Millisecond, 500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, c := reconnectingClient(t, srv.URL(), client.WithTimeout(2*time.Second), client.WithRetry(50, 20*time.Millisecond, 500*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ranges := []client.RangeSpec{

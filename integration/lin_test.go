@@ -28,16 +28,24 @@ import (
 // for as long as a restart takes.
 func linClient(t *testing.T, url string) *client.Client {
 	t.Helper()
+	_, c := reconnectingClient(t, url, client.WithTimeout(time.Second), client.WithRetry(20, 20*time.Millisecond, 300*time.Millisecond))
+	return c
+}
+
+// reconnectingClient connects to url with a connection that reconnects at once, forever,
+// and a client on it with opts (its timeout and retries); both close when the test ends.
+func reconnectingClient(t *testing.T, url string, opts ...client.Option) (*nats.Conn, *client.Client) {
+	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	c, err := client.New(nc, client.WithTimeout(time.Second), client.WithRetry(20, 20*time.Millisecond, 300*time.Millisecond))
+	c, err := client.New(nc, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return nc, c
 }
 
 // killEverySecond kills the server with SIGKILL and starts it again every second until

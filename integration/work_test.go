@@ -32,15 +32,7 @@ func TestWorkFleetSurvivesKills(t *testing.T) {
 		t.Skip("work fleet fault test")
 	}
 	srv := newServer(t, 3)
-	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c, err := client.New(nc, client.WithTimeout(2*time.Second), client.WithRetry(50, 20*time.Millisecond, 500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, c := reconnectingClient(t, srv.URL(), client.WithTimeout(2*time.Second), client.WithRetry(50, 20*time.Millisecond, 500*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const shards = 48
