@@ -199,21 +199,30 @@ func (r *valueRange) randomIn(lo, hi uint64, obj int32, picks []pick, rng *value
 func (k *Kernel) excludeInterval(r *valueRange, iv Interval) {
 	// Freed values remembered for least_recently_freed are forgotten first: an excluded
 	// value is never handed out, so neither used nor freed.
-	if r.strategy == StrategyLeastRecentlyFreed && r.used.Len() > r.allocated.Len() {
-		var gone []uint64
-		r.freed.Each(func(v uint64) bool {
-			if v >= iv.First && v <= iv.Last {
-				gone = append(gone, v)
-			}
-			return true
-		})
-		for _, v := range gone {
-			r.freed.Remove(v)
-			r.used.Remove(v)
-			k.rangeValues--
-		}
+	if r.used.Len() > r.allocated.Len() {
+		k.forgetFreed(r, func(v uint64) bool { return v >= iv.First && v <= iv.Last })
 	}
 	r.setExcluded(mergeInterval(r.excluded, iv))
+}
+
+// forgetFreed drops the freed values least_recently_freed remembers for which gone holds
+// (values that can no longer be handed out: excluded, or outside a resized range).
+func (k *Kernel) forgetFreed(r *valueRange, gone func(v uint64) bool) {
+	if r.strategy != StrategyLeastRecentlyFreed {
+		return
+	}
+	var drop []uint64
+	r.freed.Each(func(v uint64) bool {
+		if gone(v) {
+			drop = append(drop, v)
+		}
+		return true
+	})
+	for _, v := range drop {
+		r.freed.Remove(v)
+		r.used.Remove(v)
+		k.rangeValues--
+	}
 }
 
 // mergeInterval inserts iv into sorted disjoint intervals, merging overlapping and

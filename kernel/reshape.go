@@ -106,20 +106,7 @@ func (k *Kernel) resizeRange(c *Command, out *Output) {
 		ex = cutInterval(ex, Interval{c.Last + 1, r.last})
 	}
 	// Freed values remembered outside the new bounds are forgotten.
-	if r.strategy == StrategyLeastRecentlyFreed {
-		var gone []uint64
-		r.freed.Each(func(v uint64) bool {
-			if v < c.First || v > c.Last {
-				gone = append(gone, v)
-			}
-			return true
-		})
-		for _, v := range gone {
-			r.freed.Remove(v)
-			r.used.Remove(v)
-			k.rangeValues--
-		}
-	}
+	k.forgetFreed(r, func(v uint64) bool { return v < c.First || v > c.Last })
 	r.first, r.last = c.First, c.Last
 	r.setExcluded(ex)
 	switch {
