@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -304,16 +303,8 @@ func (c *Client) Consume(ctx context.Context, holder string, f Fence, opts ...Wr
 	return c.leaseCall(ctx, contract.VerbConsume, req, o.opID)
 }
 
-// ImportLease is one lease of an Import: a reserve's fields.
-type ImportLease struct {
-	Holder   string
-	Members  []*messages.Member
-	TTL      time.Duration
-	Activate bool
-	// KeepAlive, with Activate: the active lease expires unless renewed within it.
-	KeepAlive time.Duration
-	Labels    map[string]string
-}
+// ImportLease is one lease of an Import: a reserve's fields, the same type.
+type ImportLease = ReserveRequest
 
 // ImportResult is lease.import's answer: the leases granted, in order; on a domain
 // failure Item names the failing lease.
