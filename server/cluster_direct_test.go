@@ -133,15 +133,7 @@ func TestClusterStatusShowsALapsingNode(t *testing.T) {
 	cl := natstest.Start(t, 1)
 	nodes := map[string]*Server{}
 	for _, name := range []string{"n1", "n2"} {
-		cfg := testConfig(t.TempDir())
-		cfg.Shards, cfg.NATSURL, cfg.Node, cfg.Journal, cfg.Replicas = 2, cl.URL(), name, JournalJetStream, 1
-		cfg.OwnershipTTL = 4 * time.Second
-		cfg.MetricsListen = ""
-		cfg.Logger = failureLog(t, name)
-		s, err := Start(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := clusterNode(t, cl.URL(), name, 2, 1, func(c *Config) { c.OwnershipTTL = 4 * time.Second })
 		defer s.Shutdown(ctx)
 		nodes[name] = s
 	}

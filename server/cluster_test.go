@@ -65,8 +65,9 @@ func TestSecondProcessOnAFileJournalPrefixIsRefused(t *testing.T) {
 	}
 }
 
-// clusterNode starts one node of a jetstream-journal cluster.
-func clusterNode(t *testing.T, url, name string, shards uint32, replicas int) *Server {
+// clusterNode starts one node of a jetstream-journal cluster; tune changes its
+// configuration before it starts.
+func clusterNode(t *testing.T, url, name string, shards uint32, replicas int, tune ...func(*Config)) *Server {
 	t.Helper()
 	cfg := testConfig(t.TempDir())
 	cfg.Shards, cfg.NATSURL, cfg.Node, cfg.Journal, cfg.Replicas = shards, url, name, JournalJetStream, replicas
@@ -74,6 +75,9 @@ func clusterNode(t *testing.T, url, name string, shards uint32, replicas int) *S
 	cfg.MetricsListen = ""
 	cfg.SnapshotEvery = 5 // failover loads a snapshot from the object store, then the journal's tail
 	cfg.Logger = failureLog(t, name)
+	for _, f := range tune {
+		f(&cfg)
+	}
 	s, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("node %s: %v", name, err)
