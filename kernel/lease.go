@@ -291,32 +291,51 @@ func (k *Kernel) leaseVerb(e Entry, out *Output) {
 			}
 			out.Event = EventLeaseRenewed
 		}
-	case contract.VerbRelease:
-		if l.state != LeaseReserved && l.state != LeaseActive {
-			out.Code = contract.CodeInvalidState
+	case contract.VerbRelease, contract.VerbRevoke, contract.VerbReclaim:
+		if out.Code = endableFrom(c.Verb, l.state); out.Code != contract.CodeOK {
 			return
 		}
-		k.viewEnded(k.end(idx, e, LeaseReleased, true), out)
-		out.Event = EventLeaseReleased
-		return
-	case contract.VerbRevoke:
-		if l.state != LeaseActive {
-			out.Code = contract.CodeInvalidState
-			return
-		}
-		l.epoch++
-		k.setMembersState(idx, LeaseRevoking)
-		out.Event = EventLeaseRevoking
-	case contract.VerbReclaim:
-		if l.state != LeaseRevoking {
-			out.Code = contract.CodeInvalidState
-			return
-		}
-		k.viewEnded(k.end(idx, e, LeaseRevoked, false), out)
-		out.Event = EventLeaseRevoked
+		k.endStep(c.Verb, idx, e, out)
 		return
 	}
 	k.viewLease(idx, out)
+}
+
+// endableFrom is the state release, revoke and reclaim each need of a live lease:
+// reserved or active, active, revoking; invalid_state otherwise.
+func endableFrom(v Verb, s LeaseState) Code {
+	ok := false
+	switch v {
+	case contract.VerbRelease:
+		ok = s == LeaseReserved || s == LeaseActive
+	case contract.VerbRevoke:
+		ok = s == LeaseActive
+	case contract.VerbReclaim:
+		ok = s == LeaseRevoking
+	}
+	if !ok {
+		return contract.CodeInvalidState
+	}
+	return contract.CodeOK
+}
+
+// endStep carries out release, revoke or reclaim of live lease idx once its checks have
+// passed (endableFrom last): released, moved to revoking under a new epoch, or revoked,
+// with the lease's view and event. lease.* and range.* by value share it.
+func (k *Kernel) endStep(v Verb, idx int32, e Entry, out *Output) {
+	switch v {
+	case contract.VerbRelease:
+		k.viewEnded(k.end(idx, e, LeaseReleased, true), out)
+		out.Event = EventLeaseReleased
+	case contract.VerbRevoke:
+		k.leases[idx].epoch++
+		k.setMembersState(idx, LeaseRevoking)
+		out.Event = EventLeaseRevoking
+		k.viewLease(idx, out)
+	case contract.VerbReclaim:
+		k.viewEnded(k.end(idx, e, LeaseRevoked, false), out)
+		out.Event = EventLeaseRevoked
+	}
 }
 
 // checkFence is the holder-authorized verbs' check after existence: the holder, then the

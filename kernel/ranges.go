@@ -318,8 +318,14 @@ func (k *Kernel) valueVerb(e Entry, out *Output) {
 	}
 	li := k.leaseIdx[lsn]
 	l := &k.leases[li]
+	v := contract.VerbRelease // the lease verb this one does by value
 	switch c.Verb {
-	case contract.VerbReleaseValue:
+	case contract.VerbRevokeValue:
+		v = contract.VerbRevoke
+	case contract.VerbReclaimValue:
+		v = contract.VerbReclaim
+	}
+	if v == contract.VerbRelease {
 		if _, h := splitKey(k.holders[l.holder].key); h != c.HolderID {
 			out.Code = contract.CodeHolderMismatch
 			return
@@ -328,34 +334,16 @@ func (k *Kernel) valueVerb(e Entry, out *Output) {
 			out.Code = contract.CodeStaleEpoch
 			return
 		}
-		if l.state != LeaseReserved && l.state != LeaseActive {
-			out.Code = contract.CodeInvalidState
-			return
-		}
-		if len(l.members) > 1 && !c.WholeLease {
-			out.Code = contract.CodeLeaseHasOtherMembers
-			k.viewLease(li, out)
-			return
-		}
-		k.viewEnded(k.end(li, e, LeaseReleased, true), out)
-		out.Event = EventLeaseReleased
-	case contract.VerbRevokeValue:
-		if l.state != LeaseActive {
-			out.Code = contract.CodeInvalidState
-			return
-		}
-		l.epoch++
-		k.setMembersState(li, LeaseRevoking)
-		out.Event = EventLeaseRevoking
-		k.viewLease(li, out)
-	case contract.VerbReclaimValue:
-		if l.state != LeaseRevoking {
-			out.Code = contract.CodeInvalidState
-			return
-		}
-		k.viewEnded(k.end(li, e, LeaseRevoked, false), out)
-		out.Event = EventLeaseRevoked
 	}
+	if out.Code = endableFrom(v, l.state); out.Code != contract.CodeOK {
+		return
+	}
+	if v == contract.VerbRelease && len(l.members) > 1 && !c.WholeLease {
+		out.Code = contract.CodeLeaseHasOtherMembers
+		k.viewLease(li, out)
+		return
+	}
+	k.endStep(v, li, e, out)
 }
 
 // checkShape verifies a range's exclusions and band: sorted, disjoint, not adjacent,
