@@ -29,36 +29,35 @@ func (k *Kernel) bulkVerb(e Entry, out *Output) {
 		switch c.Verb {
 		case contract.VerbReleaseAll:
 			_, h := splitKey(k.holders[l.holder].key)
-			if h == c.HolderID && (l.state == LeaseReserved || l.state == LeaseActive) {
+			if h == c.HolderID && endableFrom(contract.VerbRelease, l.state) == contract.CodeOK {
 				lsns = append(lsns, lsn)
 			}
 		case contract.VerbRevokeAll:
-			if l.state == LeaseActive || (c.Reclaim && l.state == LeaseRevoking) {
+			if endableFrom(contract.VerbRevoke, l.state) == contract.CodeOK ||
+				(c.Reclaim && endableFrom(contract.VerbReclaim, l.state) == contract.CodeOK) {
 				lsns = append(lsns, lsn)
 			}
 		}
 		return true
 	})
+	step := func(v Verb, idx int32) {
+		var o Output
+		k.endStep(v, idx, e, &o)
+		out.Changes = append(out.Changes, LeaseChange{Event: o.Event, Lease: o.Lease})
+	}
 	for _, lsn := range lsns {
 		idx := k.leaseIdx[lsn]
-		l := &k.leases[idx]
-		var v Output
 		switch {
 		case c.Verb == contract.VerbReleaseAll:
-			k.viewEnded(k.end(idx, e, LeaseReleased, true), &v)
-			out.Changes = append(out.Changes, LeaseChange{Event: EventLeaseReleased, Lease: v.Lease})
+			step(contract.VerbRelease, idx)
 			continue
-		case l.state == LeaseActive:
-			l.epoch++
-			k.setMembersState(idx, LeaseRevoking)
-			k.viewLease(idx, &v)
-			out.Changes = append(out.Changes, LeaseChange{Event: EventLeaseRevoking, Lease: v.Lease})
+		case k.leases[idx].state == LeaseActive:
+			step(contract.VerbRevoke, idx)
 			if !c.Reclaim {
 				continue
 			}
 		}
-		k.viewEnded(k.end(idx, e, LeaseRevoked, false), &v)
-		out.Changes = append(out.Changes, LeaseChange{Event: EventLeaseRevoked, Lease: v.Lease})
+		step(contract.VerbReclaim, idx)
 	}
 	out.Count, out.More = len(lsns), more
 }
