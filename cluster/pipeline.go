@@ -120,13 +120,6 @@ func (j *Journal) runPipe(p *pipe, window int) {
 	defer close(p.exited)
 	var queued, flight []*outMsg
 	var failed error
-	fail := func(err error, ms []*outMsg) {
-		for _, m := range ms {
-			if m.done != nil {
-				m.done(err)
-			}
-		}
-	}
 	for {
 		// Take what was submitted; with nothing to do, wait for it (or the end).
 		if len(queued) == 0 && len(flight) == 0 {
@@ -147,7 +140,7 @@ func (j *Journal) runPipe(p *pipe, window int) {
 			}
 		}
 		if failed != nil {
-			fail(failed, queued)
+			report(queued, failed)
 			queued = queued[:0]
 			continue
 		}
@@ -193,7 +186,7 @@ func (j *Journal) runPipe(p *pipe, window int) {
 				j.mu.Lock()
 				j.failed = failed
 				j.mu.Unlock()
-				fail(failed, flight[i:])
+				report(flight[i:], failed)
 				break
 			}
 			j.stored(o.expected+1, o.after)
@@ -210,13 +203,18 @@ func (p *pipe) failQueued() {
 	for {
 		select {
 		case ms := <-p.in:
-			for _, m := range ms {
-				if m.done != nil {
-					m.done(persistence.ErrClosed)
-				}
-			}
+			report(ms, persistence.ErrClosed)
 		default:
 			return
+		}
+	}
+}
+
+// report gives err to the batches that end among ms.
+func report(ms []*outMsg, err error) {
+	for _, m := range ms {
+		if m.done != nil {
+			m.done(err)
 		}
 	}
 }
