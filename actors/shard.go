@@ -12,6 +12,12 @@ import (
 	"github.com/holdfast/holdfast/persistence"
 )
 
+// flight is one batch with the writer, as the shard tracks it.
+type flight struct {
+	done  chan error
+	start time.Time
+}
+
 // shard is the actor owning one kernel. A restarted actor is a fresh instance: it
 // recovers from the journal in Started and serves nothing before that.
 type shard struct {
@@ -31,11 +37,10 @@ type shard struct {
 	q *Sequencer[replyFunc]
 	// flushQueued is set while a flushNow is in the mailbox.
 	flushQueued bool
-	// inflightJobs carry the writer's results for the batches in flight, oldest first,
-	// for a synchronous wait at stop (the same results also arrive as batchDone
-	// messages); batchStarts are when each was handed over.
-	inflightJobs []chan error
-	batchStarts  []time.Time
+	// flights are the batches with the writer, oldest first: the channel carrying each
+	// one's result, for a synchronous wait at stop (the same results also arrive as
+	// batchDone messages), and when it was handed over.
+	flights []flight
 
 	readers []*readMsg // reads waiting for min_lsn
 
@@ -209,7 +214,7 @@ func (s *shard) stop() {
 	}
 	for s.q.Writing() || (s.q.Pending() && !s.q.Halted()) {
 		if s.q.Writing() {
-			err := <-s.inflightJobs[0]
+			err := <-s.flights[0].done
 			s.applyInflight(err)
 		}
 		s.flush()
@@ -310,8 +315,7 @@ func (s *shard) flush() {
 			return
 		}
 		done := make(chan error, 1)
-		s.inflightJobs = append(s.inflightJobs, done)
-		s.batchStarts = append(s.batchStarts, time.Now())
+		s.flights = append(s.flights, flight{done: done, start: time.Now()})
 		s.w.jobs <- writeJob{records: records, gen: s.gen, done: done}
 	}
 }
@@ -319,10 +323,10 @@ func (s *shard) flush() {
 // applyInflight applies the durable batch in lsn order and answers its requests; a
 // failed append halts the shard, and the batch's outcome is unknown to its clients.
 func (s *shard) applyInflight(err error) {
-	start := s.batchStarts[0]
-	s.inflightJobs, s.batchStarts = s.inflightJobs[1:], s.batchStarts[1:]
+	start := s.flights[0].start
+	s.flights = s.flights[1:]
 	if err != nil {
-		s.inflightJobs, s.batchStarts = nil, nil // every batch behind it is settled by Failed
+		s.flights = nil // every batch behind it is settled by Failed
 		s.halt(fmt.Errorf("journal: %w", err))
 		s.h.log.Error("journal failed; shard halted", "shard", s.h.shard, "err", err)
 		for _, a := range s.q.Failed() {
