@@ -35,9 +35,28 @@ func freePort(t testing.TB) int {
 }
 
 // Start runs n servers (1, or 3 for a JetStream cluster) and stops them when the test ends;
-// each option adjusts every server's options (a JetStream limit, say).
+// each option adjusts every server's options (a JetStream limit, say). The route ports
+// were free a moment before the servers listen on them: a server that does not come up
+// (another test process took its port meanwhile) makes the cluster start again, on other
+// ports, up to three times.
 func Start(t testing.TB, n int, options ...func(*natsserver.Options)) *Cluster {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := start(t, n, options)
+		if err == nil {
+			t.Cleanup(c.Shutdown)
+			c.WaitForJetStream()
+			return c
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; starting the servers again on other ports", err)
+	}
+}
+
+// start is one attempt of Start: the servers, or an error with none left running.
+func start(t testing.TB, n int, options []func(*natsserver.Options)) (*Cluster, error) {
 	dir := t.TempDir()
 	c := &Cluster{t: t}
 	routes := make([]int, n)
@@ -64,26 +83,29 @@ func Start(t testing.TB, n int, options ...func(*natsserver.Options)) *Cluster {
 		for _, f := range options {
 			f(o)
 		}
-		ns := c.run(o)
+		ns, err := c.run(o)
+		if err != nil {
+			c.Shutdown()
+			return nil, err
+		}
 		o.Port = ns.Addr().(*net.TCPAddr).Port // a restart comes back on the same port
 		c.opts = append(c.opts, o)
 		c.Servers = append(c.Servers, ns)
 	}
-	t.Cleanup(c.Shutdown)
-	c.WaitForJetStream()
-	return c
+	return c, nil
 }
 
-func (c *Cluster) run(o *natsserver.Options) *natsserver.Server {
+func (c *Cluster) run(o *natsserver.Options) (*natsserver.Server, error) {
 	ns, err := natsserver.NewServer(o)
 	if err != nil {
-		c.t.Fatal(err)
+		return nil, err
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
-		c.t.Fatalf("NATS server %s not ready", o.ServerName)
+		ns.Shutdown()
+		return nil, fmt.Errorf("NATS server %s not ready", o.ServerName)
 	}
-	return ns
+	return ns, nil
 }
 
 // WaitForJetStream waits until the JetStream meta group has a leader and every server
@@ -137,7 +159,11 @@ func (c *Cluster) Stop(i int) {
 // Restart starts server i again on the same store and ports.
 func (c *Cluster) Restart(i int) {
 	c.Stop(i)
-	c.Servers[i] = c.run(c.opts[i].Clone())
+	ns, err := c.run(c.opts[i].Clone())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.Servers[i] = ns
 }
 
 // Shutdown stops every server.
