@@ -14,8 +14,9 @@ import (
 
 // flight is one batch with the writer, as the shard tracks it.
 type flight struct {
-	done  chan error
-	start time.Time
+	done    chan error
+	start   time.Time
+	entries int // records in the batch: what its events slice is sized for
 }
 
 // shard is the actor owning one kernel. A restarted actor is a fresh instance: it
@@ -315,7 +316,7 @@ func (s *shard) flush() {
 			return
 		}
 		done := make(chan error, 1)
-		s.flights = append(s.flights, flight{done: done, start: time.Now()})
+		s.flights = append(s.flights, flight{done: done, start: time.Now(), entries: len(records)})
 		s.w.jobs <- writeJob{records: records, gen: s.gen, done: done}
 	}
 }
@@ -323,7 +324,7 @@ func (s *shard) flush() {
 // applyInflight applies the durable batch in lsn order and answers its requests; a
 // failed append halts the shard, and the batch's outcome is unknown to its clients.
 func (s *shard) applyInflight(err error) {
-	start := s.flights[0].start
+	start, entries := s.flights[0].start, s.flights[0].entries
 	s.flights = s.flights[1:]
 	if err != nil {
 		s.flights = nil // every batch behind it is settled by Failed
@@ -334,12 +335,14 @@ func (s *shard) applyInflight(err error) {
 		}
 		return
 	}
-	if s.events == nil {
-		s.events = make([]Event, 0, 64) // the sink keeps each batch's slice
-	} else {
-		s.events = s.events[:0]
-	}
 	sink := s.h.sys.opts.Events
+	if sink != nil {
+		// The sink keeps each batch's slice, so each batch gets its own, sized for one
+		// event per entry (an Event is some 800 bytes: a fixed 64 of them per batch were
+		// more than half of the server's allocated bytes under load; appendEvents grows
+		// it for the entries that change several leases).
+		s.events = make([]Event, 0, entries)
+	}
 	obs := s.h.sys.opts.Observer
 	answers, n := s.q.Durable(func(e kernel.Entry, out *kernel.Output) {
 		if sink != nil {
