@@ -139,7 +139,7 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 	})
 	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "holdfast_forwarded_requests_total",
-		Help: "Requests forwarded to the node serving their shard, by result (answered, no_owner, error).",
+		Help: "Requests forwarded to the node serving their shard, by result (answered, no_owner).",
 	}, []string{"result"})
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "holdfast_build_info",
@@ -162,6 +162,23 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 			Name: "holdfast_nats_reconnects_total",
 			Help: "Reconnects of the service's NATS connection.",
 		}, func() float64 { return float64(nc.Stats().Reconnects) }))
+	}
+	// Every series an alert or a dashboard reads exists from the start, at zero: a
+	// rate() over a series that appears only with its first error misses that error.
+	for i := uint32(0); i < shards; i++ {
+		l := strconv.FormatUint(uint64(i), 10)
+		m.published.WithLabelValues(l)
+		m.publishErrors.WithLabelValues(l)
+		m.dropped.WithLabelValues(l)
+		m.overflowed.WithLabelValues(l)
+		m.queued.WithLabelValues(l)
+		m.publishedLSNs.WithLabelValues(l)
+	}
+	for _, r := range []string{"ok", "failed"} {
+		m.renewals.WithLabelValues(r)
+	}
+	for _, r := range []string{"answered", "no_owner"} {
+		m.forwarded.WithLabelValues(r)
 	}
 	reg.MustRegister(batch, latency, late, m.requests, dur, m.published, m.publishErrors, m.dropped,
 		m.overflowed, m.queued, m.publishedLSNs, m.renewals, m.claimsLost, m.acquisitions, m.handoffs,
@@ -242,6 +259,9 @@ var (
 	descExpiryLag = prometheus.NewDesc("holdfast_shard_expiry_lag_seconds",
 		"How far past its deadline the shard's most overdue lease is, not yet expired (0 when none is due): "+
 			"alert when it stays above a few slots.", []string{"shard"}, nil)
+	descServing = prometheus.NewDesc("holdfast_shard_serving",
+		"1 when this process serves the shard (in a cluster: owns it), 0 otherwise; summed over a cluster's nodes, "+
+			"0 is a shard without an owner.", []string{"shard"}, nil)
 	descHalted = prometheus.NewDesc("holdfast_shard_halted",
 		"1 when the shard is halted (journal failure or refused recovery).", []string{"shard"}, nil)
 	descEntries = prometheus.NewDesc("holdfast_shard_table_entries",
@@ -261,7 +281,7 @@ var (
 )
 
 func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descApplied, descQueue, descBacklog, descSlotLag, descExpiryLag, descHalted, descEntries,
+	for _, d := range []*prometheus.Desc{descApplied, descServing, descQueue, descBacklog, descSlotLag, descExpiryLag, descHalted, descEntries,
 		descCapacity, descUtil, descLeases, descRangeFill, descPoolFill} {
 		ch <- d
 	}
@@ -276,6 +296,11 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 		l := strconv.FormatUint(uint64(i), 10)
 		st := box.sys.Stats(i)
 		ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(st.AppliedLSN), l)
+		serving := 0.0
+		if box.sys.IsOpen(i) {
+			serving = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descServing, prometheus.GaugeValue, serving, l)
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(st.QueueDepth), l)
 		ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(st.ExpiryBacklog), l)
 		for _, ls := range []struct {
