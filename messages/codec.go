@@ -107,6 +107,15 @@ func MarshalJSON(m proto.Message) ([]byte, error) {
 	case *Event:
 		return AppendEventJSON(make([]byte, 0, jsonBufSize), x), nil
 	}
+	if b, ok := appendMessageJSON(make([]byte, 0, jsonBufSize/2), m.ProtoReflect()); ok {
+		return b, nil // requests: see fastencode.go
+	}
+	return marshalJSONSlow(m)
+}
+
+// marshalJSONSlow is MarshalJSON by protojson, compacted: what the fast encoders are
+// held to.
+func marshalJSONSlow(m proto.Message) ([]byte, error) {
 	b, err := jsonMarshal.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -125,6 +134,10 @@ func MarshalJSON(m proto.Message) ([]byte, error) {
 // name), and any unknown field, duplicate field, wrongly typed value or
 // trailing data is a *DecodeError naming the field. m is reset first.
 func UnmarshalJSON(b []byte, m proto.Message) error {
+	proto.Reset(m)
+	if decodeFast(b, m.ProtoReflect(), false) {
+		return nil
+	}
 	if err := jsonStrict.Unmarshal(b, m); err != nil {
 		md := m.ProtoReflect().Descriptor()
 		if text := jsonFieldError(b, md, err.Error()); text != "" {
@@ -138,6 +151,10 @@ func UnmarshalJSON(b []byte, m proto.Message) error {
 // UnmarshalJSONTolerant is UnmarshalJSON that skips unknown fields. Use it for
 // replies and events, which a newer server may extend with new fields.
 func UnmarshalJSONTolerant(b []byte, m proto.Message) error {
+	proto.Reset(m)
+	if decodeFast(b, m.ProtoReflect(), true) {
+		return nil
+	}
 	if err := jsonTolerant.Unmarshal(b, m); err != nil {
 		return &DecodeError{Format: "JSON", Message: string(m.ProtoReflect().Descriptor().FullName()), Err: err}
 	}
