@@ -28,6 +28,7 @@ import (
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/cluster"
+	"github.com/holdfast/holdfast/console"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
@@ -305,7 +306,14 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 	if metricsLn != nil {
-		s.serveMetrics(metricsLn)
+		// The console's lookups and events tail go on a connection of their own: a
+		// page left open never shares one with the request path.
+		cc, err := connect("holdfast-serve-console")
+		if err != nil {
+			return nil, err
+		}
+		s.serveMetrics(metricsLn, console.New(console.Config{Conn: cc, Prefix: cfg.Prefix, Node: s.cfg.Node, Cluster: s.node != nil,
+			Version: bridge.Version, Shards: s.sys, SlotMs: s.sys.Options().Kernel.SlotMillis}))
 	}
 	if err := s.br.Start(s.sys); err != nil {
 		return nil, err
@@ -336,12 +344,16 @@ func (h nodeHost) FlushEvents(k uint32) uint64 {
 	return h.br.FlushEvents(ctx, k)
 }
 
-// serveMetrics runs the metrics listener: Prometheus, liveness and readiness, and with
-// Pprof Go's profiler (how a slow server is diagnosed; opt-in, since whoever can reach
-// the listener could profile the process).
-func (s *Server) serveMetrics(ln net.Listener) {
+// serveMetrics runs the metrics listener: Prometheus, liveness and readiness, the
+// console (the operator's page, at /), and with Pprof Go's profiler (how a slow server
+// is diagnosed; opt-in, since whoever can reach the listener could profile the process).
+func (s *Server) serveMetrics(ln net.Listener, page *console.Console) {
 	mux := http.NewServeMux()
-	mux.Handle("/", s.br.MetricsHandler())
+	metrics := s.br.MetricsHandler()
+	for _, p := range []string{"/metrics", "/healthz", "/readyz", "/livez"} {
+		mux.Handle(p, metrics)
+	}
+	mux.Handle("/", page.Handler())
 	if s.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -1,0 +1,129 @@
+// The Holdfast console: polls /api/status every second, looks things up through
+// /api/lookup, and follows /api/events (server-sent events). No framework, no CDN.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function bar(fill) {
+  const pct = Math.max(0, Math.min(1, fill)) * 100;
+  const b = el("span", { class: "bar" + (fill >= 0.9 ? " full" : fill >= 0.7 ? " warn" : "") });
+  const inner = el("span");
+  inner.style.width = pct.toFixed(1) + "%";
+  b.append(inner);
+  return b;
+}
+
+const percent = (f) => (f > 0 && f < 0.0001 ? "<0.01" : (f * 100).toFixed(f > 0 && f < 0.01 ? 2 : 1)) + "%";
+
+function fill(tbody, rows) {
+  tbody.replaceChildren(...rows);
+}
+
+function renderStatus(s) {
+  $("#whoami").textContent = (s.cluster ? "cluster node " + s.node : "single process " + s.node) + " · " +
+    "version " + s.version + " · slot " + s.slot_ms + " ms";
+  const p = $("#problem");
+  p.hidden = !s.problem;
+  p.textContent = s.problem || "";
+  fill($("#nodes tbody"), (s.nodes || []).map((n) => el("tr", { "data-node": n.node },
+    el("td", {}, n.node || "(this process)"),
+    el("td", {}, (n.shards || []).join(", ") || "—"),
+    el("td", { class: n.lapsing ? "lapsing" : "" }, !s.cluster ? "—" :
+      n.lapsing ? "lapsing, " + n.renewal_age_ms + " ms behind" : n.renewal_age_ms + " ms behind the freshest"))));
+  fill($("#shards tbody"), s.shards.map((sh) => {
+    const owner = sh.owner || (sh.here ? "this process" : "no owner");
+    return el("tr", { "data-shard": sh.shard },
+      el("td", { class: "num" }, sh.shard),
+      el("td", { class: sh.owner || sh.here ? "owner" : "owner halted" }, owner),
+      el("td", { class: "num" }, sh.applied_lsn),
+      el("td", { class: "num" }, sh.here ? (sh.writes_per_sec || 0).toFixed(1) : "—"),
+      el("td", { class: "num" }, sh.here ? sh.queue_depth || 0 : "—"),
+      el("td", { class: "num" + (sh.expiry_lag_ms > 5000 ? " halted" : "") }, sh.here ? (sh.expiry_lag_ms || 0) + " ms" : "—"),
+      el("td", { class: "num" }, sh.leases ? sh.leases.reserved + " / " + sh.leases.active + " / " + sh.leases.revoking : "—"),
+      sh.halted ? el("td", { class: "halted" }, "HALTED") :
+        sh.fullest_table ? el("td", {}, bar(sh.fullest_fill), sh.fullest_table + " " + percent(sh.fullest_fill)) : el("td", {}, "—"));
+  }));
+  const fills = (rows) => rows.map((o) => el("tr", { "data-id": o.tenant + "/" + o.id },
+    el("td", {}, o.tenant), el("td", {}, o.id),
+    el("td", { class: "num" }, o.used + " / " + (o.size === 0 ? "2^64" : o.size)),
+    el("td", { class: "fill" }, bar(o.fill), percent(o.fill))));
+  fill($("#pools tbody"), fills(s.fullest_pools || []));
+  fill($("#ranges tbody"), fills(s.fullest_ranges || []));
+}
+
+async function poll() {
+  try {
+    const r = await fetch("/api/status", { cache: "no-store" });
+    renderStatus(await r.json());
+  } catch (e) {
+    const p = $("#problem");
+    p.hidden = false;
+    p.textContent = "status: " + e;
+  }
+  setTimeout(poll, 1000);
+}
+
+$("#lookup").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const kind = $("#lookup-kind").value;
+  const q = $("#lookup-q").value.trim();
+  const params = new URLSearchParams();
+  if ($("#lookup-tenant").value.trim()) params.set("tenant", $("#lookup-tenant").value.trim());
+  if (kind === "range") {
+    const [range, value] = q.split(/\s+/);
+    params.set("range", range || "");
+    params.set("value", value || "");
+  } else {
+    params.set(kind, q);
+  }
+  const out = $("#lookup-result");
+  out.textContent = "…";
+  try {
+    const r = await fetch("/api/lookup?" + params, { cache: "no-store" });
+    out.textContent = JSON.stringify(await r.json(), null, 2);
+    out.className = "";
+  } catch (e) {
+    out.textContent = String(e);
+  }
+});
+
+let source = null;
+function follow(tenant) {
+  if (source) source.close();
+  const list = $("#events");
+  list.replaceChildren();
+  source = new EventSource("/api/events" + (tenant ? "?tenant=" + encodeURIComponent(tenant) : ""));
+  $("#tail-state").textContent = "following " + (tenant || "every tenant");
+  source.onmessage = (m) => {
+    const d = JSON.parse(m.data);
+    const e = d.event || {};
+    const members = ((e.lease && e.lease.members) || []).map((m) =>
+      m.resource_id || (m.pool_id && m.pool_id + "×" + (m.quantity || 0)) || (m.range_id && m.range_id + "=" + (m.value ?? "?")) || "");
+    const what = [e.event, e.lease && e.lease.lease_id, e.lease && e.lease.state, e.lease && e.lease.holder_id,
+      members.join(","), e.resource && e.resource.resource_id, e.pool && e.pool.pool_id, e.range && e.range.range_id]
+      .filter(Boolean).join(" ");
+    list.prepend(el("li", { "data-subject": d.subject }, "lsn " + (e.lsn || "?") + " · shard " + (e.shard ?? "?") + " · " + d.subject + (what ? " · " + what : "")));
+    while (list.children.length > 200) list.lastChild.remove();
+  };
+  source.addEventListener("skipped", (m) => {
+    list.prepend(el("li", { class: "muted" }, m.data + " events skipped (this page fell behind)"));
+  });
+  source.onerror = () => { $("#tail-state").textContent = "reconnecting…"; };
+  source.onopen = () => { $("#tail-state").textContent = "following " + (tenant || "every tenant"); };
+}
+$("#tail").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  follow($("#tail-tenant").value.trim());
+});
+
+poll();
+follow("");
