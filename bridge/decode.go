@@ -59,6 +59,22 @@ func (s *verbSpec) bind(prefix string) {
 	s.suffixLen = len(s.verb.Object()) + len(s.verb.Action()) + 2
 }
 
+// VerbRequest is one verb of the wire with a new message of its request type: the verb
+// table's, for what is generated from it (the JSON Schema of docs/schema/).
+type VerbRequest struct {
+	Verb    string
+	Request proto.Message
+}
+
+// Requests lists every verb the service answers, in the verb table's order.
+func Requests() []VerbRequest {
+	var out []VerbRequest
+	for _, s := range verbSpecs() {
+		out = append(out, VerbRequest{Verb: s.verb.String(), Request: s.newReq()})
+	}
+	return out
+}
+
 func verbSpecs() []*verbSpec {
 	return append([]*verbSpec{
 		{verb: contract.VerbCreateResource,
