@@ -392,16 +392,32 @@ func appendEvents(dst []Event, shard uint32, e kernel.Entry, o *kernel.Output) [
 		case kernel.ObjectWork:
 			ev.Tenant, ev.Work = o.Work.Tenant, copyWork(o.Work)
 		}
+		if ev.Kind == kernel.EventLeaseRevoking {
+			ev.Reason = revokingReason(e.Cmd.Verb)
+		}
 		dst = append(dst, ev)
 		n++
 	}
 	for i := range o.Changes {
 		ch := &o.Changes[i]
-		dst = append(dst, Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, N: n, Kind: ch.Event, Object: kernel.ObjectLease,
-			Tenant: ch.Lease.Tenant, Lease: copyLease(ch.Lease)})
+		ev := Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, N: n, Kind: ch.Event, Object: kernel.ObjectLease,
+			Tenant: ch.Lease.Tenant, Lease: copyLease(ch.Lease)}
+		if ev.Kind == kernel.EventLeaseRevoking {
+			ev.Reason = revokingReason(e.Cmd.Verb)
+		}
+		dst = append(dst, ev)
 		n++
 	}
 	return dst
+}
+
+// revokingReason is why the entry of verb v moved a lease to revoking: only the expiry
+// of an active lease's keep-alive does so on its own; every other way is an operator's.
+func revokingReason(v contract.Verb) string {
+	if v == contract.VerbExpire {
+		return KeepAliveLapsed
+	}
+	return RevokedByOperator
 }
 
 // tick runs once a slot: commit expire entries for due leases (bounded, earliest first)

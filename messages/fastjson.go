@@ -154,6 +154,7 @@ func AppendEventJSON(b []byte, m *Event) []byte {
 		w.key("work")
 		w.work(m.Work)
 	}
+	w.str("reason", m.Reason)
 	return append(w.b, '}')
 }
 

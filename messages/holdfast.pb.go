@@ -4754,7 +4754,11 @@ type Event struct {
 	// `run.*` events: the run.
 	Run *Run `protobuf:"bytes,10,opt,name=run,proto3" json:"run,omitempty"`
 	// `work.*` events: the work shard.
-	Work          *Work `protobuf:"bytes,11,opt,name=work,proto3" json:"work,omitempty"`
+	Work *Work `protobuf:"bytes,11,opt,name=work,proto3" json:"work,omitempty"`
+	// `lease.revoking`: why the lease is being revoked — `revoked` (an operator's
+	// `lease.revoke` or `lease.revoke_all`) or `keepalive_lapsed` (an active lease's
+	// keep-alive deadline passed without a renew: its holder may be gone).
+	Reason        string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4864,6 +4868,13 @@ func (x *Event) GetWork() *Work {
 		return x.Work
 	}
 	return nil
+}
+
+func (x *Event) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 var File_holdfast_proto protoreflect.FileDescriptor
@@ -5274,7 +5285,7 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x05value\x18$ \x01(\x04H\x02R\x05value\x88\x01\x01B\b\n" +
 	"\x06_shardB\a\n" +
 	"\x05_itemB\b\n" +
-	"\x06_value\"\xea\x02\n" +
+	"\x06_value\"\x82\x03\n" +
 	"\x05Event\x12\x14\n" +
 	"\x05event\x18\x01 \x01(\tR\x05event\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x14\n" +
@@ -5287,7 +5298,8 @@ const file_holdfast_proto_rawDesc = "" +
 	"\x05range\x18\t \x01(\v2\x12.holdfast.v1.RangeR\x05range\x12\"\n" +
 	"\x03run\x18\n" +
 	" \x01(\v2\x10.holdfast.v1.RunR\x03run\x12%\n" +
-	"\x04work\x18\v \x01(\v2\x11.holdfast.v1.WorkR\x04workB0Z.github.com/holdfast/holdfast/messages;messagesb\x06proto3"
+	"\x04work\x18\v \x01(\v2\x11.holdfast.v1.WorkR\x04work\x12\x16\n" +
+	"\x06reason\x18\f \x01(\tR\x06reasonB0Z.github.com/holdfast/holdfast/messages;messagesb\x06proto3"
 
 var (
 	file_holdfast_proto_rawDescOnce sync.Once

@@ -77,7 +77,7 @@ func Lease(v *kernel.LeaseView) *messages.Lease {
 
 // Event is the payload of one published event (docs/api.md §5).
 func Event(e *actors.Event) *messages.Event {
-	m := &messages.Event{Event: e.Kind.String(), Tenant: e.Tenant, Shard: e.Shard, Lsn: e.LSN, Slot: e.Slot}
+	m := &messages.Event{Event: e.Kind.String(), Tenant: e.Tenant, Shard: e.Shard, Lsn: e.LSN, Slot: e.Slot, Reason: e.Reason}
 	switch e.Object {
 	case kernel.ObjectResource:
 		m.Resource = Resource(e.Shard, &e.Resource)
