@@ -14,9 +14,9 @@ func TestRevokingEventsSayWhy(t *testing.T) {
 		verb contract.Verb
 		want string
 	}{
-		{contract.VerbExpire, KeepAliveLapsed},
-		{contract.VerbRevoke, RevokedByOperator},
-		{contract.VerbRevokeAll, RevokedByOperator},
+		{contract.VerbExpire, contract.RevokeReasonKeepAlive},
+		{contract.VerbRevoke, contract.RevokeReasonOperator},
+		{contract.VerbRevokeAll, contract.RevokeReasonOperator},
 	} {
 		out := kernel.Output{Event: kernel.EventLeaseRevoking, Object: kernel.ObjectLease}
 		if tc.verb == contract.VerbRevokeAll {

@@ -56,15 +56,10 @@ type Event struct {
 	Lease    kernel.LeaseView
 	Run      kernel.RunView
 	Work     kernel.WorkView
-	// Reason says why a lease went revoking: RevokedByOperator or KeepAliveLapsed.
+	// Reason says why a lease went revoking: contract.RevokeReasonOperator or
+	// contract.RevokeReasonKeepAlive.
 	Reason string
 }
-
-// Reasons of a lease.revoking event (docs/api.md §A.6).
-const (
-	RevokedByOperator = "revoked"
-	KeepAliveLapsed   = "keepalive_lapsed"
-)
 
 // ReadRequest is a read of one shard.
 type ReadRequest struct {

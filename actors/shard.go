@@ -415,9 +415,9 @@ func appendEvents(dst []Event, shard uint32, e kernel.Entry, o *kernel.Output) [
 // of an active lease's keep-alive does so on its own; every other way is an operator's.
 func revokingReason(v contract.Verb) string {
 	if v == contract.VerbExpire {
-		return KeepAliveLapsed
+		return contract.RevokeReasonKeepAlive
 	}
-	return RevokedByOperator
+	return contract.RevokeReasonOperator
 }
 
 // tick runs once a slot: commit expire entries for due leases (bounded, earliest first)

@@ -188,6 +188,21 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// ForTenant returns a client like c — the same connection, prefix, encoding, timeout and
+// retries — that addresses tenant t.
+func (c *Client) ForTenant(t string) (*Client, error) {
+	if !ValidTenant(t) {
+		return nil, fmt.Errorf("holdfast client: invalid tenant %q (1-64 chars of A-Z a-z 0-9 _ -)", t)
+	}
+	cfg := c.cfg
+	cfg.tenant = t
+	n := &Client{nc: c.nc, cfg: cfg, header: c.header}
+	for _, v := range contract.Verbs() {
+		n.subjects[v] = v.Subject(cfg.prefix, t)
+	}
+	return n, nil
+}
+
 // Conn returns the client's NATS connection.
 func (c *Client) Conn() *nats.Conn { return c.nc }
 

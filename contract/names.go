@@ -77,6 +77,14 @@ const (
 	EventPoolResized   = "pool.resized"
 )
 
+// Reasons a lease.revoking event gives (its reason field).
+const (
+	// RevokeReasonOperator: an operator's lease.revoke, or one lease of a lease.revoke_all.
+	RevokeReasonOperator = "revoked"
+	// RevokeReasonKeepAlive: an active lease's keep-alive deadline passed without a renew.
+	RevokeReasonKeepAlive = "keepalive_lapsed"
+)
+
 // EventMsgID is the JetStream message id of the n-th event of entry (shard, lsn):
 // "<shard>-<lsn>-<n>". The stream drops a republished event by it.
 func EventMsgID(shard uint32, lsn uint64, n int) string {

@@ -82,6 +82,14 @@ func run(t *testing.T, cmd func(*env, []string) int, args ...string) (int, strin
 	return code, out.String(), errb.String()
 }
 
+// runCtx is run with the command's context (an interrupt is its cancellation).
+func runCtx(ctx context.Context, cmd func(*env, []string) int, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, ctx: ctx}
+	code := cmd(e, args)
+	return code, out.String(), errb.String()
+}
+
 // command runs one top-level command with args, as the binary does.
 func command(name string) func(*env, []string) int {
 	return func(e *env, args []string) int { return runCLI(e, append([]string{name}, args...)) }

@@ -285,10 +285,12 @@ func leaseRun(e *env, cf *connFlags, do func(ctx context.Context, cl *client.Cli
 
 type leaseReserveCmd struct {
 	memberFlags
-	Holder   string        `name:"holder" placeholder:"ID" help:"Holder id (required)."`
-	TTL      time.Duration `name:"ttl" default:"30s" help:"Time to live of the reservation (ignored with --activate)."`
-	Activate bool          `name:"activate" help:"Create the lease active instead of reserved."`
-	Label    []string      `name:"label" placeholder:"KEY=VALUE" help:"A label of the lease (repeatable), e.g. owner_uuid=5f1c."`
+	Holder    string        `name:"holder" placeholder:"ID" help:"Holder id (required)."`
+	TTL       time.Duration `name:"ttl" default:"30s" help:"Time to live of the reservation (ignored with --activate)."`
+	Activate  bool          `name:"activate" help:"Create the lease active instead of reserved."`
+	KeepAlive time.Duration `name:"keepalive" placeholder:"D" help:"With --activate: the active lease must be renewed within D (lease renew, or --hold), else it moves to revoking and a reclaimer returns what it held."`
+	Hold      bool          `name:"hold" help:"Stay running and renew the lease (every third of --ttl, or of --keepalive) until interrupted, then release it; killed, it renews no more and the lease expires (or, with --keepalive, goes revoking)."`
+	Label     []string      `name:"label" placeholder:"KEY=VALUE" help:"A label of the lease (repeatable), e.g. owner_uuid=5f1c."`
 	opFlag
 	connFlags
 }
@@ -297,8 +299,14 @@ func (leaseReserveCmd) Help() string {
 	return `Members are taken in the order given; all must share one placement key (the id part
 before its first /). --range ID takes any free value, --range ID=VALUE that value.
 
-Example:
-  holdfast lease reserve --holder alice --resource node14/gpu0 --pool node14/mem:4 --ttl 30s`
+Freed when the holder dies: a reserved lease expires unless renewed within its --ttl,
+and an active lease with --keepalive goes revoking unless renewed within it (then
+'holdfast reclaimer' returns what it held after its grace). --hold renews from this
+process until Ctrl-C, which releases the lease.
+
+Examples:
+  holdfast lease reserve --holder alice --resource node14/gpu0 --pool node14/mem:4 --ttl 30s
+  holdfast lease reserve --holder job-7 --resource node14/gpu0 --activate --keepalive 10s --hold`
 }
 
 func (c *leaseReserveCmd) Run(e *env) error {
@@ -310,6 +318,12 @@ func (c *leaseReserveCmd) Run(e *env) error {
 		return usageError(e, "give at least one --resource, --pool or --range")
 	case c.TTL <= 0 && !c.Activate:
 		return usageError(e, "--ttl must be positive")
+	case c.KeepAlive < 0:
+		return usageError(e, "--keepalive must be positive")
+	case c.KeepAlive > 0 && !c.Activate:
+		return usageError(e, "--keepalive needs --activate: a reserved lease is kept by renewing its --ttl (--hold)")
+	case c.Hold && c.Activate && c.KeepAlive == 0:
+		return usageError(e, "--hold with --activate needs --keepalive: an active lease without one never expires, so there is nothing to renew")
 	}
 	labels := map[string]string{}
 	for _, l := range c.Label {
@@ -319,10 +333,39 @@ func (c *leaseReserveCmd) Run(e *env) error {
 		}
 		labels[k] = v
 	}
-	return leaseRun(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.LeaseResult, error) {
-		return cl.Reserve(ctx, client.ReserveRequest{Holder: c.Holder, Members: members, TTL: c.TTL, Activate: c.Activate,
-			Labels: labels}, client.WithOperationID(c.Op))
+	return c.connFlags.run(e, func(ctx context.Context, cl *client.Client) int {
+		res, err := cl.Reserve(ctx, client.ReserveRequest{Holder: c.Holder, Members: members, TTL: c.TTL, Activate: c.Activate,
+			KeepAlive: c.KeepAlive, Labels: labels}, client.WithOperationID(c.Op))
+		if err != nil {
+			return errorExit(e, err, c.JSON)
+		}
+		if code := printLease(e, res, c.JSON); code != exitOK || !c.Hold {
+			return code
+		}
+		return c.hold(e, cl, res.Fence())
 	})
+}
+
+// hold renews the lease until the command is interrupted, then releases it.
+func (c *leaseReserveCmd) hold(e *env, cl *client.Client, f client.Fence) int {
+	every := c.TTL
+	if c.Activate {
+		every = c.KeepAlive
+	}
+	fmt.Fprintf(e.stderr, "holdfast: holding lease %s: renewing every %v until interrupted (which releases it)\n", f.LeaseID, (every / 3).Round(time.Millisecond))
+	ka := cl.KeepAlive(e.ctx, c.Holder, f, every)
+	<-ka.Done()
+	if err := ka.Err(); err != nil {
+		e.errorf("lease %s lost: %v", f.LeaseID, err)
+		return exitDomain
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	defer cancel()
+	res, err := cl.Release(ctx, c.Holder, f)
+	if err != nil {
+		return errorExit(e, err, c.JSON)
+	}
+	return printLease(e, res, c.JSON)
 }
 
 // fenceFlags name a lease and its epoch for the holder-authorized verbs: the LEASE_ID
@@ -377,13 +420,17 @@ func holderRun(e *env, f *fenceFlags, cf *connFlags, do func(ctx context.Context
 
 type leaseActivateCmd struct {
 	fenceFlags
+	KeepAlive time.Duration `name:"keepalive" placeholder:"D" help:"The active lease must be renewed within D (lease renew), else it moves to revoking and a reclaimer returns what it held."`
 	opFlag
 	connFlags
 }
 
 func (c *leaseActivateCmd) Run(e *env) error {
+	if c.KeepAlive < 0 {
+		return usageError(e, "--keepalive must be positive")
+	}
 	return holderRun(e, &c.fenceFlags, &c.connFlags, func(ctx context.Context, cl *client.Client, f client.Fence) (*client.LeaseResult, error) {
-		return cl.Activate(ctx, c.Holder, f, client.WithOperationID(c.Op))
+		return cl.ActivateKeepAlive(ctx, c.Holder, f, c.KeepAlive, client.WithOperationID(c.Op))
 	})
 }
 

@@ -37,6 +37,7 @@ type cliRoot struct {
 	Work       workCmd       `cmd:"" help:"Read a work shard, or unpark a parked one."`
 	Cluster    clusterCmd    `cmd:"" help:"Show which node serves which shard; show or change a cluster's settings."`
 	Watch      watchCmd      `cmd:"" help:"Follow events live, or replay them from the event stream."`
+	Reclaimer  reclaimerCmd  `cmd:"" help:"Reclaim leases whose keep-alive lapsed, after a grace period (the external observer)."`
 	Bench      benchCmd      `cmd:"" help:"Load test: concurrent reserve + release cycles over NATS."`
 	Completion completionCmd `cmd:"" help:"Print a shell completion script: source <(holdfast completion bash)."`
 	Version    versionCmd    `cmd:"" help:"Print the version."`
