@@ -309,6 +309,7 @@ func (b *Bridge) start(sys shardSystem) error {
 		version:     b.cfg.Version,
 		description: "Holdfast lease service, wire contract v1",
 		queueGroup:  QueueGroup,
+		prefix:      b.cfg.Prefix,
 		metadata: map[string]string{
 			"prefix":  b.cfg.Prefix,
 			"shards":  strconv.FormatUint(uint64(b.cfg.Shards), 10),
@@ -316,7 +317,7 @@ func (b *Bridge) start(sys shardSystem) error {
 			"slot_ms": strconv.FormatUint(b.slotMillis, 10), // clients turn slots into times
 			"routing": b.routingMetadata(),
 		},
-	}, b.specs, b.handle)
+	}, b.specs, b.handle, b.noSuchVerb)
 	if err != nil {
 		close(b.quit)
 		b.workers.Wait()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,7 @@ type microService struct {
 	specs    []*verbSpec
 
 	mu        sync.Mutex
-	endpoints []*nats.Subscription // in specs' order
+	endpoints *nats.Subscription // every verb's requests: <prefix>.v1.*.*.*
 	control   []*nats.Subscription
 	stopped   bool
 }
@@ -45,12 +46,22 @@ type microService struct {
 // microConfig is what a bridge announces about itself.
 type microConfig struct {
 	name, version, description, queueGroup string
+	prefix                                 string
 	metadata                               map[string]string
 }
 
-// startMicroService subscribes the endpoints of specs (each message to handle) and the
-// control subjects. On an error nothing stays subscribed.
-func startMicroService(nc *nats.Conn, log *slog.Logger, cfg microConfig, specs []*verbSpec, handle func(*verbSpec, *nats.Msg)) (*microService, error) {
+// startMicroService subscribes the endpoints of specs (each message to handle, a subject
+// that names no verb to unknown) and the control subjects. On an error nothing stays
+// subscribed.
+//
+// The endpoints are one subscription, <prefix>.v1.*.*.* (tenant, object, action), and
+// the verb is looked up by the subject's last two tokens: a request for a verb that does
+// not exist (a typo, a newer client) then reaches the service, which says so and names
+// the nearest verb, where with one subscription per verb NATS would answer "no
+// responders", as it does for a stopped server. Events (<prefix>.v1.<tenant>.events.
+// <object>.<verb>) have a token more and never match. $SRV.INFO still lists each verb as
+// its own endpoint.
+func startMicroService(nc *nats.Conn, log *slog.Logger, cfg microConfig, specs []*verbSpec, handle func(*verbSpec, *nats.Msg), unknown func(*nats.Msg)) (*microService, error) {
 	ms := &microService{
 		nc:  nc,
 		log: log,
@@ -65,14 +76,23 @@ func startMicroService(nc *nats.Conn, log *slog.Logger, cfg microConfig, specs [
 		_ = ms.stop()
 		return nil, err
 	}
+	byVerb := make(map[string]*verbSpec, len(specs))
 	for _, s := range specs {
-		spec := s
-		sub, err := nc.QueueSubscribe(spec.subject, cfg.queueGroup, func(m *nats.Msg) { handle(spec, m) })
-		if err != nil {
-			return fail(fmt.Errorf("subscribing endpoint %s: %w", spec.verb, err))
-		}
-		ms.endpoints = append(ms.endpoints, sub)
+		byVerb[s.verb.String()] = s
 	}
+	sub, err := nc.QueueSubscribe(cfg.prefix+".v1.*.*.*", cfg.queueGroup, func(m *nats.Msg) {
+		if spec := byVerb[verbOf(m.Subject)]; spec != nil {
+			handle(spec, m)
+			return
+		}
+		unknown(m)
+	})
+	if err != nil {
+		return fail(fmt.Errorf("subscribing the endpoints %s.v1.*.*.*: %w", cfg.prefix, err))
+	}
+	// One subscription holds what the verbs' own held: room for each verb's default.
+	_ = sub.SetPendingLimits(nats.DefaultSubPendingMsgsLimit, 4*nats.DefaultSubPendingBytesLimit)
+	ms.endpoints = sub
 	ping, _ := json.Marshal(micro.Ping{ServiceIdentity: ms.identity, Type: micro.PingResponseType})
 	for _, v := range []struct {
 		verb   micro.Verb
@@ -120,16 +140,24 @@ func (ms *microService) asyncError(sub *nats.Subscription, err error) {
 	}
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	if ms.stopped {
+	if ms.stopped || sub != ms.endpoints {
 		return
 	}
-	for i, e := range ms.endpoints {
-		if e == sub {
-			ms.specs[i].stats.fail(err.Error())
-			ms.log.Error("endpoint subscription", "subject", sub.Subject, "err", err)
-			return
-		}
+	// Which verbs lost requests is not known: every endpoint's errors count it.
+	for _, s := range ms.specs {
+		s.stats.fail(err.Error())
 	}
+	ms.log.Error("endpoint subscription", "subject", sub.Subject, "err", err)
+}
+
+// verbOf is the object.action of a request subject (its last two tokens).
+func verbOf(subject string) string {
+	i := strings.LastIndexByte(subject, '.')
+	if i <= 0 {
+		return ""
+	}
+	j := strings.LastIndexByte(subject[:i], '.')
+	return subject[j+1:]
 }
 
 // info is the INFO answer: the endpoints, their subjects, queue group and metadata.
@@ -167,7 +195,7 @@ func (ms *microService) stop() error {
 	}
 	ms.stopped = true
 	var errs []error
-	for _, sub := range ms.endpoints {
+	if sub := ms.endpoints; sub != nil {
 		if err := sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			errs = append(errs, fmt.Errorf("draining %s: %w", sub.Subject, err))
 		}

@@ -141,6 +141,7 @@ type Client struct {
 	header   nats.Header
 	slotLen  atomic.Int64 // SlotLength's answer, once known
 	route    route        // direct routing to shard owners (route.go)
+	perms    *permWatch   // the connection's permission errors (permissions.go)
 }
 
 // New returns a client using nc. The connection stays the caller's: Close
@@ -178,7 +179,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if cfg.backoffMax < cfg.backoffBase {
 		cfg.backoffMax = cfg.backoffBase
 	}
-	c := &Client{nc: nc, cfg: cfg}
+	c := &Client{nc: nc, cfg: cfg, perms: watchPermissions(nc)}
 	for _, v := range contract.Verbs() {
 		c.subjects[v] = v.Subject(cfg.prefix, cfg.tenant)
 	}
@@ -196,7 +197,7 @@ func (c *Client) ForTenant(t string) (*Client, error) {
 	}
 	cfg := c.cfg
 	cfg.tenant = t
-	n := &Client{nc: c.nc, cfg: cfg, header: c.header}
+	n := &Client{nc: c.nc, cfg: cfg, header: c.header, perms: c.perms}
 	for _, v := range contract.Verbs() {
 		n.subjects[v] = v.Subject(cfg.prefix, t)
 	}
@@ -253,10 +254,15 @@ func (c *Client) call(ctx context.Context, v contract.Verb, req proto.Message, o
 		var rep *messages.Reply
 		var raw []byte
 		terr := nats.ErrNoResponders
+		var denied *PermissionError
 		if subject, ok := c.directSubject(v, req); ok {
-			// Straight to the shard's owner; nobody there (the shard is moving): the
+			// Straight to the shard's owner; nobody there (the shard is moving), or not
+			// allowed there (permissions that name only the public subjects): the
 			// public subject, within the same attempt.
 			rep, raw, terr = c.attempt(ctx, c.directMsg(msg, subject), c.cfg.timeout+extra)
+			if errors.As(terr, &denied) && denied.Action == "publish" {
+				terr = nats.ErrNoResponders
+			}
 		}
 		if errors.Is(terr, nats.ErrNoResponders) {
 			rep, raw, terr = c.attempt(ctx, msg, c.cfg.timeout+extra)
@@ -271,6 +277,9 @@ func (c *Client) call(ctx context.Context, v contract.Verb, req proto.Message, o
 			}
 		}
 		switch {
+		case errors.As(terr, &denied):
+			// Nothing was delivered: definite, and no retry will be let through.
+			return nil, &DefiniteError{Op: v.String(), OperationID: opID, Code: CodePermissionDenied, Message: denied.Error()}
 		case terr != nil:
 			if !retryableTransport(ctx, terr) {
 				return nil, &IndefiniteError{Op: v.String(), OperationID: opID, Code: transportCode(terr), Message: terr.Error(), Attempts: attempt, Err: terr}
@@ -321,10 +330,19 @@ func (c *Client) giveUp(v contract.Verb, opID string, attempts int, last *Indefi
 // attempt performs one request-reply exchange and decodes the reply.
 // A decode failure is returned as a non-retryable transport error.
 func (c *Client) attempt(ctx context.Context, msg *nats.Msg, timeout time.Duration) (*messages.Reply, []byte, error) {
-	actx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
+	actx, cancel := context.WithTimeout(pctx, timeout)
 	defer cancel()
+	if c.perms != nil {
+		defer c.perms.wait(msg.Subject, refuse)()
+	}
 	resp, err := c.nc.RequestMsgWithContext(actx, msg)
 	if err != nil {
+		var denied *PermissionError
+		if errors.As(context.Cause(pctx), &denied) {
+			return nil, nil, denied
+		}
 		return nil, nil, err
 	}
 	rep, err := decodeReply(resp, c.cfg.encoding)

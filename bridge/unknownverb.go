@@ -1,0 +1,83 @@
+package bridge
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// noSuchVerb answers a request whose subject names no verb (<prefix>.v1.<tenant>.
+// <object>.<action> with an unknown object.action): invalid_request, naming the nearest
+// verb when one is close, so that a typo reads as a typo and not as a stopped server.
+func (b *Bridge) noSuchVerb(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	asked := verbOf(m.Subject)
+	text := fmt.Sprintf("no such verb %q (subject %s)", asked, m.Subject)
+	if near := nearestVerb(asked, b.specs); near != "" {
+		text += fmt.Sprintf("; did you mean %q?", near)
+	}
+	text += " The verbs: docs/api.md, or `nats micro info " + ServiceName + "`."
+	reply := &messages.Reply{Outcome: messages.OutcomeRejected, Code: contract.NameInvalidRequest,
+		Category: messages.CategoryDefinite, Message: text}
+	msg := &nats.Msg{Subject: m.Reply, Header: nats.Header{}}
+	var err error
+	if isProtobuf(m.Header) {
+		msg.Data, err = messages.MarshalProto(reply)
+		msg.Header.Set(headerContentType, contentTypeProtobuf)
+	} else {
+		msg.Data, err = messages.MarshalJSON(reply)
+		msg.Header.Set(headerContentType, contentTypeJSON)
+	}
+	if err != nil {
+		return
+	}
+	msg.Header.Set(micro.ErrorHeader, contract.NameInvalidRequest)
+	msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(400))
+	if err := b.nc.PublishMsg(msg); err != nil {
+		b.log.Debug("answering an unknown verb", "subject", m.Subject, "err", err)
+	}
+}
+
+// nearestVerb is the verb closest to asked by edit distance, if it is close: at most a
+// third of the longer name's letters apart.
+func nearestVerb(asked string, specs []*verbSpec) string {
+	best, bestD := "", -1
+	for _, s := range specs {
+		name := s.verb.String()
+		if d := editDistance(asked, name); bestD < 0 || d < bestD {
+			best, bestD = name, d
+		}
+	}
+	if bestD < 0 || 3*bestD > max(len(asked), len(best)) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes; verb names are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
