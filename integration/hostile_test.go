@@ -119,9 +119,17 @@ func malformed(rng *rand.Rand, tenant string) hostile {
 		h.data = []byte(`{"operation_id":"x","resource_id":"a"}`)
 	case 12:
 		h.kind = "no-endpoint"
-		h.subject = []string{"holdfast.v1." + tenant + ".lease.steal", "holdfast.v1." + tenant + ".lease.reserve.now", "holdfast.v2." + tenant + ".lease.get"}[rng.IntN(3)]
 		h.data = []byte(`{}`)
-		h.expect = "none"
+		// A verb-shaped subject naming no verb is answered (no such verb, definite);
+		// other shapes reach no endpoint at all.
+		switch rng.IntN(3) {
+		case 0:
+			h.subject, h.expect = "holdfast.v1."+tenant+".lease.steal", "reject"
+		case 1:
+			h.subject, h.expect = "holdfast.v1."+tenant+".lease.reserve.now", "none"
+		default:
+			h.subject, h.expect = "holdfast.v2."+tenant+".lease.get", "none"
+		}
 	case 13:
 		h.kind = "protobuf-garbage"
 		h.proto = true

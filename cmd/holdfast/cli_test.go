@@ -302,7 +302,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"reserve", "--holdr", "h"}, `did you mean "--holder"?`},
+		{[]string{"reserve", "--holdr", "h"}, `did you mean one of "--holder", "--hold"?`},
 		{[]string{"reserve", "--holder", "h", "--resource", "r", "--ttl", "30"}, `--ttl: "30" needs a unit, e.g. 30s or 30ms`},
 	} {
 		code, out, errOut := run(t, cmdLease, c.args...)
@@ -614,7 +614,7 @@ func TestCompletions(t *testing.T) {
 	}{
 		{[]string{"le"}, "lease"},
 		{[]string{"lease", "re"}, "reclaim release release-all renew reserve revoke revoke-all"},
-		{[]string{"lease", "reserve", "--ho"}, "--holder"},
+		{[]string{"lease", "reserve", "--ho"}, "--hold --holder"},
 		{[]string{"run", "create", "--sh"}, "--shard"},
 		{[]string{"serve", "--max-me"}, "--max-memory"},
 		{[]string{"completion", ""}, "bash zsh"},
