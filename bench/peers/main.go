@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -77,7 +78,18 @@ func main() {
 	workloads := flag.String("workloads", "spread,hotspot,one", "comma-separated: spread, hotspot, one")
 	holdfast := flag.String("holdfast", "", "the holdfast binary (default: built from this repository)")
 	keep := flag.String("dir", "", "working directory (default: a temporary one, removed)")
+	cpuProfile := flag.String("cpuprofile", "", "write this tool's own CPU profile (the clients' side) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	dir := *keep
