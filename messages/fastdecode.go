@@ -122,12 +122,9 @@ func (d *fastDec) message(m protoreflect.Message) bool {
 		return false
 	}
 	defer func() { d.depth-- }()
-	if d.next('}') {
-		return true
-	}
 	fields := fieldsOf(m.Descriptor())
 	var seen [4]uint64
-	for {
+	return d.items('}', func() bool {
 		key, ok := d.str()
 		if !ok || !d.next(':') {
 			return false
@@ -137,20 +134,28 @@ func (d *fastDec) message(m protoreflect.Message) bool {
 		case fd == nil && !d.tolerant:
 			return false
 		case fd == nil:
-			if !d.skip() {
-				return false
-			}
-		default:
-			n := fd.Index()
-			if n >= 64*len(seen) || seen[n/64]&(1<<(n%64)) != 0 {
-				return false
-			}
-			seen[n/64] |= 1 << (n % 64)
-			if !d.field(m, fd) {
-				return false
-			}
+			return d.skip()
 		}
-		if d.next('}') {
+		n := fd.Index()
+		if n >= 64*len(seen) || seen[n/64]&(1<<(n%64)) != 0 {
+			return false
+		}
+		seen[n/64] |= 1 << (n % 64)
+		return d.field(m, fd)
+	})
+}
+
+// items reads the items of an object or a list whose opening byte is read, up to and
+// including close: item reads one, and commas separate them.
+func (d *fastDec) items(close byte, item func() bool) bool {
+	if d.next(close) {
+		return true
+	}
+	for {
+		if !item() {
+			return false
+		}
+		if d.next(close) {
 			return true
 		}
 		if !d.next(',') {
@@ -169,39 +174,27 @@ func (d *fastDec) field(m protoreflect.Message, fd protoreflect.FieldDescriptor)
 			return false
 		}
 		list := m.Mutable(fd).List()
-		if d.next(']') {
-			return true
-		}
-		for {
+		return d.items(']', func() bool {
 			if fd.Kind() == protoreflect.MessageKind {
 				e := list.NewElement()
 				if !d.message(e.Message()) {
 					return false
 				}
 				list.Append(e)
-			} else {
-				v, ok := d.scalar(fd)
-				if !ok {
-					return false
-				}
-				list.Append(v)
-			}
-			if d.next(']') {
 				return true
 			}
-			if !d.next(',') {
-				return false
+			v, ok := d.scalar(fd)
+			if ok {
+				list.Append(v)
 			}
-		}
+			return ok
+		})
 	case fd.IsMap():
 		if fd.MapKey().Kind() != protoreflect.StringKind || fd.MapValue().Kind() != protoreflect.StringKind || !d.next('{') {
 			return false
 		}
 		mp := m.Mutable(fd).Map()
-		if d.next('}') {
-			return true
-		}
-		for {
+		return d.items('}', func() bool {
 			k, ok := d.str()
 			if !ok || !d.next(':') {
 				return false
@@ -212,13 +205,8 @@ func (d *fastDec) field(m protoreflect.Message, fd protoreflect.FieldDescriptor)
 				return false
 			}
 			mp.Set(key, protoreflect.ValueOfString(string(v)))
-			if d.next('}') {
-				return true
-			}
-			if !d.next(',') {
-				return false
-			}
-		}
+			return true
+		})
 	case fd.Kind() == protoreflect.MessageKind:
 		return d.message(m.Mutable(fd).Message())
 	}
@@ -337,46 +325,17 @@ func (d *fastDec) skip() bool {
 	switch d.peek() {
 	case '"':
 		return d.skipString()
-	case '{':
+	case '{', '[':
 		if d.depth++; d.depth > maxFastDepth {
 			return false
 		}
 		defer func() { d.depth-- }()
+		if d.b[d.i] == '[' {
+			d.i++
+			return d.items(']', d.skip)
+		}
 		d.i++
-		if d.next('}') {
-			return true
-		}
-		for {
-			if !d.skipString() || !d.next(':') || !d.skip() {
-				return false
-			}
-			if d.next('}') {
-				return true
-			}
-			if !d.next(',') {
-				return false
-			}
-		}
-	case '[':
-		if d.depth++; d.depth > maxFastDepth {
-			return false
-		}
-		defer func() { d.depth-- }()
-		d.i++
-		if d.next(']') {
-			return true
-		}
-		for {
-			if !d.skip() {
-				return false
-			}
-			if d.next(']') {
-				return true
-			}
-			if !d.next(',') {
-				return false
-			}
-		}
+		return d.items('}', func() bool { return d.skipString() && d.next(':') && d.skip() })
 	case 't':
 		return d.literal("true")
 	case 'f':

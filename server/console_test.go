@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,16 +27,11 @@ func TestConsolePageIsServed(t *testing.T) {
 		"/": "<title>Holdfast</title>", "/ui/app.js": "EventSource", "/ui/style.css": "font-family",
 		"/api/status": `"shards":[`, "/metrics": "holdfast_build_info",
 	} {
-		resp, err := http.Get(srv.MetricsURL() + path)
-		if err != nil {
-			t.Fatal(err)
+		code, body := httpGet(t, srv.MetricsURL()+path)
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d, %.200q has no %q", path, code, body, want)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
-			t.Errorf("GET %s: %d, %.200q has no %q", path, resp.StatusCode, body, want)
-		}
-		if strings.Contains(string(body), "://cdn") || strings.Contains(string(body), "https://") {
+		if strings.Contains(body, "://cdn") || strings.Contains(body, "https://") {
 			t.Errorf("GET %s: the page loads something from the network", path)
 		}
 	}
@@ -188,15 +182,7 @@ func TestConsoleAPIBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	get := func(path string) (int, string) {
-		resp, err := http.Get(srv.MetricsURL() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { return httpGet(t, srv.MetricsURL()+path) }
 	for path, want := range map[string]string{
 		"/api/lookup":                              "name a lease, a range and value, a holder or a label",
 		"/api/lookup?range=vxlan&value=ten":        "value: a range lookup needs a value",

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"sort"
@@ -104,17 +102,9 @@ func TestDashboardAndRulesNameExistingMetrics(t *testing.T) {
 // scrapeFamilies reads the metric families of a /metrics page: name → type.
 func scrapeFamilies(t *testing.T, url string) map[string]string {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, body := httpGet(t, url)
 	out := map[string]string{}
-	for line := range strings.SplitSeq(string(body), "\n") {
+	for line := range strings.SplitSeq(body, "\n") {
 		if f := strings.Fields(line); len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
 			out[f[2]] = f[3]
 		}

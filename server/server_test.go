@@ -88,15 +88,7 @@ func TestMetricsListenerEndpoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		get := func(path string) (int, string) {
-			resp, err := http.Get(srv.MetricsURL() + path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(b)
-		}
+		get := func(path string) (int, string) { return httpGet(t, srv.MetricsURL()+path) }
 		for _, p := range []string{"/livez", "/readyz", "/healthz"} {
 			if code, body := get(p); code != 200 || !strings.HasPrefix(body, "ok") {
 				t.Fatalf("%s: %d %q", p, code, body)
@@ -144,4 +136,19 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.(fmt.Stringer).String()
+}
+
+// httpGet gets url and returns the status code and the body.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }

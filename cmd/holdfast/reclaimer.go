@@ -86,22 +86,26 @@ func (c *reclaimerCmd) Run(e *env) error {
 // reclaimerMetrics serves the reclaimer's counts as Prometheus metrics.
 func reclaimerMetrics(rc *client.Reclaimer) http.Handler {
 	reg := prometheus.NewRegistry()
-	counter := func(name, help string, v func(client.ReclaimerStats) uint64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(v(rc.Stats())) }))
+	for _, c := range []struct {
+		name, help string
+		v          func(client.ReclaimerStats) uint64
+	}{
+		{"holdfast_reclaimer_lapses_total", "Keep-alive lapses seen (lease.revoking events with reason keepalive_lapsed).",
+			func(s client.ReclaimerStats) uint64 { return s.Seen }},
+		{"holdfast_reclaimer_reclaimed_total", "Leases reclaimed after their grace.",
+			func(s client.ReclaimerStats) uint64 { return s.Reclaimed }},
+		{"holdfast_reclaimer_gone_total", "Lapsed leases already reclaimed or retired when their grace passed.",
+			func(s client.ReclaimerStats) uint64 { return s.Gone }},
+		{"holdfast_reclaimer_failed_total", "Reclaims that failed (retried at the next start).",
+			func(s client.ReclaimerStats) uint64 { return s.Failed }},
+		{"holdfast_reclaimer_dropped_total", "Lapses not queued because too many were waiting (taken at the next start).",
+			func(s client.ReclaimerStats) uint64 { return s.Dropped }},
+		{"holdfast_reclaimer_operator_revokes_total", "lease.revoking events of an operator's revoke, left to the operator.",
+			func(s client.ReclaimerStats) uint64 { return s.Skipped }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+			func() float64 { return float64(c.v(rc.Stats())) }))
 	}
-	counter("holdfast_reclaimer_lapses_total", "Keep-alive lapses seen (lease.revoking events with reason keepalive_lapsed).",
-		func(s client.ReclaimerStats) uint64 { return s.Seen })
-	counter("holdfast_reclaimer_reclaimed_total", "Leases reclaimed after their grace.",
-		func(s client.ReclaimerStats) uint64 { return s.Reclaimed })
-	counter("holdfast_reclaimer_gone_total", "Lapsed leases already reclaimed or retired when their grace passed.",
-		func(s client.ReclaimerStats) uint64 { return s.Gone })
-	counter("holdfast_reclaimer_failed_total", "Reclaims that failed (retried at the next start).",
-		func(s client.ReclaimerStats) uint64 { return s.Failed })
-	counter("holdfast_reclaimer_dropped_total", "Lapses not queued because too many were waiting (taken at the next start).",
-		func(s client.ReclaimerStats) uint64 { return s.Dropped })
-	counter("holdfast_reclaimer_operator_revokes_total", "lease.revoking events of an operator's revoke, left to the operator.",
-		func(s client.ReclaimerStats) uint64 { return s.Skipped })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "holdfast_reclaimer_pending",
 		Help: "Lapsed leases waiting for their grace."}, func() float64 { return float64(rc.Stats().Pending) }))
 	mux := http.NewServeMux()
