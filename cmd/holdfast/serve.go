@@ -516,8 +516,13 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	if err != nil {
 		return err
 	}
+	console := ""
+	if srv.MetricsURL() != "" {
+		console = srv.MetricsURL() + "/"
+	}
 	log.Info("ready", "nats", natsconn.Redact(srv.URL()), "prefix", c.prefix, "shards", c.shards, "data", c.data,
-		"embedded_nats", srv.Embedded(), "metrics", srv.MetricsURL(), "version", bridge.Version, "journal", c.journal)
+		"embedded_nats", srv.Embedded(), "metrics", srv.MetricsURL(), "version", bridge.Version, "journal", c.journal,
+		"console", console)
 
 	<-ctx.Done()
 	log.Info("stopping: draining requests")
