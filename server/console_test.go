@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -225,5 +227,54 @@ func TestConsoleAPIBounds(t *testing.T) {
 		if i == 16 && resp.StatusCode != http.StatusServiceUnavailable {
 			t.Fatalf("the 17th tail: %d, want 503", resp.StatusCode)
 		}
+	}
+}
+
+// In a cluster the console of one node shows every node and every shard's owner — those
+// served elsewhere through cluster.status — and knows which shards are its own.
+func TestConsoleShowsTheCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	url := natstest.Start(t, 1).URL()
+	withConsole := func(c *Config) { c.MetricsListen = "127.0.0.1:0" }
+	a := clusterNode(t, url, "n1", 4, 1, withConsole)
+	defer a.Shutdown(context.Background())
+	b := clusterNode(t, url, "n2", 4, 1)
+	defer b.Shutdown(context.Background())
+	owners := waitBalanced(t, a, 2)
+	var st struct {
+		Node    string `json:"node"`
+		Cluster bool   `json:"cluster"`
+		Nodes   []struct {
+			Node   string   `json:"node"`
+			Shards []uint32 `json:"shards"`
+		} `json:"nodes"`
+		Shards []struct {
+			Shard uint32 `json:"shard"`
+			Owner string `json:"owner"`
+			Here  bool   `json:"here"`
+		} `json:"shards"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := httpGet(t, a.MetricsURL()+"/api/status")
+		if code != 200 {
+			t.Fatalf("status: %d %s", code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			t.Fatal(err)
+		}
+		same := len(st.Shards) == len(owners)
+		for i := range st.Shards {
+			same = same && st.Shards[i].Owner == owners[i] && st.Shards[i].Here == (owners[i] == "n1")
+		}
+		if same && st.Cluster && st.Node == "n1" && len(st.Nodes) == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("console status %s; owners %v", body, owners)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
