@@ -62,6 +62,7 @@ type Console struct {
 	cfg     Config
 	mux     *http.ServeMux
 	tails   chan struct{} // one token per live events tail
+	calls   chan struct{} // one token per status or lookup being answered
 	mu      sync.Mutex
 	lastLSN []rateSample // per shard: the previous status's applied lsn, for write rates
 }
@@ -71,24 +72,41 @@ type rateSample struct {
 	at  time.Time
 }
 
-// maxTails bounds the live events tails served at once; one more is answered 503.
-const maxTails = 16
+// maxTails bounds the live events tails served at once, maxCalls the status reads and
+// lookups (each a NATS request or two); one more is answered 503.
+const (
+	maxTails = 16
+	maxCalls = 32
+)
 
 // New returns the console of a process.
 func New(cfg Config) *Console {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), tails: make(chan struct{}, maxTails),
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), tails: make(chan struct{}, maxTails), calls: make(chan struct{}, maxCalls),
 		lastLSN: make([]rateSample, cfg.Shards.Shards())}
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)
 	c.mux.Handle("GET /{$}", files)
 	c.mux.Handle("GET /ui/", http.StripPrefix("/ui/", files))
-	c.mux.HandleFunc("GET /api/status", c.status)
-	c.mux.HandleFunc("GET /api/lookup", c.lookup)
+	c.mux.HandleFunc("GET /api/status", c.bounded(c.status))
+	c.mux.HandleFunc("GET /api/lookup", c.bounded(c.lookup))
 	c.mux.HandleFunc("GET /api/events", c.events)
 	return c
+}
+
+// bounded answers 503 when maxCalls status reads and lookups are being answered.
+func (c *Console) bounded(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case c.calls <- struct{}{}:
+			defer func() { <-c.calls }()
+			h(w, r)
+		default:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "too many console requests at once; retry"})
+		}
+	}
 }
 
 // Handler serves the page at /, its assets under /ui/ and its API under /api/.
