@@ -145,7 +145,10 @@ type Client struct {
 }
 
 // New returns a client using nc. The connection stays the caller's: Close
-// it when done.
+// it when done. New chains a handler before nc's error and closed handlers (it
+// calls the ones nc has), so that a request NATS refuses for permissions fails at once
+// (CodePermissionDenied); a handler set on nc after New replaces it, and such a request
+// then waits for its timeout.
 func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if nc == nil {
 		return nil, errors.New("holdfast client: nil NATS connection")
