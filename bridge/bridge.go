@@ -649,7 +649,6 @@ func (b *Bridge) respond(c *call) {
 	if c.reply == "" {
 		return // a publish without a reply subject: executed, nobody to answer
 	}
-	msg := &nats.Msg{Subject: c.reply, Header: nats.Header{}}
 	body, err := encodeReply(c)
 	if err != nil {
 		// Views hold validated ASCII ids, so encoding cannot fail; say so if it does.
@@ -658,8 +657,20 @@ func (b *Bridge) respond(c *call) {
 		code = c.res.Code
 		body, _ = encodeReply(c)
 	}
-	msg.Data = body
-	if c.proto {
+	nc := b.nc
+	if n := len(b.cfg.ReplyConns); n > 0 {
+		nc = b.cfg.ReplyConns[int(c.op.shard)%n]
+	}
+	if err := nc.PublishMsg(replyMsg(c.reply, c.proto, code, body)); err != nil {
+		b.log.Debug("publishing a reply", "verb", c.spec.verb.String(), "err", err)
+	}
+}
+
+// replyMsg is the NATS message of a reply: its content type, and for a rejection the
+// micro error headers (the code and its HTTP status).
+func replyMsg(subject string, proto bool, code kernel.Code, body []byte) *nats.Msg {
+	msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
+	if proto {
 		msg.Header.Set(headerContentType, contentTypeProtobuf)
 	} else {
 		msg.Header.Set(headerContentType, contentTypeJSON)
@@ -668,13 +679,7 @@ func (b *Bridge) respond(c *call) {
 		msg.Header.Set(micro.ErrorHeader, code.String())
 		msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(code.HTTPStatus()))
 	}
-	nc := b.nc
-	if n := len(b.cfg.ReplyConns); n > 0 {
-		nc = b.cfg.ReplyConns[int(c.op.shard)%n]
-	}
-	if err := nc.PublishMsg(msg); err != nil {
-		b.log.Debug("publishing a reply", "verb", c.spec.verb.String(), "err", err)
-	}
+	return msg
 }
 
 // rejectReply is a rejection found by the bridge itself.

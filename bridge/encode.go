@@ -11,31 +11,39 @@ import (
 )
 
 // encodeReply renders a call's result in the encoding of its request.
-func encodeReply(c *call) ([]byte, error) {
-	m := replyMessage(c)
-	if c.proto {
+func encodeReply(c *call) ([]byte, error) { return marshalReply(replyMessage(c), c.proto) }
+
+// marshalReply encodes a reply as protobuf or JSON.
+func marshalReply(m *messages.Reply, proto bool) ([]byte, error) {
+	if proto {
 		return messages.MarshalProto(m)
 	}
 	return messages.MarshalJSON(m)
 }
 
+// rejectionReply is the wire envelope of a rejection (docs/api.md §4): its outcome,
+// code, category and message.
+func rejectionReply(code kernel.Code, message string) *messages.Reply {
+	m := &messages.Reply{Outcome: messages.OutcomeRejected, Code: code.String(), Category: messages.CategoryDefinite,
+		Message: message}
+	if code.IsIndefinite() {
+		m.Category = messages.CategoryIndefinite
+	}
+	return m
+}
+
 // replyMessage maps a shard's (or the bridge's) reply to the wire envelope of docs/api.md §4.
 func replyMessage(c *call) *messages.Reply {
 	r := c.res
-	m := &messages.Reply{Code: r.Code.String()}
 	read := c.spec.verb.IsRead()
 	if r.Code.IsRejection() {
-		m.Outcome = messages.OutcomeRejected
-		m.Category = messages.CategoryDefinite
-		if r.Code.IsIndefinite() {
-			m.Category = messages.CategoryIndefinite
-		}
-		m.Message = r.Message
+		m := rejectionReply(r.Code, r.Message)
 		if read && c.parts == nil {
 			m.AppliedLsn = r.AppliedLSN
 		}
 		return m
 	}
+	m := &messages.Reply{Code: r.Code.String()}
 	if c.status != nil {
 		c.status.Outcome, c.status.Code = messages.OutcomeCommitted, r.Code.String()
 		return c.status

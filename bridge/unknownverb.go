@@ -2,13 +2,10 @@ package bridge
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/holdfast/holdfast/contract"
-	"github.com/holdfast/holdfast/messages"
 )
 
 // noSuchVerb answers a request whose subject names no verb (<prefix>.v1.<tenant>.
@@ -24,23 +21,12 @@ func (b *Bridge) noSuchVerb(m *nats.Msg) {
 		text += fmt.Sprintf("; did you mean %q?", near)
 	}
 	text += " The verbs: docs/api.md, or `nats micro info " + ServiceName + "`."
-	reply := &messages.Reply{Outcome: messages.OutcomeRejected, Code: contract.NameInvalidRequest,
-		Category: messages.CategoryDefinite, Message: text}
-	msg := &nats.Msg{Subject: m.Reply, Header: nats.Header{}}
-	var err error
-	if isProtobuf(m.Header) {
-		msg.Data, err = messages.MarshalProto(reply)
-		msg.Header.Set(headerContentType, contentTypeProtobuf)
-	} else {
-		msg.Data, err = messages.MarshalJSON(reply)
-		msg.Header.Set(headerContentType, contentTypeJSON)
-	}
+	proto := isProtobuf(m.Header)
+	body, err := marshalReply(rejectionReply(contract.CodeInvalidRequest, text), proto)
 	if err != nil {
 		return
 	}
-	msg.Header.Set(micro.ErrorHeader, contract.NameInvalidRequest)
-	msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(400))
-	if err := b.nc.PublishMsg(msg); err != nil {
+	if err := b.nc.PublishMsg(replyMsg(m.Reply, proto, contract.CodeInvalidRequest, body)); err != nil {
 		b.log.Debug("answering an unknown verb", "subject", m.Subject, "err", err)
 	}
 }
