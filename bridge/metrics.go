@@ -16,6 +16,7 @@ import (
 
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/wire"
 )
 
 // Metrics holds the process's Prometheus metrics in their own registry. It is the
@@ -322,36 +323,20 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHalted, prometheus.GaugeValue, halted, l)
 		if f := st.Fullest; f != nil {
 			for _, o := range f.Ranges {
-				ch <- prometheus.MustNewConstMetric(descRangeFill, prometheus.GaugeValue, fill(o), l, o.Tenant, o.ID)
+				ch <- prometheus.MustNewConstMetric(descRangeFill, prometheus.GaugeValue, wire.Fill(o), l, o.Tenant, o.ID)
 			}
 			for _, o := range f.Pools {
-				ch <- prometheus.MustNewConstMetric(descPoolFill, prometheus.GaugeValue, fill(o), l, o.Tenant, o.ID)
+				ch <- prometheus.MustNewConstMetric(descPoolFill, prometheus.GaugeValue, wire.Fill(o), l, o.Tenant, o.ID)
 			}
 		}
-		t := st.Tables
-		k := &t.Shape // the bounds the shard's journal holds it to (zero: not served here)
-		for _, tb := range []struct {
-			name     string
-			n, bound int
-		}{
-			{"resources", t.Resources, k.MaxResources},
-			{"pools", t.Pools, k.MaxPools},
-			{"ranges", t.Ranges, k.MaxRanges},
-			{"leases", t.Leases, k.MaxLeases},
-			{"members", t.Members, k.MaxMembers},
-			{"operations", t.Operations, k.MaxOperations},
-			{"expirations", t.Expirations, k.MaxExpirations},
-			{"range_values", t.RangeValues, k.MaxRangeValues},
-			{"runs", t.Runs, k.MaxRuns},
-			{"work", t.Work, k.MaxWork},
-		} {
-			ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(tb.n), l, tb.name)
-			ch <- prometheus.MustNewConstMetric(descCapacity, prometheus.GaugeValue, float64(tb.bound), l, tb.name)
+		for _, tb := range st.Tables.Tables() {
+			ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(tb.Entries), l, tb.Name)
+			ch <- prometheus.MustNewConstMetric(descCapacity, prometheus.GaugeValue, float64(tb.Bound), l, tb.Name)
 			util := 0.0
-			if tb.bound > 0 {
-				util = float64(tb.n) / float64(tb.bound)
+			if tb.Bound > 0 {
+				util = float64(tb.Entries) / float64(tb.Bound)
 			}
-			ch <- prometheus.MustNewConstMetric(descUtil, prometheus.GaugeValue, util, l, tb.name)
+			ch <- prometheus.MustNewConstMetric(descUtil, prometheus.GaugeValue, util, l, tb.Name)
 		}
 	}
 }
@@ -424,14 +409,3 @@ func (m *Metrics) ShardsOwned(n int) { m.shardsOwned.Set(float64(n)) }
 
 func (m *Metrics) forward(result string) { m.forwarded.WithLabelValues(result).Inc() }
 
-// fill is an occupancy as a ratio (a Size of 0 is 2^64 values).
-func fill(o kernel.Occupancy) float64 {
-	size := float64(o.Size)
-	if o.Size == 0 {
-		size = 1 << 64
-	}
-	if size == 0 {
-		return 0
-	}
-	return float64(o.Used) / size
-}

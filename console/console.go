@@ -19,6 +19,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"slices"
@@ -33,6 +34,7 @@ import (
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
+	"github.com/holdfast/holdfast/wire"
 )
 
 //go:embed assets
@@ -60,6 +62,7 @@ type Config struct {
 // Console serves the page and its API.
 type Console struct {
 	cfg     Config
+	cl      *client.Client // the page's reads, as the default tenant (ForTenant for another)
 	mux     *http.ServeMux
 	tails   chan struct{} // one token per live events tail
 	calls   chan struct{} // one token per status or lookup being answered
@@ -80,11 +83,15 @@ const (
 )
 
 // New returns the console of a process.
-func New(cfg Config) *Console {
+func New(cfg Config) (*Console, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), tails: make(chan struct{}, maxTails), calls: make(chan struct{}, maxCalls),
+	cl, err := client.New(cfg.Conn, client.WithPrefix(cfg.Prefix), client.WithTimeout(cfg.Timeout))
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	c := &Console{cfg: cfg, cl: cl, mux: http.NewServeMux(), tails: make(chan struct{}, maxTails), calls: make(chan struct{}, maxCalls),
 		lastLSN: make([]rateSample, cfg.Shards.Shards())}
 	static, _ := fs.Sub(assets, "assets")
 	files := http.FileServerFS(static)
@@ -93,7 +100,7 @@ func New(cfg Config) *Console {
 	c.mux.HandleFunc("GET /api/status", c.bounded(c.status))
 	c.mux.HandleFunc("GET /api/lookup", c.bounded(c.lookup))
 	c.mux.HandleFunc("GET /api/events", c.events)
-	return c
+	return c, nil
 }
 
 // bounded answers 503 when maxCalls status reads and lookups are being answered.
@@ -167,17 +174,15 @@ func (c *Console) status(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	n := c.cfg.Shards.Shards()
 	v := statusView{Node: c.cfg.Node, Cluster: c.cfg.Cluster, Version: c.cfg.Version, SlotMs: c.cfg.SlotMs, Shards: make([]shardView, n)}
-	if cl, err := client.New(c.cfg.Conn, client.WithPrefix(c.cfg.Prefix), client.WithTimeout(c.cfg.Timeout), client.WithRetry(1, 0, 0)); err == nil {
-		if st, err := cl.ClusterStatus(ctx, ""); err != nil || st.Code != messages.CodeOK {
-			v.Problem = "cluster.status: " + problem(err, st)
-		} else {
-			for _, nd := range st.Nodes {
-				v.Nodes = append(v.Nodes, nodeView{Node: nd.Node, Shards: nd.Shards, Lapsing: nd.Lapsing, RenewalAgeMs: nd.RenewalAgeMs})
-			}
-			for _, sh := range st.Shards {
-				if sh.Shard < n {
-					v.Shards[sh.Shard].Owner, v.Shards[sh.Shard].AppliedLSN = sh.Owner, sh.AppliedLsn
-				}
+	if st, err := c.cl.ClusterStatus(ctx, ""); err != nil || st.Code != messages.CodeOK {
+		v.Problem = "cluster.status: " + problem(err, st)
+	} else {
+		for _, nd := range st.Nodes {
+			v.Nodes = append(v.Nodes, nodeView{Node: nd.Node, Shards: nd.Shards, Lapsing: nd.Lapsing, RenewalAgeMs: nd.RenewalAgeMs})
+		}
+		for _, sh := range st.Shards {
+			if sh.Shard < n {
+				v.Shards[sh.Shard].Owner, v.Shards[sh.Shard].AppliedLSN = sh.Owner, sh.AppliedLsn
 			}
 		}
 	}
@@ -204,11 +209,12 @@ func (c *Console) status(w http.ResponseWriter, r *http.Request) {
 			sv.ExpiryLagMs = (st.ClockSlot - d) * c.cfg.SlotMs
 		}
 		sv.Leases = map[string]int{"reserved": st.Tables.Reserved, "active": st.Tables.Active, "revoking": st.Tables.Revoking}
-		sv.Tables = tablesOf(st.Tables)
-		for _, name := range tableNames {
-			if t := sv.Tables[name]; t.Capacity > 0 {
-				if f := float64(t.Entries) / float64(t.Capacity); f > sv.FullestFilled || sv.FullestTable == "" {
-					sv.FullestTable, sv.FullestFilled = name, f
+		sv.Tables = map[string]table{}
+		for _, t := range st.Tables.Tables() {
+			sv.Tables[t.Name] = table{Entries: t.Entries, Capacity: t.Bound}
+			if t.Bound > 0 {
+				if f := float64(t.Entries) / float64(t.Bound); f > sv.FullestFilled || sv.FullestTable == "" {
+					sv.FullestTable, sv.FullestFilled = t.Name, f
 				}
 			}
 		}
@@ -222,28 +228,10 @@ func (c *Console) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// tableNames are the shard tables in the order the page weighs them (the first of
-// equally full ones is shown).
-var tableNames = []string{"leases", "operations", "resources", "pools", "ranges", "members", "expirations", "range_values", "runs", "work"}
-
-func tablesOf(t kernel.Stats) map[string]table {
-	k := &t.Shape
-	return map[string]table{
-		"resources": {t.Resources, k.MaxResources}, "pools": {t.Pools, k.MaxPools}, "ranges": {t.Ranges, k.MaxRanges},
-		"leases": {t.Leases, k.MaxLeases}, "members": {t.Members, k.MaxMembers}, "operations": {t.Operations, k.MaxOperations},
-		"expirations": {t.Expirations, k.MaxExpirations}, "range_values": {t.RangeValues, k.MaxRangeValues},
-		"runs": {t.Runs, k.MaxRuns}, "work": {t.Work, k.MaxWork},
-	}
-}
-
 func fills(os []kernel.Occupancy) []fillView {
 	out := make([]fillView, 0, len(os))
 	for _, o := range os {
-		size := float64(o.Size)
-		if o.Size == 0 {
-			size = 1 << 64
-		}
-		out = append(out, fillView{Tenant: o.Tenant, ID: o.ID, Used: o.Used, Size: o.Size, Fill: float64(o.Used) / size})
+		out = append(out, fillView{Tenant: o.Tenant, ID: o.ID, Used: o.Used, Size: o.Size, Fill: wire.Fill(o)})
 	}
 	return out
 }
@@ -285,7 +273,7 @@ func (c *Console) lookup(w http.ResponseWriter, r *http.Request) {
 	if tenant == "" {
 		tenant = client.DefaultTenant
 	}
-	cl, err := client.New(c.cfg.Conn, client.WithPrefix(c.cfg.Prefix), client.WithTenant(tenant), client.WithTimeout(c.cfg.Timeout))
+	cl, err := c.cl.ForTenant(tenant)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
@@ -395,16 +383,17 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			if n > 0 {
 				_, _ = w.Write([]byte("event: skipped\ndata: " + strconv.Itoa(n) + "\n\n"))
 			}
-			line, _ := json.Marshal(map[string]json.RawMessage{"subject": jsonString(m.Subject), "event": jsonBody(m.Data)})
+			line, _ := json.Marshal(tailLine{Subject: m.Subject, Event: jsonBody(m.Data)})
 			_, _ = w.Write([]byte("data: " + string(line) + "\n\n"))
 		}
 		flusher.Flush()
 	}
 }
 
-func jsonString(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
-	return b
+// tailLine is one event of the tail.
+type tailLine struct {
+	Subject string          `json:"subject"`
+	Event   json.RawMessage `json:"event"`
 }
 
 // jsonBody is an event's body as JSON: as published (JSON), or its subject alone when

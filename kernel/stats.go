@@ -22,6 +22,30 @@ type Stats struct {
 	NextDeadline uint64
 }
 
+// TableFill is one bounded table of a shard: its entries and the bound the shape in
+// force holds it to.
+type TableFill struct {
+	Name           string
+	Entries, Bound int
+}
+
+// Tables lists the shard's bounded tables, always in this order.
+func (st *Stats) Tables() [10]TableFill {
+	k := &st.Shape
+	return [10]TableFill{
+		{"resources", st.Resources, k.MaxResources},
+		{"pools", st.Pools, k.MaxPools},
+		{"ranges", st.Ranges, k.MaxRanges},
+		{"leases", st.Leases, k.MaxLeases},
+		{"members", st.Members, k.MaxMembers},
+		{"operations", st.Operations, k.MaxOperations},
+		{"expirations", st.Expirations, k.MaxExpirations},
+		{"range_values", st.RangeValues, k.MaxRangeValues},
+		{"runs", st.Runs, k.MaxRuns},
+		{"work", st.Work, k.MaxWork},
+	}
+}
+
 // Stats reports table fill. O(1).
 func (k *Kernel) Stats() Stats {
 	st := Stats{Shape: k.shape, Resources: len(k.res) - len(k.free.res), Pools: len(k.pools) - len(k.free.pools),

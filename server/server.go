@@ -312,8 +312,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		if err != nil {
 			return nil, err
 		}
-		s.serveMetrics(metricsLn, console.New(console.Config{Conn: cc, Prefix: cfg.Prefix, Node: s.cfg.Node, Cluster: s.node != nil,
-			Version: bridge.Version, Shards: s.sys, SlotMs: s.sys.Options().Kernel.SlotMillis}))
+		page, err := console.New(console.Config{Conn: cc, Prefix: cfg.Prefix, Node: s.cfg.Node, Cluster: s.node != nil,
+			Version: bridge.Version, Shards: s.sys, SlotMs: s.sys.Options().Kernel.SlotMillis})
+		if err != nil {
+			return nil, err
+		}
+		s.serveMetrics(metricsLn, page)
 	}
 	if err := s.br.Start(s.sys); err != nil {
 		return nil, err

@@ -114,3 +114,13 @@ func Work(shard uint32, v *kernel.WorkView) *messages.Work {
 	}
 	return w
 }
+
+// Fill is an occupancy as the ratio an operator reads (metrics, the console): used over
+// size, a Size of 0 standing for 2^64 values.
+func Fill(o kernel.Occupancy) float64 {
+	size := float64(o.Size)
+	if o.Size == 0 {
+		size = 1 << 64
+	}
+	return float64(o.Used) / size
+}
