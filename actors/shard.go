@@ -373,7 +373,7 @@ func (s *shard) applyInflight(err error) {
 // appendEvents appends the events of an applied entry: the one of its Event, then one
 // per lease it changed (a lease.import's, a lease.release_all's), numbered in order (N).
 func appendEvents(dst []Event, shard uint32, e kernel.Entry, o *kernel.Output) []Event {
-	n := 0
+	first, n := len(dst), 0
 	if o.Event != kernel.EventNone {
 		ev := Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, Kind: o.Event, Object: o.Object,
 			Resource: o.Resource, Pool: o.Pool, Range: o.Range}
@@ -392,21 +392,19 @@ func appendEvents(dst []Event, shard uint32, e kernel.Entry, o *kernel.Output) [
 		case kernel.ObjectWork:
 			ev.Tenant, ev.Work = o.Work.Tenant, copyWork(o.Work)
 		}
-		if ev.Kind == kernel.EventLeaseRevoking {
-			ev.Reason = revokingReason(e.Cmd.Verb)
-		}
 		dst = append(dst, ev)
 		n++
 	}
 	for i := range o.Changes {
 		ch := &o.Changes[i]
-		ev := Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, N: n, Kind: ch.Event, Object: kernel.ObjectLease,
-			Tenant: ch.Lease.Tenant, Lease: copyLease(ch.Lease)}
-		if ev.Kind == kernel.EventLeaseRevoking {
-			ev.Reason = revokingReason(e.Cmd.Verb)
-		}
-		dst = append(dst, ev)
+		dst = append(dst, Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, N: n, Kind: ch.Event, Object: kernel.ObjectLease,
+			Tenant: ch.Lease.Tenant, Lease: copyLease(ch.Lease)})
 		n++
+	}
+	for i := first; i < len(dst); i++ {
+		if dst[i].Kind == kernel.EventLeaseRevoking {
+			dst[i].Reason = revokingReason(e.Cmd.Verb)
+		}
 	}
 	return dst
 }
