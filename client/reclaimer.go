@@ -99,16 +99,17 @@ func (c *Client) NewReclaimer(cfg ReclaimerConfig) (*Reclaimer, error) {
 	return &Reclaimer{c: c, cfg: cfg, clients: map[string]*Client{}}, nil
 }
 
-// lapse is one lease waiting for its grace.
+// lapse is one lease waiting for its grace; with one grace for all, the earliest lapse
+// is the first due.
 type lapse struct {
 	tenant, lease string
-	lapsed, due   time.Time
+	lapsed        time.Time
 }
 
 type lapses []lapse
 
 func (h lapses) Len() int           { return len(h) }
-func (h lapses) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h lapses) Less(i, j int) bool { return h[i].lapsed.Before(h[j].lapsed) }
 func (h lapses) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *lapses) Push(x any)        { *h = append(*h, x.(lapse)) }
 func (h *lapses) Pop() any {
@@ -137,8 +138,9 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		// Reset leaves no stale tick behind (Go 1.23 timers).
 		if len(queue) > 0 {
-			timer.Reset(max(0, time.Until(queue[0].due)))
+			timer.Reset(max(0, time.Until(queue[0].lapsed.Add(r.cfg.Grace))))
 		} else {
 			timer.Reset(time.Hour)
 		}
@@ -155,17 +157,11 @@ func (r *Reclaimer) Run(ctx context.Context) error {
 			r.observe(ev, &queue, queued)
 		case <-timer.C:
 			now := time.Now()
-			for len(queue) > 0 && !queue[0].due.After(now) {
+			for len(queue) > 0 && !queue[0].lapsed.Add(r.cfg.Grace).After(now) {
 				l := heap.Pop(&queue).(lapse)
 				delete(queued, l.tenant+"\x00"+l.lease)
 				r.pending.Store(int64(len(queue)))
 				r.reclaim(ctx, l)
-			}
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
 			}
 		}
 	}
@@ -192,7 +188,7 @@ func (r *Reclaimer) observe(ev Event, queue *lapses, queued map[string]bool) {
 	}
 	lapsed := time.UnixMilli(int64(ev.Slot) * r.slot.Milliseconds())
 	queued[key] = true
-	heap.Push(queue, lapse{tenant: ev.Tenant, lease: ev.Lease.LeaseId, lapsed: lapsed, due: lapsed.Add(r.cfg.Grace)})
+	heap.Push(queue, lapse{tenant: ev.Tenant, lease: ev.Lease.LeaseId, lapsed: lapsed})
 	r.pending.Store(int64(len(*queue)))
 	r.cfg.Logger.Info("keep-alive lapsed; reclaiming after the grace", "tenant", ev.Tenant, "lease", ev.Lease.LeaseId,
 		"lapsed", lapsed.UTC().Format(time.RFC3339Nano), "grace", r.cfg.Grace)
