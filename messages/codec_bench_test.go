@@ -20,49 +20,24 @@ func BenchmarkJSONPath(b *testing.B) {
 	repJSON, _ := MarshalJSON(rep)
 	reqProto, _ := proto.Marshal(req)
 	repProto, _ := proto.Marshal(rep)
-	b.Run("request-encode/fast", func(b *testing.B) {
-		for b.Loop() {
-			_, _ = MarshalJSON(req)
-		}
-	})
-	b.Run("request-encode/protojson", func(b *testing.B) {
-		for b.Loop() {
-			_, _ = marshalJSONSlow(req)
-		}
-	})
-	b.Run("request-encode/protobuf", func(b *testing.B) {
-		for b.Loop() {
-			_, _ = proto.Marshal(req)
-		}
-	})
-	b.Run("request-decode/fast", func(b *testing.B) {
-		for b.Loop() {
-			_ = UnmarshalJSON(reqJSON, &ReserveRequest{})
-		}
-	})
-	b.Run("request-decode/protojson", func(b *testing.B) {
-		for b.Loop() {
-			_ = jsonStrict.Unmarshal(reqJSON, &ReserveRequest{})
-		}
-	})
-	b.Run("request-decode/protobuf", func(b *testing.B) {
-		for b.Loop() {
-			_ = UnmarshalProto(reqProto, &ReserveRequest{})
-		}
-	})
-	b.Run("reply-decode/fast", func(b *testing.B) {
-		for b.Loop() {
-			_ = UnmarshalJSONTolerant(repJSON, &Reply{})
-		}
-	})
-	b.Run("reply-decode/protojson", func(b *testing.B) {
-		for b.Loop() {
-			_ = jsonTolerant.Unmarshal(repJSON, &Reply{})
-		}
-	})
-	b.Run("reply-decode/protobuf", func(b *testing.B) {
-		for b.Loop() {
-			_ = proto.Unmarshal(repProto, &Reply{})
-		}
-	})
+	for _, bm := range []struct {
+		name string
+		run  func()
+	}{
+		{"request-encode/fast", func() { _, _ = MarshalJSON(req) }},
+		{"request-encode/protojson", func() { _, _ = marshalJSONSlow(req) }},
+		{"request-encode/protobuf", func() { _, _ = proto.Marshal(req) }},
+		{"request-decode/fast", func() { _ = UnmarshalJSON(reqJSON, &ReserveRequest{}) }},
+		{"request-decode/protojson", func() { _ = jsonStrict.Unmarshal(reqJSON, &ReserveRequest{}) }},
+		{"request-decode/protobuf", func() { _ = UnmarshalProto(reqProto, &ReserveRequest{}) }},
+		{"reply-decode/fast", func() { _ = UnmarshalJSONTolerant(repJSON, &Reply{}) }},
+		{"reply-decode/protojson", func() { _ = jsonTolerant.Unmarshal(repJSON, &Reply{}) }},
+		{"reply-decode/protobuf", func() { _ = proto.Unmarshal(repProto, &Reply{}) }},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			for b.Loop() {
+				bm.run()
+			}
+		})
+	}
 }
