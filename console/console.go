@@ -57,6 +57,8 @@ type Config struct {
 	Shards  Shards
 	SlotMs  uint64
 	Timeout time.Duration // per lookup or status request (default 2 s)
+	// Rest answers the paths the page does not (the listener's /metrics, /livez, ...).
+	Rest http.Handler
 }
 
 // Console serves the page and its API.
@@ -100,6 +102,9 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("GET /api/status", c.bounded(c.status))
 	c.mux.HandleFunc("GET /api/lookup", c.bounded(c.lookup))
 	c.mux.HandleFunc("GET /api/events", c.events)
+	if cfg.Rest != nil {
+		c.mux.Handle("/", cfg.Rest)
+	}
 	return c, nil
 }
 
@@ -116,7 +121,8 @@ func (c *Console) bounded(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// Handler serves the page at /, its assets under /ui/ and its API under /api/.
+// Handler serves the page at /, its assets under /ui/ and its API under /api/, and
+// hands any other path to Config.Rest.
 func (c *Console) Handler() http.Handler { return c.mux }
 
 // shardView is one shard's line on the page.

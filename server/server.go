@@ -313,7 +313,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 			return nil, err
 		}
 		page, err := console.New(console.Config{Conn: cc, Prefix: cfg.Prefix, Node: s.cfg.Node, Cluster: s.node != nil,
-			Version: bridge.Version, Shards: s.sys, SlotMs: s.sys.Options().Kernel.SlotMillis})
+			Version: bridge.Version, Shards: s.sys, SlotMs: s.sys.Options().Kernel.SlotMillis, Rest: s.br.MetricsHandler()})
 		if err != nil {
 			return nil, err
 		}
@@ -353,11 +353,7 @@ func (h nodeHost) FlushEvents(k uint32) uint64 {
 // is diagnosed; opt-in, since whoever can reach the listener could profile the process).
 func (s *Server) serveMetrics(ln net.Listener, page *console.Console) {
 	mux := http.NewServeMux()
-	metrics := s.br.MetricsHandler()
-	for _, p := range []string{"/metrics", "/healthz", "/readyz", "/livez"} {
-		mux.Handle(p, metrics)
-	}
-	mux.Handle("/", page.Handler())
+	mux.Handle("/", page.Handler()) // the page, and the metrics handler's paths behind it
 	if s.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
