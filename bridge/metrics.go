@@ -408,4 +408,3 @@ func (m *Metrics) ShardHandedOff() { m.handoffs.Inc() }
 func (m *Metrics) ShardsOwned(n int) { m.shardsOwned.Set(float64(n)) }
 
 func (m *Metrics) forward(result string) { m.forwarded.WithLabelValues(result).Inc() }
-
