@@ -155,8 +155,11 @@ func TestClusterConfigure(t *testing.T) {
 		t.Fatalf("configure --max-ttl 10m --max-resources 1: exit %d\n%s%s", code, out, errb)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := serveRequest(t, nc, "holdfast.v1.acme.lease.reserve", `{"operation_id":"r2","holder_id":"h","ttl_ms":3000000,"members":[{"resource_id":"k"}]}`)
+	for try := 0; ; try++ {
+		// A new operation each time: one that reached a node before the new limits did
+		// is remembered with the answer it got then (resource_busy), and a retry replays it.
+		r := serveRequest(t, nc, "holdfast.v1.acme.lease.reserve",
+			fmt.Sprintf(`{"operation_id":"r2-%d","holder_id":"h","ttl_ms":3000000,"members":[{"resource_id":"k"}]}`, try))
 		if r["code"] == "ttl_out_of_range" {
 			break
 		}
