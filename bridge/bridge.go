@@ -67,7 +67,6 @@ const (
 	DefaultMaxRequestBytes = 128 << 10
 	DefaultMaxInFlight     = 65536
 	DefaultQueueLen        = 4096
-	DefaultTimeout         = 10 * time.Second
 )
 
 // Config configures a bridge. Conn, JetStream and Shards are required.
@@ -95,9 +94,10 @@ type Config struct {
 	MaxInFlight int
 	// MaxRequestBytes bounds a request payload; past it: command_too_large.
 	MaxRequestBytes int
-	// Timeout bounds how long a request waits for its shard (reads add their wait_ms);
-	// past it the request is answered timeout (indefinite) and a late answer is dropped.
-	Timeout time.Duration
+	// Timing gives the request bound (reads add their wait_ms; past it the request is
+	// answered timeout, indefinite, and a late answer is dropped), the forward retry and
+	// the drain of a shard handed over (contract.Timing); NewTiming's defaults when zero.
+	Timing contract.Timing
 
 	Events events.Config
 	// Node names this process in cluster.status; Status, in a cluster, is the cluster's
@@ -144,8 +144,11 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.MaxRequestBytes <= 0 {
 		o.MaxRequestBytes = DefaultMaxRequestBytes
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+	if o.Timing == (contract.Timing{}) {
+		o.Timing = contract.NewTiming(0, 0)
+	}
+	if err := o.Timing.Validate(); err != nil {
+		return o, err
 	}
 	o.Events = o.Events.WithDefaults()
 	return o, nil
@@ -414,6 +417,23 @@ type job struct {
 	forwarded bool   // sent to this shard's owner: never forwarded again
 	part      uint32 // k+1: another node's lease.list asks for shard k's part only; 0: none
 	start     time.Time
+	// budget is what is left of the request's bound when another node forwarded it here
+	// (0: the whole bound, Timing.Request): the owner answers within the front door's wait.
+	budget time.Duration
+}
+
+// bound is how long the request may take here before it is answered timeout: the
+// request bound, plus a read's wait_ms; for a forwarded request no more than the front
+// door has left.
+func (b *Bridge) bound(j *job, c *call) time.Duration {
+	full := b.cfg.Timing.Request
+	if c.op.kind != opWrite {
+		full += c.op.read.Wait
+	}
+	if j.budget > 0 {
+		return min(j.budget, full)
+	}
+	return full
 }
 
 // handle runs on the endpoint's subscription goroutine: it only queues the request.
@@ -525,10 +545,7 @@ func (b *Bridge) serve(j *job) {
 		b.servePart(j, c)
 		return
 	}
-	if b.mustForward(j, c) {
-		go b.forward(j, c.op.shard)
-		return
-	}
+	forward := b.mustForward(j, c)
 	if b.inflight.Add(1) > int64(b.cfg.MaxInFlight) {
 		b.inflight.Add(-1)
 		c.res = rejectReply(contract.CodeOverloaded, "too many requests in flight; retry later")
@@ -536,16 +553,18 @@ func (b *Bridge) serve(j *job) {
 		return
 	}
 	c.slot = true
+	if forward {
+		// A forward holds its in-flight slot for its round trip, so forwards are bounded
+		// with everything else.
+		go b.forward(j, c)
+		return
+	}
 	if c.op.kind == opList || c.op.kind == opFan {
 		// Before the timer: its expire reads whether the call has parts.
 		c.parts = make([]*actors.Reply, b.cfg.Shards)
 		c.left.Store(int32(b.cfg.Shards))
 	}
-	bound := b.cfg.Timeout
-	if c.op.kind != opWrite {
-		bound += c.op.read.Wait
-	}
-	c.timer = time.AfterFunc(bound, c.expire)
+	c.timer = time.AfterFunc(b.bound(j, c), c.expire)
 	switch c.op.kind {
 	case opWrite:
 		b.sys.Write(c.op.shard, c.op.cmd, c.answer)

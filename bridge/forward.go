@@ -36,65 +36,64 @@ type Routing struct {
 	ShardSubject func(k uint32) string
 }
 
-// forwardRetry is how long a forward waits before sending again to a shard nobody serves;
-// forwardAttempt bounds the wait for the owner's answer to one send.
-const (
-	forwardRetry   = 50 * time.Millisecond
-	forwardAttempt = 2 * time.Second
-)
+// headerBudget carries what is left of a forwarded request's bound, in milliseconds
+// (relative, so the two nodes' clocks need not agree): the owner answers within it.
+const headerBudget = "Holdfast-Budget"
 
 // mustForward reports whether a prepared request goes to another node.
 func (b *Bridge) mustForward(j *job, c *call) bool {
-	return b.cfg.Routing != nil && !j.forwarded && c.op.kind != opList && c.op.kind != opFan && c.op.kind != opStatus &&
-		!b.sys.IsOpen(c.op.shard)
+	if b.cfg.Routing == nil {
+		return false
+	}
+	return routeFor(c.op.kind, true, j.forwarded, b.sys.IsOpen(c.op.shard)) == routeOwner
 }
 
-// forward sends the request to its shard's owner and relays the answer, on a goroutine
-// of its own (a forwarded request waits for a network round trip).
-func (b *Bridge) forward(j *job, shard uint32) {
-	defer b.pending.Add(-1)
+// forward sends the request to its shard's owner and relays the answer, whatever it is,
+// to the client: the client is the one owner of retries (an indefinite answer is retried
+// with the same operation_id). The request is sent again only while nobody listens on
+// the shard subject (the shard is moving: nothing was delivered), within the request's
+// bound; an owner that took it and went silent is answered timeout when the bound ends.
+// It runs on a goroutine of its own, holding the call's in-flight slot.
+func (b *Bridge) forward(j *job, c *call) {
+	shard := c.op.shard
+	deadline := j.start.Add(b.bound(j, c))
 	msg := b.shardRequest(j, shard, false)
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
-	defer cancel()
-	for {
-		// Each attempt is short: a request taken by a node that then gave the shard up
-		// may go unanswered, and sending it again is safe (an operation_id executes once;
-		// a read has no effect).
-		actx, acancel := context.WithTimeout(ctx, forwardAttempt)
-		resp, err := b.nc.RequestMsgWithContext(actx, msg)
-		acancel()
-		if err == nil && resp.Header.Get(micro.ErrorHeader) == contract.NameEngineHalted && ctx.Err() == nil {
-			// The node took the request as the shard left it: send it again, to the
-			// shard's next owner, until the bridge's timeout.
-			time.Sleep(forwardRetry)
-			continue
+	res := (*actors.Reply)(nil)
+	for res == nil {
+		left := time.Until(deadline)
+		if left <= b.cfg.Timing.ForwardRetry {
+			res = rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d has no serving node right now (moving between nodes); retry the same operation_id", shard))
+			break
 		}
-		if err == nil {
+		// The owner's own bound ends a retry pause before ours, so its timeout answer
+		// reaches us before we give up on it.
+		msg.Header.Set(headerBudget, strconv.FormatInt((left-b.cfg.Timing.ForwardRetry).Milliseconds(), 10))
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		resp, err := b.nc.RequestMsgWithContext(ctx, msg)
+		cancel()
+		switch {
+		case err == nil:
 			b.metrics.forward("answered")
 			j.spec.stats.record(resp.Header.Get(micro.ErrorHeader), time.Since(j.start))
 			if j.reply != "" {
-				out := &nats.Msg{Subject: j.reply, Data: resp.Data, Header: resp.Header}
-				if err := b.nc.PublishMsg(out); err != nil {
+				if err := b.nc.PublishMsg(&nats.Msg{Subject: j.reply, Data: resp.Data, Header: resp.Header}); err != nil {
 					b.log.Debug("relaying a forwarded reply", "err", err)
 				}
 			}
+			b.inflight.Add(-1)
+			b.pending.Add(-1)
 			return
+		case errors.Is(err, nats.ErrNoResponders):
+			time.Sleep(b.cfg.Timing.ForwardRetry)
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+			res = rejectReply(contract.CodeTimeout, fmt.Sprintf("no answer from shard %d's owner in time; retry the same operation_id to learn the outcome", shard))
+		default:
+			res = rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d could not be reached (%v); retry the same operation_id", shard, err))
 		}
-		if ctx.Err() != nil || !(errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(forwardRetry):
-			continue
-		}
-		break
 	}
 	b.metrics.forward("no_owner")
-	c := &call{b: b, spec: j.spec, reply: j.reply, proto: j.proto, start: j.start,
-		res: rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d has no serving node right now (moving between nodes); retry the same operation_id", shard))}
-	b.pending.Add(1) // respond accounts for it
-	b.respond(c)
+	c.res = res
+	b.respond(c) // gives the in-flight slot back
 }
 
 // shardRequest is request j sent on to the owner of shard k: the client's body and headers,
@@ -105,6 +104,7 @@ func (b *Bridge) shardRequest(j *job, k uint32, part bool) *nats.Msg {
 	for name, vs := range j.header {
 		msg.Header[name] = vs
 	}
+	msg.Header.Del(headerBudget)
 	msg.Header.Set(headerSubject, j.subject)
 	msg.Header.Set(headerForwarded, "1")
 	if part {
@@ -150,7 +150,7 @@ func (b *Bridge) Release(k uint32) {
 		_ = sub.Unsubscribe()
 		return
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(b.cfg.Timing.Drain)
 	for sub.IsValid() && time.Now().Before(deadline) {
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -177,8 +177,12 @@ func (b *Bridge) handleForwarded(m *nats.Msg) {
 	// has just left this node (the client's placement was right when it sent). One
 	// another node forwarded is counted there and never forwarded again.
 	direct := m.Header.Get(headerForwarded) == "" && part == 0
+	var budget time.Duration
+	if ms, err := strconv.ParseInt(m.Header.Get(headerBudget), 10, 64); err == nil && ms > 0 {
+		budget = time.Duration(ms) * time.Millisecond
+	}
 	b.handleJob(&job{spec: spec, subject: subject, reply: m.Reply, data: m.Data, header: m.Header,
-		proto: isProtobuf(m.Header), forwarded: !direct, start: time.Now(), part: part})
+		proto: isProtobuf(m.Header), forwarded: !direct, start: time.Now(), part: part, budget: budget})
 }
 
 // specFor finds the verb of a public request subject.
@@ -226,7 +230,7 @@ func (p *partReply) reply() *actors.Reply {
 // remotePart asks the owner of shard k for its part of a lease.list.
 func (b *Bridge) remotePart(j *job, k uint32, done func(*actors.Reply)) {
 	msg := b.shardRequest(j, k, true)
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timing.Request)
 	defer cancel()
 	for {
 		resp, err := b.nc.RequestMsgWithContext(ctx, msg)
@@ -243,7 +247,7 @@ func (b *Bridge) remotePart(j *job, k uint32, done func(*actors.Reply)) {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(forwardRetry):
+		case <-time.After(b.cfg.Timing.ForwardRetry):
 			continue
 		}
 		break

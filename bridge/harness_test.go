@@ -318,3 +318,10 @@ func keyOnShard(tenant string, shard, shards uint32, prefix string) string {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// requestBound is the default timing with a shorter request bound.
+func requestBound(d time.Duration) contract.Timing {
+	t := contract.NewTiming(0, 0)
+	t.Request = d
+	return t
+}

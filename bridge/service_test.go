@@ -28,6 +28,7 @@ type stubSystem struct {
 	onWrite func(shard uint32, c *kernel.Command, reply func(*actors.Reply))
 	onRead  func(shard uint32, q actors.ReadRequest, reply func(*actors.Reply))
 	halted  []atomic.Bool
+	closed  bool // IsOpen says false for every shard (a cluster node serving none)
 }
 
 func (s *stubSystem) Write(shard uint32, c *kernel.Command, reply func(*actors.Reply)) {
@@ -38,7 +39,7 @@ func (s *stubSystem) Read(shard uint32, q actors.ReadRequest, reply func(*actors
 	s.onRead(shard, q, reply)
 }
 func (s *stubSystem) Stats(uint32) actors.ShardStats { return actors.ShardStats{} }
-func (s *stubSystem) IsOpen(uint32) bool             { return true }
+func (s *stubSystem) IsOpen(uint32) bool             { return !s.closed }
 
 func (s *stubSystem) Halted(shard uint32) bool { return s.halted[shard].Load() }
 func (s *stubSystem) Shards() uint32           { return s.shards }
@@ -89,7 +90,7 @@ func TestShardTimeoutIsIndefiniteAndLateAnswerDropped(t *testing.T) {
 	held := make(chan func(*actors.Reply), 1)
 	sys := &stubSystem{shards: 2, halted: make([]atomic.Bool, 2), onRead: okRead,
 		onWrite: func(_ uint32, _ *kernel.Command, reply func(*actors.Reply)) { held <- reply }}
-	_, client := startStub(t, ns, sys, func(c *Config) { c.Timeout = 100 * time.Millisecond })
+	_, client := startStub(t, ns, sys, func(c *Config) { c.Timing = requestBound(100 * time.Millisecond) })
 
 	inbox := nats.NewInbox()
 	sub, err := client.SubscribeSync(inbox)

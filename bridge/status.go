@@ -25,7 +25,7 @@ type NodeStatus struct {
 // serveStatus answers cluster.status: the nodes, the owner of every shard and the
 // position it has applied (asked of the owner; 0 when it does not answer in time).
 func (b *Bridge) serveStatus(c *call, j *job) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timing.Request)
 	defer cancel()
 	n := int(b.cfg.Shards)
 	nodes, owners := []NodeStatus{{Node: b.cfg.Node}}, make([]string, n)

@@ -50,7 +50,7 @@ func TestClusterStatusOfOneProcess(t *testing.T) {
 // cluster.status is answered once: its call's timer, stopped by the answer, never adds a
 // second reply (a timeout) nor gives its in-flight slot back twice.
 func TestClusterStatusIsAnsweredOnce(t *testing.T) {
-	s := startStack(t, startNATS(t), stackOptions{shards: 2, cfg: func(c *Config) { c.Timeout = 200 * time.Millisecond }})
+	s := startStack(t, startNATS(t), stackOptions{shards: 2, cfg: func(c *Config) { c.Timing = requestBound(200 * time.Millisecond) }})
 	inbox := nats.NewInbox()
 	sub, err := s.client.SubscribeSync(inbox)
 	if err != nil {

@@ -73,7 +73,7 @@ func (e Encoding) String() string {
 const (
 	DefaultPrefix      = contract.DefaultPrefix
 	DefaultTenant      = "default"
-	DefaultTimeout     = 5 * time.Second
+	DefaultTimeout     = contract.DefaultAttempt // one attempt; the service answers within 3/4 of it
 	DefaultMaxAttempts = 8
 	DefaultBackoffBase = 25 * time.Millisecond
 	DefaultBackoffMax  = 2 * time.Second
@@ -103,8 +103,11 @@ func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = pref
 // "default").
 func WithTenant(tenant string) Option { return func(c *config) { c.tenant = tenant } }
 
-// WithTimeout sets the timeout of one attempt (default 5s). A read that waits
-// for a min_lsn gets at least its wait plus one second.
+// WithTimeout sets the timeout of one attempt (default 2s). The service answers
+// every request within three quarters of the default (a `timeout` answer when its
+// shard cannot), so a longer attempt only waits longer for a node that died with the
+// request; a shorter one retries requests the service is still answering. A read that
+// waits for a min_lsn gets at least its wait plus one second.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithRetry sets the retry budget: at most maxAttempts attempts per call

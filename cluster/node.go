@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/actors"
+	"github.com/holdfast/holdfast/contract"
 )
 
 // Config is one node of a cluster.
@@ -27,9 +28,8 @@ type Config struct {
 	Node     string // this node's name, unique among live nodes
 	Shards   uint32
 	Replicas int
-	// OwnershipTTL is how long a claim lasts without renewal. A node renews every quarter
-	// of it and stops serving a shard three quarters of it after sending its last
-	// successful renewal, so it has stopped before the claim can lapse.
+	// OwnershipTTL is how long a claim lasts without renewal. The renewal period, the
+	// serve window and the journal's call timeout are derived from it (contract.Timing).
 	OwnershipTTL time.Duration
 	Logger       *slog.Logger
 	Metrics      Metrics // nil: none
@@ -84,6 +84,7 @@ type claim struct {
 // over when it stops.
 type Node struct {
 	cfg     Config
+	timing  contract.Timing // derived from cfg.OwnershipTTL: renewals, the serve window, journal calls
 	log     *slog.Logger
 	kv      jetstream.KeyValue
 	bucket  jetstream.Stream // the KV bucket's stream: which keys have messages
@@ -136,7 +137,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, claims: make(map[uint32]*claim), serveUntil: make([]atomic.Int64, cfg.Shards),
+	n := &Node{cfg: cfg, timing: contract.NewTiming(cfg.OwnershipTTL, 0), log: cfg.Logger, claims: make(map[uint32]*claim), serveUntil: make([]atomic.Int64, cfg.Shards),
 		notBefore: make([]atomic.Int64, cfg.Shards),
 		stop:      make(chan struct{}), kick: make(chan struct{}, 1), shardMu: make([]sync.Mutex, cfg.Shards)}
 	n.settingsRev.Store(cfg.Settings.Shape.Version)
@@ -244,7 +245,7 @@ func (n *Node) Storage(k uint32) (actors.Storage, error) {
 		return nil, fmt.Errorf("shard %d is not claimed by node %q", k, n.cfg.Node)
 	}
 	return &Storage{JS: n.cfg.JS, Names: n.cfg.Names, Shard: k, Replicas: n.cfg.Replicas, Node: n.cfg.Node,
-		Epoch: c.rev, Objects: n.objects, Bucket: n.kv, Valid: func() bool { return n.Serving(k) }}, nil
+		Epoch: c.rev, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }}, nil
 }
 
 // Serving is the actors.Options.Serving of a cluster node: true while this node's claim
@@ -255,10 +256,10 @@ func (n *Node) Serving(k uint32) bool {
 }
 
 // period is how often the node renews and rebalances.
-func (n *Node) period() time.Duration { return n.cfg.OwnershipTTL / 4 }
+func (n *Node) period() time.Duration { return n.timing.Renew }
 
 // validFor is how long after sending a renewal the node may serve on it.
-func (n *Node) validFor() time.Duration { return n.cfg.OwnershipTTL * 3 / 4 }
+func (n *Node) validFor() time.Duration { return n.timing.Serve }
 
 // Run drives host until Stop. Two loops: one renews this node's liveness and claims
 // every quarter of the TTL, and nothing it waits on is a shard's load; the other

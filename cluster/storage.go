@@ -34,6 +34,8 @@ type Storage struct {
 	Objects  jetstream.ObjectStore
 	Bucket   jetstream.KeyValue
 	Timeout  time.Duration
+	// JournalCall bounds each JetStream call of the journal (contract.Timing); 2 s when 0.
+	JournalCall time.Duration
 	// Valid, when set, says whether the claim at Epoch is still current: the journal is
 	// not claimed on a lapsed claim (its shard may be another node's by now).
 	Valid func() bool
@@ -57,7 +59,7 @@ func (s *Storage) OpenJournal() (persistence.Journal, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
 	return OpenJournal(ctx, JournalConfig{JS: s.JS, Names: s.Names, Shard: s.Shard, Replicas: s.Replicas,
-		Node: s.Node, Epoch: s.Epoch})
+		Node: s.Node, Epoch: s.Epoch, Timeout: s.JournalCall})
 }
 
 func (s *Storage) snapshotPrefix() string { return fmt.Sprintf("shard-%d/", s.Shard) }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/cluster"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -24,7 +25,7 @@ const (
 )
 
 // DefaultOwnershipTTL is how long a shard claim lasts without renewal (--ownership-ttl).
-const DefaultOwnershipTTL = 5 * time.Second
+const DefaultOwnershipTTL = contract.DefaultOwnershipTTL
 
 func (c *Config) clusterDefaults() error {
 	if c.Journal == "" {

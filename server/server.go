@@ -73,6 +73,10 @@ type Config struct {
 	Node         string        // this process's name in the cluster; the host name when empty
 	Replicas     int           // JetStream replicas of journals, snapshots and the cluster bucket (1 or 3)
 	OwnershipTTL time.Duration // how long a shard claim lasts without renewal; 5s when 0
+	// ClientAttempt is the client attempt the service answers within: every request is
+	// answered, or answered timeout, within three quarters of it (contract.Timing, which
+	// derives every other timeout from it and OwnershipTTL); contract.DefaultAttempt when 0.
+	ClientAttempt time.Duration
 
 	// SnapshotEvery is the entries between a shard's snapshots (0: the shard runtime's
 	// default).
@@ -109,6 +113,10 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		cfg.Prefix = contract.DefaultPrefix
 	}
 	if err := cfg.clusterDefaults(); err != nil {
+		return nil, err
+	}
+	timing := contract.NewTiming(cfg.OwnershipTTL, cfg.ClientAttempt)
+	if err := timing.Validate(); err != nil {
 		return nil, err
 	}
 	// s is never assigned again: the cleanups refer to it, and a failed Start, which
@@ -263,7 +271,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: evJS, Prefix: cfg.Prefix,
 		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events, Routing: routing,
-		Node: s.cfg.Node, Status: status})
+		Node: s.cfg.Node, Status: status, Timing: timing})
 	cancel()
 	if err != nil {
 		return nil, err
