@@ -40,8 +40,10 @@ type JournalConfig struct {
 	// Epoch is the ownership epoch this node claims the journal at (the revision of its
 	// claim in the KV bucket); it names the writer in every message it appends.
 	Epoch     uint64
-	MaxRecord int           // persistence.DefaultMaxRecordSize when 0
-	Timeout   time.Duration // per JetStream call; 2s when 0
+	MaxRecord int // persistence.DefaultMaxRecordSize when 0
+	// Timeout bounds each JetStream call of a serving journal — an append's
+	// acknowledgement, the read that settles it (contract.Timing's JournalCall); 2s when 0.
+	Timeout time.Duration
 	// Window is the journal messages kept in flight at once (DefaultWindow when 0).
 	Window int
 }
@@ -87,7 +89,7 @@ func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
 		cfg.MaxRecord = persistence.DefaultMaxRecordSize
 	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = 2 * time.Second
+		cfg.Timeout = openCall
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
@@ -138,7 +140,7 @@ func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
 // time is the shard's unavailability): a step-down JetStream does not answer — a leader
 // paused or cut off — must not hold the claim up.
 func (j *Journal) leadHere(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, openCall)
 	defer cancel()
 	nc := j.cfg.JS.Conn()
 	here := nc.ConnectedServerName()
@@ -165,12 +167,18 @@ func (j *Journal) leadHere(ctx context.Context) {
 	}
 }
 
+// openCall bounds each JetStream call of claiming a journal. A claim is not yet serving,
+// so the serve window does not bound it, and right after a NATS server is lost the
+// stream's API answers slowly while its group elects a leader: a call given less than
+// this kept failing and sending again.
+const openCall = 2 * time.Second
+
 // errMoved is a claim refused because the stream's tail moved after it was read.
 var errMoved = errors.New("the journal's tail moved during the claim")
 
 // claim reads the tail and appends the claim message expecting it.
 func (j *Journal) claim(ctx context.Context) error {
-	ictx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	ictx, cancel := context.WithTimeout(ctx, openCall)
 	info, err := j.stream.Info(ictx)
 	cancel()
 	if err != nil {
@@ -184,7 +192,7 @@ func (j *Journal) claim(ctx context.Context) error {
 			return fmt.Errorf("journal %s was purged empty past sequence %d: where it ended is lost, so shard %d cannot be recovered from it",
 				j.cfg.Names.JournalStream(j.cfg.Shard), last, j.cfg.Shard)
 		}
-		m, err := j.get(ctx, last)
+		m, err := j.getWithin(ctx, last, openCall)
 		if err != nil {
 			return fmt.Errorf("reading the journal's last message %d: %w", last, err)
 		}
@@ -194,7 +202,7 @@ func (j *Journal) claim(ctx context.Context) error {
 	}
 	msg := j.message("claim", tail)
 	msg.Header.Set(hdrKind, "claim")
-	pctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	pctx, cancel := context.WithTimeout(ctx, openCall)
 	ack, err := j.cfg.JS.PublishMsg(pctx, msg, jetstream.WithExpectLastSequence(last),
 		jetstream.WithMsgID(fmt.Sprintf("%d-claim-%d", j.cfg.Shard, j.cfg.Epoch)))
 	cancel()
@@ -253,7 +261,11 @@ func isWrongLast(err error) bool {
 }
 
 func (j *Journal) get(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
-	gctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
+	return j.getWithin(ctx, seq, j.cfg.Timeout)
+}
+
+func (j *Journal) getWithin(ctx context.Context, seq uint64, d time.Duration) (*jetstream.RawStreamMsg, error) {
+	gctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return j.stream.GetMsg(gctx, seq)
 }
@@ -353,7 +365,7 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 	seen := false
 	var index []stored
 	for {
-		msg, err := it.Next(jetstream.NextMaxWait(6 * j.cfg.Timeout))
+		msg, err := it.Next(jetstream.NextMaxWait(6 * openCall))
 		if err != nil {
 			return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, err)
 		}
