@@ -390,8 +390,12 @@ func (n *Node) renewKey(ctx context.Context, key string, val []byte, rev uint64)
 	return ack.Sequence, nil
 }
 
-// renew extends this node's claim on shard k; a claim that is gone, or that could not
-// be renewed before it may have lapsed, is given up.
+// renew extends this node's claim on shard k. A claim that is gone, or that could not
+// be renewed before it may have lapsed, is no longer served (Serving is false from
+// then on) and the balancing loop gives it up: the renewal loop never waits on a shard
+// (a drain, a journal's appends settling), so one shard's slow close cannot make the
+// node's other claims lapse. A renewal that succeeds before the balancing loop got to
+// it serves the shard again: the claim was still this node's revision.
 func (n *Node) renew(ctx context.Context, k uint32) {
 	n.mu.Lock()
 	c := n.claims[k]
@@ -420,11 +424,11 @@ func (n *Node) renew(ctx context.Context, k uint32) {
 		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("claim on shard lost to another node", "shard", k)
 		n.serveUntil[k].Store(0)
-		n.loseSoon(k)
+		n.kickBalance()
 	case !n.Serving(k):
 		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("claim on shard not renewed in time; giving it up", "shard", k, "err", err)
-		n.loseSoon(k)
+		n.kickBalance()
 	default:
 		n.cfg.Metrics.ClaimRenewed(false)
 		n.log.Warn("renewing claim", "shard", k, "err", err)
@@ -586,16 +590,6 @@ func (n *Node) acquire(ctx context.Context, k uint32) {
 	n.log.Info("serving shard", "shard", k, "epoch", rev, "load", time.Since(start).Round(time.Millisecond))
 	n.cfg.Metrics.ShardAcquired()
 	n.cfg.Metrics.ShardsOwned(len(n.owned()))
-}
-
-// loseSoon gives shard k up now if nothing else is being done with it; otherwise the
-// balancing loop does when that is over (the shard is not served meanwhile: Serving is
-// false).
-func (n *Node) loseSoon(k uint32) {
-	if n.shardMu[k].TryLock() {
-		defer n.shardMu[k].Unlock()
-		n.lose(k)
-	}
 }
 
 // lose stops serving shard k at once: its claim may belong to another node already, and

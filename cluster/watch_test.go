@@ -124,3 +124,57 @@ func TestHaltedShardIsGivenUpAndRecovered(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// slowCloseHost takes its time closing shard 0 (a drain, appends settling).
+type slowCloseHost struct {
+	nullHost
+	closing chan struct{} // closed when Close(0) starts
+	release chan struct{} // Close(0) returns when this is closed
+	once    sync.Once
+}
+
+func (h *slowCloseHost) Close(k uint32) {
+	if k != 0 {
+		return
+	}
+	h.once.Do(func() { close(h.closing) })
+	<-h.release
+}
+
+// A claim lost to another writer is given up by the balancing loop, not the renewal
+// loop: while shard 0 takes seconds to close, the node goes on renewing shard 1 and
+// serves it throughout. (When the renewal loop closed the shard itself, shard 1 went
+// unrenewed for as long as the close took, past its serve window.)
+func TestASlowCloseDoesNotStopTheOtherRenewals(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	ctx := context.Background()
+	a, err := Join(ctx, Config{JS: js, Names: NamesFor("holdfast"), Node: "a", Shards: 2, OwnershipTTL: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &slowCloseHost{closing: make(chan struct{}), release: make(chan struct{})}
+	a.Run(host)
+	defer a.Stop()
+	defer close(host.release)
+	waitOwned(t, a, 2, 10*time.Second)
+	// Another writer takes shard 0's key: a's next renewal of it is refused.
+	if _, err := a.kv.Put(ctx, shardKey(0), []byte(`{"node":"z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-host.closing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("shard 0 was not given up after its claim was taken")
+	}
+	if a.Serving(0) {
+		t.Fatal("shard 0 still served after its claim was lost")
+	}
+	// Twice the serve window (3 s) with shard 0's close stuck.
+	until := time.Now().Add(2 * a.timing.Serve)
+	for time.Now().Before(until) {
+		if !a.Serving(1) {
+			t.Fatal("shard 1 stopped being served while shard 0 was closing: its renewals waited on the close")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
