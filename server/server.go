@@ -3,9 +3,11 @@
 // and the order in which they start and stop, in one place. cmd/holdfast parses flags and
 // fixes the data directory's layout; tests and examples start a Holdfast in-process here.
 //
-// Start order: NATS, connections, the bridge (whose event publisher the shards' recovery
-// already feeds), the shards (each recovers its journal), the metrics listener, then the
-// endpoints answer. Shutdown runs it backwards: requests drained and answered, metrics
+// Start runs in stages (start.go): connect (NATS, the connections, JetStream answering),
+// provision (the registry; in a cluster its settings), the bridge (whose event publisher
+// the shards' recovery already feeds), join (a cluster node becomes a member), the shards
+// (each recovers its journal, or in a cluster opens as it is claimed), serve (the metrics
+// listener and console, the endpoints, the node's rounds). Shutdown runs it backwards: requests drained and answered, metrics
 // closed, shards stopped (journals flushed), queued events published, connections and
 // the embedded server shut.
 package server
@@ -13,7 +15,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,10 +30,8 @@ import (
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/console"
-	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
-	"github.com/holdfast/holdfast/natsconn"
 	"github.com/holdfast/holdfast/persistence"
 )
 
@@ -97,243 +96,14 @@ type Server struct {
 	br         *bridge.Bridge
 	sys        *actors.System
 	node       *cluster.Node
+	// joined is node once the node has joined: a shard's events are published only while
+	// it is served here, and the publisher starts (with the bridge) before the join.
+	joined   atomic.Pointer[cluster.Node]
+	natsOpts []nats.Option // every connection's options (dial adds its name)
 
 	mu       sync.Mutex
 	cleanups []func() // run backwards by Shutdown
 	stopped  bool
-}
-
-// Start starts a Holdfast process and returns once its endpoints answer. On an error
-// everything started so far is stopped again.
-func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = contract.DefaultPrefix
-	}
-	if err := cfg.clusterDefaults(); err != nil {
-		return nil, err
-	}
-	timing := contract.NewTiming(cfg.OwnershipTTL, cfg.ClientAttempt)
-	if err := timing.Validate(); err != nil {
-		return nil, err
-	}
-	// s is never assigned again: the cleanups refer to it, and a failed Start, which
-	// returns a nil *Server, runs them. (With s the named result, a failure after the
-	// bridge started — a metrics port in use — ran them on a nil s and panicked.)
-	s := &Server{cfg: cfg, log: cfg.Logger}
-	defer func() {
-		if err != nil {
-			s.runCleanups()
-		}
-	}()
-	// The metrics listener's address is taken first, so that one in use fails the start
-	// at once, before the shards recover; it serves once the bridge exists.
-	var metricsLn net.Listener
-	if cfg.MetricsListen != "" {
-		if metricsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-			return nil, fmt.Errorf("--metrics-listen %s: %w", cfg.MetricsListen, err)
-		}
-		s.add(func() { metricsLn.Close() })
-	}
-	var conn []nats.Option
-	if cfg.NATSURL == "" {
-		ns, u, err := startEmbeddedNATS(cfg.Listen, cfg.Data, cfg.Node, cfg.NATSCluster, s.log.With("component", "nats"))
-		if err != nil {
-			return nil, err
-		}
-		s.add(func() { stopEmbeddedNATS(ns, cfg.NATSCluster.Enabled()) })
-		// The service connects over loopback TCP rather than nats.InProcessServer: the
-		// in-process transport is a synchronous net.Pipe, and under load it measured
-		// about a third slower than TCP here (docs/benchmarks.md).
-		s.url, s.embedded = u, true
-	} else {
-		s.url = cfg.NATSURL
-		conn = append(conn, nats.MaxReconnects(-1))
-		conn = append(conn, cfg.NATSOptions...)
-	}
-	conn = append(conn, nats.Name("holdfast-serve"),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				s.log.Warn("NATS disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }))
-	connect := func(name string) (*nats.Conn, error) {
-		nc, err := nats.Connect(s.url, append(conn[:len(conn):len(conn)], nats.Name(name))...)
-		if err != nil {
-			return nil, fmt.Errorf("connecting to NATS at %s: %s", natsconn.Redact(s.url), natsconn.RedactError(err, s.url))
-		}
-		s.add(func() {
-			_ = nc.FlushTimeout(2 * time.Second)
-			nc.Close()
-		})
-		return nc, nil
-	}
-	nc, err := connect("holdfast-serve")
-	if err != nil {
-		return nil, err
-	}
-	// Replies and JetStream publishing each get connections of their own: the NATS
-	// server reads a connection on one goroutine, and one connection carrying requests,
-	// replies and events measured as the service's bottleneck (docs/benchmarks.md).
-	var replyConns []*nats.Conn
-	for i := 0; i < 2; i++ {
-		rc, err := connect(fmt.Sprintf("holdfast-serve-replies-%d", i))
-		if err != nil {
-			return nil, err
-		}
-		replyConns = append(replyConns, rc)
-	}
-	jsConn, err := connect("holdfast-serve-jetstream")
-	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(jsConn)
-	if err != nil {
-		return nil, err
-	}
-	// Events go on a connection of their own with no reconnect buffer: a publish made
-	// while disconnected fails at once and is sent again by the publisher — which first
-	// checks the shard is still served here — instead of being replayed on reconnect,
-	// possibly after another node has published the shard's later events.
-	evConn, err := nats.Connect(s.url, append(conn[:len(conn):len(conn)], nats.Name("holdfast-serve-events"), nats.ReconnectBufSize(-1))...)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %s", natsconn.Redact(s.url), natsconn.RedactError(err, s.url))
-	}
-	s.add(func() {
-		_ = evConn.FlushTimeout(2 * time.Second)
-		evConn.Close()
-	})
-	evJS, err := jetstream.New(evConn)
-	if err != nil {
-		return nil, err
-	}
-	// A JetStream cluster that is still electing its meta leader does not answer at all,
-	// or answers "temporarily unavailable" (10008): ask in short attempts for up to 30 s.
-	for deadline, said := time.Now().Add(30*time.Second), false; ; {
-		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err = js.AccountInfo(actx)
-		cancel()
-		if !(errors.Is(err, context.DeadlineExceeded) || jetStreamForming(err)) || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		if jetStreamForming(err) {
-			if !said {
-				s.log.Info("waiting for JetStream to elect its meta leader", "err", err)
-				said = true
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return nil, fmt.Errorf("NATS at %s has no JetStream for this account; Holdfast needs it for the %s stream (enable JetStream, or run without --nats to embed a NATS server)", natsconn.Redact(s.url), contract.StreamName)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checking JetStream at %s: %s", natsconn.Redact(s.url), natsconn.RedactError(err, s.url))
-	}
-
-	kv, err := s.register(ctx, js)
-	if err != nil {
-		return nil, err
-	}
-	clustered := s.cfg.Journal == JournalJetStream
-	var settings cluster.Settings
-	if clustered {
-		if settings, err = s.adoptSettings(ctx, kv); err != nil {
-			return nil, err
-		}
-		cfg.Kernel = s.cfg.Kernel
-	}
-	names := cluster.NamesFor(cfg.Prefix)
-	var routing *bridge.Routing
-	var status bridge.StatusSource
-	if clustered {
-		routing = &bridge.Routing{ShardSubject: names.ShardSubject}
-		status = func(ctx context.Context) ([]bridge.NodeStatus, []string, error) {
-			states, owners, err := s.node.Status(ctx)
-			nodes := make([]bridge.NodeStatus, len(states))
-			for i, st := range states {
-				nodes[i] = bridge.NodeStatus{Node: st.Node, RenewalAge: st.RenewalAge, Lapsing: st.Lapsing}
-			}
-			return nodes, owners, err
-		}
-	}
-	cfg.Events.Replicas = s.cfg.Replicas
-	var node atomic.Pointer[cluster.Node] // set once joined; events of a shard are published only while it is served here
-	if clustered {
-		cfg.Events.Serving = func(k uint32) bool {
-			n := node.Load()
-			return n != nil && n.Serving(k)
-		}
-	}
-	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	s.br, err = bridge.New(bctx, bridge.Config{Conn: nc, ReplyConns: replyConns, JetStream: evJS, Prefix: cfg.Prefix,
-		Shards: cfg.Shards, Logger: s.log.With("component", "bridge"), Events: cfg.Events, Routing: routing,
-		Node: s.cfg.Node, Status: status, Timing: timing})
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	s.add(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
-		defer cancel()
-		if err := s.br.Close(sctx); err != nil {
-			s.log.Warn("event publishing did not finish", "err", err)
-		}
-	})
-	if clustered {
-		jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		s.node, err = cluster.Join(jctx, cluster.Config{NC: nc, JS: js, Names: names, Node: s.cfg.Node, Shards: cfg.Shards,
-			Replicas: s.cfg.Replicas, OwnershipTTL: s.cfg.OwnershipTTL, Logger: s.log.With("component", "cluster"),
-			Metrics: s.br.Metrics(), Settings: settings, OnSettings: s.configure})
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		s.add(s.node.Stop)
-		node.Store(s.node)
-	}
-
-	s.log.Info("recovering shards", "data", cfg.Data, "shards", cfg.Shards)
-	opts := actors.Options{Dir: cfg.Data, Shards: cfg.Shards, Slot: cfg.Slot, Kernel: cfg.Kernel,
-		Events: s.br, Observer: s.br.Observer(), Logger: s.log.With("component", "actors"),
-		Clock: cfg.Clock, Faults: cfg.Faults, SnapshotEvery: cfg.SnapshotEvery}
-	if s.node != nil {
-		opts.Lazy, opts.Storage, opts.Serving, opts.OnHalt = true, s.node.Storage, s.node.Serving, s.node.ShardHalted
-	}
-	s.sys, err = actors.Start(opts)
-	if err != nil {
-		return nil, fmt.Errorf("starting the shards: %w", err)
-	}
-	s.add(s.sys.Stop)
-	for i := uint32(0); i < cfg.Shards; i++ {
-		if s.sys.Halted(i) {
-			s.log.Error("shard halted at start; it answers engine_halted until its journal is repaired", "shard", i)
-		}
-	}
-	if metricsLn != nil {
-		// The console's lookups and events tail go on a connection of their own: a
-		// page left open never shares one with the request path.
-		cc, err := connect("holdfast-serve-console")
-		if err != nil {
-			return nil, err
-		}
-		page, err := console.New(console.Config{Conn: cc, Prefix: cfg.Prefix, Node: s.cfg.Node, Cluster: s.node != nil,
-			Version: bridge.Version, Shards: s.sys, SlotMs: s.sys.Options().Kernel.SlotMillis, Rest: s.br.MetricsHandler()})
-		if err != nil {
-			return nil, err
-		}
-		s.serveMetrics(metricsLn, page)
-	}
-	if err := s.br.Start(s.sys); err != nil {
-		return nil, err
-	}
-	if s.node != nil {
-		s.node.Run(nodeHost{sys: s.sys, br: s.br})
-	}
-	return s, nil
 }
 
 // nodeHost is what a cluster node drives: the shards and the bridge's routing.
