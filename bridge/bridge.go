@@ -648,10 +648,7 @@ func (b *Bridge) enqueue(c *call) {
 // respond encodes the call's result, publishes it to the reply subject and accounts
 // for it.
 func (b *Bridge) respond(c *call) {
-	defer b.pending.Add(-1)
-	if c.slot {
-		defer b.inflight.Add(-1)
-	}
+	defer b.settled(c)
 	if c.res == nil && c.parts != nil {
 		c.res, c.next = c.op.merge(c.spec.verb, c.parts)
 	}
@@ -682,6 +679,14 @@ func (b *Bridge) respond(c *call) {
 	}
 	if err := nc.PublishMsg(replyMsg(c.reply, c.proto, code, body)); err != nil {
 		b.log.Debug("publishing a reply", "verb", c.spec.verb.String(), "err", err)
+	}
+}
+
+// settled accounts for an answered call: no longer pending, its in-flight slot free.
+func (b *Bridge) settled(c *call) {
+	b.pending.Add(-1)
+	if c.slot {
+		b.inflight.Add(-1)
 	}
 }
 

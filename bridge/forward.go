@@ -58,11 +58,10 @@ func (b *Bridge) forward(j *job, c *call) {
 	shard := c.op.shard
 	deadline := j.start.Add(b.bound(j, c))
 	msg := b.shardRequest(j, shard, false)
-	res := (*actors.Reply)(nil)
-	for res == nil {
+	for c.res == nil {
 		left := time.Until(deadline)
 		if left <= b.cfg.Timing.ForwardRetry {
-			res = rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d has no serving node right now (moving between nodes); retry the same operation_id", shard))
+			c.res = rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d has no serving node right now (moving between nodes); retry the same operation_id", shard))
 			break
 		}
 		// The owner's own bound ends a retry pause before ours, so its timeout answer
@@ -80,20 +79,18 @@ func (b *Bridge) forward(j *job, c *call) {
 					b.log.Debug("relaying a forwarded reply", "err", err)
 				}
 			}
-			b.inflight.Add(-1)
-			b.pending.Add(-1)
+			b.settled(c)
 			return
 		case errors.Is(err, nats.ErrNoResponders):
 			time.Sleep(b.cfg.Timing.ForwardRetry)
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-			res = rejectReply(contract.CodeTimeout, fmt.Sprintf("no answer from shard %d's owner in time; retry the same operation_id to learn the outcome", shard))
+			c.res = rejectReply(contract.CodeTimeout, fmt.Sprintf("no answer from shard %d's owner in time; retry the same operation_id to learn the outcome", shard))
 		default:
-			res = rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d could not be reached (%v); retry the same operation_id", shard, err))
+			c.res = rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d could not be reached (%v); retry the same operation_id", shard, err))
 		}
 	}
 	b.metrics.forward("no_owner")
-	c.res = res
-	b.respond(c) // gives the in-flight slot back
+	b.respond(c)
 }
 
 // shardRequest is request j sent on to the owner of shard k: the client's body and headers,
