@@ -255,12 +255,6 @@ func (n *Node) Serving(k uint32) bool {
 	return until != 0 && actors.MonoNow() < until
 }
 
-// period is how often the node renews and rebalances.
-func (n *Node) period() time.Duration { return n.timing.Renew }
-
-// validFor is how long after sending a renewal the node may serve on it.
-func (n *Node) validFor() time.Duration { return n.timing.Serve }
-
 // Run drives host until Stop. Two loops: one renews this node's liveness and claims
 // every quarter of the TTL, and nothing it waits on is a shard's load; the other
 // spreads shards (claims, opens, hands over), which can take as long as a load takes,
@@ -277,14 +271,14 @@ func (n *Node) Run(host Host) {
 	go n.watchBucket(opened)
 	select {
 	case <-opened:
-	case <-time.After(n.period()):
+	case <-time.After(n.timing.Renew):
 	}
 	go n.loop(n.balance, n.kick)
 }
 
 func (n *Node) loop(step func(), kick <-chan struct{}) {
 	defer n.wg.Done()
-	t := time.NewTicker(n.period())
+	t := time.NewTicker(n.timing.Renew)
 	defer t.Stop()
 	step()
 	for {
@@ -301,7 +295,7 @@ func (n *Node) loop(step func(), kick <-chan struct{}) {
 
 // renewAll renews this node's liveness and every claim it holds.
 func (n *Node) renewAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), n.period()*2)
+	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew*2)
 	defer cancel()
 	n.renewMember(ctx)
 	for _, k := range n.owned() {
@@ -312,7 +306,7 @@ func (n *Node) renewAll() {
 // balance moves at most one shard towards the balanced spread, gives up shards whose
 // claims lapsed while they were busy, and claims the unclaimed shards placed here.
 func (n *Node) balance() {
-	ctx, cancel := context.WithTimeout(context.Background(), n.period()*2)
+	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew*2)
 	defer cancel()
 	for _, k := range n.owned() {
 		switch {
@@ -418,7 +412,7 @@ func (n *Node) renew(ctx context.Context, k uint32) {
 			n.log.Warn("claim renewed only as its last revision may have been expiring; not served on until the next renewal confirms it", "shard", k)
 			return
 		}
-		n.serveUntil[k].Store(sent + int64(n.validFor()))
+		n.serveUntil[k].Store(sent + int64(n.timing.Serve))
 		n.cfg.Metrics.ClaimRenewed(true)
 	case isWrongLast(err):
 		n.cfg.Metrics.ClaimRenewed(false)
@@ -568,11 +562,11 @@ func (n *Node) acquire(ctx context.Context, k uint32) {
 	n.mu.Lock()
 	n.claims[k] = &claim{rev: rev, sent: sent}
 	n.mu.Unlock()
-	n.serveUntil[k].Store(sent + int64(n.validFor()))
+	n.serveUntil[k].Store(sent + int64(n.timing.Serve))
 	start := time.Now()
 	if err := n.host.Open(k); err != nil {
 		n.log.Error("opening claimed shard", "shard", k, "err", err)
-		n.notBefore[k].Store(actors.MonoNow() + int64(n.period()))
+		n.notBefore[k].Store(actors.MonoNow() + int64(n.timing.Renew))
 		n.release(k)
 		return
 	}
@@ -617,7 +611,7 @@ func (n *Node) giveUp(k uint32) {
 	n.host.Release(k)
 	n.host.Close(k)
 	n.host.DropEvents(k)
-	n.notBefore[k].Store(actors.MonoNow() + int64(n.period()))
+	n.notBefore[k].Store(actors.MonoNow() + int64(n.timing.Renew))
 	n.release(k)
 	n.cfg.Metrics.ClaimLost()
 	n.cfg.Metrics.ShardsOwned(len(n.owned()))
@@ -685,7 +679,7 @@ func (n *Node) Stop() {
 		for _, k := range n.owned() {
 			// The loop no longer renews: renew the claim just before handing the shard
 			// over, so it is still served while its last events are published.
-			ctx, cancel := context.WithTimeout(context.Background(), n.period())
+			ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
 			n.renew(ctx, k)
 			cancel()
 			n.withShard(k, func() {

@@ -61,7 +61,7 @@ func (n *Node) watchBucket(opened chan<- struct{}) {
 		select {
 		case <-n.stop:
 			return
-		case <-time.After(n.period()):
+		case <-time.After(n.timing.Renew):
 		}
 	}
 }
@@ -71,7 +71,7 @@ func (n *Node) refreshSettings() {
 	if n.cfg.OnSettings == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.period())
+	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
 	defer cancel()
 	s, err := LoadSettings(ctx, n.kv)
 	if err != nil {
