@@ -535,3 +535,38 @@ func TestSlotLengthAsksItsOwnPrefix(t *testing.T) {
 		t.Fatalf("acme.hf's slot length %v, %v; want 10ms from $SRV.INFO", d, err)
 	}
 }
+
+// A route probe that finds its shard with nobody listening (the shard is being handed
+// over or loaded) is asked again soon: the client does not stay on the public subject
+// for good because its one probe came at the wrong moment.
+func TestDirectRoutingSurvivesAProbeOfAMovingShard(t *testing.T) {
+	_, nc := startNATS(t, false)
+	if _, err := nc.Subscribe("$SRV.INFO.holdfast", func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"name":"holdfast","metadata":{"prefix":"holdfast","shards":"1","routing":"direct"}}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const found = `{"outcome":"committed","code":"ok","resource":{"resource_id":"seat-1"}}`
+	public := &fake{handler: always(found)}
+	public.serve(t, nc, "holdfast.v1.default.resource.get")
+	c := newClient(t, nc)
+	get := func() {
+		t.Helper()
+		if _, err := c.GetResource(context.Background(), "seat-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first request starts the fetch; its probe meets no responders.
+	get()
+	time.Sleep(300 * time.Millisecond)
+	owner := &fake{handler: always(found)}
+	owner.serve(t, nc, contract.ShardSubject("holdfast", 0))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(owner.requests()) < 2 { // the probe, then a request routed directly
+		if time.Now().After(deadline) {
+			t.Fatalf("no request reached the shard's owner directly (%d public)", len(public.requests()))
+		}
+		get()
+		time.Sleep(50 * time.Millisecond)
+	}
+}

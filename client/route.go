@@ -33,7 +33,13 @@ type route struct {
 	info     atomic.Pointer[routeInfo]
 	fetching atomic.Bool
 	retryAt  atomic.Int64 // unix ns: no new fetch before (after a failed one)
+	moving   int          // probes that met a shard with no owner listening (fetchRoute's own)
 }
+
+// maxMovingProbes is how many probes may find their shard without an owner listening
+// (a shard being handed over or loaded: tens of milliseconds) before the client decides
+// direct routing does not reach this service and stays on the public subject.
+const maxMovingProbes = 10
 
 // directSubject returns the shard subject for a request and true, or false when it goes
 // to the public subject.
@@ -69,8 +75,17 @@ func (c *Client) fetchRoute() {
 			c.route.retryAt.Store(time.Now().Add(5 * time.Second).UnixNano())
 			return
 		}
-		if info.direct && !c.probeDirect(info) {
-			info.direct = false // not answered there: permissions, or an older service
+		if info.direct {
+			switch err := c.probeDirect(info); {
+			case errors.Is(err, nats.ErrNoResponders) && c.route.moving < maxMovingProbes:
+				// Nobody listens on the probe's shard: it is moving. Ask again soon
+				// rather than give direct routing up for good.
+				c.route.moving++
+				c.route.retryAt.Store(time.Now().Add(500 * time.Millisecond).UnixNano())
+				return
+			case err != nil:
+				info.direct = false // not answered there: permissions, or an older service
+			}
 		}
 		c.route.info.Store(info)
 	}()
@@ -103,15 +118,15 @@ func (c *Client) routeInfo() (*routeInfo, error) {
 	return info, nil
 }
 
-// probeDirect sends one read straight to a shard's owner and reports whether it was
-// answered: a client whose permissions do not let it publish to the shard subjects (a
+// probeDirect sends one read straight to a shard's owner and reports why it was not
+// answered (nil: it was): a client whose permissions do not let it publish to the shard subjects (a
 // tenant account that imports only its own subjects) would otherwise wait out its
 // timeout on every request.
-func (c *Client) probeDirect(info *routeInfo) bool {
+func (c *Client) probeDirect(info *routeInfo) error {
 	req := &messages.GetResourceRequest{ResourceId: "holdfast-route-probe"}
 	data, err := c.encode(req)
 	if err != nil {
-		return false
+		return err
 	}
 	k, _ := placeRequest(c.cfg.tenant, contract.VerbGetResource, req, info.shards)
 	msg := c.directMsg(&nats.Msg{Subject: c.subjects[contract.VerbGetResource], Data: data, Header: c.header},
@@ -119,7 +134,10 @@ func (c *Client) probeDirect(info *routeInfo) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.timeout, time.Second))
 	defer cancel()
 	rep, _, err := c.attempt(ctx, msg, time.Second)
-	return err == nil && rep.Outcome != ""
+	if err == nil && rep.Outcome == "" {
+		err = errors.New("the probe's answer has no outcome")
+	}
+	return err
 }
 
 // directMsg is msg sent straight to the shard's owner: the same body and headers, and
