@@ -85,12 +85,14 @@ func TestRenewalAtTheExpiryIsNotServedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The revision was written almost a TTL ago, as after a stall of the renewals.
-	n.claims[0] = &claim{rev: rev, sent: actors.MonoNow() - int64(ttl-ttl/20)}
-	n.renew(ctx, 0)
-	if n.Serving(0) {
+	now := actors.MonoNow()
+	n.table.shards[0] = shardClaim{phase: serving, rev: rev, sent: now - int64(ttl-ttl/20), serveUntil: now + int64(time.Second)}
+	n.publish()
+	n.renewAll()
+	if until := n.serveUntil[0].Load(); until != now+int64(time.Second) {
 		t.Fatal("served on a renewal that landed as its predecessor may have expired")
 	}
-	n.renew(ctx, 0)
+	n.renewAll()
 	if !n.Serving(0) {
 		t.Fatal("a confirming renewal did not restore serving")
 	}

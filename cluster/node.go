@@ -72,12 +72,6 @@ type Host interface {
 	Halted(k uint32) bool
 }
 
-// claim is this node's hold on one shard.
-type claim struct {
-	rev  uint64 // KV revision of the claim: the ownership epoch
-	sent int64  // when the write of revision rev was sent (actors.MonoNow)
-}
-
 // Node holds shard claims in the cluster bucket and opens and closes shards on its host
 // to match: it renews its own liveness and its claims, spreads shards evenly over live
 // nodes (one move at a time), takes shards whose owner has gone, and hands its shards
@@ -92,23 +86,27 @@ type Node struct {
 	host    Host
 
 	// serveUntil[k] is the monotonic time (actors.MonoNow) until which shard k may be
-	// served here; 0 when not owned.
+	// served here, 0 when not; epoch[k] is the revision of this node's claim on it, 0
+	// when none. Both are the claim table's, published by the ownership goroutine for
+	// the goroutines that serve requests and load shards.
 	serveUntil []atomic.Int64
-	// notBefore[k] is the monotonic time before which this node does not claim shard k
-	// again after it failed to open it or gave it up halted: one try per round, not a
-	// loop of claims on a journal that cannot be read yet.
-	notBefore []atomic.Int64
+	epoch      []atomic.Uint64
 
 	settingsRev atomic.Uint64 // revision of the settings this node serves under
 
-	mu        sync.Mutex
-	abandoned bool
-	claims    map[uint32]*claim
+	// The ownership goroutine's own (run.go): no lock, nothing else touches them.
+	table     *claimTable
 	memberRev uint64
+	reading   bool // a round's read of the bucket is under way
+	again     bool // and another round was asked for meanwhile
+	hostOps   int  // opens and closes under way
+
+	views     chan bucketView // a round's read, back to the ownership goroutine
+	done      chan hostDone   // an open or close, back to the ownership goroutine
+	abandoned atomic.Bool
 	stop      chan struct{}
 	kick      chan struct{}  // a balancing round now, please (capacity 1: kicks coalesce)
-	wg        sync.WaitGroup // the two loops and the bucket watch
-	shardMu   []sync.Mutex   // per shard: open, hand-off and loss one at a time
+	wg        sync.WaitGroup // the ownership goroutine and the bucket watch
 }
 
 // Member is a live node as the cluster bucket shows it.
@@ -137,9 +135,11 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
-	n := &Node{cfg: cfg, timing: contract.NewTiming(cfg.OwnershipTTL, 0), log: cfg.Logger, claims: make(map[uint32]*claim), serveUntil: make([]atomic.Int64, cfg.Shards),
-		notBefore: make([]atomic.Int64, cfg.Shards),
-		stop:      make(chan struct{}), kick: make(chan struct{}, 1), shardMu: make([]sync.Mutex, cfg.Shards)}
+	timing := contract.NewTiming(cfg.OwnershipTTL, 0)
+	n := &Node{cfg: cfg, timing: timing, log: cfg.Logger, table: newClaimTable(cfg.Node, cfg.Shards, timing),
+		serveUntil: make([]atomic.Int64, cfg.Shards), epoch: make([]atomic.Uint64, cfg.Shards),
+		views: make(chan bucketView, 1), done: make(chan hostDone, cfg.Shards),
+		stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	n.settingsRev.Store(cfg.Settings.Shape.Version)
 	var err error
 	if n.kv, err = OpenBucket(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
@@ -238,14 +238,12 @@ func shardKey(k uint32) string     { return "shard." + strconv.FormatUint(uint64
 // Storage is the actors.Options.Storage of a cluster node: shard k's storage at the
 // epoch of this node's current claim.
 func (n *Node) Storage(k uint32) (actors.Storage, error) {
-	n.mu.Lock()
-	c := n.claims[k]
-	n.mu.Unlock()
-	if c == nil {
+	epoch := n.epoch[k].Load()
+	if epoch == 0 {
 		return nil, fmt.Errorf("shard %d is not claimed by node %q", k, n.cfg.Node)
 	}
 	return &Storage{JS: n.cfg.JS, Names: n.cfg.Names, Shard: k, Replicas: n.cfg.Replicas, Node: n.cfg.Node,
-		Epoch: c.rev, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }}, nil
+		Epoch: epoch, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }}, nil
 }
 
 // Serving is the actors.Options.Serving of a cluster node: true while this node's claim
@@ -253,111 +251,6 @@ func (n *Node) Storage(k uint32) (actors.Storage, error) {
 func (n *Node) Serving(k uint32) bool {
 	until := n.serveUntil[k].Load()
 	return until != 0 && actors.MonoNow() < until
-}
-
-// Run drives host until Stop. Two loops: one renews this node's liveness and claims
-// every quarter of the TTL, and nothing it waits on is a shard's load; the other
-// spreads shards (claims, opens, hands over), which can take as long as a load takes,
-// every quarter of the TTL and at once when the bucket shows a claim given up or lapsed
-// or a node come or gone (watchBucket), or a shard here halts (ShardHalted). The
-// watch is open before the first round reads the bucket, so a claim given up after
-// that read is news the watch sees rather than a wait for the next round; a JetStream
-// that does not answer holds the rounds up for a quarter of the TTL at most.
-func (n *Node) Run(host Host) {
-	n.host = host
-	opened := make(chan struct{})
-	n.wg.Add(3)
-	go n.loop(n.renewAll, nil)
-	go n.watchBucket(opened)
-	select {
-	case <-opened:
-	case <-time.After(n.timing.Renew):
-	}
-	go n.loop(n.balance, n.kick)
-}
-
-func (n *Node) loop(step func(), kick <-chan struct{}) {
-	defer n.wg.Done()
-	t := time.NewTicker(n.timing.Renew)
-	defer t.Stop()
-	step()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-			step()
-		case <-kick:
-			step()
-		}
-	}
-}
-
-// renewAll renews this node's liveness and every claim it holds.
-func (n *Node) renewAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew*2)
-	defer cancel()
-	n.renewMember(ctx)
-	for _, k := range n.owned() {
-		n.renew(ctx, k)
-	}
-}
-
-// balance moves at most one shard towards the balanced spread, gives up shards whose
-// claims lapsed while they were busy, and claims the unclaimed shards placed here.
-func (n *Node) balance() {
-	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew*2)
-	defer cancel()
-	for _, k := range n.owned() {
-		switch {
-		case !n.Serving(k):
-			n.withShard(k, func() { n.lose(k) })
-		case n.host.Halted(k):
-			n.withShard(k, func() { n.giveUp(k) })
-		}
-	}
-	members, err := n.members(ctx)
-	if err != nil {
-		n.log.Warn("listing live nodes", "err", err)
-		return
-	}
-	owners := n.owners(ctx)
-	for _, k := range n.owned() {
-		owners[k] = n.cfg.Node // this node's own claims, whatever the read said
-	}
-	desired := Place(members, owners)
-	// Hand one shard on when its place is on another live node.
-	for _, k := range n.owned() {
-		if desired[k] != n.cfg.Node {
-			n.log.Info("shard placed on another node", "shard", k, "node", desired[k], "live", members)
-			n.withShard(k, func() { n.handOff(k) })
-			break
-		}
-	}
-	for k := uint32(0); k < n.cfg.Shards; k++ {
-		if desired[k] == n.cfg.Node && owners[k] == "" && actors.MonoNow() >= n.notBefore[k].Load() {
-			n.withShard(k, func() { n.acquire(ctx, k) })
-		}
-	}
-}
-
-// withShard runs op holding shard k's lock: opening, handing over and losing a shard
-// never overlap.
-func (n *Node) withShard(k uint32, op func()) {
-	n.shardMu[k].Lock()
-	defer n.shardMu[k].Unlock()
-	op()
-}
-
-func (n *Node) owned() []uint32 {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ks := make([]uint32, 0, len(n.claims))
-	for k := range n.claims {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // renewMember keeps this node's liveness key; a lost key is created again.
@@ -382,51 +275,6 @@ func (n *Node) renewKey(ctx context.Context, key string, val []byte, rev uint64)
 		return 0, err
 	}
 	return ack.Sequence, nil
-}
-
-// renew extends this node's claim on shard k. A claim that is gone, or that could not
-// be renewed before it may have lapsed, is no longer served (Serving is false from
-// then on) and the balancing loop gives it up: the renewal loop never waits on a shard
-// (a drain, a journal's appends settling), so one shard's slow close cannot make the
-// node's other claims lapse. A renewal that succeeds before the balancing loop got to
-// it serves the shard again: the claim was still this node's revision.
-func (n *Node) renew(ctx context.Context, k uint32) {
-	n.mu.Lock()
-	c := n.claims[k]
-	n.mu.Unlock()
-	if c == nil {
-		return
-	}
-	sent := actors.MonoNow()
-	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node})
-	rev, err := n.renewKey(ctx, shardKey(k), val, c.rev)
-	switch {
-	case err == nil:
-		acked := actors.MonoNow()
-		n.mu.Lock()
-		prev := c.sent
-		c.rev, c.sent = rev, sent
-		n.mu.Unlock()
-		if !landedBeforeExpiry(prev, acked, n.cfg.OwnershipTTL) {
-			n.cfg.Metrics.ClaimRenewed(false)
-			n.log.Warn("claim renewed only as its last revision may have been expiring; not served on until the next renewal confirms it", "shard", k)
-			return
-		}
-		n.serveUntil[k].Store(sent + int64(n.timing.Serve))
-		n.cfg.Metrics.ClaimRenewed(true)
-	case isWrongLast(err):
-		n.cfg.Metrics.ClaimRenewed(false)
-		n.log.Warn("claim on shard lost to another node", "shard", k)
-		n.serveUntil[k].Store(0)
-		n.kickBalance()
-	case !n.Serving(k):
-		n.cfg.Metrics.ClaimRenewed(false)
-		n.log.Warn("claim on shard not renewed in time; giving it up", "shard", k, "err", err)
-		n.kickBalance()
-	default:
-		n.cfg.Metrics.ClaimRenewed(false)
-		n.log.Warn("renewing claim", "shard", k, "err", err)
-	}
 }
 
 // landedBeforeExpiry says whether a renewal acknowledged at acked certainly landed before
@@ -545,175 +393,6 @@ func (n *Node) Status(ctx context.Context) ([]NodeState, []string, error) {
 	}
 	slices.SortFunc(out, func(a, b NodeState) int { return strings.Compare(a.Node, b.Node) })
 	return out, n.owners(ctx), nil
-}
-
-// acquire claims an unclaimed shard and opens it: the claim's revision is the epoch at
-// which the shard's journal is claimed, which fences every earlier owner.
-func (n *Node) acquire(ctx context.Context, k uint32) {
-	sent := actors.MonoNow()
-	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node})
-	rev, err := n.kv.Create(ctx, shardKey(k), val, jetstream.KeyTTL(n.cfg.OwnershipTTL))
-	if err != nil {
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			n.log.Warn("claiming shard", "shard", k, "err", err)
-		}
-		return
-	}
-	n.mu.Lock()
-	n.claims[k] = &claim{rev: rev, sent: sent}
-	n.mu.Unlock()
-	n.serveUntil[k].Store(sent + int64(n.timing.Serve))
-	start := time.Now()
-	if err := n.host.Open(k); err != nil {
-		n.log.Error("opening claimed shard", "shard", k, "err", err)
-		n.notBefore[k].Store(actors.MonoNow() + int64(n.timing.Renew))
-		n.release(k)
-		return
-	}
-	if !n.Serving(k) {
-		n.log.Warn("claim on shard lapsed while it loaded; giving it up", "shard", k, "load", time.Since(start).Round(time.Millisecond))
-		n.lose(k)
-		return
-	}
-	if err := n.host.Accept(k); err != nil {
-		n.log.Error("taking requests for shard", "shard", k, "err", err)
-		n.host.Close(k)
-		n.release(k)
-		return
-	}
-	n.log.Info("serving shard", "shard", k, "epoch", rev, "load", time.Since(start).Round(time.Millisecond))
-	n.cfg.Metrics.ShardAcquired()
-	n.cfg.Metrics.ShardsOwned(len(n.owned()))
-}
-
-// lose stops serving shard k at once: its claim may belong to another node already, and
-// its owner publishes the events this node had not published yet.
-func (n *Node) lose(k uint32) {
-	n.serveUntil[k].Store(0)
-	n.host.Release(k)
-	n.host.Close(k)
-	n.host.DropEvents(k)
-	n.mu.Lock()
-	delete(n.claims, k)
-	n.mu.Unlock()
-	n.cfg.Metrics.ClaimLost()
-	n.cfg.Metrics.ShardsOwned(len(n.owned()))
-}
-
-// giveUp closes a halted shard and deletes its claim. In a cluster a journal failure is
-// mostly JetStream moving a stream's leadership (a lost server: appends unanswered for
-// seconds); a new claim, here after a round or on another node, recovers the shard from
-// the replicated journal, an append whose outcome was unknown included. Kept, the claim
-// would hold the shard halted — answering engine_halted — until the node restarted.
-func (n *Node) giveUp(k uint32) {
-	n.log.Warn("shard halted; giving it up to be recovered from its journal", "shard", k)
-	n.serveUntil[k].Store(0)
-	n.host.Release(k)
-	n.host.Close(k)
-	n.host.DropEvents(k)
-	n.notBefore[k].Store(actors.MonoNow() + int64(n.timing.Renew))
-	n.release(k)
-	n.cfg.Metrics.ClaimLost()
-	n.cfg.Metrics.ShardsOwned(len(n.owned()))
-}
-
-// ShardHalted is the actors.Options.OnHalt of a cluster node: a balancing round now, which
-// gives the halted shard up.
-func (n *Node) ShardHalted(uint32) { n.kickBalance() }
-
-// handOff gives shard k up in order: no new requests, those taken answered, the
-// journal closed, its events published and the position recorded for the next owner,
-// then the claim deleted so the next owner need not wait for it to lapse.
-func (n *Node) handOff(k uint32) {
-	n.log.Info("handing shard over", "shard", k)
-	n.host.Release(k)
-	n.host.Close(k)
-	if published := n.host.FlushEvents(k); published > 0 {
-		if st, err := n.Storage(k); err == nil {
-			if err := st.WritePublished(published); err != nil {
-				n.log.Warn("recording the published position at hand-off", "shard", k, "err", err)
-			}
-		}
-	}
-	n.host.DropEvents(k)
-	n.serveUntil[k].Store(0)
-	n.release(k)
-	n.cfg.Metrics.ShardHandedOff()
-	n.cfg.Metrics.ShardsOwned(len(n.owned()))
-}
-
-// release deletes this node's claim on shard k (if it is still at our revision).
-func (n *Node) release(k uint32) {
-	n.serveUntil[k].Store(0)
-	n.mu.Lock()
-	c := n.claims[k]
-	delete(n.claims, k)
-	n.mu.Unlock()
-	if c == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := n.kv.Delete(ctx, shardKey(k), jetstream.LastRevision(c.rev)); err != nil {
-		n.log.Warn("releasing claim", "shard", k, "err", err)
-	}
-}
-
-// Stop hands every shard over and leaves the cluster (a SIGTERM). The node's shards
-// are closed first, so every request they took is answered.
-func (n *Node) Stop() {
-	select {
-	case <-n.stop:
-		return
-	default:
-	}
-	close(n.stop)
-	n.wg.Wait()
-	n.mu.Lock()
-	abandoned := n.abandoned
-	n.mu.Unlock()
-	if abandoned {
-		return
-	}
-	if n.host != nil {
-		for _, k := range n.owned() {
-			// The loop no longer renews: renew the claim just before handing the shard
-			// over, so it is still served while its last events are published.
-			ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
-			n.renew(ctx, k)
-			cancel()
-			n.withShard(k, func() {
-				if n.Serving(k) {
-					n.handOff(k)
-				} else {
-					n.lose(k)
-				}
-			})
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// A purge whose marker lapses: a plain delete's marker stays under the name for good,
-	// one per node name ever stopped (pods of a Deployment come under new names).
-	_ = n.kv.Purge(ctx, memberKey(n.cfg.Node), jetstream.PurgeTTL(n.cfg.OwnershipTTL))
-}
-
-// Abandon stops the node's loop and its serving without handing anything over (tests:
-// a crash, after which the claims lapse by their TTL); a later Stop does nothing more.
-func (n *Node) Abandon() {
-	select {
-	case <-n.stop:
-		return
-	default:
-	}
-	n.mu.Lock()
-	n.abandoned = true
-	n.mu.Unlock()
-	close(n.stop)
-	n.wg.Wait()
-	for k := range n.serveUntil {
-		n.serveUntil[k].Store(0)
-	}
 }
 
 // attemptTimeout bounds one JetStream API call at start-up: a replicated asset another

@@ -33,16 +33,16 @@ func (b *bucketWatch) close() {
 	b.cancel()
 }
 
-// watchBucket kicks the balancing loop when a shard's claim is given up or lapses and
-// when a node joins or leaves, so a shard moves as soon as it can instead of at the
-// next round, up to a quarter of the TTL later: a hand-off's next owner claims within
-// milliseconds, and a dead owner's shard is claimed as its claim's expiry lands. It is
-// only a hint: the rounds still run, and a missed or late event costs that wait. It
-// closes opened once its first watch is open (or could not be). A watch that ends (a
-// reconnect, a stream leader change) is opened again, and a round is kicked then, since
-// the news between the two watches was not seen. It also follows the cluster's settings:
-// read again whenever a watch opens (a change made before it was in place) and on every
-// update of their key.
+// watchBucket asks the ownership goroutine for a balancing round when a shard's claim
+// is given up or lapses and when a node joins or leaves, so a shard moves as soon as it
+// can instead of at the next round, up to a quarter of the TTL later: a hand-off's next
+// owner claims within milliseconds, and a dead owner's shard is claimed as its claim's
+// expiry lands. It is only a hint: the rounds still run, and a missed or late event
+// costs that wait. It closes opened once its first watch is open (or could not be). A
+// watch that ends (a reconnect, a stream leader change) is opened again, and a round is
+// kicked then, since the news between the two watches was not seen. It also follows the
+// cluster's settings: read again whenever a watch opens (a change made before it was in
+// place) and on every update of their key.
 func (n *Node) watchBucket(opened chan<- struct{}) {
 	defer n.wg.Done()
 	live := map[string]bool{} // node keys seen, so renewals of a known node kick nothing

@@ -1,0 +1,317 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/actors"
+)
+
+// The ownership goroutine: the one place the claim table (claims.go) lives. It renews
+// this node's liveness and its claims every quarter of the TTL, runs a balancing round
+// then and whenever it is kicked (the bucket's news, a shard halting, a claim lost), and
+// carries out the table's acts. What can take long runs off it and reports back: a
+// round's reading of the bucket (one at a time) and a shard's open or close (one at a
+// time per shard, its phase says so), so no load, drain or slow read ever holds up a
+// renewal. Its calls into the bucket — renewals, a claim's create, a claim's delete —
+// are each bounded by a quarter of the TTL.
+
+// bucketView is a round's reading of the bucket: the live nodes and each shard's
+// owner; members is nil when it could not be read.
+type bucketView struct {
+	members, owners []string
+}
+
+// hostDone is the end of a shard's open or close made off the ownership goroutine.
+type hostDone struct {
+	shard  uint32
+	opened bool // an open (else a close)
+	how    closeHow
+	err    error
+	took   time.Duration
+}
+
+// Run drives host until Stop or Abandon: the bucket watch, and the ownership goroutine.
+// The first round waits for the watch to be open (a claim given up after the round's
+// read is then news the watch sees, not a wait for the next round).
+func (n *Node) Run(host Host) {
+	n.host = host
+	opened := make(chan struct{})
+	n.wg.Add(2)
+	go n.watchBucket(opened)
+	go n.run(opened)
+}
+
+func (n *Node) run(watching <-chan struct{}) {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.timing.Renew)
+	defer tick.Stop()
+	n.renewAll()
+	stop := n.stop
+	for {
+		select {
+		case <-watching:
+			watching = nil
+			n.askRound()
+		case <-tick.C:
+			n.renewAll()
+			n.askRound()
+		case <-n.kick:
+			n.askRound()
+		case v := <-n.views:
+			n.reading = false
+			n.do(n.table.Round(actors.MonoNow(), v.members, v.owners, n.host.Halted))
+			if n.again {
+				n.again = false
+				n.askRound()
+			}
+		case d := <-n.done:
+			n.hostOps--
+			n.hostDone(d)
+		case <-stop:
+			stop = nil
+			if n.abandoned.Load() {
+				for ; n.hostOps > 0; n.hostOps-- {
+					<-n.done
+				}
+				return
+			}
+			n.do(n.table.Stop(actors.MonoNow()))
+		}
+		if stop == nil && n.table.Done() && n.hostOps == 0 && !n.reading {
+			return
+		}
+	}
+}
+
+// askRound reads the bucket for a balancing round, off this goroutine; a round asked
+// for while one reads runs once that one is done.
+func (n *Node) askRound() {
+	if n.table.stopping {
+		return
+	}
+	if n.reading {
+		n.again = true
+		return
+	}
+	n.reading = true
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew*2)
+		defer cancel()
+		var v bucketView
+		members, err := n.members(ctx)
+		if err != nil {
+			n.log.Warn("listing live nodes", "err", err)
+		} else {
+			v = bucketView{members: members, owners: n.owners(ctx)}
+		}
+		n.views <- v
+	}()
+}
+
+// ShardHalted is the actors.Options.OnHalt of a cluster node: a balancing round now, which
+// gives the halted shard up.
+func (n *Node) ShardHalted(uint32) { n.kickBalance() }
+
+// hostDone hands the end of an open or close to the table.
+func (n *Node) hostDone(d hostDone) {
+	now := actors.MonoNow()
+	if d.opened {
+		if d.err != nil {
+			n.log.Error("opening claimed shard", "shard", d.shard, "err", d.err)
+		}
+		n.do(n.table.Opened(now, d.shard, d.err), "load", d.took.Round(time.Millisecond))
+		return
+	}
+	if d.how == handOff {
+		n.cfg.Metrics.ShardHandedOff()
+	}
+	n.do(n.table.Closed(now, d.shard))
+}
+
+// do carries out acts. It first publishes the table (what Serving and Storage read), so
+// a shard decided lost is not served from this moment, before its close begins. logArgs
+// go with the acts' log lines.
+func (n *Node) do(acts []act, logArgs ...any) {
+	n.publish()
+	for _, a := range acts {
+		switch a.kind {
+		case actClaim:
+			n.do(n.claim(a.shard))
+		case actOpen:
+			n.hostOp(a)
+		case actAccept:
+			if err := n.host.Accept(a.shard); err != nil {
+				n.log.Error("taking requests for shard", "shard", a.shard, "err", err)
+				n.do(n.table.AcceptFailed(a.shard))
+				continue
+			}
+			n.log.Info("serving shard", append([]any{"shard", a.shard, "epoch", a.rev}, logArgs...)...)
+			n.cfg.Metrics.ShardAcquired()
+		case actClose:
+			if a.how == handOff {
+				n.log.Info("handing shard over", "shard", a.shard, "why", a.why)
+			} else {
+				n.log.Warn("giving shard up", append([]any{"shard", a.shard, "how", a.how.String(), "why", a.why}, logArgs...)...)
+				n.cfg.Metrics.ClaimLost()
+			}
+			n.hostOp(a)
+		case actRelease:
+			n.releaseKey(a.shard, a.rev)
+		case actRound:
+			n.log.Warn(a.why, "shard", a.shard)
+			n.askRound()
+		}
+	}
+	n.cfg.Metrics.ShardsOwned(len(n.owned()))
+}
+
+// publish copies the table's epochs and serve windows where other goroutines read them.
+func (n *Node) publish() {
+	for k := range n.table.shards {
+		c := &n.table.shards[k]
+		n.serveUntil[k].Store(c.serveUntil)
+		n.epoch[k].Store(c.rev)
+	}
+}
+
+// hostOp opens or closes a shard off the ownership goroutine.
+func (n *Node) hostOp(a act) {
+	n.hostOps++
+	go func() {
+		d := hostDone{shard: a.shard, how: a.how, opened: a.kind == actOpen}
+		start := time.Now()
+		if d.opened {
+			d.err = n.host.Open(a.shard)
+		} else {
+			n.closeShard(a.shard, a.how)
+		}
+		d.took = time.Since(start)
+		n.done <- d
+	}()
+}
+
+// closeShard stops routing the shard here and closes it; a hand-off also publishes its
+// events and records how far they are for the next owner, while the claim is renewed.
+func (n *Node) closeShard(k uint32, how closeHow) {
+	n.host.Release(k)
+	n.host.Close(k)
+	if how == handOff {
+		if published := n.host.FlushEvents(k); published > 0 {
+			if st, err := n.Storage(k); err == nil {
+				if err := st.WritePublished(published); err != nil {
+					n.log.Warn("recording the published position at hand-off", "shard", k, "err", err)
+				}
+			}
+		}
+	}
+	n.host.DropEvents(k)
+}
+
+// claim creates shard k's claim key: its revision is the epoch at which the shard's
+// journal is claimed, which fences every earlier owner.
+func (n *Node) claim(k uint32) []act {
+	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
+	defer cancel()
+	sent := actors.MonoNow()
+	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node})
+	rev, err := n.kv.Create(ctx, shardKey(k), val, jetstream.KeyTTL(n.cfg.OwnershipTTL))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		n.log.Warn("claiming shard", "shard", k, "err", err)
+	}
+	if err != nil {
+		rev = 0
+	}
+	return n.table.Claimed(actors.MonoNow(), k, rev, sent)
+}
+
+// releaseKey deletes shard k's claim key if it is still at rev.
+func (n *Node) releaseKey(k uint32, rev uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
+	defer cancel()
+	if err := n.kv.Delete(ctx, shardKey(k), jetstream.LastRevision(rev)); err != nil {
+		n.log.Warn("releasing claim", "shard", k, "err", err)
+	}
+}
+
+// renewAll renews this node's liveness and every claim it holds.
+func (n *Node) renewAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew*2)
+	defer cancel()
+	n.renewMember(ctx)
+	for _, a := range n.table.Renewals() {
+		n.renewClaim(ctx, a.shard, a.rev)
+	}
+	n.publish()
+}
+
+// renewClaim extends this node's claim on shard k at revision rev and tells the table
+// how it went. A claim that is gone, or was not renewed before it may have lapsed, is
+// no longer served and the next round gives it up.
+func (n *Node) renewClaim(ctx context.Context, k uint32, rev uint64) {
+	sent := actors.MonoNow()
+	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node})
+	newRev, err := n.renewKey(ctx, shardKey(k), val, rev)
+	how, acts := n.table.Renewed(actors.MonoNow(), k, rev, newRev, sent, actors.MonoNow(), err != nil && isWrongLast(err))
+	n.cfg.Metrics.ClaimRenewed(how == renewedInTime)
+	switch how {
+	case renewedLate:
+		n.log.Warn("claim renewed only as its last revision may have been expiring; not served on until the next renewal confirms it", "shard", k)
+	case renewFailed:
+		n.log.Warn("renewing claim", "shard", k, "err", err)
+	}
+	n.do(acts)
+}
+
+// owned lists the shards this node holds a claim on (being opened, served or closed).
+func (n *Node) owned() []uint32 {
+	var ks []uint32
+	for k := range n.epoch {
+		if n.epoch[k].Load() != 0 {
+			ks = append(ks, uint32(k))
+		}
+	}
+	return ks
+}
+
+// Stop hands every shard over and leaves the cluster (a SIGTERM). The shards are handed
+// over together, each closed first so that every request it took is answered, while the
+// ownership goroutine goes on renewing their claims until each is deleted.
+func (n *Node) Stop() {
+	select {
+	case <-n.stop:
+		return
+	default:
+	}
+	close(n.stop)
+	n.wg.Wait()
+	if n.abandoned.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// A purge whose marker lapses: a plain delete's marker stays under the name for good,
+	// one per node name ever stopped (pods of a Deployment come under new names).
+	_ = n.kv.Purge(ctx, memberKey(n.cfg.Node), jetstream.PurgeTTL(n.cfg.OwnershipTTL))
+}
+
+// Abandon stops the node's goroutines and its serving without handing anything over
+// (tests: a crash, after which the claims lapse by their TTL); a later Stop does nothing
+// more.
+func (n *Node) Abandon() {
+	select {
+	case <-n.stop:
+		return
+	default:
+	}
+	n.abandoned.Store(true)
+	close(n.stop)
+	n.wg.Wait()
+	for k := range n.serveUntil {
+		n.serveUntil[k].Store(0)
+	}
+}
