@@ -264,7 +264,9 @@ func (n *Node) renewClaim(ctx context.Context, k uint32, rev uint64) {
 	case renewFailed:
 		n.log.Warn("renewing claim", "shard", k, "err", err)
 	}
-	n.do(acts)
+	if len(acts) > 0 {
+		n.do(acts)
+	}
 }
 
 // owned lists the shards this node holds a claim on (being opened, served or closed).
