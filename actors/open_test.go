@@ -131,3 +131,58 @@ func TestShardThatRefusesToStart(t *testing.T) {
 	}
 	wantCode(t, read(t, sys2, 0, ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: "seat"}), contract.CodeEngineHalted)
 }
+
+// blockingStorage's journal of shard 0 does not open until release is closed (a journal
+// stream electing a leader).
+type blockingStorage struct {
+	FileStorage
+	opening chan struct{} // closed when the open of shard 0's journal starts
+	release chan struct{}
+}
+
+func (b blockingStorage) OpenJournal() (persistence.Journal, error) {
+	close(b.opening)
+	<-b.release
+	return b.FileStorage.OpenJournal()
+}
+
+// One shard's load that hangs holds up no other shard's: shard 1 opens, serves and
+// closes while shard 0's journal is still being opened. (Under one lock for all shards,
+// a cluster node's shards waited 25 s behind one stuck load.)
+func TestAHangingLoadHoldsUpNoOtherShard(t *testing.T) {
+	o := testOptions(t.TempDir())
+	o.Shards = 2
+	o.Lazy = true
+	dir := t.TempDir()
+	hang := blockingStorage{opening: make(chan struct{}), release: make(chan struct{})}
+	o.Storage = func(k uint32) (Storage, error) {
+		fs := FileStorage{Dir: filepath.Join(dir, fmt.Sprint(k))}
+		if k == 0 {
+			hang.FileStorage = fs
+			return hang, nil
+		}
+		return fs, nil
+	}
+	sys := startSystem(t, o)
+	opened := make(chan error, 1)
+	go func() { opened <- sys.Open(0) }()
+	<-hang.opening
+	done := make(chan error, 1)
+	go func() { done <- sys.Open(1) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(hang.release)
+		t.Fatal("shard 1's open waited for shard 0's")
+	}
+	wantCode(t, do(t, sys, 1, createResource("c1", "seat")), contract.CodeOK)
+	sys.Close(1)
+	close(hang.release)
+	if err := <-opened; err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, do(t, sys, 0, createResource("c2", "seat")), contract.CodeOK)
+}

@@ -25,8 +25,7 @@ type System struct {
 	hosts  []*host
 	stopCh chan struct{}
 	wg     sync.WaitGroup
-	openMu sync.Mutex // orders Open, Close and Stop
-	closed bool
+	closed atomic.Bool // Stop has begun: no shard opens again
 }
 
 // host is what outlives a shard actor's restarts: its storage, its mailbox accounting,
@@ -42,6 +41,11 @@ type host struct {
 	refused atomic.Pointer[error] // why recovery refused, at the last start
 	gauges  shardGauges
 	disp    *shardDispatcher
+
+	// openMu orders this shard's Open, Close and Stop. Per shard: one shard whose load
+	// or close hangs on its storage (a journal stream electing a leader) holds up no
+	// other shard's.
+	openMu sync.Mutex
 
 	mu  sync.Mutex
 	gen uint64
@@ -144,12 +148,12 @@ func Start(opts Options) (*System, error) {
 // Open starts shard k here: its actor recovers from its storage and serves once Open
 // returns (or answers engine_halted if recovery refused). Opening an open shard is a no-op.
 func (s *System) Open(k uint32) error {
-	s.openMu.Lock()
-	defer s.openMu.Unlock()
-	if s.closed {
+	h := s.hosts[k]
+	h.openMu.Lock()
+	defer h.openMu.Unlock()
+	if s.closed.Load() {
 		return errors.New("actors: system stopped")
 	}
-	h := s.hosts[k]
 	if h.pid.Load() != nil {
 		return nil
 	}
@@ -191,9 +195,10 @@ var ErrRefused = errors.New("actors: shard refused to start")
 // Close stops shard k here the way Stop does (sequenced entries made durable and
 // answered, journal closed); requests sent to it afterwards answer engine_halted.
 func (s *System) Close(k uint32) {
-	s.openMu.Lock()
-	defer s.openMu.Unlock()
-	s.closeLocked(s.hosts[k])
+	h := s.hosts[k]
+	h.openMu.Lock()
+	defer h.openMu.Unlock()
+	s.closeLocked(h)
 }
 
 func (s *System) closeLocked(h *host) {
@@ -319,17 +324,15 @@ func (s *System) QueueDepth(shard uint32) int64 { return s.hosts[shard].queued.L
 // Stop drains every shard: sequenced entries are made durable and answered, journals
 // are closed. Requests after Stop are not answered.
 func (s *System) Stop() {
-	s.openMu.Lock()
-	if s.closed {
-		s.openMu.Unlock()
+	if !s.closed.CompareAndSwap(false, true) {
 		return
 	}
-	s.closed = true
-	s.openMu.Unlock()
 	close(s.stopCh)
 	s.wg.Wait()
 	for _, h := range s.hosts {
+		h.openMu.Lock() // an Open under way ends first
 		s.closeLocked(h)
+		h.openMu.Unlock()
 	}
 	_ = s.root.PoisonFuture(s.super).Wait()
 	s.as.Shutdown()
