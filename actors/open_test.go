@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,4 +186,68 @@ func TestAHangingLoadHoldsUpNoOtherShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCode(t, do(t, sys, 0, createResource("c2", "seat")), contract.CodeOK)
+}
+
+// echoSink publishes every event at once: the position comes straight back.
+type echoSink struct{ pos chan Position }
+
+func (e echoSink) Events(shard uint32, through uint64, _ []Event) {
+	select {
+	case e.pos <- Position{Shard: shard, LSN: through}:
+	default:
+	}
+}
+
+func (e echoSink) Positions() <-chan Position { return e.pos }
+
+// stuckPositionStorage's published-position writes hang until release is closed (the
+// cluster bucket electing a leader).
+type stuckPositionStorage struct {
+	FileStorage
+	writing chan struct{} // closed when the first write starts
+	once    *sync.Once
+	release chan struct{}
+}
+
+func (s stuckPositionStorage) WritePublished(lsn uint64) error {
+	s.once.Do(func() { close(s.writing) })
+	<-s.release
+	return s.FileStorage.WritePublished(lsn)
+}
+
+// A shard opened again while its previous opening's published-position write still
+// hangs is served at once: the new start does not wait for the old write. (It waited
+// on the write's lock: 25 s on a cluster node whose bucket was electing a leader, with
+// every other shard's load queued behind it.)
+func TestReopenDoesNotWaitForAHangingPositionWrite(t *testing.T) {
+	o := testOptions(t.TempDir())
+	o.Lazy = true
+	o.Events = echoSink{pos: make(chan Position, 16)}
+	st := stuckPositionStorage{FileStorage: FileStorage{Dir: t.TempDir()}, writing: make(chan struct{}), once: &sync.Once{}, release: make(chan struct{})}
+	defer close(st.release)
+	o.Storage = func(uint32) (Storage, error) { return st, nil }
+	sys := startSystem(t, o)
+	if err := sys.Open(0); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, do(t, sys, 0, createResource("c1", "seat")), contract.CodeOK)
+	select {
+	case <-st.writing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the published position was not written")
+	}
+	done := make(chan error, 1)
+	go func() {
+		sys.Close(0)
+		done <- sys.Open(0)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shard's close and reopen waited for the hanging position write")
+	}
+	wantCode(t, do(t, sys, 0, createResource("c2", "seat2")), contract.CodeOK)
 }

@@ -156,9 +156,7 @@ func (s *shard) start() {
 	}
 	s.k, s.published, s.pubWritten = rec.kernel, rec.published, rec.published
 	s.fallbackLSN = rec.snapshotLSN
-	s.h.pubMu.Lock()
-	s.h.pubDurable = rec.published
-	s.h.pubMu.Unlock()
+	s.h.pubDurable.Store(rec.published)
 	if a, ok := rec.journal.(Anchored); ok {
 		s.anchored = true
 		s.anchorClaimed, s.anchorLocal = a.Anchor()

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync/atomic"
 	"time"
 )
 
@@ -38,7 +39,7 @@ func (s *shard) maybeWriteSnapshot() {
 	go func() {
 		var err error
 		if events {
-			err = h.persistPublished(pub)
+			err = h.persistPublished(store, pub)
 		}
 		if err == nil {
 			err = store.WriteSnapshot(lsn, slot, capture.AppendTo(make([]byte, 0, capture.Size())))
@@ -59,9 +60,9 @@ func (s *shard) maybePersistPublished() {
 		return
 	}
 	s.pubWriting = true
-	h, lsn, root, pid := s.h, s.published, s.h.sys.root, s.self
+	h, store, lsn, root, pid := s.h, s.h.storage, s.published, s.h.sys.root, s.self
 	go func() {
-		err := h.persistPublished(lsn)
+		err := h.persistPublished(store, lsn)
 		root.Send(pid, &publishedWritten{lsn: lsn, err: err})
 	}()
 }
@@ -75,15 +76,25 @@ type publishedWritten struct {
 // persistPublished writes the published position if it is ahead of what is durable.
 // One mutex orders the cadence writes and the snapshot's write, and the position on disk
 // only ever moves forward: a snapshot at lsn S is written only after a position >= S is.
-func (h *host) persistPublished(lsn uint64) error {
+// store is the shard's storage when the write was decided (a later opening has its own).
+func (h *host) persistPublished(store Storage, lsn uint64) error {
 	h.pubMu.Lock()
 	defer h.pubMu.Unlock()
-	if lsn <= h.pubDurable {
+	if lsn <= h.pubDurable.Load() {
 		return nil
 	}
-	if err := h.storage.WritePublished(lsn); err != nil {
+	if err := store.WritePublished(lsn); err != nil {
 		return err
 	}
-	h.pubDurable = lsn
+	raise(&h.pubDurable, lsn)
 	return nil
+}
+
+// raise moves v up to at least x (a start may set v while a write is under way).
+func raise(v *atomic.Uint64, x uint64) {
+	for have := v.Load(); have < x; have = v.Load() {
+		if v.CompareAndSwap(have, x) {
+			return
+		}
+	}
 }

@@ -51,8 +51,12 @@ type host struct {
 	gen uint64
 	w   *writer
 
+	// pubMu orders the writes of the published position and of the snapshots that must
+	// not pass it; pubDurable is the position on disk, only moving forward. A start
+	// sets it without pubMu: a write of the shard's previous opening may still hang on
+	// its storage, and the new opening must not wait for it.
 	pubMu      sync.Mutex
-	pubDurable uint64 // published position on disk
+	pubDurable atomic.Uint64
 }
 
 func (h *host) nextGeneration() uint64 {
