@@ -34,7 +34,8 @@ type Storage struct {
 	Objects  jetstream.ObjectStore
 	Bucket   jetstream.KeyValue
 	Timeout  time.Duration
-	// JournalCall bounds each JetStream call of the journal (contract.Timing); 2 s when 0.
+	// JournalCall bounds each JetStream call of the journal, and a write of the published
+	// position (contract.Timing); 2 s when 0.
 	JournalCall time.Duration
 	// Valid, when set, says whether the claim at Epoch is still current: the journal is
 	// not claimed on a lapsed claim (its shard may be another node's by now).
@@ -194,9 +195,16 @@ func (s *Storage) ReadPublished() (uint64, error) {
 }
 
 // WritePublished records the shard's published position in the cluster bucket. The
-// position only moves forward: a lower one (a former owner's, late) is not written.
+// position only moves forward: a lower one (a former owner's, late) is not written. It
+// is written while the shard serves, so it is bounded like a journal call: a bucket that
+// does not answer (electing a leader) fails the write, and the shard's next one, a
+// second later, tries again.
 func (s *Storage) WritePublished(lsn uint64) error {
-	ctx, cancel := s.ctx()
+	call := s.JournalCall
+	if call == 0 {
+		call = openCall
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), call)
 	defer cancel()
 	val := []byte(strconv.FormatUint(lsn, 10))
 	for attempt := 0; attempt < 5; attempt++ {
