@@ -201,7 +201,7 @@ func (e echoSink) Events(shard uint32, through uint64, _ []Event) {
 func (e echoSink) Positions() <-chan Position { return e.pos }
 
 // stuckPositionStorage's published-position writes hang until release is closed (the
-// cluster bucket electing a leader).
+// cluster bucket electing a leader), and then write nothing.
 type stuckPositionStorage struct {
 	FileStorage
 	writing chan struct{} // closed when the first write starts
@@ -209,10 +209,10 @@ type stuckPositionStorage struct {
 	release chan struct{}
 }
 
-func (s stuckPositionStorage) WritePublished(lsn uint64) error {
+func (s stuckPositionStorage) WritePublished(uint64) error {
 	s.once.Do(func() { close(s.writing) })
 	<-s.release
-	return s.FileStorage.WritePublished(lsn)
+	return nil
 }
 
 // A shard opened again while its previous opening's published-position write still
@@ -224,9 +224,10 @@ func TestReopenDoesNotWaitForAHangingPositionWrite(t *testing.T) {
 	o.Lazy = true
 	o.Events = echoSink{pos: make(chan Position, 16)}
 	st := stuckPositionStorage{FileStorage: FileStorage{Dir: t.TempDir()}, writing: make(chan struct{}), once: &sync.Once{}, release: make(chan struct{})}
-	defer close(st.release)
 	o.Storage = func(uint32) (Storage, error) { return st, nil }
 	sys := startSystem(t, o)
+	defer sys.Stop()
+	defer close(st.release)
 	if err := sys.Open(0); err != nil {
 		t.Fatal(err)
 	}
