@@ -205,6 +205,20 @@ func (s *System) Close(k uint32) {
 	s.closeLocked(h)
 }
 
+// RecordPublished makes shard k's published position durable through the shard's
+// storage, ordered with the shard's own writes of it (a closed shard's last position, at
+// a hand-off): every write of the position goes through one place.
+func (s *System) RecordPublished(k uint32, lsn uint64) error {
+	h := s.hosts[k]
+	h.openMu.Lock()
+	st := h.storage
+	h.openMu.Unlock()
+	if st == nil {
+		return fmt.Errorf("shard %d was never opened here", k)
+	}
+	return h.persistPublished(st, lsn)
+}
+
 func (s *System) closeLocked(h *host) {
 	pid := h.pid.Swap(nil)
 	if pid == nil {
