@@ -57,17 +57,16 @@ func (noMetrics) ShardAcquired()    {}
 func (noMetrics) ShardHandedOff()   {}
 func (noMetrics) ShardsOwned(int)   {}
 
-// Host is what a node drives as it gains and loses shards: the shard runtime and the
-// bridge's routing.
+// Host is what a node drives as it gains and loses shards, its one seam into the shard
+// runtime, the routing and the events.
 type Host interface {
+	// Open loads shard k at this node's claim (Storage gives its epoch).
 	Open(k uint32) error
-	Close(k uint32)
+	// Accept routes shard k's requests here.
 	Accept(k uint32) error
-	Release(k uint32)
-	// FlushEvents waits (bounded) until a closed shard's events are published and
-	// returns how far they are; DropEvents forgets the ones not yet published.
-	FlushEvents(k uint32) uint64
-	DropEvents(k uint32)
+	// Close stops routing shard k here and closes it; handOver first publishes its
+	// events and records how far they are for the next owner.
+	Close(k uint32, handOver bool)
 	// Halted says whether shard k has halted here (a journal failure).
 	Halted(k uint32) bool
 }

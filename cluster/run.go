@@ -188,28 +188,11 @@ func (n *Node) hostOp(a act) {
 		if d.opened {
 			d.err = n.host.Open(a.shard)
 		} else {
-			n.closeShard(a.shard, a.how)
+			n.host.Close(a.shard, a.how == handOff)
 		}
 		d.took = time.Since(start)
 		n.done <- d
 	}()
-}
-
-// closeShard stops routing the shard here and closes it; a hand-off also publishes its
-// events and records how far they are for the next owner, while the claim is renewed.
-func (n *Node) closeShard(k uint32, how closeHow) {
-	n.host.Release(k)
-	n.host.Close(k)
-	if how == handOff {
-		if published := n.host.FlushEvents(k); published > 0 {
-			if st, err := n.Storage(k); err == nil {
-				if err := st.WritePublished(published); err != nil {
-					n.log.Warn("recording the published position at hand-off", "shard", k, "err", err)
-				}
-			}
-		}
-	}
-	n.host.DropEvents(k)
 }
 
 // claim creates shard k's claim key: its revision is the epoch at which the shard's

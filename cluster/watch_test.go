@@ -12,13 +12,10 @@ import (
 // nullHost opens and closes shards instantly.
 type nullHost struct{}
 
-func (nullHost) Open(uint32) error         { return nil }
-func (nullHost) Close(uint32)              {}
-func (nullHost) Accept(uint32) error       { return nil }
-func (nullHost) Release(uint32)            {}
-func (nullHost) FlushEvents(uint32) uint64 { return 0 }
-func (nullHost) DropEvents(uint32)         {}
-func (nullHost) Halted(uint32) bool        { return false }
+func (nullHost) Open(uint32) error   { return nil }
+func (nullHost) Accept(uint32) error { return nil }
+func (nullHost) Close(uint32, bool)  {}
+func (nullHost) Halted(uint32) bool  { return false }
 
 // A node that joins gets its shards as the bucket shows it come, not rounds later: the
 // serving node hands the shard over at once and the joiner claims it as the claim is
@@ -129,7 +126,7 @@ type slowCloseHost struct {
 	once    sync.Once
 }
 
-func (h *slowCloseHost) Close(k uint32) {
+func (h *slowCloseHost) Close(k uint32, _ bool) {
 	if k != 0 {
 		return
 	}

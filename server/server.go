@@ -106,24 +106,37 @@ type Server struct {
 	stopped  bool
 }
 
-// nodeHost is what a cluster node drives: the shards and the bridge's routing.
+// nodeHost is what a cluster node drives: the shards, the bridge's routing and the
+// events of each shard, composed here so that the node opens and closes a shard in one
+// call each.
 type nodeHost struct {
 	sys *actors.System
 	br  *bridge.Bridge
+	log *slog.Logger
 }
 
 func (h nodeHost) Open(k uint32) error   { return h.sys.Open(k) }
-func (h nodeHost) Close(k uint32)        { h.sys.Close(k) }
 func (h nodeHost) Accept(k uint32) error { return h.br.Accept(k) }
-func (h nodeHost) Release(k uint32)      { h.br.Release(k) }
-func (h nodeHost) DropEvents(k uint32)   { h.br.DropEvents(k) }
 func (h nodeHost) Halted(k uint32) bool  { return h.sys.Halted(k) }
 
-// FlushEvents waits up to 5 s for a closed shard's events to be published.
-func (h nodeHost) FlushEvents(k uint32) uint64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return h.br.FlushEvents(ctx, k)
+// Close stops routing shard k here, answers what it took and closes it. Handing over,
+// it first waits (up to 5 s) for the shard's events to be published and records how far
+// they are through the shard's storage, for the next owner; either way the events not
+// published here are forgotten (the next owner publishes them from the position).
+func (h nodeHost) Close(k uint32, handOver bool) {
+	h.br.Release(k)
+	h.sys.Close(k)
+	if handOver {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		published := h.br.FlushEvents(ctx, k)
+		cancel()
+		if published > 0 {
+			if err := h.sys.RecordPublished(k, published); err != nil {
+				h.log.Warn("recording the published position at hand-off", "shard", k, "err", err)
+			}
+		}
+	}
+	h.br.DropEvents(k)
 }
 
 // serveMetrics runs the metrics listener: Prometheus, liveness and readiness, the

@@ -311,7 +311,7 @@ func (s *Server) serve(metricsLn net.Listener) error {
 		return err
 	}
 	if s.node != nil {
-		s.node.Run(nodeHost{sys: s.sys, br: s.br})
+		s.node.Run(nodeHost{sys: s.sys, br: s.br, log: s.log.With("component", "cluster")})
 	}
 	return nil
 }
