@@ -25,7 +25,7 @@ type holdfastSys struct {
 	url   string
 }
 
-func startHoldfast(ctx context.Context, dir, bin string, nodes int) (Locker, error) {
+func startHoldfast(ctx context.Context, dir, bin string, nodes int, extra []string) (Locker, error) {
 	ports, err := freePorts(2 * nodes)
 	if err != nil {
 		return nil, err
@@ -43,6 +43,7 @@ func startHoldfast(ctx context.Context, dir, bin string, nodes int) (Locker, err
 			args = append(args, "--node", fmt.Sprintf("n%d", i+1), "--cluster", routes[i], "--routes", strings.Join(routes, ","),
 				"--replicas", "3")
 		}
+		args = append(args, extra...)
 		p, err := start(dir, fmt.Sprintf("holdfast-n%d", i+1), "", bin, args...)
 		if err != nil {
 			s.Close()

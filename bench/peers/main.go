@@ -52,10 +52,14 @@ type system struct {
 	start func(ctx context.Context, dir string) (Locker, error)
 }
 
-func systems(holdfast string) []system {
+func systems(holdfast string, holdfastArgs []string) []system {
 	return []system{
-		{"holdfast", func(ctx context.Context, dir string) (Locker, error) { return startHoldfast(ctx, dir, holdfast, 1) }},
-		{"holdfast-x3", func(ctx context.Context, dir string) (Locker, error) { return startHoldfast(ctx, dir, holdfast, 3) }},
+		{"holdfast", func(ctx context.Context, dir string) (Locker, error) {
+			return startHoldfast(ctx, dir, holdfast, 1, holdfastArgs)
+		}},
+		{"holdfast-x3", func(ctx context.Context, dir string) (Locker, error) {
+			return startHoldfast(ctx, dir, holdfast, 3, holdfastArgs)
+		}},
 		{"etcd", func(ctx context.Context, dir string) (Locker, error) { return startEtcd(ctx, dir, 1) }},
 		{"etcd-x3", func(ctx context.Context, dir string) (Locker, error) { return startEtcd(ctx, dir, 3) }},
 		{"redis-aof", startRedis},
@@ -77,6 +81,7 @@ func main() {
 	resources := flag.Int("resources", 10000, "resources of spread")
 	workloads := flag.String("workloads", "spread,hotspot,one", "comma-separated: spread, hotspot, one")
 	holdfast := flag.String("holdfast", "", "the holdfast binary (default: built from this repository)")
+	holdfastArgs := flag.String("holdfast-args", "", "more flags for every `holdfast serve`, space-separated (e.g. \"--shards 3\"); the table's title names them")
 	keep := flag.String("dir", "", "working directory (default: a temporary one, removed)")
 	cpuProfile := flag.String("cpuprofile", "", "write this tool's own CPU profile (the clients' side) to this file")
 	flag.Parse()
@@ -110,7 +115,7 @@ func main() {
 		}
 	}
 	var results []result
-	for _, s := range systems(bin) {
+	for _, s := range systems(bin, strings.Fields(*holdfastArgs)) {
 		if *sel != "all" && !contains(strings.Split(*sel, ","), s.name) {
 			continue
 		}
@@ -134,6 +139,9 @@ func main() {
 			results = append(results, r)
 		}
 		l.Close()
+	}
+	if *holdfastArgs != "" {
+		fmt.Printf("holdfast serve with %s\n", *holdfastArgs)
 	}
 	report(os.Stdout, results)
 }
