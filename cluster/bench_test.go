@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,4 +118,56 @@ func BenchmarkReplayAfterSnapshot(b *testing.B) {
 			b.Fatalf("replayed %d records: %v", n, err)
 		}
 	}
+}
+
+// BenchmarkReplicatedStreams: what spreading the same appends over more R3 streams costs
+// on one machine (three NATS servers with sync: always, 64 writers each appending to a
+// subject of its own with the subject's expected last sequence, as a shard's journal is
+// fenced, and waiting for each acknowledgement). One stream is one raft group for every
+// writer, as etcd's one log is; eight are a group per shard, as the journals are today:
+//
+//	go test ./cluster -run '^$' -bench ReplicatedStreams -benchtime 3000x
+func BenchmarkReplicatedStreams(b *testing.B) {
+	for _, streams := range []int{1, 3, 8} {
+		b.Run(strconv.Itoa(streams), func(b *testing.B) { benchStreams(b, streams, 64) })
+	}
+}
+
+func benchStreams(b *testing.B, streams, writers int) {
+	cl := natstest.Start(b, 3)
+	ctx := context.Background()
+	jss := make([]jetstream.JetStream, len(cl.Servers))
+	for i, s := range cl.Servers {
+		jss[i] = connectJS(b, s.ClientURL())
+	}
+	for s := range streams {
+		if _, err := jss[0].CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH_" + strconv.Itoa(s),
+			Subjects: []string{"bench." + strconv.Itoa(s) + ".>"}, Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	payload := bytes.Repeat([]byte("x"), 200)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			js := jss[w%len(jss)]
+			subject := "bench." + strconv.Itoa(w%streams) + "." + strconv.Itoa(w)
+			last := uint64(0)
+			for next.Add(1) <= int64(b.N) {
+				ack, err := js.Publish(ctx, subject, payload, jetstream.WithExpectLastSequencePerSubject(last))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				last = ack.Sequence
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
 }
