@@ -109,6 +109,11 @@ func newClaimTable(node string, shards uint32, timing contract.Timing) *claimTab
 // held says whether the shard's claim is this node's (or about to be).
 func (c *shardClaim) held() bool { return c.phase != free }
 
+// renewable says whether the claim is renewed: held and not being lost or given up.
+func (c *shardClaim) renewable() bool {
+	return c.phase == opening || c.phase == serving || (c.phase == closing && c.how == handOff)
+}
+
 // servable says whether the shard may be served at now.
 func (c *shardClaim) servable(now int64) bool { return c.serveUntil != 0 && now < c.serveUntil }
 
@@ -249,8 +254,7 @@ func (t *claimTable) Closed(now int64, k uint32) []act {
 func (t *claimTable) Renewals() []act {
 	var acts []act
 	for k := range t.shards {
-		c := &t.shards[k]
-		if c.phase == opening || c.phase == serving || (c.phase == closing && c.how == handOff) {
+		if c := &t.shards[k]; c.renewable() {
 			acts = append(acts, act{shard: uint32(k), rev: c.rev})
 		}
 	}
@@ -273,7 +277,7 @@ const (
 // answer). A claim no longer servable asks for a round, which gives it up.
 func (t *claimTable) Renewed(now int64, k uint32, rev, newRev uint64, sent, acked int64, refused bool) (renewal, []act) {
 	c := &t.shards[k]
-	if !c.held() || c.rev != rev {
+	if !c.renewable() || c.rev != rev {
 		return renewStale, nil
 	}
 	switch {
@@ -283,9 +287,7 @@ func (t *claimTable) Renewed(now int64, k uint32, rev, newRev uint64, sent, acke
 		if !landedBeforeExpiry(prev, acked, t.timing.OwnershipTTL) {
 			return renewedLate, nil
 		}
-		if c.phase != closing || c.how == handOff {
-			c.serveUntil = sent + int64(t.timing.Serve)
-		}
+		c.serveUntil = sent + int64(t.timing.Serve)
 		return renewedInTime, nil
 	case refused:
 		c.serveUntil = 0
