@@ -127,11 +127,14 @@ func (t *claimTable) closeAct(k uint32, how closeHow, why string) act {
 	return act{kind: actClose, shard: k, rev: c.rev, how: how, why: why}
 }
 
+// forget makes the shard free here; its no-claim-before time stays.
+func (c *shardClaim) forget() { *c = shardClaim{notBefore: c.notBefore} }
+
 // releaseAct forgets the claim and asks for its key to be deleted.
 func (t *claimTable) releaseAct(k uint32, why string) act {
 	c := &t.shards[k]
 	rev := c.rev
-	c.phase, c.how, c.rev, c.sent, c.serveUntil = free, 0, 0, 0, 0
+	c.forget()
 	return act{kind: actRelease, shard: k, rev: rev, why: why}
 }
 
@@ -240,7 +243,7 @@ func (t *claimTable) Closed(now int64, k uint32) []act {
 	}
 	switch c.how {
 	case lose:
-		c.phase, c.how, c.rev, c.sent, c.serveUntil = free, 0, 0, 0, 0
+		c.forget()
 		return nil
 	case giveUp:
 		c.notBefore = now + int64(t.timing.Renew)
@@ -324,15 +327,4 @@ func (t *claimTable) Done() bool {
 		}
 	}
 	return true
-}
-
-// Held lists the shards held, in order.
-func (t *claimTable) Held() []uint32 {
-	var ks []uint32
-	for k := range t.shards {
-		if t.shards[k].held() {
-			ks = append(ks, uint32(k))
-		}
-	}
-	return ks
 }

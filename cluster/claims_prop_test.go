@@ -131,7 +131,7 @@ func TestClaimTableProperties(t *testing.T) {
 			}
 		}
 		if !tab.Done() {
-			t.Fatalf("a stopped node still holds %v", tab.Held())
+			t.Fatalf("a stopped node still holds shards: %+v", tab.shards)
 		}
 	})
 }
