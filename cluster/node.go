@@ -93,6 +93,8 @@ type Node struct {
 
 	settingsRev atomic.Uint64 // revision of the settings this node serves under
 
+	ownerRecord []byte // this node's claim value: {"node": <name>}
+
 	// The ownership goroutine's own (run.go): no lock, nothing else touches them.
 	table     *claimTable
 	memberRev uint64
@@ -139,6 +141,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		serveUntil: make([]atomic.Int64, cfg.Shards), epoch: make([]atomic.Uint64, cfg.Shards),
 		views: make(chan bucketView, 1), done: make(chan hostDone, cfg.Shards),
 		stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+	n.ownerRecord, _ = json.Marshal(ownerRecord{Node: cfg.Node})
 	n.settingsRev.Store(cfg.Settings.Shape.Version)
 	var err error
 	if n.kv, err = OpenBucket(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {

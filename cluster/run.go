@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -71,7 +70,7 @@ func (n *Node) run(watching <-chan struct{}) {
 			}
 		case d := <-n.done:
 			n.hostOps--
-			n.hostDone(d)
+			n.ended(d)
 		case <-stop:
 			stop = nil
 			if n.abandoned.Load() {
@@ -117,8 +116,8 @@ func (n *Node) askRound() {
 // gives the halted shard up.
 func (n *Node) ShardHalted(uint32) { n.kickBalance() }
 
-// hostDone hands the end of an open or close to the table.
-func (n *Node) hostDone(d hostDone) {
+// ended hands the end of an open or close to the table.
+func (n *Node) ended(d hostDone) {
 	now := actors.MonoNow()
 	if d.opened {
 		if d.err != nil {
@@ -201,12 +200,11 @@ func (n *Node) claim(k uint32) []act {
 	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
 	defer cancel()
 	sent := actors.MonoNow()
-	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node})
-	rev, err := n.kv.Create(ctx, shardKey(k), val, jetstream.KeyTTL(n.cfg.OwnershipTTL))
-	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		n.log.Warn("claiming shard", "shard", k, "err", err)
-	}
+	rev, err := n.kv.Create(ctx, shardKey(k), n.ownerRecord, jetstream.KeyTTL(n.cfg.OwnershipTTL))
 	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			n.log.Warn("claiming shard", "shard", k, "err", err)
+		}
 		rev = 0
 	}
 	return n.table.Claimed(actors.MonoNow(), k, rev, sent)
@@ -237,8 +235,7 @@ func (n *Node) renewAll() {
 // no longer served and the next round gives it up.
 func (n *Node) renewClaim(ctx context.Context, k uint32, rev uint64) {
 	sent := actors.MonoNow()
-	val, _ := json.Marshal(ownerRecord{Node: n.cfg.Node})
-	newRev, err := n.renewKey(ctx, shardKey(k), val, rev)
+	newRev, err := n.renewKey(ctx, shardKey(k), n.ownerRecord, rev)
 	how, acts := n.table.Renewed(actors.MonoNow(), k, rev, newRev, sent, actors.MonoNow(), err != nil && isWrongLast(err))
 	n.cfg.Metrics.ClaimRenewed(how == renewedInTime)
 	switch how {
