@@ -52,6 +52,16 @@ func (s *Storage) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), t)
 }
 
+// callCtx bounds one call made while the shard serves (JournalCall; the journal's own
+// default when 0).
+func (s *Storage) callCtx() (context.Context, context.CancelFunc) {
+	t := s.JournalCall
+	if t == 0 {
+		t = openCall
+	}
+	return context.WithTimeout(context.Background(), t)
+}
+
 // OpenJournal claims the shard's journal at the storage's epoch.
 func (s *Storage) OpenJournal() (persistence.Journal, error) {
 	if s.Valid != nil && !s.Valid() {
@@ -200,11 +210,7 @@ func (s *Storage) ReadPublished() (uint64, error) {
 // does not answer (electing a leader) fails the write, and the shard's next one, a
 // second later, tries again.
 func (s *Storage) WritePublished(lsn uint64) error {
-	call := s.JournalCall
-	if call == 0 {
-		call = openCall
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), call)
+	ctx, cancel := s.callCtx()
 	defer cancel()
 	val := []byte(strconv.FormatUint(lsn, 10))
 	for attempt := 0; attempt < 5; attempt++ {
