@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"slices"
+
 	"github.com/holdfast/holdfast/contract"
 )
 
@@ -100,6 +102,9 @@ type claimTable struct {
 	timing   contract.Timing
 	shards   []shardClaim
 	stopping bool
+	// settleUntil: before it, a bucket where no shard is claimed by anybody (a cluster
+	// starting) has none claimed here either (Joined).
+	settleUntil int64
 }
 
 func newClaimTable(node string, shards uint32, timing contract.Timing) *claimTable {
@@ -138,6 +143,14 @@ func (t *claimTable) releaseAct(k uint32, why string) act {
 	return act{kind: actRelease, shard: k, rev: rev, why: why}
 }
 
+// Joined is this node's join, at now. Nodes started together join within moments of
+// each other, and the first one's round would see itself alone: it would claim every
+// shard and then hand them on one at a time. So while no shard is claimed by anybody,
+// claims wait the timing's Settle from the join, by which the others are members too
+// and the shards are split between them at once. A running cluster (any shard claimed)
+// is joined without waiting: there the unclaimed shards are orphans to serve again.
+func (t *claimTable) Joined(now int64) { t.settleUntil = now + int64(t.timing.Settle) }
+
 // Round is a balancing round. It gives up the served shards whose claims lapsed or
 // that halted, then — given the bucket's view (members nil: it could not be read) —
 // hands one shard on when its place is on another live node and claims the unclaimed
@@ -168,6 +181,9 @@ func (t *claimTable) Round(now int64, members, owners []string, halted func(uint
 		case closing:
 			handing = handing || c.how == handOff
 		}
+	}
+	if now < t.settleUntil && !slices.ContainsFunc(view, func(o string) bool { return o != "" }) {
+		return acts
 	}
 	desired := Place(members, view)
 	for k := range t.shards {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,6 +36,9 @@ func TestClaimTableProperties(t *testing.T) {
 			}
 			return ks[rapid.IntRange(0, len(ks)-1).Draw(t, "which")]
 		}
+		if rapid.Bool().Draw(t, "joined") {
+			tab.Joined(now) // a cluster starting: no claims for a renewal period while nothing is claimed
+		}
 		names := []string{"", "a", "b", "c", "?"}
 		steps := rapid.IntRange(50, 300).Draw(t, "steps")
 		for i := 0; i < steps; i++ {
@@ -66,7 +70,11 @@ func TestClaimTableProperties(t *testing.T) {
 				if !often(t, "none halted") {
 					halted = shard()
 				}
+				settling := now < tab.settleUntil && !slices.ContainsFunc(owners, func(o string) bool { return o != "" }) && tab.Done()
 				acts = tab.Round(now, members, owners, func(k uint32) bool { return k == halted })
+				if settling && slices.ContainsFunc(acts, func(a act) bool { return a.kind == actClaim }) {
+					t.Fatalf("claimed while a starting cluster settles: %v", acts)
+				}
 			case 2:
 				rev := uint64(0)
 				if often(t, "created") {

@@ -16,6 +16,7 @@ import (
 // monotonic clock; the TTL is 4 s unless new says otherwise (renew 1 s, serve window 3 s).
 //
 //	new node=N shards=K [ttl=S]                  an empty table
+//	joined t=MS                                  the node joined the cluster
 //	round t=MS [members=A,B] [owners=A,,?,B] [halted=K,...]
 //	                                             a balancing round (no members: the bucket could not be read)
 //	claimed t=MS shard=K rev=R [sent=MS]         a claim's create answered (rev 0: not created)
@@ -61,6 +62,9 @@ func TestClaimScripts(t *testing.T) {
 				d.ScanArgs(t, "shards", &shards)
 				d.MaybeScanArgs(t, "ttl", &ttl)
 				tab = newClaimTable(node, shards, contract.NewTiming(time.Duration(ttl)*time.Second, 0))
+				return "ok"
+			case "joined":
+				tab.Joined(now)
 				return "ok"
 			case "round":
 				owners := list(d, "owners")

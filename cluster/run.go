@@ -47,12 +47,16 @@ func (n *Node) Run(host Host) {
 
 func (n *Node) run(watching <-chan struct{}) {
 	defer n.wg.Done()
+	n.table.Joined(actors.MonoNow())
+	settled := time.After(n.timing.Settle) // a round then: a starting cluster's first claims
 	tick := time.NewTicker(n.timing.Renew)
 	defer tick.Stop()
 	n.renewAll()
 	stop := n.stop
 	for {
 		select {
+		case <-settled:
+			n.askRound()
 		case <-watching:
 			watching = nil
 			n.askRound()

@@ -49,6 +49,11 @@ type Timing struct {
 	// three quarters of the TTL, so it has stopped before the claim can lapse (which is
 	// at least the TTL after the server received that renewal).
 	Serve time.Duration
+	// Settle is how long a node that joins a cluster where no shard is claimed (a
+	// cluster starting) claims nothing, so that the nodes started with it have joined
+	// and the shards are split between them at once instead of claimed by the first up
+	// and handed on one at a time: a renewal period, at most a second.
+	Settle time.Duration
 	// JournalCall bounds one JetStream call of a shard's journal: an append's
 	// acknowledgement, or the read that settles an append whose outcome is unknown. A
 	// quarter of the serve window, at most 2 s, so that the worst append (JournalWorst)
@@ -80,6 +85,7 @@ func NewTiming(ownershipTTL, attempt time.Duration) Timing {
 		Serve:        ownershipTTL * 3 / 4,
 	}
 	t.Drain = t.Request
+	t.Settle = min(time.Second, t.Renew)
 	t.JournalCall = min(2*time.Second, t.Serve/4)
 	return t
 }
@@ -96,6 +102,8 @@ func (t Timing) Validate() error {
 		return fmt.Errorf("timing: forward retry %v leaves a request of %v no second send", t.ForwardRetry, t.Request)
 	case t.Drain < t.Request:
 		return fmt.Errorf("timing: drain %v is shorter than a request %v: a delivered request could be cut off", t.Drain, t.Request)
+	case t.Settle < 0 || t.Settle > t.Renew:
+		return fmt.Errorf("timing: a starting cluster's settle %v must be between 0 and a renewal period %v (a lone node would wait longer for its first claims)", t.Settle, t.Renew)
 	case t.Renew >= t.Serve:
 		return fmt.Errorf("timing: renewals every %v do not come within the serve window %v", t.Renew, t.Serve)
 	case t.Serve >= t.OwnershipTTL:

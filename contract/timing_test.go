@@ -10,7 +10,7 @@ func TestTimingDefaults(t *testing.T) {
 	tm := NewTiming(0, 0)
 	want := Timing{Attempt: 2 * time.Second, Request: 1500 * time.Millisecond, ForwardRetry: 50 * time.Millisecond,
 		Drain: 1500 * time.Millisecond, OwnershipTTL: 5 * time.Second, Renew: 1250 * time.Millisecond,
-		Serve: 3750 * time.Millisecond, JournalCall: 937500 * time.Microsecond}
+		Serve: 3750 * time.Millisecond, Settle: time.Second, JournalCall: 937500 * time.Microsecond}
 	if tm != want {
 		t.Fatalf("NewTiming(0, 0) = %+v\nwant %+v", tm, want)
 	}
@@ -47,6 +47,7 @@ func TestTimingValidateRefusesInvertedTimeouts(t *testing.T) {
 		{"renewals too rare", func(t *Timing) { t.Renew = 4 * time.Second }, "serve window"},
 		{"serving past the claim", func(t *Timing) { t.Serve = 5 * time.Second }, "before the claim lapses"},
 		{"a journal stall outlasts the claim", func(t *Timing) { t.JournalCall = 2 * time.Second }, "past the serve window"},
+		{"a starting node waits past its renewals", func(t *Timing) { t.Settle = 2 * time.Second }, "renewal period"},
 		{"zero", func(t *Timing) { t.ForwardRetry = 0 }, "positive"},
 	} {
 		tm := NewTiming(0, 0)
