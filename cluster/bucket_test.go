@@ -194,3 +194,16 @@ func TestMembersWholeUnderRenewals(t *testing.T) {
 		t.Fatalf("%d of 2000 lists left out a live node", short)
 	}
 }
+
+// A JetStream cluster still forming answers 10008 "temporarily unavailable", also after
+// it first answered (its first meta leader can step down while the others join): start-up
+// waits for it rather than exit, at every step.
+func TestJetStreamFormingIsWaitedFor(t *testing.T) {
+	forming := &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
+	if !JetStreamForming(fmt.Errorf("account info: %w", forming)) || !retryable(fmt.Errorf("create bucket: %w", forming)) {
+		t.Fatal("10008 not taken for a forming cluster worth asking again")
+	}
+	if JetStreamForming(&jetstream.APIError{Code: 404, ErrorCode: 10059}) || JetStreamForming(jetstream.ErrJetStreamNotEnabled) {
+		t.Fatal("other errors taken for a forming cluster")
+	}
+}

@@ -80,8 +80,19 @@ func transient(err error) bool {
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsClusterNoPeers {
 		return true // a JetStream server of the cluster is not back yet
 	}
+	if JetStreamForming(err) {
+		return true // servers started together: the meta leader is being elected (again)
+	}
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// JetStreamForming is JetStream's "temporarily unavailable" (10008): a cluster without
+// a meta leader, as when its servers have just started together and their first
+// leader steps down again while the others are still joining.
+func JetStreamForming(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10008
 }
 
 // jsClusterNoPeers is JetStream's "no suitable peers for placement" (10005).

@@ -405,14 +405,3 @@ func TestFileJournalPrefixStaysItsNodesAfterItStops(t *testing.T) {
 	}
 	a.Shutdown(ctx)
 }
-
-// A JetStream cluster still forming answers 10008; serve waits for it rather than exit.
-func TestJetStreamFormingIsWaitedFor(t *testing.T) {
-	forming := &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
-	if !jetStreamForming(fmt.Errorf("account info: %w", forming)) {
-		t.Fatal("10008 not taken for a forming cluster")
-	}
-	if jetStreamForming(&jetstream.APIError{Code: 404, ErrorCode: 10059}) || jetStreamForming(jetstream.ErrJetStreamNotEnabled) {
-		t.Fatal("other errors taken for a forming cluster")
-	}
-}

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/bridge"
@@ -211,11 +210,4 @@ func (s *Server) runCleanups() {
 	for i := len(cleanups) - 1; i >= 0; i-- {
 		cleanups[i]()
 	}
-}
-
-// jetStreamForming is JetStream's "temporarily unavailable" (10008): a cluster without
-// a meta leader yet, as when its servers have just started together.
-func jetStreamForming(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10008
 }

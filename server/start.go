@@ -169,10 +169,10 @@ func (s *Server) awaitJetStream(ctx context.Context, js jetstream.JetStream) err
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err = js.AccountInfo(actx)
 		cancel()
-		if !(errors.Is(err, context.DeadlineExceeded) || jetStreamForming(err)) || time.Now().After(deadline) || ctx.Err() != nil {
+		if !(errors.Is(err, context.DeadlineExceeded) || cluster.JetStreamForming(err)) || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
-		if jetStreamForming(err) {
+		if cluster.JetStreamForming(err) {
 			if !said {
 				s.log.Info("waiting for JetStream to elect its meta leader", "err", err)
 				said = true
