@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -172,6 +173,10 @@ func (j *Journal) leadHere(ctx context.Context) {
 // stream's API answers slowly while its group elects a leader: a call given less than
 // this kept failing and sending again.
 const openCall = 2 * time.Second
+
+// replayStall is how long a replay waits for its next message before it fails (the
+// shard's open fails, and its claim is given up to be tried again).
+var replayStall = 6 * openCall // a variable for a test
 
 // errMoved is a claim refused because the stream's tail moved after it was read.
 var errMoved = errors.New("the journal's tail moved during the claim")
@@ -347,8 +352,12 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 	j.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The ordered consumer remakes itself after a lost pull, by default without end (a
+	// stream without a quorum held a load, and the node's stop behind it, for the
+	// shard's whole 10-minute start bound): a few tries, and a watchdog that stops the
+	// read when no message came for replayStall.
 	cons, err := j.cfg.JS.OrderedConsumer(ctx, j.cfg.Names.JournalStream(j.cfg.Shard), jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy})
+		DeliverPolicy: jetstream.DeliverAllPolicy, MaxResetAttempts: 3})
 	if err != nil {
 		return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, err)
 	}
@@ -361,11 +370,19 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 		return err
 	}
 	defer it.Stop()
+	var stalled atomic.Bool
+	watchdog := time.AfterFunc(time.Hour, func() { stalled.Store(true); it.Stop() })
+	defer watchdog.Stop()
 	var tail position
 	seen := false
 	var index []stored
 	for {
-		msg, err := it.Next(jetstream.NextMaxWait(6 * openCall))
+		watchdog.Reset(replayStall) // times the wait for the next message, not its apply
+		msg, err := it.Next(jetstream.NextMaxWait(replayStall))
+		watchdog.Stop()
+		if stalled.Load() {
+			return fmt.Errorf("reading journal of shard %d: no message for %v", j.cfg.Shard, replayStall)
+		}
 		if err != nil {
 			return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, err)
 		}

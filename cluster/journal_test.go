@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/internal/natstest"
@@ -254,5 +256,58 @@ func TestJournalPurgedEmptyIsRefused(t *testing.T) {
 	_, err = OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 3, Node: "b", Epoch: 2})
 	if err == nil || !strings.Contains(err.Error(), "purged empty") {
 		t.Fatalf("claim of a journal purged empty: %v", err)
+	}
+}
+
+// A replay whose stream's leader and quorum go midway fails once no message came for
+// replayStall, instead of the ordered consumer remaking itself for good (a load held
+// the node's stop for the shard's 10-minute start bound). The stream is led by a server
+// the replaying node is not connected to, and that server and one more go as the replay
+// reads the first of 20,000 messages.
+func TestJournalReplayLosingQuorumFails(t *testing.T) {
+	defer func(d time.Duration) { replayStall = d }(replayStall)
+	replayStall = time.Second
+	cl := natstest.Start(t, 3)
+	js0, js1 := connectJS(t, cl.Servers[0].ClientURL()), connectJS(t, cl.Servers[1].ClientURL())
+	if _, err := OpenJournal(context.Background(), JournalConfig{JS: js1, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 1, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Many messages a replay passes over (not batches), fast; then an owner's batch.
+	for range 20_000 {
+		m := nats.NewMsg(NamesFor("holdfast").JournalSubject(0))
+		m.Header.Set(hdrLast, "0.0")
+		if _, err := js1.PublishMsgAsync(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-js1.PublishAsyncComplete()
+	j, err := OpenJournal(context.Background(), JournalConfig{JS: js1, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 2, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(records(1, 1, 100)); err != nil {
+		t.Fatal(err)
+	}
+	next, err := OpenJournal(context.Background(), JournalConfig{JS: js0, Names: NamesFor("holdfast"), Shard: 0, Node: "b", Epoch: 3, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.leadHere(context.Background()) // the leader back on server 1
+	start := time.Now()
+	go func() {
+		time.Sleep(10 * time.Millisecond) // the replay has begun
+		cl.Servers[1].Shutdown()
+		cl.Servers[2].Shutdown()
+	}()
+	done := make(chan error, 1)
+	go func() { done <- next.Replay(1, func(persistence.Record) error { return nil }) }()
+	select {
+	case err := <-done:
+		t.Logf("replay ended %v after it began: %v", time.Since(start).Round(time.Millisecond), err)
+		if err == nil {
+			t.Fatal("a replay without a quorum succeeded")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the replay still waits a minute after the quorum was lost")
 	}
 }
