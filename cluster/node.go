@@ -38,7 +38,13 @@ type Config struct {
 	// time they change after that, newest revision only.
 	Settings   Settings
 	OnSettings func(Settings)
+	// StopTimeout bounds Stop's hand-over; what is still held then is left to lapse
+	// (0: DefaultStopTimeout).
+	StopTimeout time.Duration
 }
+
+// DefaultStopTimeout is Config.StopTimeout's default.
+const DefaultStopTimeout = 30 * time.Second
 
 // Metrics is what a node reports about its claims; the bridge's metrics implement it.
 type Metrics interface {
@@ -135,6 +141,9 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = DefaultStopTimeout
 	}
 	timing := contract.NewTiming(cfg.OwnershipTTL, 0)
 	n := &Node{cfg: cfg, timing: timing, log: cfg.Logger, table: newClaimTable(cfg.Node, cfg.Shards, timing),

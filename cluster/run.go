@@ -53,8 +53,19 @@ func (n *Node) run(watching <-chan struct{}) {
 	defer tick.Stop()
 	n.renewAll()
 	stop := n.stop
+	var overdue <-chan time.Time
 	for {
 		select {
+		case <-overdue:
+			// A load or close that does not end (a JetStream call past its bounds) must not
+			// keep the process from stopping: serve nothing more and leave what is still
+			// held to lapse by its TTL, as a crash would (fencing keeps that safe).
+			n.log.Warn("stopping: hand-over not done in time; leaving the claims still held to lapse",
+				"after", n.cfg.StopTimeout, "loads_and_closes_running", n.hostOps)
+			for k := range n.serveUntil {
+				n.serveUntil[k].Store(0)
+			}
+			return
 		case <-settled:
 			n.askRound()
 		case <-watching:
@@ -84,6 +95,7 @@ func (n *Node) run(watching <-chan struct{}) {
 				return
 			}
 			n.do(n.table.Stop(actors.MonoNow()))
+			overdue = time.After(n.cfg.StopTimeout)
 		}
 		if stop == nil && n.table.Done() && n.hostOps == 0 && !n.reading {
 			return
@@ -266,7 +278,8 @@ func (n *Node) owned() []uint32 {
 
 // Stop hands every shard over and leaves the cluster (a SIGTERM). The shards are handed
 // over together, each closed first so that every request it took is answered, while the
-// ownership goroutine goes on renewing their claims until each is deleted.
+// ownership goroutine goes on renewing their claims until each is deleted. A hand-over
+// not done within Config.StopTimeout is left to lapse by the TTL.
 func (n *Node) Stop() {
 	select {
 	case <-n.stop:

@@ -171,3 +171,45 @@ func TestASlowCloseDoesNotStopTheOtherRenewals(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// stuckHost's opens never end (until the test does).
+type stuckHost struct {
+	nullHost
+	opening chan uint32
+	release chan struct{}
+}
+
+func (h stuckHost) Open(k uint32) error {
+	h.opening <- k
+	<-h.release
+	return nil
+}
+
+// A node whose shard's load never ends still stops, within its StopTimeout: it serves
+// nothing more and leaves the claim to lapse (before, Stop waited for the load for good).
+func TestStopIsBoundedWhenALoadHangs(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	n, err := Join(context.Background(), Config{JS: js, Names: NamesFor("holdfast"), Node: "a", Shards: 2,
+		OwnershipTTL: 4 * time.Second, StopTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := stuckHost{opening: make(chan uint32, 2), release: make(chan struct{})}
+	defer close(host.release)
+	n.Run(host)
+	select {
+	case <-host.opening:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no shard was opened")
+	}
+	start := time.Now()
+	n.Stop()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Stop took %v with a load hanging, want about its 300ms bound", took)
+	}
+	for k := range uint32(2) {
+		if n.Serving(k) {
+			t.Fatalf("shard %d still served after the stop", k)
+		}
+	}
+}
