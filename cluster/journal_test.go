@@ -259,31 +259,17 @@ func TestJournalPurgedEmptyIsRefused(t *testing.T) {
 	}
 }
 
-// A replay whose stream's leader and quorum go midway fails once no message came for
-// replayStall, instead of the ordered consumer remaking itself for good (a load held
-// the node's stop for the shard's 10-minute start bound). The stream is led by a server
-// the replaying node is not connected to, and that server and one more go as the replay
-// applies the first of 20,000 messages. Where the replay's consumer sits is JetStream's
-// choice: on the surviving server it reads on to the end, which is no hang either, and
-// the case is tried again (up to three times) until the consumer was on a lost one.
+// A replay whose stream loses the server of the replay's consumer and its quorum midway
+// fails once no message came for replayStall, instead of the ordered consumer remaking
+// itself for good (a load held the node's stop for the shard's 10-minute start bound).
+// The servers go as the replay applies the first of 20,000 messages: the one JetStream
+// placed the replay's consumer on, and one more.
 func TestJournalReplayLosingQuorumFails(t *testing.T) {
 	defer func(d time.Duration) { replayStall = d }(replayStall)
-	replayStall = time.Second
-	for try := 1; try <= 3; try++ {
-		err, took := replayLosingQuorum(t)
-		t.Logf("try %d: the replay ended %v after the quorum was lost: %v", try, took.Round(time.Millisecond), err)
-		if err != nil {
-			return
-		}
-	}
-	t.Skip("the replay's consumer was on the surviving server three times")
-}
-
-// replayLosingQuorum replays a journal while two of its three servers go, within a minute.
-func replayLosingQuorum(t *testing.T) (error, time.Duration) {
+	replayStall = 3 * time.Second
 	cl := natstest.Start(t, 3)
-	js0, js1 := connectJS(t, cl.Servers[0].ClientURL()), connectJS(t, cl.Servers[1].ClientURL())
-	first, err := OpenJournal(context.Background(), JournalConfig{JS: js1, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 1, Replicas: 3})
+	js := connectJS(t, cl.Servers[0].ClientURL())
+	first, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 1, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,49 +280,82 @@ func replayLosingQuorum(t *testing.T) (error, time.Duration) {
 	for range 20_000 {
 		m := nats.NewMsg(NamesFor("holdfast").JournalSubject(0))
 		m.Header.Set(hdrLast, "0.0")
-		if _, err := js1.PublishMsgAsync(m); err != nil {
+		if _, err := js.PublishMsgAsync(m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	<-js1.PublishAsyncComplete()
-	j, err := OpenJournal(context.Background(), JournalConfig{JS: js1, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 2, Replicas: 3})
+	<-js.PublishAsyncComplete()
+	j, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 2, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Append(records(2, 1, 100)); err != nil {
 		t.Fatal(err)
 	}
-	next, err := OpenJournal(context.Background(), JournalConfig{JS: js0, Names: NamesFor("holdfast"), Shard: 0, Node: "b", Epoch: 3, Replicas: 3})
+	// The replaying node may lose its own server: it knows them all, in order.
+	var urls []string
+	for _, s := range cl.Servers {
+		urls = append(urls, s.ClientURL())
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; { // the stream's leader on server 1
-		j.leadHere(context.Background())
-		info, err := j.stream.Info(context.Background())
-		if err == nil && info.Cluster != nil && info.Cluster.Leader == cl.Servers[1].Name() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stream's leader is not on server 1: %v", err)
-		}
+	defer nc.Close()
+	rjs, _ := jetstream.New(nc)
+	next, err := OpenJournal(context.Background(), JournalConfig{JS: rjs, Names: NamesFor("holdfast"), Shard: 0, Node: "b", Epoch: 3, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var start time.Time
 	done := make(chan error, 1)
 	go func() {
 		done <- next.Replay(1, func(r persistence.Record) error {
-			if r.LSN == 1 {
-				cl.Servers[1].Shutdown()
-				cl.Servers[2].Shutdown()
-				start = time.Now()
+			if r.LSN != 1 {
+				return nil
 			}
+			host := consumerHost(t, cl, NamesFor("holdfast").JournalStream(0))
+			lost := []int{host, (host + 1) % 3}
+			for _, k := range lost {
+				cl.Servers[k].Shutdown()
+			}
+			t.Logf("servers %v lost (the consumer was on %d)", lost, host)
+			start = time.Now()
 			return nil
 		})
 	}()
 	select {
 	case err := <-done:
-		return err, time.Since(start)
+		if start.IsZero() {
+			t.Fatalf("the replay ended before the servers went: %v", err)
+		}
+		t.Logf("the replay ended %v after the quorum was lost: %v", time.Since(start).Round(time.Millisecond), err)
+		if err == nil {
+			t.Fatal("a replay without its consumer's server and a quorum succeeded")
+		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the replay still waits a minute after the quorum was lost")
-		return nil, 0
 	}
+}
+
+// consumerHost is the index of the server holding the stream's one consumer.
+func consumerHost(t *testing.T, cl *natstest.Cluster, stream string) int {
+	for k, s := range cl.Servers {
+		_, js := natstest.Connect(t, s.ClientURL())
+		st, err := js.Stream(context.Background(), stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for info := range st.ListConsumers(context.Background()).Info() {
+			if info.Cluster != nil {
+				for i, s := range cl.Servers {
+					if s.Name() == info.Cluster.Leader {
+						return i
+					}
+				}
+			}
+		}
+		t.Fatalf("no consumer of %s seen from server %d", stream, k)
+	}
+	return 0
 }
