@@ -9,8 +9,9 @@
 // Workloads: spread (64 clients over 10,000 resources: grants/s), hotspot (64 clients on
 // one resource: attempts/s), one client (acquire p50 and p99 over random resources).
 // Every system makes each write durable before it answers: Holdfast (fsync per batch; in
-// a cluster on JetStream with sync always), etcd (raft + fsync), Redis (appendfsync
-// always), PostgreSQL (synchronous_commit on).
+// a cluster on JetStream with sync always), etcd (raft + fsync), NATS's key-value store
+// (JetStream, sync always: the engine under Holdfast's cluster, with nothing in
+// between), Redis (appendfsync always), PostgreSQL (synchronous_commit on).
 package main
 
 import (
@@ -52,7 +53,7 @@ type system struct {
 	start func(ctx context.Context, dir string) (Locker, error)
 }
 
-func systems(holdfast string, holdfastArgs []string) []system {
+func systems(holdfast, natsServer string, holdfastArgs []string) []system {
 	return []system{
 		{"holdfast", func(ctx context.Context, dir string) (Locker, error) {
 			return startHoldfast(ctx, dir, holdfast, 1, holdfastArgs)
@@ -62,6 +63,8 @@ func systems(holdfast string, holdfastArgs []string) []system {
 		}},
 		{"etcd", func(ctx context.Context, dir string) (Locker, error) { return startEtcd(ctx, dir, 1) }},
 		{"etcd-x3", func(ctx context.Context, dir string) (Locker, error) { return startEtcd(ctx, dir, 3) }},
+		{"nats-kv", func(ctx context.Context, dir string) (Locker, error) { return startNATSKV(ctx, dir, natsServer, 1) }},
+		{"nats-kv-x3", func(ctx context.Context, dir string) (Locker, error) { return startNATSKV(ctx, dir, natsServer, 3) }},
 		{"redis-aof", startRedis},
 		{"postgresql", startPostgres},
 	}
@@ -75,7 +78,7 @@ type result struct {
 }
 
 func main() {
-	sel := flag.String("systems", "all", "comma-separated: holdfast, holdfast-x3, etcd, etcd-x3, redis-aof, postgresql, or all")
+	sel := flag.String("systems", "all", "comma-separated: holdfast, holdfast-x3, etcd, etcd-x3, nats-kv, nats-kv-x3, redis-aof, postgresql, or all")
 	dur := flag.Duration("duration", 20*time.Second, "how long each workload runs on each system")
 	clients := flag.Int("clients", 64, "clients of spread and hotspot")
 	resources := flag.Int("resources", 10000, "resources of spread")
@@ -114,8 +117,15 @@ func main() {
 			fail(fmt.Errorf("building holdfast: %w", err))
 		}
 	}
+	natsServer := filepath.Join(dir, "bin", "nats-server")
+	if *sel == "all" || strings.Contains(*sel, "nats-kv") {
+		// The nats-server Holdfast embeds, at the version its module requires.
+		if err := run(ctx, "../..", "go", "build", "-o", natsServer, "github.com/nats-io/nats-server/v2"); err != nil {
+			fail(fmt.Errorf("building nats-server: %w", err))
+		}
+	}
 	var results []result
-	for _, s := range systems(bin, strings.Fields(*holdfastArgs)) {
+	for _, s := range systems(bin, natsServer, strings.Fields(*holdfastArgs)) {
 		if *sel != "all" && !contains(strings.Split(*sel, ","), s.name) {
 			continue
 		}
