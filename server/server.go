@@ -34,8 +34,8 @@ import (
 	"github.com/holdfast/holdfast/persistence"
 )
 
-// StopTimeout bounds each stage of Shutdown that waits on the network: draining the
-// requests, publishing the queued events.
+// StopTimeout bounds each stage of Shutdown that waits on the network: a cluster node's
+// hand-over of its shards, draining the requests, publishing the queued events.
 const StopTimeout = 30 * time.Second
 
 // Config is one Holdfast process. Data, Shards and Kernel are final: the caller has fixed

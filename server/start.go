@@ -258,7 +258,7 @@ func (s *Server) join(ctx context.Context, c *conns, settings cluster.Settings) 
 	var err error
 	s.node, err = cluster.Join(jctx, cluster.Config{NC: c.nc, JS: c.js, Names: cluster.NamesFor(s.cfg.Prefix), Node: s.cfg.Node,
 		Shards: s.cfg.Shards, Replicas: s.cfg.Replicas, OwnershipTTL: s.cfg.OwnershipTTL, Logger: s.log.With("component", "cluster"),
-		Metrics: s.br.Metrics(), Settings: settings, OnSettings: s.configure})
+		Metrics: s.br.Metrics(), Settings: settings, OnSettings: s.configure, StopTimeout: StopTimeout})
 	if err != nil {
 		return err
 	}
