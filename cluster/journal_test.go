@@ -277,14 +277,16 @@ func TestJournalReplayLosingQuorumFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Many messages a replay passes over (not batches), fast; then an owner's batch.
-	for range 20_000 {
+	for i := range 20_000 {
 		m := nats.NewMsg(NamesFor("holdfast").JournalSubject(0))
 		m.Header.Set(hdrLast, "0.0")
 		if _, err := js.PublishMsgAsync(m); err != nil {
 			t.Fatal(err)
 		}
+		if i%1000 == 999 { // within the client's bound on publishes awaiting their acks
+			<-js.PublishAsyncComplete()
+		}
 	}
-	<-js.PublishAsyncComplete()
 	j, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 2, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -96,6 +96,12 @@ func TestHaltedShardIsGivenUpAndRecovered(t *testing.T) {
 	n.Run(host)
 	defer n.Stop()
 	waitOwned(t, n, 1, 5*time.Second)
+	// Claimed is not yet open: halting it before its load would have the load clear it.
+	for deadline := time.Now().Add(5 * time.Second); !n.Serving(0); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the claimed shard is not served after 5s")
+		}
+	}
 	first := n.epoch[0].Load()
 
 	host.mu.Lock()
