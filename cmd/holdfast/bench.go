@@ -45,7 +45,12 @@ deleted; --keep leaves them for a look afterwards.
 --echo also runs a plain NATS echo responder in-process on a private subject
 and drives it with the same clients for the same duration, right after the
 holdfast phase, and prints the ratio of holdfast requests/s to echo
-requests/s: the share of a bare NATS round trip that Holdfast achieves.`
+requests/s: the share of a bare NATS round trip that Holdfast achieves.
+
+In a cluster (the service advertises direct routing) each request goes straight
+to its shard's owner, as the Go client sends it; --no-direct sends everything to
+the public subjects instead, as clients of other languages do, so a front door
+forwards two requests in three.`
 
 const benchExitCodes = "Exit codes: 0 done, 1 setup failed, 2 usage error, 5 cannot connect.\n"
 
@@ -73,6 +78,9 @@ type benchConfig struct {
 	checkpoints int
 	// keep leaves the resources or runs in place instead of deleting them when done.
 	keep bool
+	// noDirect sends the load to the public subjects even where the service routes
+	// directly (benchroute.go).
+	noDirect bool
 }
 
 // phase is the length of each measured phase: --duration is the whole run, so with
@@ -101,6 +109,7 @@ type benchCmd struct {
 	Data            string        `name:"data" placeholder:"DIR" help:"The server's data directory, whose size --sample prints (empty: not measured)."`
 	BystanderTenant string        `name:"bystander-tenant" placeholder:"TENANT" help:"A second tenant that reserves and releases its own resource on the same shard as the first resource, counting every refusal."`
 	Keep            bool          `name:"keep" help:"Leave the resources or runs the bench used (by default it deletes them when done)."`
+	NoDirect        bool          `name:"no-direct" help:"Send every request to the public subject (clients of other languages), not straight to its shard's owner as the Go client does in a cluster."`
 	connFlags
 }
 
@@ -111,7 +120,7 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 	cfg := &benchConfig{progress: true, cf: b.connFlags, scenario: b.Scenario, checkpoints: b.Checkpoints,
 		clients: b.Clients, resources: b.Resources, duration: b.Duration, ttl: b.TTL, echo: b.Echo, conns: b.Conns,
 		idPrefix: b.IDPrefix, sample: b.Sample, metricsURL: b.MetricsURL, dataDir: b.Data, bystander: b.BystanderTenant,
-		keep: b.Keep}
+		keep: b.Keep, noDirect: b.NoDirect}
 	if err := cfg.cf.validate(); err != nil {
 		return nil, usageError(e, "%v", err)
 	}
@@ -210,6 +219,7 @@ type benchReport struct {
 	Duration  time.Duration `json:"duration_ns"`
 	Encoding  string        `json:"encoding"`
 	Conns     int           `json:"conns"`
+	Routing   string        `json:"routing"` // direct (to each shard's owner) or public
 	Setup     setupReport   `json:"setup"`
 	Holdfast  phaseReport   `json:"holdfast"`
 	Echo      *phaseReport  `json:"echo,omitempty"`
@@ -259,8 +269,8 @@ func verbOf(name string, h *histogram) verbReport {
 }
 
 func (r *benchReport) print(w io.Writer) {
-	fmt.Fprintf(w, "holdfast bench: scenario=%s clients=%d resources=%d duration=%s encoding=%s conns=%d\n",
-		r.Scenario, r.Clients, r.Resources, r.Duration, r.Encoding, r.Conns)
+	fmt.Fprintf(w, "holdfast bench: scenario=%s clients=%d resources=%d duration=%s encoding=%s conns=%d routing=%s\n",
+		r.Scenario, r.Clients, r.Resources, r.Duration, r.Encoding, r.Conns, r.Routing)
 	fmt.Fprintf(w, "setup: %d resource(s) ready in %s (%d created, %d existed)\n",
 		r.Setup.Created+r.Setup.Existed, r.Setup.Elapsed.Round(time.Millisecond), r.Setup.Created, r.Setup.Existed)
 	h := r.Holdfast
@@ -384,6 +394,7 @@ type benchWorker struct {
 	nc       *nats.Conn
 	enc      client.Encoding
 	header   nats.Header
+	route    *benchRoute // nil: the public subjects
 	timeout  time.Duration
 	rng      *rand.Rand
 	holder   string
@@ -424,7 +435,7 @@ var protoUnmarshal = proto.UnmarshalOptions{DiscardUnknown: true}
 
 // request sends one request and returns its code: the reply's code, or
 // transport:<kind> when no reply could be had.
-func (w *benchWorker) request(subject string, req proto.Message) (string, time.Duration) {
+func (w *benchWorker) request(subject string, header nats.Header, req proto.Message) (string, time.Duration) {
 	var err error
 	if w.enc == client.Protobuf {
 		w.buf, err = protoMarshal.MarshalAppend(w.buf[:0], req)
@@ -436,7 +447,7 @@ func (w *benchWorker) request(subject string, req proto.Message) (string, time.D
 	}
 	w.msg.Subject = subject
 	w.msg.Data = w.buf
-	w.msg.Header = w.header
+	w.msg.Header = header
 	start := time.Now()
 	resp, err := w.nc.RequestMsg(&w.msg, w.timeout)
 	d := time.Since(start)
@@ -469,10 +480,26 @@ func transportCodeOf(err error) string {
 }
 
 // cycle reserves a random resource and, when granted, releases it.
+// send sends a request straight to its shard's owner (direct, with the direct send's
+// header) when the route gives one, and on the public subject when not, or when nobody
+// listens there (the shard is moving), as the Go client does; the time is the whole.
+func (w *benchWorker) send(public, direct string, directHeader nats.Header, req proto.Message) (string, time.Duration) {
+	if direct == "" {
+		return w.request(public, w.header, req)
+	}
+	code, d := w.request(direct, directHeader, req)
+	if code != "transport:no_responders" {
+		return code, d
+	}
+	code, d2 := w.request(public, w.header, req)
+	return code, d + d2
+}
+
 func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string, live *liveCounters) {
 	w.member.ResourceId = resources[w.rng.IntN(len(resources))]
 	w.reserveReq.OperationId = w.nextOp()
-	code, d := w.request(subjReserve, &w.reserveReq)
+	direct, h := w.route.resource(w.member.ResourceId)
+	code, d := w.send(subjReserve, direct, h, &w.reserveReq)
 	w.reserveLat.record(d)
 	w.reserveCodes[code]++
 	live.reserves.Add(1)
@@ -490,7 +517,8 @@ func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string,
 	w.releaseReq.LeaseId = w.reply.GetLease().GetLeaseId()
 	w.releaseReq.LeaseEpoch = w.reply.GetLease().GetLeaseEpoch()
 	w.releaseReq.OperationId = w.nextOp()
-	code, d = w.request(subjRelease, &w.releaseReq)
+	direct, h = w.route.lease(w.releaseReq.LeaseId)
+	code, d = w.send(subjRelease, direct, h, &w.releaseReq)
 	w.releaseLat.record(d)
 	w.releaseCodes[code]++
 	live.releases.Add(1)
@@ -529,11 +557,20 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	if cfg.encoding == client.Protobuf {
 		header = nats.Header{messages.HeaderContentType: []string{messages.ContentTypeProtobuf}}
 	}
+	var route *benchRoute
+	if !cfg.noDirect {
+		route = newBenchRoute(conns[0], cfg, header, subjReserve, subjRelease)
+	}
+	rep.Routing = "public"
+	if route != nil {
+		rep.Routing = "direct"
+	}
 	workers := make([]*benchWorker, cfg.clients)
 	for i := range workers {
 		workers[i] = newBenchWorker(cfg, conns[i%len(conns)], header, "bench-"+runID+"-"+strconv.Itoa(i),
 			"b"+runID+"-"+strconv.Itoa(i)+"-", rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))))
 		workers[i].id = i
+		workers[i].route = route
 	}
 	var live liveCounters
 	var by *bystander

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/internal/testserver"
 	"github.com/holdfast/holdfast/messages"
 )
@@ -21,10 +23,21 @@ import (
 // the request's encoding: creates alternate ok and already_exists, every
 // third reserve is resource_busy, releases are ok.
 func fakeHoldfast(t *testing.T, nc *nats.Conn) (reserves *atomic.Int64) {
+	reserves, _ = fakeService(t, nc)
+	return reserves
+}
+
+// fakeService is fakeHoldfast, and the handler it answers with: a request sent straight
+// to a shard (its public subject in a header) is answered as on that subject.
+func fakeService(t *testing.T, nc *nats.Conn) (reserves *atomic.Int64, handle nats.MsgHandler) {
 	t.Helper()
 	reserves = &atomic.Int64{}
 	var creates, lsn atomic.Int64
-	_, err := nc.Subscribe("holdfast.v1.bench.>", func(m *nats.Msg) { // bench writes in tenant bench
+	handle = func(m *nats.Msg) {
+		subject := m.Subject
+		if public := m.Header.Get(contract.HeaderSubject); public != "" && strings.HasPrefix(subject, "holdfast._shard.") {
+			subject = public
+		}
 		pb := m.Header.Get(messages.HeaderContentType) == messages.ContentTypeProtobuf
 		decode := func(req proto.Message) error {
 			if pb {
@@ -34,14 +47,14 @@ func fakeHoldfast(t *testing.T, nc *nats.Conn) (reserves *atomic.Int64) {
 		}
 		rep := &messages.Reply{Outcome: "committed", Code: "ok", Lsn: uint64(lsn.Add(1))}
 		switch {
-		case strings.HasSuffix(m.Subject, ".resource.create"):
+		case strings.HasSuffix(subject, ".resource.create"):
 			var req messages.CreateResourceRequest
 			if decode(&req) != nil {
 				rep = &messages.Reply{Outcome: "rejected", Code: "invalid_request", Category: "definite"}
 			} else if creates.Add(1)%2 == 0 {
 				rep.Code = "already_exists"
 			}
-		case strings.HasSuffix(m.Subject, ".lease.reserve"):
+		case strings.HasSuffix(subject, ".lease.reserve"):
 			var req messages.ReserveRequest
 			if decode(&req) != nil || len(req.Members) != 1 || req.OperationId == "" || req.TtlMs != 10000 {
 				rep = &messages.Reply{Outcome: "rejected", Code: "invalid_request", Category: "definite"}
@@ -50,12 +63,12 @@ func fakeHoldfast(t *testing.T, nc *nats.Conn) (reserves *atomic.Int64) {
 			} else {
 				rep.Lease = &messages.Lease{LeaseId: "0-" + req.OperationId[len(req.OperationId)-1:], HolderId: req.HolderId, LeaseEpoch: 1, Members: req.Members}
 			}
-		case strings.HasSuffix(m.Subject, ".resource.delete"):
+		case strings.HasSuffix(subject, ".resource.delete"):
 			var req messages.DeleteResourceRequest
 			if decode(&req) != nil || req.ResourceId == "" {
 				rep = &messages.Reply{Outcome: "rejected", Code: "invalid_request", Category: "definite"}
 			}
-		case strings.HasSuffix(m.Subject, ".lease.release"):
+		case strings.HasSuffix(subject, ".lease.release"):
 			var req messages.ReleaseRequest
 			if decode(&req) != nil || req.LeaseEpoch != 1 || req.HolderId == "" {
 				rep = &messages.Reply{Outcome: "rejected", Code: "invalid_request", Category: "definite"}
@@ -72,14 +85,62 @@ func fakeHoldfast(t *testing.T, nc *nats.Conn) (reserves *atomic.Int64) {
 			data, _ = messages.MarshalJSON(rep)
 		}
 		_ = m.RespondMsg(&nats.Msg{Data: data, Header: hdr})
-	})
-	if err != nil {
+	}
+	if _, err := nc.Subscribe("holdfast.v1.bench.>", handle); err != nil { // bench writes in tenant bench
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	return reserves
+	return reserves, handle
+}
+
+// In a cluster that routes directly the bench sends its load straight to each shard's
+// owner, as the Go client does: every reserve to its resource's shard, every release to
+// its lease's, the public subject in the header; --no-direct keeps them on the public
+// subjects.
+func TestBenchRoutesDirectlyWhereTheServiceDoes(t *testing.T) {
+	for _, noDirect := range []bool{false, true} {
+		t.Run(fmt.Sprintf("no-direct=%v", noDirect), func(t *testing.T) {
+			_, nc := startNATS(t)
+			_, handle := fakeService(t, nc)
+			const shards = 4
+			var direct, misplaced atomic.Int64
+			if _, err := nc.Subscribe("$SRV.INFO.holdfast", func(m *nats.Msg) {
+				_ = m.Respond([]byte(`{"metadata":{"prefix":"holdfast","shards":"4","routing":"direct"}}`))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := nc.Subscribe("holdfast._shard.*", func(m *nats.Msg) {
+				if strings.HasSuffix(m.Header.Get(contract.HeaderSubject), ".lease.reserve") {
+					direct.Add(1)
+					var req messages.ReserveRequest
+					if messages.UnmarshalProto(m.Data, &req) != nil || len(req.Members) != 1 ||
+						m.Subject != contract.ShardSubject("holdfast", contract.ShardOf("bench", contract.PlacementKey(req.Members[0].ResourceId), shards)) {
+						misplaced.Add(1)
+					}
+				}
+				handle(m)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"--clients", "2", "--resources", "8", "--duration", "600ms", "--timeout", "2s"}
+			if noDirect {
+				args = append(args, "--no-direct")
+			}
+			rep, _ := benchRun(t, nc, args...)
+			switch {
+			case rep.Holdfast.Codes["reserve"]["ok"] == 0:
+				t.Fatalf("no reserve answered ok: %v", rep.Holdfast.Codes)
+			case noDirect && (direct.Load() != 0 || rep.Routing != "public"):
+				t.Fatalf("--no-direct: %d reserves sent to a shard, routing %q", direct.Load(), rep.Routing)
+			case !noDirect && (rep.Routing != "direct" || direct.Load() < int64(rep.Holdfast.Verbs[0].Count)):
+				t.Fatalf("routing %q: %d of %d reserves sent to their shard", rep.Routing, direct.Load(), rep.Holdfast.Verbs[0].Count)
+			case misplaced.Load() != 0:
+				t.Fatalf("%d reserves sent to another shard than their resource's", misplaced.Load())
+			}
+		})
+	}
 }
 
 func TestBenchRunsAndStopsByItself(t *testing.T) {
@@ -101,7 +162,7 @@ func TestBenchRunsAndStopsByItself(t *testing.T) {
 				t.Fatal("no reserve reached the service")
 			}
 			for _, want := range []string{
-				"holdfast bench: scenario=spread clients=4 resources=5 duration=2.4s encoding=" + enc + " conns=2\n",
+				"holdfast bench: scenario=spread clients=4 resources=5 duration=2.4s encoding=" + enc + " conns=2 routing=public\n",
 				"setup: 5 resource(s) ready in ", "(3 created, 2 existed)",
 				"  attempts/s ", "  grants/s ", "  requests/s ", "(reserve + release requests)",
 				"  verb          count       p50       p99      p999       max\n",

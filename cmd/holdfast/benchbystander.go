@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -73,19 +72,13 @@ func (b *bystander) run(ctx context.Context, deadline time.Time, live *liveCount
 
 // serviceShards asks a Holdfast instance for its shard count (micro metadata "shards").
 func serviceShards(nc *nats.Conn, timeout time.Duration) (uint32, error) {
-	msg, err := nc.Request("$SRV.INFO.holdfast", nil, timeout)
+	meta, err := serviceMetadata(nc, timeout)
 	if err != nil {
-		return 0, fmt.Errorf("asking the service for its shard count: %w", err)
+		return 0, err
 	}
-	var info struct {
-		Metadata map[string]string `json:"metadata"`
-	}
-	if err := json.Unmarshal(msg.Data, &info); err != nil {
-		return 0, fmt.Errorf("service info: %w", err)
-	}
-	n, err := strconv.ParseUint(info.Metadata["shards"], 10, 32)
+	n, err := strconv.ParseUint(meta["shards"], 10, 32)
 	if err != nil || n == 0 {
-		return 0, fmt.Errorf("service info: no shard count in %v", info.Metadata)
+		return 0, fmt.Errorf("service info: no shard count in %v", meta)
 	}
 	return uint32(n), nil
 }
