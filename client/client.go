@@ -261,7 +261,7 @@ func (c *Client) call(ctx context.Context, v contract.Verb, req proto.Message, o
 		var raw []byte
 		terr := nats.ErrNoResponders
 		var denied *PermissionError
-		if subject, ok := c.directSubject(v, req); ok {
+		if subject, ok := c.directSubject(req); ok {
 			// Straight to the shard's owner; nobody there (the shard is moving), or not
 			// allowed there (permissions that name only the public subjects): the
 			// public subject, within the same attempt.

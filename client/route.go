@@ -43,7 +43,7 @@ const maxMovingProbes = 10
 
 // directSubject returns the shard subject for a request and true, or false when it goes
 // to the public subject.
-func (c *Client) directSubject(v contract.Verb, req proto.Message) (string, bool) {
+func (c *Client) directSubject(req proto.Message) (string, bool) {
 	if c.cfg.noDirect {
 		return "", false
 	}
@@ -55,7 +55,7 @@ func (c *Client) directSubject(v contract.Verb, req proto.Message) (string, bool
 	if !info.direct {
 		return "", false
 	}
-	k, ok := placeRequest(c.cfg.tenant, v, req, info.shards)
+	k, ok := PlaceRequest(c.cfg.tenant, req, info.shards)
 	if !ok {
 		return "", false
 	}
@@ -128,7 +128,7 @@ func (c *Client) probeDirect(info *routeInfo) error {
 	if err != nil {
 		return err
 	}
-	k, _ := placeRequest(c.cfg.tenant, contract.VerbGetResource, req, info.shards)
+	k, _ := PlaceRequest(c.cfg.tenant, req, info.shards)
 	msg := c.directMsg(&nats.Msg{Subject: c.subjects[contract.VerbGetResource], Data: data, Header: c.header},
 		contract.ShardSubject(c.cfg.prefix, k))
 	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.timeout, time.Second))
@@ -151,10 +151,12 @@ func (c *Client) directMsg(msg *nats.Msg, subject string) *nats.Msg {
 	return &nats.Msg{Subject: subject, Data: msg.Data, Header: h}
 }
 
-// placeRequest is the shard of a request the client can place: by the placement key of
-// the object it names, or by the shard in the lease id it names. Listings over every
-// shard, cluster.status and unknown requests are not placed.
-func placeRequest(tenant string, v contract.Verb, req proto.Message, shards uint32) (uint32, bool) {
+// PlaceRequest is the shard of a request of tenant that a client can place, of a
+// service with shards shards: by the placement key of the object it names, or by the
+// shard in the lease id it names. Listings over every shard, cluster.status and unknown
+// requests are not placed. (Tools that build requests by hand, as `holdfast bench`
+// does, route them with it as the client does.)
+func PlaceRequest(tenant string, req proto.Message, shards uint32) (uint32, bool) {
 	byID := func(id string) (uint32, bool) {
 		if id == "" {
 			return 0, false

@@ -498,7 +498,7 @@ func (w *benchWorker) send(public, direct string, directHeader nats.Header, req 
 func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string, live *liveCounters) {
 	w.member.ResourceId = resources[w.rng.IntN(len(resources))]
 	w.reserveReq.OperationId = w.nextOp()
-	direct, h := w.route.resource(w.member.ResourceId)
+	direct, h := w.route.to(&w.reserveReq)
 	code, d := w.send(subjReserve, direct, h, &w.reserveReq)
 	w.reserveLat.record(d)
 	w.reserveCodes[code]++
@@ -517,7 +517,7 @@ func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string,
 	w.releaseReq.LeaseId = w.reply.GetLease().GetLeaseId()
 	w.releaseReq.LeaseEpoch = w.reply.GetLease().GetLeaseEpoch()
 	w.releaseReq.OperationId = w.nextOp()
-	direct, h = w.route.lease(w.releaseReq.LeaseId)
+	direct, h = w.route.to(&w.releaseReq)
 	code, d = w.send(subjRelease, direct, h, &w.releaseReq)
 	w.releaseLat.record(d)
 	w.releaseCodes[code]++

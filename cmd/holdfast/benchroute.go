@@ -7,14 +7,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/messages"
 )
 
 // benchRoute sends the load straight to each shard's owner, as the Go client does
 // (docs/api.md §7): the bench builds its requests by hand for speed, so it places them
-// itself — a reserve by its resource, a release by the shard in its lease id — on the
-// shard subject, the public subject in a header. Without it a cluster's numbers would
+// itself — a reserve by its resource, a release by the shard in its lease id, with the
+// client's own placement — on the shard subject, the public subject in a header. Without it a cluster's numbers would
 // carry a forward through the front door for two requests in three, which no Go client
 // pays; --no-direct measures that path (the one clients of other languages take).
 type benchRoute struct {
@@ -46,26 +49,22 @@ func newBenchRoute(nc *nats.Conn, cfg *benchConfig, header nats.Header, subjRese
 		reserve: with(subjReserve), release: with(subjRelease)}
 }
 
-// resource is the shard subject and header of a reserve naming a resource ("" with no
-// route: the public subject).
-func (r *benchRoute) resource(id string) (string, nats.Header) {
+// to is where req goes straight to its owner: its shard's subject and the header of a
+// direct send of it — or "" (no route, or a request a client would not place: the
+// public subject). It places a request as the Go client does (client.PlaceRequest).
+func (r *benchRoute) to(req proto.Message) (string, nats.Header) {
 	if r == nil {
 		return "", nil
 	}
-	return contract.ShardSubject(r.prefix, contract.ShardOf(r.tenant, contract.PlacementKey(id), r.shards)), r.reserve
-}
-
-// lease is the shard subject and header of a release naming a lease ("" with no route,
-// or when the id holds no shard).
-func (r *benchRoute) lease(id string) (string, nats.Header) {
-	if r == nil {
+	k, ok := client.PlaceRequest(r.tenant, req, r.shards)
+	if !ok {
 		return "", nil
 	}
-	k, _, ok := contract.ParseLeaseID(id)
-	if !ok || k >= r.shards {
-		return "", nil
+	h := r.release
+	if _, reserve := req.(*messages.ReserveRequest); reserve {
+		h = r.reserve
 	}
-	return contract.ShardSubject(r.prefix, k), r.release
+	return contract.ShardSubject(r.prefix, k), h
 }
 
 // serviceMetadata asks a Holdfast instance for its micro metadata (shards, routing).
