@@ -45,19 +45,19 @@ type Storage struct {
 var _ actors.Storage = (*Storage)(nil)
 
 func (s *Storage) ctx() (context.Context, context.CancelFunc) {
-	t := s.Timeout
-	if t == 0 {
-		t = 30 * time.Second
-	}
-	return context.WithTimeout(context.Background(), t)
+	return within(s.Timeout, 30*time.Second)
 }
 
 // callCtx bounds one call made while the shard serves (JournalCall; the journal's own
 // default when 0).
 func (s *Storage) callCtx() (context.Context, context.CancelFunc) {
-	t := s.JournalCall
+	return within(s.JournalCall, openCall)
+}
+
+// within is a context ending after t, or after def when t is 0.
+func within(t, def time.Duration) (context.Context, context.CancelFunc) {
 	if t == 0 {
-		t = openCall
+		t = def
 	}
 	return context.WithTimeout(context.Background(), t)
 }
