@@ -92,8 +92,11 @@ func transient(err error) bool {
 // leader steps down again while the others are still joining.
 func JetStreamForming(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10008
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsTemporarilyUnavailable
 }
+
+// jsTemporarilyUnavailable is JetStream's "JetStream system temporarily unavailable".
+const jsTemporarilyUnavailable jetstream.ErrorCode = 10008
 
 // jsClusterNoPeers is JetStream's "no suitable peers for placement" (10005).
 const jsClusterNoPeers jetstream.ErrorCode = 10005
