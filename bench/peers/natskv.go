@@ -122,7 +122,8 @@ func (s *natsKVSys) Client(ctx context.Context, id int) (LockClient, error) {
 func (c *natsKVClient) Acquire(ctx context.Context, r string, ttl time.Duration) (any, bool, error) {
 	rev, err := c.kv.Create(ctx, r, []byte("held"), jetstream.KeyTTL(ttl))
 	var apiErr *jetstream.APIError
-	if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && (apiErr.ErrorCode == 10071 || apiErr.ErrorCode == 10164)) {
+	if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)) {
 		// Held; or (a create over a deleted key, which is a second, revision-checked
 		// write) another client's create landed first.
 		return nil, false, nil
