@@ -11,7 +11,8 @@
 // Every system makes each write durable before it answers: Holdfast (fsync per batch; in
 // a cluster on JetStream with sync always), etcd (raft + fsync), NATS's key-value store
 // (JetStream, sync always: the engine under Holdfast's cluster, with nothing in
-// between), Redis (appendfsync always), PostgreSQL (synchronous_commit on).
+// between), Redis (appendfsync always), PostgreSQL (synchronous_commit on) — except
+// nats-mem, the transport's floor: a lock table in memory behind NATS request/reply.
 package main
 
 import (
@@ -65,6 +66,7 @@ func systems(holdfast, natsServer string, holdfastArgs []string) []system {
 		{"etcd-x3", func(ctx context.Context, dir string) (Locker, error) { return startEtcd(ctx, dir, 3) }},
 		{"nats-kv", func(ctx context.Context, dir string) (Locker, error) { return startNATSKV(ctx, dir, natsServer, 1) }},
 		{"nats-kv-x3", func(ctx context.Context, dir string) (Locker, error) { return startNATSKV(ctx, dir, natsServer, 3) }},
+		{"nats-mem", func(ctx context.Context, dir string) (Locker, error) { return startNATSMem(ctx, dir, natsServer) }},
 		{"redis-aof", startRedis},
 		{"postgresql", startPostgres},
 	}
@@ -78,7 +80,7 @@ type result struct {
 }
 
 func main() {
-	sel := flag.String("systems", "all", "comma-separated: holdfast, holdfast-x3, etcd, etcd-x3, nats-kv, nats-kv-x3, redis-aof, postgresql, or all")
+	sel := flag.String("systems", "all", "comma-separated: holdfast, holdfast-x3, etcd, etcd-x3, nats-kv, nats-kv-x3, nats-mem, redis-aof, postgresql, or all")
 	dur := flag.Duration("duration", 20*time.Second, "how long each workload runs on each system")
 	clients := flag.Int("clients", 64, "clients of spread and hotspot")
 	resources := flag.Int("resources", 10000, "resources of spread")
@@ -87,7 +89,14 @@ func main() {
 	holdfastArgs := flag.String("holdfast-args", "", "more flags for every `holdfast serve`, space-separated (e.g. \"--shards 3\"); the table's title names them")
 	keep := flag.String("dir", "", "working directory (default: a temporary one, removed)")
 	cpuProfile := flag.String("cpuprofile", "", "write this tool's own CPU profile (the clients' side) to this file")
+	responder := flag.String("nats-mem-responder", "", "(this tool's own use) serve nats-mem's lock table on this NATS URL")
 	flag.Parse()
+	if *responder != "" {
+		if err := serveNATSMem(*responder); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -118,7 +127,7 @@ func main() {
 		}
 	}
 	natsServer := filepath.Join(dir, "bin", "nats-server")
-	if *sel == "all" || strings.Contains(*sel, "nats-kv") {
+	if *sel == "all" || strings.Contains(*sel, "nats-") {
 		// The nats-server Holdfast embeds, at the version its module requires.
 		if err := run(ctx, "../..", "go", "build", "-o", natsServer, "github.com/nats-io/nats-server/v2"); err != nil {
 			fail(fmt.Errorf("building nats-server: %w", err))
