@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -17,20 +19,33 @@ import (
 // protojson would accept exactly as it would: a string with an escape, a null, a number
 // with a fraction or an exponent, an unknown field in strict mode, a duplicate, trailing
 // data, anything malformed. The caller then decodes with protojson, whose answer (and
-// error text) stands; m may be partly set and must be reset first.
+// error text) stands; m is left as it was.
+//
+// It does not set fields one by one through protobuf reflection (half its time went
+// there, boxing every value): it writes what it reads as the message's protobuf binary
+// form and hands that to protobuf's table-driven decoder, as fast as the protobuf path.
 //
 // So decodeFast needs only to be right about what it accepts: FuzzUnmarshalJSON and
 // TestFastDecodeMatchesProtojson check that whatever it accepts, protojson accepts as
 // the same message.
 func decodeFast(b []byte, m protoreflect.Message, tolerant bool) bool {
-	d := fastDec{b: b, tolerant: tolerant}
+	bp := wireBufs.Get().(*[]byte)
+	defer wireBufs.Put(bp)
+	d := fastDec{b: b, tolerant: tolerant, out: (*bp)[:0]}
 	d.ws()
-	if !d.message(m) {
-		return false
+	ok := d.message(m.Descriptor())
+	d.ws()
+	ok = ok && d.i == len(d.b)
+	if cap(d.out) <= maxPooledWire {
+		*bp = d.out
 	}
-	d.ws()
-	return d.i == len(d.b)
+	return ok && proto.UnmarshalOptions{Merge: true}.Unmarshal(d.out, m.Interface()) == nil
 }
+
+// wireBufs holds the binary forms decodeFast writes; one beyond maxPooledWire is not kept.
+var wireBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxPooledWire = 64 << 10
 
 // maxFastDepth bounds nesting (a skipped unknown value included); deeper input goes to
 // protojson.
@@ -41,6 +56,7 @@ type fastDec struct {
 	i        int
 	tolerant bool
 	depth    int
+	out      []byte // the binary form written so far
 }
 
 // fieldTable finds a message's fields by their JSON (lowerCamelCase) and original names.
@@ -117,12 +133,13 @@ func (d *fastDec) str() ([]byte, bool) {
 	return nil, false
 }
 
-func (d *fastDec) message(m protoreflect.Message) bool {
+// message reads an object of message type md and writes its fields.
+func (d *fastDec) message(md protoreflect.MessageDescriptor) bool {
 	if d.depth++; d.depth > maxFastDepth || !d.next('{') {
 		return false
 	}
 	defer func() { d.depth-- }()
-	fields := fieldsOf(m.Descriptor())
+	fields := fieldsOf(md)
 	var seen [4]uint64
 	return d.items('}', func() bool {
 		key, ok := d.str()
@@ -141,7 +158,7 @@ func (d *fastDec) message(m protoreflect.Message) bool {
 			return false
 		}
 		seen[n/64] |= 1 << (n % 64)
-		return d.field(m, fd)
+		return d.field(fd)
 	})
 }
 
@@ -164,7 +181,10 @@ func (d *fastDec) items(close byte, item func() bool) bool {
 	}
 }
 
-func (d *fastDec) field(m protoreflect.Message, fd protoreflect.FieldDescriptor) bool {
+// field reads the value of fd and writes it: a list as one record per element
+// (protobuf's decoder takes unpacked elements of a packed field too), a map as one entry
+// message per key.
+func (d *fastDec) field(fd protoreflect.FieldDescriptor) bool {
 	if d.peek() == 'n' {
 		return false // null: protojson's rules for it differ by field
 	}
@@ -173,66 +193,72 @@ func (d *fastDec) field(m protoreflect.Message, fd protoreflect.FieldDescriptor)
 		if !d.next('[') {
 			return false
 		}
-		list := m.Mutable(fd).List()
-		return d.items(']', func() bool {
-			if fd.Kind() == protoreflect.MessageKind {
-				e := list.NewElement()
-				if !d.message(e.Message()) {
-					return false
-				}
-				list.Append(e)
-				return true
-			}
-			v, ok := d.scalar(fd)
-			if ok {
-				list.Append(v)
-			}
-			return ok
-		})
+		return d.items(']', func() bool { return d.value(fd) })
 	case fd.IsMap():
 		if fd.MapKey().Kind() != protoreflect.StringKind || fd.MapValue().Kind() != protoreflect.StringKind || !d.next('{') {
 			return false
 		}
-		mp := m.Mutable(fd).Map()
+		var keys []string
 		return d.items('}', func() bool {
 			k, ok := d.str()
 			if !ok || !d.next(':') {
 				return false
 			}
 			v, ok := d.str()
-			key := protoreflect.ValueOfString(string(k)).MapKey()
-			if !ok || mp.Has(key) {
+			if !ok {
 				return false
 			}
-			mp.Set(key, protoreflect.ValueOfString(string(v)))
+			for _, seen := range keys {
+				if seen == string(k) {
+					return false // protojson refuses a key twice
+				}
+			}
+			keys = append(keys, string(k))
+			start := d.open(fd.Number())
+			d.out = protowire.AppendTag(d.out, 1, protowire.BytesType)
+			d.out = protowire.AppendBytes(d.out, k)
+			d.out = protowire.AppendTag(d.out, 2, protowire.BytesType)
+			d.out = protowire.AppendBytes(d.out, v)
+			d.close(start)
 			return true
 		})
-	case fd.Kind() == protoreflect.MessageKind:
-		return d.message(m.Mutable(fd).Message())
 	}
-	v, ok := d.scalar(fd)
-	if ok {
-		m.Set(fd, v)
-	}
-	return ok
+	return d.value(fd)
 }
 
-func (d *fastDec) scalar(fd protoreflect.FieldDescriptor) (protoreflect.Value, bool) {
+// value reads one value of fd (a list's element, or the field's value) and writes it as
+// a record of field fd.
+func (d *fastDec) value(fd protoreflect.FieldDescriptor) bool {
+	num := fd.Number()
 	switch fd.Kind() {
+	case protoreflect.MessageKind:
+		start := d.open(num)
+		if !d.message(fd.Message()) {
+			return false
+		}
+		d.close(start)
+		return true
 	case protoreflect.StringKind:
 		s, ok := d.str()
-		return protoreflect.ValueOfString(string(s)), ok
+		d.out = protowire.AppendTag(d.out, num, protowire.BytesType)
+		d.out = protowire.AppendBytes(d.out, s)
+		return ok
 	case protoreflect.BoolKind:
+		var v uint64
 		switch {
 		case d.literal("true"):
-			return protoreflect.ValueOfBool(true), true
+			v = 1
 		case d.literal("false"):
-			return protoreflect.ValueOfBool(false), true
+		default:
+			return false
 		}
+		d.out = protowire.AppendTag(d.out, num, protowire.VarintType)
+		d.out = protowire.AppendVarint(d.out, v)
+		return true
 	case protoreflect.BytesKind:
 		s, ok := d.str()
 		if !ok {
-			break
+			return false
 		}
 		// protojson's choice of alphabet and padding.
 		enc := base64.StdEncoding
@@ -242,21 +268,47 @@ func (d *fastDec) scalar(fd protoreflect.FieldDescriptor) (protoreflect.Value, b
 		if len(s)%4 != 0 {
 			enc = enc.WithPadding(base64.NoPadding)
 		}
-		out := make([]byte, enc.DecodedLen(len(s)))
-		n, err := enc.Decode(out, s)
-		return protoreflect.ValueOfBytes(out[:n]), err == nil
-	case protoreflect.Uint64Kind:
-		u, _, ok := d.number(false, 1<<64-1)
-		return protoreflect.ValueOfUint64(u), ok
-	case protoreflect.Uint32Kind:
-		u, _, ok := d.number(false, 1<<32-1)
-		return protoreflect.ValueOfUint32(uint32(u)), ok
-	case protoreflect.Int64Kind:
-		return d.signed(1<<63-1, func(v int64) protoreflect.Value { return protoreflect.ValueOfInt64(v) })
-	case protoreflect.Int32Kind:
-		return d.signed(1<<31-1, func(v int64) protoreflect.Value { return protoreflect.ValueOfInt32(int32(v)) })
+		start := d.open(num)
+		d.out = append(d.out, make([]byte, enc.DecodedLen(len(s)))...)
+		n, err := enc.Decode(d.out[start:], s)
+		d.out = d.out[:start+n]
+		d.close(start)
+		return err == nil
+	case protoreflect.Uint64Kind, protoreflect.Uint32Kind:
+		limit := uint64(1<<64 - 1)
+		if fd.Kind() == protoreflect.Uint32Kind {
+			limit = 1<<32 - 1
+		}
+		u, _, ok := d.number(false, limit)
+		d.out = protowire.AppendTag(d.out, num, protowire.VarintType)
+		d.out = protowire.AppendVarint(d.out, u)
+		return ok
+	case protoreflect.Int64Kind, protoreflect.Int32Kind:
+		limit := uint64(1<<63 - 1)
+		if fd.Kind() == protoreflect.Int32Kind {
+			limit = 1<<31 - 1
+		}
+		v, ok := d.signed(limit)
+		d.out = protowire.AppendTag(d.out, num, protowire.VarintType)
+		d.out = protowire.AppendVarint(d.out, uint64(v)) // int32 too: sign-extended, as protobuf writes it
+		return ok
 	}
-	return protoreflect.Value{}, false
+	return false // enums, floats, fixed and zigzag integers: protojson's
+}
+
+// open starts a length-delimited record of field num whose content follows; close
+// writes its length in front of the content once it is known.
+func (d *fastDec) open(num protowire.Number) int {
+	d.out = protowire.AppendTag(d.out, num, protowire.BytesType)
+	return len(d.out)
+}
+
+func (d *fastDec) close(start int) {
+	n := len(d.out) - start
+	size := protowire.SizeVarint(uint64(n))
+	d.out = append(d.out, make([]byte, size)...)
+	copy(d.out[start+size:], d.out[start:start+n])
+	protowire.AppendVarint(d.out[start:start], uint64(n))
 }
 
 func (d *fastDec) literal(word string) bool {
@@ -269,15 +321,15 @@ func (d *fastDec) literal(word string) bool {
 }
 
 // signed reads an integer of magnitude at most limit (limit+1 when negative).
-func (d *fastDec) signed(limit uint64, value func(int64) protoreflect.Value) (protoreflect.Value, bool) {
+func (d *fastDec) signed(limit uint64) (int64, bool) {
 	u, neg, ok := d.number(true, limit+1)
 	switch {
 	case !ok || (!neg && u > limit):
-		return protoreflect.Value{}, false
+		return 0, false
 	case neg:
-		return value(int64(-u)), true // -u wraps to the most negative value at limit+1
+		return int64(-u), true // -u wraps to the most negative value at limit+1
 	}
-	return value(int64(u)), true
+	return int64(u), true
 }
 
 // number reads digits, bare or quoted, of at most limit: no sign unless signed, no
