@@ -19,7 +19,7 @@ import (
 // protojson would accept exactly as it would: a string with an escape, a null, a number
 // with a fraction or an exponent, an unknown field in strict mode, a duplicate, trailing
 // data, anything malformed. The caller then decodes with protojson, whose answer (and
-// error text) stands; m is left as it was.
+// error text) stands (protojson resets m first: it may be partly set).
 //
 // It does not set fields one by one through protobuf reflection (half its time went
 // there, boxing every value): it writes what it reads as the message's protobuf binary
