@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -77,6 +78,49 @@ type result struct {
 	perSec           float64 // grants/s (spread) or attempts/s (hotspot)
 	p50, p99         time.Duration
 	errs             int64
+	spread           string // of several rounds: the range of the rate (the p50 for one client)
+}
+
+// combine makes one result of each system's rounds of a workload: the median rate, p50
+// and p99 (each taken on its own), the errors summed, and the range of the rate (of the
+// p50 for one client) when there was more than one round. The machines this runs on are
+// shared and noisy; a system run once against another run once says less than the
+// medians of turns taken alternately.
+func combine(rs []result) []result {
+	var keys []string
+	by := map[string][]result{}
+	for _, r := range rs {
+		k := r.system + "/" + r.workload
+		if _, ok := by[k]; !ok {
+			keys = append(keys, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	var out []result
+	for _, k := range keys {
+		runs := by[k]
+		c := runs[0]
+		if len(runs) > 1 {
+			var rates []float64
+			var p50s, p99s []time.Duration
+			c.errs = 0
+			for _, r := range runs {
+				rates, p50s, p99s = append(rates, r.perSec), append(p50s, r.p50), append(p99s, r.p99)
+				c.errs += r.errs
+			}
+			sort.Float64s(rates)
+			slices.Sort(p50s)
+			slices.Sort(p99s)
+			c.perSec, c.p50, c.p99 = rates[len(rates)/2], p50s[len(p50s)/2], p99s[len(p99s)/2]
+			if c.workload == "one" {
+				c.spread = fmt.Sprintf("%s–%s", round(p50s[0]), round(p50s[len(p50s)-1]))
+			} else {
+				c.spread = fmt.Sprintf("%.0f–%.0f", rates[0], rates[len(rates)-1])
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func main() {
@@ -87,6 +131,7 @@ func main() {
 	workloads := flag.String("workloads", "spread,hotspot,one", "comma-separated: spread, hotspot, one")
 	holdfast := flag.String("holdfast", "", "the holdfast binary (default: built from this repository)")
 	holdfastArgs := flag.String("holdfast-args", "", "more flags for every `holdfast serve`, space-separated (e.g. \"--shards 3\"); the table's title names them")
+	rounds := flag.Int("rounds", 1, "run every system this many times, in turn (round 1 of each, then round 2, ...), and report each one's median with the range")
 	keep := flag.String("dir", "", "working directory (default: a temporary one, removed)")
 	cpuProfile := flag.String("cpuprofile", "", "write this tool's own CPU profile (the clients' side) to this file")
 	responder := flag.String("nats-mem-responder", "", "(this tool's own use) serve nats-mem's lock table on this NATS URL")
@@ -134,35 +179,37 @@ func main() {
 		}
 	}
 	var results []result
-	for _, s := range systems(bin, natsServer, strings.Fields(*holdfastArgs)) {
-		if *sel != "all" && !contains(strings.Split(*sel, ","), s.name) {
-			continue
-		}
-		fmt.Fprintf(os.Stderr, "%s: starting\n", s.name)
-		l, err := s.start(ctx, filepath.Join(dir, s.name))
-		if err != nil {
-			fail(fmt.Errorf("%s: %w", s.name, err))
-		}
-		if err := l.Setup(ctx, *resources); err != nil {
-			l.Close()
-			fail(fmt.Errorf("%s setup: %w", s.name, err))
-		}
-		for _, w := range strings.Split(*workloads, ",") {
-			fmt.Fprintf(os.Stderr, "%s: %s for %v\n", s.name, w, *dur)
-			r, err := runWorkload(ctx, l, w, *clients, *resources, *dur)
-			if err != nil {
-				l.Close()
-				fail(fmt.Errorf("%s %s: %w", s.name, w, err))
+	for round := 1; round <= *rounds; round++ {
+		for _, s := range systems(bin, natsServer, strings.Fields(*holdfastArgs)) {
+			if *sel != "all" && !contains(strings.Split(*sel, ","), s.name) {
+				continue
 			}
-			r.system = s.name
-			results = append(results, r)
+			fmt.Fprintf(os.Stderr, "%s: starting (round %d of %d)\n", s.name, round, *rounds)
+			l, err := s.start(ctx, filepath.Join(dir, fmt.Sprintf("%s-%d", s.name, round)))
+			if err != nil {
+				fail(fmt.Errorf("%s: %w", s.name, err))
+			}
+			if err := l.Setup(ctx, *resources); err != nil {
+				l.Close()
+				fail(fmt.Errorf("%s setup: %w", s.name, err))
+			}
+			for _, w := range strings.Split(*workloads, ",") {
+				fmt.Fprintf(os.Stderr, "%s: %s for %v\n", s.name, w, *dur)
+				r, err := runWorkload(ctx, l, w, *clients, *resources, *dur)
+				if err != nil {
+					l.Close()
+					fail(fmt.Errorf("%s %s: %w", s.name, w, err))
+				}
+				r.system = s.name
+				results = append(results, r)
+			}
+			l.Close()
 		}
-		l.Close()
 	}
 	if *holdfastArgs != "" {
 		fmt.Printf("holdfast serve with %s\n", *holdfastArgs)
 	}
-	report(os.Stdout, results)
+	report(os.Stdout, combine(results))
 }
 
 func fail(err error) {
@@ -265,13 +312,18 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 // report prints one row per workload and system, with Holdfast's edge over it: its rate
 // over the system's (spread, hotspot), the system's p50 over its p50 (one client) — above
 // 1 Holdfast is ahead. A replicated system (-x3) is set against holdfast-x3, a single one
-// against holdfast.
+// against holdfast. Of several rounds, the medians are set against each other, and each
+// row ends with its range.
 func report(w *os.File, rs []result) {
 	base := map[string]result{}
 	for _, r := range rs {
 		if r.system == "holdfast" || r.system == "holdfast-x3" {
 			base[r.system+"/"+r.workload] = r
 		}
+	}
+	ranged := false
+	for _, r := range rs {
+		ranged = ranged || r.spread != ""
 	}
 	fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8s %s\n", "workload", "system", "rate", "p50", "p99", "errors", "holdfast's edge")
 	for _, wl := range []string{"spread", "hotspot", "one"} {
@@ -296,6 +348,9 @@ func report(w *os.File, rs []result) {
 				} else if wl != "one" && r.perSec > 0 {
 					edge = fmt.Sprintf("%.2f× (vs %s)", b.perSec/r.perSec, against)
 				}
+			}
+			if ranged {
+				edge = fmt.Sprintf("%-34s rounds: %s", edge, r.spread)
 			}
 			fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8d %s\n", wl, r.system, rate, round(r.p50), round(r.p99), r.errs, edge)
 		}
