@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"pgregory.net/rapid"
 )
@@ -157,5 +158,32 @@ func TestFastCodecStrings(t *testing.T) {
 	}
 	if _, err := MarshalJSON(bad); err == nil {
 		t.Fatal("MarshalJSON of a string that is not UTF-8: no error")
+	}
+}
+
+// TestSchemaNestsShallow holds decodeFast's bound on the bytes it moves (fastDec.close):
+// no message of the schema contains itself, and none nests more than five deep.
+func TestSchemaNestsShallow(t *testing.T) {
+	var depth func(md protoreflect.MessageDescriptor, path map[protoreflect.FullName]bool) int
+	depth = func(md protoreflect.MessageDescriptor, path map[protoreflect.FullName]bool) int {
+		if path[md.FullName()] {
+			t.Fatalf("%s contains itself: fastDec.close's bound no longer holds", md.FullName())
+		}
+		path[md.FullName()] = true
+		defer delete(path, md.FullName())
+		d := 1
+		fs := md.Fields()
+		for i := 0; i < fs.Len(); i++ {
+			if f := fs.Get(i); f.Message() != nil && !f.IsMap() {
+				d = max(d, 1+depth(f.Message(), path))
+			}
+		}
+		return d
+	}
+	msgs := File_holdfast_proto.Messages()
+	for i := 0; i < msgs.Len(); i++ {
+		if d := depth(msgs.Get(i), map[protoreflect.FullName]bool{}); d > 5 {
+			t.Errorf("%s nests %d deep: fastDec.close's comment says five", msgs.Get(i).FullName(), d)
+		}
 	}
 }
