@@ -111,7 +111,7 @@ func combine(rs []result) []result {
 			sort.Float64s(rates)
 			slices.Sort(p50s)
 			slices.Sort(p99s)
-			c.perSec, c.p50, c.p99 = rates[len(rates)/2], p50s[len(p50s)/2], p99s[len(p99s)/2]
+			c.perSec, c.p50, c.p99 = median(rates), median(p50s), median(p99s)
 			if c.workload == "one" {
 				c.spread = fmt.Sprintf("%s–%s", round(p50s[0]), round(p50s[len(p50s)-1]))
 			} else {
@@ -314,6 +314,15 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 // 1 Holdfast is ahead. A replicated system (-x3) is set against holdfast-x3, a single one
 // against holdfast. Of several rounds, the medians are set against each other, and each
 // row ends with its range.
+// median of sorted xs: the middle one, or the mean of the two in the middle.
+func median[T float64 | time.Duration](xs []T) T {
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
 func report(w *os.File, rs []result) {
 	base := map[string]result{}
 	for _, r := range rs {
