@@ -309,11 +309,6 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 	return res, nil
 }
 
-// report prints one row per workload and system, with Holdfast's edge over it: its rate
-// over the system's (spread, hotspot), the system's p50 over its p50 (one client) — above
-// 1 Holdfast is ahead. A replicated system (-x3) is set against holdfast-x3, a single one
-// against holdfast. Of several rounds, the medians are set against each other, and each
-// row ends with its range.
 // median of sorted xs: the middle one, or the mean of the two in the middle.
 func median[T float64 | time.Duration](xs []T) T {
 	n := len(xs)
@@ -323,6 +318,11 @@ func median[T float64 | time.Duration](xs []T) T {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
+// report prints one row per workload and system, with Holdfast's edge over it: its rate
+// over the system's (spread, hotspot), the system's p50 over its p50 (one client) — above
+// 1 Holdfast is ahead. A replicated system (-x3) is set against holdfast-x3, a single one
+// against holdfast. Of several rounds, the medians are set against each other, and each
+// row ends with its range.
 func report(w *os.File, rs []result) {
 	base := map[string]result{}
 	for _, r := range rs {
