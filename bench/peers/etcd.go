@@ -20,6 +20,8 @@ type etcdSys struct {
 	endpoints []string
 }
 
+func (s *etcdSys) Procs() []*proc { return s.procs }
+
 func startEtcd(ctx context.Context, dir string, members int) (Locker, error) {
 	ports, err := freePorts(2 * members)
 	if err != nil {

@@ -64,6 +64,8 @@ func startHoldfast(ctx context.Context, dir, bin string, nodes int, extra []stri
 	return s, nil
 }
 
+func (s *holdfastSys) Procs() []*proc { return s.procs }
+
 func (s *holdfastSys) Close() {
 	for _, p := range s.procs {
 		p.stop()

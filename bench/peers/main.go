@@ -38,6 +38,8 @@ type Locker interface {
 	Client(ctx context.Context, id int) (LockClient, error)
 	// Setup makes the resources exist (where a system needs them to).
 	Setup(ctx context.Context, resources int) error
+	// Procs are the processes serving it, whose CPU time the report counts.
+	Procs() []*proc
 	Close()
 }
 
@@ -79,6 +81,10 @@ type result struct {
 	p50, p99         time.Duration
 	errs             int64
 	spread           string // of several rounds: the range of the rate (the p50 for one client)
+	// The CPU time per request (acquire or release, the unmeasured first tenth included)
+	// of the system's processes and of this tool's clients: on a shared machine less
+	// noisy than the rates, and what the rates are made of when the cores are busy.
+	serverCPU, clientCPU time.Duration
 }
 
 // combine makes one result of each system's rounds of a workload: the median rate, p50
@@ -102,16 +108,19 @@ func combine(rs []result) []result {
 		c := runs[0]
 		if len(runs) > 1 {
 			var rates []float64
-			var p50s, p99s []time.Duration
+			var p50s, p99s, srv, cli []time.Duration
 			c.errs = 0
 			for _, r := range runs {
 				rates, p50s, p99s = append(rates, r.perSec), append(p50s, r.p50), append(p99s, r.p99)
+				srv, cli = append(srv, r.serverCPU), append(cli, r.clientCPU)
 				c.errs += r.errs
 			}
 			sort.Float64s(rates)
-			slices.Sort(p50s)
-			slices.Sort(p99s)
+			for _, xs := range [][]time.Duration{p50s, p99s, srv, cli} {
+				slices.Sort(xs)
+			}
 			c.perSec, c.p50, c.p99 = median(rates), median(p50s), median(p99s)
+			c.serverCPU, c.clientCPU = median(srv), median(cli)
 			if c.workload == "one" {
 				c.spread = fmt.Sprintf("%s–%s", round(p50s[0]), round(p50s[len(p50s)-1]))
 			} else {
@@ -253,7 +262,8 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 			c.Close()
 		}
 	}()
-	var grants, attempts, errs atomic.Int64
+	var grants, attempts, errs, requests atomic.Int64
+	server0, client0 := groupCPU(l.Procs()), selfCPU()
 	var mu sync.Mutex
 	var lat []time.Duration
 	stop := time.Now().Add(d)
@@ -270,6 +280,7 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 				t0 := time.Now()
 				tok, ok, err := c.Acquire(ctx, r, 30*time.Second)
 				took := time.Since(t0)
+				requests.Add(1)
 				measured := t0.After(warm)
 				if err != nil {
 					errs.Add(1)
@@ -289,6 +300,7 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 				if err := c.Release(ctx, r, tok); err != nil {
 					errs.Add(1)
 				}
+				requests.Add(1)
 			}
 			mu.Lock()
 			lat = append(lat, mine...)
@@ -296,6 +308,10 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 		}()
 	}
 	wg.Wait()
+	if n := requests.Load(); n > 0 {
+		res.serverCPU = (groupCPU(l.Procs()) - server0) / time.Duration(n)
+		res.clientCPU = (selfCPU() - client0) / time.Duration(n)
+	}
 	secs := (d - d/10).Seconds()
 	res.perSec = float64(grants.Load()) / secs
 	if w == "hotspot" {
@@ -334,7 +350,7 @@ func report(w *os.File, rs []result) {
 	for _, r := range rs {
 		ranged = ranged || r.spread != ""
 	}
-	fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8s %s\n", "workload", "system", "rate", "p50", "p99", "errors", "holdfast's edge")
+	fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8s %9s %9s %s\n", "workload", "system", "rate", "p50", "p99", "errors", "srv/req", "cli/req", "holdfast's edge")
 	for _, wl := range []string{"spread", "hotspot", "one"} {
 		for _, r := range rs {
 			if r.workload != wl {
@@ -361,9 +377,18 @@ func report(w *os.File, rs []result) {
 			if ranged {
 				edge = fmt.Sprintf("%-34s rounds: %s", edge, r.spread)
 			}
-			fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8d %s\n", wl, r.system, rate, round(r.p50), round(r.p99), r.errs, edge)
+			fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8d %9s %9s %s\n", wl, r.system, rate, round(r.p50), round(r.p99), r.errs,
+				cpuPerReq(r.serverCPU), cpuPerReq(r.clientCPU), edge)
 		}
 	}
+}
+
+// cpuPerReq prints a CPU time per request in microseconds ("-" when not measured).
+func cpuPerReq(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
 }
 
 func round(d time.Duration) string {

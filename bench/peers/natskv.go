@@ -89,6 +89,8 @@ func startNATSKV(ctx context.Context, dir, bin string, servers int) (Locker, err
 	}
 }
 
+func (s *natsKVSys) Procs() []*proc { return s.procs }
+
 func (s *natsKVSys) Close() {
 	if s.nc != nil {
 		s.nc.Close()

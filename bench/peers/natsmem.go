@@ -66,6 +66,8 @@ func startNATSMem(ctx context.Context, dir, bin string) (Locker, error) {
 	return s, nil
 }
 
+func (s *natsMemSys) Procs() []*proc { return []*proc{s.server, s.responder} }
+
 func (s *natsMemSys) Close() {
 	s.responder.stop()
 	s.server.stop()

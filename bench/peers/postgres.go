@@ -23,6 +23,8 @@ type postgresSys struct {
 	port int
 }
 
+func (s *postgresSys) Procs() []*proc { return []*proc{s.p} }
+
 const pgBin = "/usr/lib/postgresql/15/bin"
 
 func startPostgres(ctx context.Context, dir string) (Locker, error) {

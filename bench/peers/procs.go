@@ -137,3 +137,70 @@ func run(ctx context.Context, dir, name string, args ...string) error {
 	}
 	return nil
 }
+
+// groupCPU is the CPU time, user and system, used so far by the processes of ps and
+// every process below them (PostgreSQL's backends, which leave their parent's process
+// group), as /proc shows it; elsewhere it is 0. A process that ended is not counted.
+func groupCPU(ps []*proc) time.Duration {
+	roots := map[int]bool{}
+	for _, p := range ps {
+		if p != nil && p.cmd.Process != nil {
+			roots[p.cmd.Process.Pid] = true
+		}
+	}
+	type stat struct {
+		ppid  int
+		ticks int64
+	}
+	all := map[int]stat{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, t, ok := procStat("/proc/" + e.Name() + "/stat"); ok {
+			all[pid] = stat{ppid, t}
+		}
+	}
+	var ticks int64
+	for pid, st := range all {
+		for p, hops := pid, 0; p > 1 && hops < 64; p, hops = all[p].ppid, hops+1 {
+			if roots[p] {
+				ticks += st.ticks
+				break
+			}
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// selfCPU is this process's CPU time so far, user and system.
+func selfCPU() time.Duration {
+	_, t, _ := procStat("/proc/self/stat")
+	return time.Duration(t) * time.Second / clockTicks
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's times.
+const clockTicks = 100
+
+// procStat reads a process's parent and its utime+stime in clock ticks.
+func procStat(path string) (ppid int, ticks int64, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces and parentheses
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+1:]) // state, ppid, pgrp, ..., utime (f[11]), stime (f[12])
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ppid, u + st, true
+}

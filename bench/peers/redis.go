@@ -37,6 +37,8 @@ func startRedis(ctx context.Context, dir string) (Locker, error) {
 	return &redisSys{p: p, addr: addr}, nil
 }
 
+func (s *redisSys) Procs() []*proc { return []*proc{s.p} }
+
 func (s *redisSys) Close()                           { s.p.stop() }
 func (s *redisSys) Setup(context.Context, int) error { return nil }
 
