@@ -198,22 +198,17 @@ func (d *fastDec) field(fd protoreflect.FieldDescriptor) bool {
 		if fd.MapKey().Kind() != protoreflect.StringKind || fd.MapValue().Kind() != protoreflect.StringKind || !d.next('{') {
 			return false
 		}
-		var keys []string
+		keys := map[string]bool{} // a set, not a scan: a large map must not cost its square
 		return d.items('}', func() bool {
 			k, ok := d.str()
 			if !ok || !d.next(':') {
 				return false
 			}
 			v, ok := d.str()
-			if !ok {
-				return false
+			if !ok || keys[string(k)] {
+				return false // protojson refuses a key twice
 			}
-			for _, seen := range keys {
-				if seen == string(k) {
-					return false // protojson refuses a key twice
-				}
-			}
-			keys = append(keys, string(k))
+			keys[string(k)] = true
 			start := d.open(fd.Number())
 			d.out = protowire.AppendTag(d.out, 1, protowire.BytesType)
 			d.out = protowire.AppendBytes(d.out, k)
