@@ -78,11 +78,7 @@ func (s *etcdSys) client() (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: s.endpoints, DialTimeout: 5 * time.Second})
 }
 
-func (s *etcdSys) Close() {
-	for _, p := range s.procs {
-		p.stop()
-	}
-}
+func (s *etcdSys) Close() { stopAll(s.procs) }
 
 func (s *etcdSys) Setup(context.Context, int) error { return nil } // keys need no creating
 

@@ -66,11 +66,7 @@ func startHoldfast(ctx context.Context, dir, bin string, nodes int, extra []stri
 
 func (s *holdfastSys) Procs() []*proc { return s.procs }
 
-func (s *holdfastSys) Close() {
-	for _, p := range s.procs {
-		p.stop()
-	}
-}
+func (s *holdfastSys) Close() { stopAll(s.procs) }
 
 func (s *holdfastSys) connect(name string) (*client.Client, *nats.Conn, error) {
 	nc, err := nats.Connect(s.url, nats.Name(name), nats.MaxReconnects(-1))

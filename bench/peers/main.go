@@ -80,7 +80,7 @@ type result struct {
 	perSec           float64 // grants/s (spread) or attempts/s (hotspot)
 	p50, p99         time.Duration
 	errs             int64
-	spread           string // of several rounds: the range of the rate (the p50 for one client)
+	span             string // of several rounds: the range of the rate (the p50 for one client)
 	// The CPU time per request (acquire or release, the unmeasured first tenth included)
 	// of the system's processes and of this tool's clients: on a shared machine less
 	// noisy than the rates, and what the rates are made of when the cores are busy.
@@ -115,16 +115,12 @@ func combine(rs []result) []result {
 				srv, cli = append(srv, r.serverCPU), append(cli, r.clientCPU)
 				c.errs += r.errs
 			}
-			sort.Float64s(rates)
-			for _, xs := range [][]time.Duration{p50s, p99s, srv, cli} {
-				slices.Sort(xs)
-			}
 			c.perSec, c.p50, c.p99 = median(rates), median(p50s), median(p99s)
 			c.serverCPU, c.clientCPU = median(srv), median(cli)
 			if c.workload == "one" {
-				c.spread = fmt.Sprintf("%s–%s", round(p50s[0]), round(p50s[len(p50s)-1]))
+				c.span = fmt.Sprintf("%s–%s", round(p50s[0]), round(p50s[len(p50s)-1]))
 			} else {
-				c.spread = fmt.Sprintf("%.0f–%.0f", rates[0], rates[len(rates)-1])
+				c.span = fmt.Sprintf("%.0f–%.0f", rates[0], rates[len(rates)-1])
 			}
 		}
 		out = append(out, c)
@@ -263,7 +259,7 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 		}
 	}()
 	var grants, attempts, errs, requests atomic.Int64
-	server0, client0 := groupCPU(l.Procs()), selfCPU()
+	server0, client0 := treeCPU(l.Procs()), selfCPU()
 	var mu sync.Mutex
 	var lat []time.Duration
 	stop := time.Now().Add(d)
@@ -309,7 +305,7 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 	}
 	wg.Wait()
 	if n := requests.Load(); n > 0 {
-		res.serverCPU = (groupCPU(l.Procs()) - server0) / time.Duration(n)
+		res.serverCPU = (treeCPU(l.Procs()) - server0) / time.Duration(n)
 		res.clientCPU = (selfCPU() - client0) / time.Duration(n)
 	}
 	secs := (d - d/10).Seconds()
@@ -325,8 +321,9 @@ func runWorkload(ctx context.Context, l Locker, w string, clients, resources int
 	return res, nil
 }
 
-// median of sorted xs: the middle one, or the mean of the two in the middle.
+// median sorts xs and returns the middle one, or the mean of the two in the middle.
 func median[T float64 | time.Duration](xs []T) T {
+	slices.Sort(xs)
 	n := len(xs)
 	if n%2 == 1 {
 		return xs[n/2]
@@ -348,7 +345,7 @@ func report(w *os.File, rs []result) {
 	}
 	ranged := false
 	for _, r := range rs {
-		ranged = ranged || r.spread != ""
+		ranged = ranged || r.span != ""
 	}
 	fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8s %9s %9s %s\n", "workload", "system", "rate", "p50", "p99", "errors", "srv/req", "cli/req", "holdfast's edge")
 	for _, wl := range []string{"spread", "hotspot", "one"} {
@@ -375,7 +372,7 @@ func report(w *os.File, rs []result) {
 				}
 			}
 			if ranged {
-				edge = fmt.Sprintf("%-34s rounds: %s", edge, r.spread)
+				edge = fmt.Sprintf("%-34s rounds: %s", edge, r.span)
 			}
 			fmt.Fprintf(w, "%-10s %-12s %14s %10s %10s %8d %9s %9s %s\n", wl, r.system, rate, round(r.p50), round(r.p99), r.errs,
 				cpuPerReq(r.serverCPU), cpuPerReq(r.clientCPU), edge)

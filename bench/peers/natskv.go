@@ -95,9 +95,7 @@ func (s *natsKVSys) Close() {
 	if s.nc != nil {
 		s.nc.Close()
 	}
-	for _, p := range s.procs {
-		p.stop()
-	}
+	stopAll(s.procs)
 }
 
 func (s *natsKVSys) Setup(context.Context, int) error { return nil } // keys need no creating

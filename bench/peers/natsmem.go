@@ -66,12 +66,10 @@ func startNATSMem(ctx context.Context, dir, bin string) (Locker, error) {
 	return s, nil
 }
 
-func (s *natsMemSys) Procs() []*proc { return []*proc{s.server, s.responder} }
+// Procs lists the responder first: Close stops it before the server it is connected to.
+func (s *natsMemSys) Procs() []*proc { return []*proc{s.responder, s.server} }
 
-func (s *natsMemSys) Close() {
-	s.responder.stop()
-	s.server.stop()
-}
+func (s *natsMemSys) Close() { stopAll(s.Procs()) }
 
 func (s *natsMemSys) Setup(context.Context, int) error { return nil }
 

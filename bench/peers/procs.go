@@ -57,6 +57,13 @@ func runAs(cmd *exec.Cmd, name string) error {
 	return nil
 }
 
+// stopAll stops ps one after the other, in order.
+func stopAll(ps []*proc) {
+	for _, p := range ps {
+		p.stop()
+	}
+}
+
 // stop ends the process it started: SIGTERM, then SIGKILL after 10 s.
 func (p *proc) stop() {
 	if p == nil || p.cmd.Process == nil {
@@ -138,10 +145,10 @@ func run(ctx context.Context, dir, name string, args ...string) error {
 	return nil
 }
 
-// groupCPU is the CPU time, user and system, used so far by the processes of ps and
+// treeCPU is the CPU time, user and system, used so far by the processes of ps and
 // every process below them (PostgreSQL's backends, which leave their parent's process
 // group), as /proc shows it; elsewhere it is 0. A process that ended is not counted.
-func groupCPU(ps []*proc) time.Duration {
+func treeCPU(ps []*proc) time.Duration {
 	roots := map[int]bool{}
 	for _, p := range ps {
 		if p != nil && p.cmd.Process != nil {
