@@ -111,10 +111,15 @@ func allocReply(c *call, m *messages.Reply) {
 	}
 }
 
-// changedLeases are the wire views of the leases an import or a bulk verb changed.
+// changedLeases are the wire views of the leases an import or a bulk verb changed, each
+// once, as it is after the call: a lease that revoke_all revoked and reclaimed in one
+// step has two changes (and two events) in a row, and shows the last.
 func changedLeases(c *call, changes []kernel.LeaseChange) []*messages.Lease {
 	var ls []*messages.Lease
 	for i := range changes {
+		if i+1 < len(changes) && changes[i+1].Lease.LSN == changes[i].Lease.LSN {
+			continue
+		}
 		if l := &changes[i].Lease; l.Tenant == c.tenant {
 			ls = append(ls, wire.Lease(l))
 		}

@@ -18,6 +18,11 @@ type index struct {
 	holders  *btree.BTreeG[pairItem]             // (holder slot, lease lsn)
 	holdings *btree.BTreeG[pairItem]             // (pool slot, lease lsn)
 	labels   *btree.BTreeG[labelItem]            // ("tenant\x00key=value", lease lsn)
+	// The bulk verbs' trees (bulk.go): under each label, live leases by state, and a
+	// holder's releasable (reserved or active) ones, so that a step of lease.revoke_all or
+	// lease.release_all meets only leases it acts on and every call makes progress.
+	labelStates  *btree.BTreeG[labelPairItem] // ("tenant\x00key=value", state, lease lsn)
+	labelHolders *btree.BTreeG[labelPairItem] // ("tenant\x00key=value", holder slot, lease lsn)
 	// values maps an allocated value of a range to the lease holding it. Never iterated:
 	// listings walk the range's allocated set in order and look each value up.
 	values map[valueKey]uint64
@@ -49,6 +54,14 @@ type labelItem struct {
 	lsn uint64
 }
 
+// labelPairItem is a lease under one of its labels and a second key: its state, or its
+// holder.
+type labelPairItem struct {
+	key string
+	a   uint64
+	lsn uint64
+}
+
 // valueKey is an allocated value of a range (by slot).
 type valueKey struct {
 	rng   int32
@@ -66,13 +79,19 @@ func newIndex() index {
 	ix.holders = btree.NewG(btreeDegree, pairLess)
 	ix.holdings = btree.NewG(btreeDegree, pairLess)
 	ix.labels = btree.NewG(btreeDegree, func(x, y labelItem) bool { return x.key < y.key || (x.key == y.key && x.lsn < y.lsn) })
+	labelPairLess := func(x, y labelPairItem) bool {
+		return x.key < y.key || (x.key == y.key && (x.a < y.a || (x.a == y.a && x.lsn < y.lsn)))
+	}
+	ix.labelStates = btree.NewG(btreeDegree, labelPairLess)
+	ix.labelHolders = btree.NewG(btreeDegree, labelPairLess)
 	ix.values = map[valueKey]uint64{}
 	return ix
 }
 
 // len is the number of entries over all trees.
 func (ix *index) len() int {
-	n := ix.holders.Len() + ix.holdings.Len() + ix.labels.Len() + len(ix.values)
+	n := ix.holders.Len() + ix.holdings.Len() + ix.labels.Len() + len(ix.values) +
+		ix.labelStates.Len() + ix.labelHolders.Len()
 	for _, t := range ix.objects {
 		n += t.Len()
 	}
@@ -104,6 +123,14 @@ func ascendPairs(t *btree.BTreeG[pairItem], a, from uint64, fn func(lsn uint64) 
 func (ix *index) ascendLabel(key string, from uint64, fn func(lsn uint64) bool) {
 	ix.labels.AscendGreaterOrEqual(labelItem{key: key, lsn: from}, func(it labelItem) bool {
 		return it.key == key && fn(it.lsn)
+	})
+}
+
+// ascendLabelPair calls fn for the leases under label key and second key a in t from lsn
+// from on, in lsn order, until fn returns false.
+func ascendLabelPair(t *btree.BTreeG[labelPairItem], key string, a, from uint64, fn func(lsn uint64) bool) {
+	t.AscendGreaterOrEqual(labelPairItem{key: key, a: a, lsn: from}, func(it labelPairItem) bool {
+		return it.key == key && it.a == a && fn(it.lsn)
 	})
 }
 

@@ -128,6 +128,7 @@ func (k *Kernel) indexLease(idx int32) {
 	tenant, _ := splitKey(k.holders[l.holder].key)
 	k.ix.holders.ReplaceOrInsert(pairItem{a: uint64(l.holder), lsn: l.lsn})
 	k.labelEntries(tenant, l.labels, func(s string) { k.ix.labels.ReplaceOrInsert(labelItem{key: s, lsn: l.lsn}) })
+	k.indexBulk(idx, true)
 	for _, m := range l.members {
 		switch m.kind {
 		case MemberPool:
@@ -144,6 +145,7 @@ func (k *Kernel) unindexLease(idx int32) {
 	tenant, _ := splitKey(k.holders[l.holder].key)
 	k.ix.holders.Delete(pairItem{a: uint64(l.holder), lsn: l.lsn})
 	k.labelEntries(tenant, l.labels, func(s string) { k.ix.labels.Delete(labelItem{key: s, lsn: l.lsn}) })
+	k.indexBulk(idx, false)
 	for _, m := range l.members {
 		switch m.kind {
 		case MemberPool:
@@ -152,6 +154,31 @@ func (k *Kernel) unindexLease(idx int32) {
 			delete(k.ix.values, valueKey{m.obj, m.value})
 		}
 	}
+}
+
+// indexBulk enters (add) or removes a live lease's entries in the bulk verbs' trees, as
+// its current state makes them: under each label by state, and under each label by holder
+// while its holder may release it. A state change removes them before and adds them after.
+func (k *Kernel) indexBulk(idx int32, add bool) {
+	l := &k.leases[idx]
+	if l.labels == 0 {
+		return
+	}
+	tenant, _ := splitKey(k.holders[l.holder].key)
+	releasable := endableFrom(contract.VerbRelease, l.state) == contract.CodeOK
+	k.labelEntries(tenant, l.labels, func(s string) {
+		byState := labelPairItem{key: s, a: uint64(l.state), lsn: l.lsn}
+		byHolder := labelPairItem{key: s, a: uint64(l.holder), lsn: l.lsn}
+		if add {
+			k.ix.labelStates.ReplaceOrInsert(byState)
+			if releasable {
+				k.ix.labelHolders.ReplaceOrInsert(byHolder)
+			}
+			return
+		}
+		k.ix.labelStates.Delete(byState)
+		k.ix.labelHolders.Delete(byHolder)
+	})
 }
 
 // objectKind is the index table of a create or delete verb's table.
@@ -204,10 +231,20 @@ func (k *Kernel) checkIndex() error {
 			return fmt.Errorf("index: lease %d missing under its holder", l.lsn)
 		}
 		var err error
+		releasable := endableFrom(contract.VerbRelease, l.state) == contract.CodeOK
 		k.labelEntries(tenant, l.labels, func(s string) {
-			want++
-			if err == nil && !k.ix.labels.Has(labelItem{key: s, lsn: l.lsn}) {
+			want += 2
+			switch {
+			case err != nil:
+			case !k.ix.labels.Has(labelItem{key: s, lsn: l.lsn}):
 				err = fmt.Errorf("index: lease %d missing under label %q", l.lsn, s)
+			case !k.ix.labelStates.Has(labelPairItem{key: s, a: uint64(l.state), lsn: l.lsn}):
+				err = fmt.Errorf("index: lease %d missing under label %q as %s", l.lsn, s, l.state)
+			case releasable && !k.ix.labelHolders.Has(labelPairItem{key: s, a: uint64(l.holder), lsn: l.lsn}):
+				err = fmt.Errorf("index: releasable lease %d missing under label %q and its holder", l.lsn, s)
+			}
+			if releasable {
+				want++
 			}
 		})
 		if err != nil {

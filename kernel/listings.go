@@ -154,6 +154,9 @@ func (k *Kernel) listLeases(q *ListQuery, p *ListPage) {
 		if h, ok := k.holderIdx[string(k.tenantKey(q.Tenant, q.ID))]; ok {
 			ascendPairs(k.ix.holders, uint64(h), q.From, visit)
 		}
+	case q.HasLabel && state != 0:
+		// By label and state: the bulk verbs' tree holds exactly these, nothing to skip.
+		ascendLabelPair(k.ix.labelStates, q.Tenant+"\x00"+q.Label.Key+"="+q.Label.Value, uint64(state), q.From, visit)
 	case q.HasLabel:
 		k.ix.ascendLabel(q.Tenant+"\x00"+q.Label.Key+"="+q.Label.Value, q.From, visit)
 	default:

@@ -323,6 +323,8 @@ func (k *Kernel) freeValue(r *valueRange, v uint64) {
 // setMembersState moves a live lease and its members to a new live state.
 func (k *Kernel) setMembersState(idx int32, to LeaseState) {
 	l := &k.leases[idx]
+	k.indexBulk(idx, false)
+	defer k.indexBulk(idx, true)
 	for _, m := range l.members {
 		switch m.kind {
 		case MemberResource:

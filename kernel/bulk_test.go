@@ -1,0 +1,164 @@
+package kernel
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/holdfast/holdfast/contract"
+)
+
+// bulkShard is a shard with n active leases under owner_uuid=vm1 held by "ipam", then
+// reserved ones of another holder under the same label, each its own range value.
+func bulkShard(t *testing.T, active, othersReserved int) (*Kernel, func(c *Command) *Output) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.MaxLeases, cfg.MaxRangeValues = 20000, 20000
+	k, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Output
+	lsn, op := uint64(0), 0
+	apply := func(c *Command) *Output {
+		t.Helper()
+		lsn++
+		op++
+		c.Tenant, c.OperationID = "t", fmt.Sprintf("op%d", op)
+		k.Apply(Entry{LSN: lsn, Slot: 1, Cmd: c}, &out)
+		if out.Code != contract.CodeOK {
+			t.Fatalf("lsn %d: %s: %s", lsn, c.Verb, out.Code)
+		}
+		return &out
+	}
+	apply(&Command{Verb: contract.VerbCreateRange, ObjectID: "ports", First: 1, Last: 1 << 20})
+	label := []Label{{Key: "owner_uuid", Value: "vm1"}}
+	for range active {
+		apply(&Command{Verb: contract.VerbReserve, HolderID: "ipam", Activate: true, Labels: label,
+			Members: []Member{{Kind: MemberRange, ID: "ports"}}})
+	}
+	for range othersReserved {
+		apply(&Command{Verb: contract.VerbReserve, HolderID: "other", TTLMillis: 60000, Labels: label,
+			Members: []Member{{Kind: MemberRange, ID: "ports"}}})
+	}
+	return k, apply
+}
+
+// A bulk verb reaches every lease it may act on in ⌈n / limit⌉ calls, whatever it skips:
+// an operator's revoke_all without reclaim leaves the leases it moved to revoking (and
+// the reserved ones) behind it, and used to count them against its scan bound — 300
+// leases with limit 10 stuck after 104 with "count 0, more true" for ever.
+func TestBulkVerbsAlwaysProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		active, reserved, limit int
+		reclaim                 bool
+		maxCalls                int
+	}{
+		{"revoke_all 300 by 10", 300, 0, 10, false, 30},
+		{"revoke_all 10000 by 100", 10000, 0, 100, false, 100},
+		{"revoke_all reclaim 10000 by 100 behind 5000 reserved", 10000, 5000, 100, true, 100},
+		{"revoke_all 10000 by 100 behind 5000 reserved", 10000, 5000, 100, false, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k, apply := bulkShard(t, tc.active, tc.reserved)
+			moved, calls := 0, 0
+			for more := true; more; calls++ {
+				if calls > tc.maxCalls {
+					t.Fatalf("%d calls moved %d of %d leases and still say more", calls, moved, tc.active)
+				}
+				o := apply(&Command{Verb: contract.VerbRevokeAll, Label: Label{Key: "owner_uuid", Value: "vm1"},
+					Limit: uint32(tc.limit), Reclaim: tc.reclaim})
+				if o.Count == 0 && o.More {
+					t.Fatalf("call %d: count 0, more true", calls+1)
+				}
+				moved += o.Count
+				more = o.More
+			}
+			if moved != tc.active || calls != (tc.active+tc.limit-1)/tc.limit {
+				t.Fatalf("%d calls moved %d leases, want %d calls moving %d", calls, moved, (tc.active+tc.limit-1)/tc.limit, tc.active)
+			}
+			want := LeaseRevoking
+			if tc.reclaim {
+				want = 0 // none left live but the reserved ones
+			}
+			if got := k.live[LeaseActive]; got != 0 {
+				t.Fatalf("%d leases still active", got)
+			}
+			if want != 0 && k.live[want] != tc.active {
+				t.Fatalf("%d leases revoking, want %d", k.live[want], tc.active)
+			}
+			if k.live[LeaseReserved] != tc.reserved {
+				t.Fatalf("%d reserved leases left, want %d: revoke_all leaves them to expire", k.live[LeaseReserved], tc.reserved)
+			}
+			if err := k.CheckInvariants(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// release_all by a holder with nothing under the label is done on its first call, however
+// many leases of other holders carry it; the holder's own go in ⌈n / limit⌉ calls.
+func TestReleaseAllMeetsOnlyTheHoldersLeases(t *testing.T) {
+	k, apply := bulkShard(t, 1000, 1000)
+	sel := Label{Key: "owner_uuid", Value: "vm1"}
+	if o := apply(&Command{Verb: contract.VerbReleaseAll, HolderID: "stranger", Label: sel, Limit: 100}); o.Count != 0 || o.More {
+		t.Fatalf("a holder with nothing under the label: count %d, more %v", o.Count, o.More)
+	}
+	calls, released := 0, 0
+	for more := true; more; calls++ {
+		o := apply(&Command{Verb: contract.VerbReleaseAll, HolderID: "other", Label: sel, Limit: 100})
+		released += o.Count
+		more = o.More
+		if calls > 10 {
+			t.Fatalf("%d calls released %d", calls, released)
+		}
+	}
+	if calls != 10 || released != 1000 {
+		t.Fatalf("%d calls released %d, want 10 releasing 1000", calls, released)
+	}
+	if k.live[LeaseActive] != 1000 || k.live[LeaseReserved] != 0 {
+		t.Fatalf("live %v: ipam's 1000 active leases must stay, other's reserved ones go", k.live)
+	}
+	if err := k.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A filtered listing never stalls either: a page that skips entries ends short with the
+// position to go on at, so a walk over n candidates of which m match takes at most
+// ⌈m / limit⌉ + ⌈n / ListScan⌉ + 1 pages.
+func TestFilteredListingsProgress(t *testing.T) {
+	k, _ := bulkShard(t, 3000, 2000)
+	for _, q := range []ListQuery{
+		{Verb: contract.VerbListLeases, ID: "ipam", HasLabel: true, Label: Label{Key: "owner_uuid", Value: "nobody"}, Limit: 10},
+		{Verb: contract.VerbListLeases, ID: "other", State: contract.StateActive, Limit: 10},
+		{Verb: contract.VerbListLeases, HasLabel: true, Label: Label{Key: "owner_uuid", Value: "vm1"}, State: contract.StateReserved, Limit: 100},
+	} {
+		q.Tenant = "t"
+		pages, seen := 0, 0
+		for {
+			var p ListPage
+			k.List(&q, &p)
+			pages++
+			seen += len(p.Leases)
+			if !p.More {
+				break
+			}
+			if p.Next <= q.From && pages > 1 {
+				t.Fatalf("%+v: page %d does not move (next %d)", q, pages, p.Next)
+			}
+			q.From = p.Next
+			if pages > 2000/q.Limit+5000/ListScan(q.Limit)+3 {
+				t.Fatalf("%+v: %d pages and not done", q, pages)
+			}
+		}
+		want := 0
+		if q.State == contract.StateReserved {
+			want = 2000
+		}
+		if seen != want {
+			t.Fatalf("%+v: %d leases listed, want %d", q, seen, want)
+		}
+	}
+}
