@@ -54,6 +54,27 @@ func TestAllocatorEndpoints(t *testing.T) {
 	s.req("t", "range.release", `{"operation_id":"v3","range_id":"n1/ports","value":30003,"holder_id":"nova","whole_lease":true}`).want(t, "ok")
 	s.req("t", "range.release", `{"operation_id":"v4","range_id":"n1/ports","value":30003,"holder_id":"nova"}`).want(t, "value_free")
 
+	// A late release by value never frees the next lease: the holder takes 30003 again
+	// (a new lease, epoch 1 as the first had); the first lease's release, late, names its
+	// lease and is stale. An epoch without the lease cannot tell the two apart: refused.
+	r = s.req("t", "lease.reserve", `{"operation_id":"r4","holder_id":"nova","activate":true,"members":[{"range_id":"n1/ports","value":"30003"}]}`).want(t, "ok")
+	again := r.str(t, "lease", "lease_id")
+	r = s.req("t", "range.release", fmt.Sprintf(`{"operation_id":"v5","range_id":"n1/ports","value":30003,"holder_id":"nova","lease_id":%q,"lease_epoch":1,"whole_lease":true}`, lease)).
+		want(t, "stale_epoch")
+	if r.obj["lease"] != nil {
+		t.Fatalf("a stale release shows a lease: %s", r.raw)
+	}
+	r = s.req("t", "range.release", `{"operation_id":"v6","range_id":"n1/ports","value":30003,"holder_id":"nova","lease_epoch":1}`).want(t, "invalid_request")
+	if !contains(r.str(t, "message"), "lease_id") {
+		t.Fatalf("message names lease_id: %s", r.raw)
+	}
+	s.req("t", "range.revoke", fmt.Sprintf(`{"operation_id":"v7","range_id":"n1/ports","value":30003,"lease_id":%q}`, lease)).want(t, "stale_epoch")
+	s.req("t", "range.revoke", `{"operation_id":"v8","range_id":"n1/ports","value":30003,"lease_id":"x"}`).want(t, "invalid_request")
+	if r := s.req("t", "range.lookup", `{"range_id":"n1/ports","value":30003}`).want(t, "ok"); r.str(t, "lease", "lease_id") != again || r.str(t, "lease", "state") != "active" {
+		t.Fatalf("the second lease must still hold 30003: %s", r.raw)
+	}
+	s.req("t", "range.release", fmt.Sprintf(`{"operation_id":"v9","range_id":"n1/ports","value":30003,"holder_id":"nova","lease_id":%q,"lease_epoch":1}`, again)).want(t, "ok")
+
 	// Import: leases of their own, all or nothing; exclude refuses a held value naming it.
 	r = s.req("t", "lease.import", `{"operation_id":"i1","leases":[
 		{"holder_id":"nova","activate":true,"members":[{"range_id":"n1/ports","value":"30005"}],"labels":{"owner_uuid":"i2"}},

@@ -211,6 +211,22 @@ func prepValue(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejecti
 	r := m.(*messages.ValueRequest)
 	c := b.objectWrite(tenant, r.OperationId, r.RangeId, o)
 	c.Value, c.HolderID, c.Epoch, c.WholeLease = r.Value, r.HolderId, r.LeaseEpoch, r.WholeLease
+	if r.LeaseId == "" {
+		if r.LeaseEpoch != 0 {
+			// Every lease starts at epoch 1: a late release of a value's earlier lease
+			// would free the next one of the same holder.
+			return invalid("lease_id: required with lease_epoch (an epoch alone cannot tell two leases of one value apart)")
+		}
+		return nil
+	}
+	shard, lsn, rej := b.leaseID(r.LeaseId)
+	if rej != nil {
+		return rej
+	}
+	if shard != o.shard {
+		return invalid("lease_id: a lease of shard %d cannot hold a value of range %q (shard %d)", shard, r.RangeId, o.shard)
+	}
+	c.LeaseLSN = lsn
 	return nil
 }
 

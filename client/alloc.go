@@ -236,29 +236,39 @@ func (c *Client) ListWork(ctx context.Context, runID, status string, p Page) (*W
 }
 
 // ReleaseValue frees value v of a range that holder holds: the lease holding it is
-// released. With epoch (non-zero) the lease must be at that epoch; with wholeLease a
+// released. With WithLease the lease must be that one, and with epoch (non-zero, which
+// needs WithLease) at that epoch: the fence of ReleaseValueFenced. With wholeLease a
 // lease holding more than the value is released whole (else lease_has_other_members).
 // Domain codes: range_not_found, value_out_of_range, value_free, holder_mismatch,
 // stale_epoch, invalid_state, lease_has_other_members.
 func (c *Client) ReleaseValue(ctx context.Context, holder, rangeID string, v, epoch uint64, wholeLease bool, opts ...WriteOption) (*LeaseResult, error) {
 	o := writeOpts(opts)
-	req := &messages.ValueRequest{OperationId: o.opID, RangeId: rangeID, Value: v, HolderId: holder, LeaseEpoch: epoch, WholeLease: wholeLease}
+	req := &messages.ValueRequest{OperationId: o.opID, RangeId: rangeID, Value: v, HolderId: holder, LeaseEpoch: epoch,
+		WholeLease: wholeLease, LeaseId: o.leaseID}
 	return c.leaseCall(ctx, contract.VerbReleaseValue, req, o.opID)
 }
 
-// RevokeValue revokes the active lease holding value v, whoever holds it (an operator's
-// call; ReclaimValue then frees it). Domain codes: range_not_found, value_out_of_range,
-// value_free, invalid_state.
-func (c *Client) RevokeValue(ctx context.Context, rangeID string, v uint64, opts ...WriteOption) (*LeaseResult, error) {
-	o := writeOpts(opts)
-	return c.leaseCall(ctx, contract.VerbRevokeValue, &messages.ValueRequest{OperationId: o.opID, RangeId: rangeID, Value: v}, o.opID)
+// ReleaseValueFenced is ReleaseValue fenced by the lease's token f: it frees v only while
+// lease f.LeaseID at epoch f.Epoch holds it (stale_epoch otherwise), so a late call never
+// frees a later lease of the same value.
+func (c *Client) ReleaseValueFenced(ctx context.Context, holder, rangeID string, v uint64, f Fence, wholeLease bool, opts ...WriteOption) (*LeaseResult, error) {
+	return c.ReleaseValue(ctx, holder, rangeID, v, f.Epoch, wholeLease, append(opts, WithLease(f.LeaseID))...)
 }
 
-// ReclaimValue reclaims the revoking lease holding value v: its members are free again.
-// Domain codes: as RevokeValue's.
+// RevokeValue revokes the active lease holding value v, whoever holds it (an operator's
+// call; ReclaimValue then frees it); with WithLease only while that lease holds it.
+// Domain codes: range_not_found, value_out_of_range, value_free, stale_epoch,
+// invalid_state.
+func (c *Client) RevokeValue(ctx context.Context, rangeID string, v uint64, opts ...WriteOption) (*LeaseResult, error) {
+	o := writeOpts(opts)
+	return c.leaseCall(ctx, contract.VerbRevokeValue, &messages.ValueRequest{OperationId: o.opID, RangeId: rangeID, Value: v, LeaseId: o.leaseID}, o.opID)
+}
+
+// ReclaimValue reclaims the revoking lease holding value v: its members are free again;
+// with WithLease only while that lease holds it. Domain codes: as RevokeValue's.
 func (c *Client) ReclaimValue(ctx context.Context, rangeID string, v uint64, opts ...WriteOption) (*LeaseResult, error) {
 	o := writeOpts(opts)
-	return c.leaseCall(ctx, contract.VerbReclaimValue, &messages.ValueRequest{OperationId: o.opID, RangeId: rangeID, Value: v}, o.opID)
+	return c.leaseCall(ctx, contract.VerbReclaimValue, &messages.ValueRequest{OperationId: o.opID, RangeId: rangeID, Value: v, LeaseId: o.leaseID}, o.opID)
 }
 
 // Exclude stops values first..last of a range being handed out. Domain codes:

@@ -32,7 +32,8 @@ func RangeValue(id string, v uint64) *messages.Member {
 }
 
 type writeOptions struct {
-	opID string
+	opID    string
+	leaseID string
 }
 
 // WriteOption configures one write call.
@@ -43,6 +44,13 @@ type WriteOption func(*writeOptions)
 // dedupe window). Without it the client generates one. Give the id of an
 // earlier call to resolve its unknown outcome.
 func WithOperationID(id string) WriteOption { return func(o *writeOptions) { o.opID = id } }
+
+// WithLease names the lease a by-value verb (ReleaseValue, RevokeValue, ReclaimValue)
+// means: it acts only while that lease holds the value, and answers stale_epoch once
+// another lease does — a late call meant for a value's earlier lease never ends the next
+// one (every lease starts at epoch 1, so an epoch alone cannot tell them apart).
+// ReleaseValue with an epoch needs it.
+func WithLease(leaseID string) WriteOption { return func(o *writeOptions) { o.leaseID = leaseID } }
 
 func writeOpts(opts []WriteOption) writeOptions {
 	var o writeOptions

@@ -106,13 +106,19 @@ func (m *refModel) valueVerb(slot, lsn uint64, c *Command, out *Output) {
 		out.Code = contract.CodeValueFree
 		return
 	}
+	if c.Verb == contract.VerbReleaseValue && l.holder != c.HolderID {
+		out.Code = contract.CodeHolderMismatch
+		return
+	}
+	// The lease named must be the value's lease now: a late call meant for an earlier
+	// lease of the value (same holder, same starting epoch) never acts on the next.
+	if (c.LeaseLSN != 0 && c.LeaseLSN != l.lsn) || (c.Epoch != 0 && c.Epoch != l.epoch) {
+		out.Code = contract.CodeStaleEpoch
+		return
+	}
 	switch c.Verb {
 	case contract.VerbReleaseValue:
 		switch {
-		case l.holder != c.HolderID:
-			out.Code = contract.CodeHolderMismatch
-		case c.Epoch != 0 && c.Epoch != l.epoch:
-			out.Code = contract.CodeStaleEpoch
 		case l.state != LeaseReserved && l.state != LeaseActive:
 			out.Code = contract.CodeInvalidState
 		case len(l.members) > 1 && !c.WholeLease:
@@ -274,11 +280,17 @@ func (g *mGen) allocVerb(c *Command) {
 				c.ObjectID, c.Value = mv.ID, mv.Value
 			}
 		}
+		// The lease named: the value's own, or an earlier or other one (the late call).
+		if l := g.m.valueLease(c.Tenant, c.ObjectID, c.Value); l != nil && g.pct(30) {
+			c.LeaseLSN = l.lsn
+		} else if g.pct(15) && g.m.lastLSN > 0 {
+			c.LeaseLSN = 1 + g.r.Uint64N(g.m.lastLSN)
+		}
 		if c.Verb != contract.VerbReleaseValue {
 			return
 		}
 		c.HolderID = g.holder()
-		if l := g.m.valueLease(c.Tenant, s.id, c.Value); l != nil {
+		if l := g.m.valueLease(c.Tenant, c.ObjectID, c.Value); l != nil {
 			if g.pct(85) {
 				c.HolderID = l.holder
 			}

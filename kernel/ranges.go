@@ -296,7 +296,8 @@ func (k *Kernel) LookupValue(tenant, rangeID string, v uint64, out *Output) (sta
 // valueVerb runs range.release, range.revoke and range.reclaim: the lease holding the
 // value, then what lease.release, lease.revoke and lease.reclaim do with it. A release is
 // the holder's: holder_id must be the lease's holder (holder_mismatch: nobody frees
-// another holder's value by naming it), lease_epoch, when given, its current epoch; a
+// another holder's value by naming it); the lease named, when one is, must be the lease
+// holding the value and the epoch, when given, its current epoch (stale_epoch); a
 // lease holding more than the value is released whole only when asked (whole_lease),
 // since a hold is never released in part. Revoke and reclaim are the operator's.
 func (k *Kernel) valueVerb(e Entry, out *Output) {
@@ -330,10 +331,13 @@ func (k *Kernel) valueVerb(e Entry, out *Output) {
 			out.Code = contract.CodeHolderMismatch
 			return
 		}
-		if c.Epoch != 0 && c.Epoch != l.epoch {
-			out.Code = contract.CodeStaleEpoch
-			return
-		}
+	}
+	// The fence of §4 by value: the lease named (LeaseLSN, when given) must be the one
+	// holding the value now — a late call meant for an earlier lease of the value never
+	// acts on the next — and the epoch, when given, its current one.
+	if (c.LeaseLSN != 0 && c.LeaseLSN != lsn) || (c.Epoch != 0 && c.Epoch != l.epoch) {
+		out.Code = contract.CodeStaleEpoch
+		return
 	}
 	if out.Code = endableFrom(v, l.state); out.Code != contract.CodeOK {
 		return

@@ -2907,10 +2907,12 @@ func (x *ListWorkRequest) GetWaitMs() uint32 {
 }
 
 // `range.release` (the holder's: `holder_id` must hold the value;
-// `lease_epoch`, when given, must be the lease's), `range.revoke` and
-// `range.reclaim` (an operator's: whoever holds it). Reply: `lease`. A lease
-// holding more than the value is released whole only with `whole_lease`
-// (`lease_has_other_members` otherwise).
+// `lease_id` and `lease_epoch`, when given, must be the lease's), `range.revoke`
+// and `range.reclaim` (an operator's: whoever holds it; `lease_id`, when given,
+// must be the lease holding it). Reply: `lease`. A lease holding more than the
+// value is released whole only with `whole_lease` (`lease_has_other_members`
+// otherwise). `lease_epoch` needs `lease_id`: every lease starts at epoch 1, so
+// an epoch alone cannot tell two leases of one value apart.
 type ValueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
@@ -2919,6 +2921,7 @@ type ValueRequest struct {
 	HolderId      string                 `protobuf:"bytes,4,opt,name=holder_id,json=holderId,proto3" json:"holder_id,omitempty"`
 	LeaseEpoch    uint64                 `protobuf:"varint,5,opt,name=lease_epoch,json=leaseEpoch,proto3" json:"lease_epoch,omitempty"`
 	WholeLease    bool                   `protobuf:"varint,6,opt,name=whole_lease,json=wholeLease,proto3" json:"whole_lease,omitempty"`
+	LeaseId       string                 `protobuf:"bytes,7,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2993,6 +2996,13 @@ func (x *ValueRequest) GetWholeLease() bool {
 		return x.WholeLease
 	}
 	return false
+}
+
+func (x *ValueRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
 }
 
 // `range.exclude`, `range.include`: values first..last of the range stop or
@@ -5123,7 +5133,7 @@ const file_holdfast_proto_rawDesc = "" +
 	"\await_ms\x18\x06 \x01(\rH\x01R\x06waitMs\x88\x01\x01B\b\n" +
 	"\x06_limitB\n" +
 	"\n" +
-	"\b_wait_ms\"\xc1\x01\n" +
+	"\b_wait_ms\"\xdc\x01\n" +
 	"\fValueRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
 	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +
@@ -5132,7 +5142,8 @@ const file_holdfast_proto_rawDesc = "" +
 	"\vlease_epoch\x18\x05 \x01(\x04R\n" +
 	"leaseEpoch\x12\x1f\n" +
 	"\vwhole_lease\x18\x06 \x01(\bR\n" +
-	"wholeLease\"x\n" +
+	"wholeLease\x12\x19\n" +
+	"\blease_id\x18\a \x01(\tR\aleaseId\"x\n" +
 	"\x0eExcludeRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
 	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +

@@ -195,7 +195,8 @@ type rangeValueCmd struct {
 	ID         string `arg:"" name:"range-id" help:"The range."`
 	Value      string `arg:"" name:"value" help:"The value: a number, or in the range's format."`
 	Holder     string `name:"holder" placeholder:"ID" help:"release: the holder (required); nobody frees another holder's value."`
-	Epoch      uint64 `name:"epoch" help:"release: the lease's epoch, checked when given."`
+	Lease      string `name:"lease" placeholder:"LEASE-ID" help:"Act only while this lease holds the value (stale_epoch once another does): a late call never ends the value's next lease."`
+	Epoch      uint64 `name:"epoch" help:"release, with --lease: the lease's epoch, checked when given."`
 	WholeLease bool   `name:"whole-lease" help:"release: also the lease's other members (a hold is never released in part)."`
 	opFlag
 	connFlags
@@ -209,20 +210,23 @@ func (c *rangeValueCmd) Run(e *env) error {
 	if verb != "release" && (c.Holder != "" || c.Epoch != 0 || c.WholeLease) {
 		return usageError(e, "--holder, --epoch and --whole-lease are release's")
 	}
+	if c.Epoch != 0 && c.Lease == "" {
+		return usageError(e, "--epoch needs --lease: every lease starts at epoch 1, so an epoch alone cannot tell two leases of one value apart")
+	}
 	return c.run(e, func(ctx context.Context, cl *client.Client) int {
 		v, err := rangeValue(ctx, cl, c.ID, c.Value)
 		if err != nil {
 			return usageExit(e, err.Error())
 		}
-		op := client.WithOperationID(c.Op)
+		op, lease := client.WithOperationID(c.Op), client.WithLease(c.Lease)
 		var res *client.LeaseResult
 		switch verb {
 		case "revoke":
-			res, err = cl.RevokeValue(ctx, c.ID, v, op)
+			res, err = cl.RevokeValue(ctx, c.ID, v, op, lease)
 		case "reclaim":
-			res, err = cl.ReclaimValue(ctx, c.ID, v, op)
+			res, err = cl.ReclaimValue(ctx, c.ID, v, op, lease)
 		default:
-			res, err = cl.ReleaseValue(ctx, c.Holder, c.ID, v, c.Epoch, c.WholeLease, op)
+			res, err = cl.ReleaseValue(ctx, c.Holder, c.ID, v, c.Epoch, c.WholeLease, op, lease)
 		}
 		if err != nil {
 			return errorExit(e, err, c.JSON)

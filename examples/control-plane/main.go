@@ -340,7 +340,9 @@ func (p *plane) concurrent(ctx context.Context, n int) error {
 					mu.Lock()
 					delete(holders, v)
 					mu.Unlock()
-					if rel, err := p.hf.ReleaseValue(ctx, fmt.Sprintf("allocator-%d", a), rng, v, 0, false); err != nil || !rel.OK() {
+					// Fenced by the lease's token: a late copy of this release never
+					// frees a later lease of the same port.
+					if rel, err := p.hf.ReleaseValueFenced(ctx, fmt.Sprintf("allocator-%d", a), rng, v, res.Lease.Fence(), false); err != nil || !rel.OK() {
 						errs <- fmt.Errorf("release %d: %v %v", v, err, rel)
 						return
 					}
