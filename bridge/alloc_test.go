@@ -102,7 +102,13 @@ func TestAllocatorEndpoints(t *testing.T) {
 	if r.str(t, "allocations", 0, "value") != "30005" || r.str(t, "next_cursor") == "" {
 		t.Fatalf("allocations: %s", r.raw)
 	}
-	r = s.req("t", "range.allocations", fmt.Sprintf(`{"range_id":"n1/ports","limit":1,"cursor":%q}`, r.str(t, "next_cursor"))).want(t, "ok")
+	allocCursor := r.str(t, "next_cursor")
+	// A cursor belongs to its listing: another range's allocations, or another listing
+	// altogether, refuse it rather than page on from a position that means something else.
+	s.req("t", "range.create", `{"operation_id":"c3","range_id":"n1/zother","first":30000,"last":30009}`).want(t, "ok")
+	s.req("t", "range.allocations", fmt.Sprintf(`{"range_id":"n1/zother","cursor":%q}`, allocCursor)).want(t, "invalid_request")
+	s.req("t", "pool.holdings", fmt.Sprintf(`{"pool_id":"n1/mem","cursor":%q}`, allocCursor)).want(t, "invalid_request")
+	r = s.req("t", "range.allocations", fmt.Sprintf(`{"range_id":"n1/ports","limit":1,"cursor":%q}`, allocCursor)).want(t, "ok")
 	if r.str(t, "allocations", 0, "value") != "30006" {
 		t.Fatalf("allocations page 2: %s", r.raw)
 	}
@@ -132,6 +138,12 @@ func TestAllocatorEndpoints(t *testing.T) {
 	}
 	if fmt.Sprint(ids) != "[gpu0/card gpu1/card gpu2/card gpu3/card gpu4/card gpu5/card gpu6/card]" {
 		t.Fatalf("resource.list: %v", ids)
+	}
+	// resource.list's cursor given to pool.list used to page on from it and skip pools.
+	r = s.req("t", "resource.list", `{"prefix":"gpu","limit":3}`).want(t, "ok")
+	r = s.req("t", "pool.list", fmt.Sprintf(`{"cursor":%q}`, r.str(t, "next_cursor"))).want(t, "invalid_request")
+	if !contains(r.str(t, "message"), "cursor") {
+		t.Fatalf("message names the cursor: %s", r.raw)
 	}
 
 	// Leases by label over every shard; the owner's hard delete in two calls.

@@ -528,7 +528,8 @@ type call struct {
 	slot   bool // holds an in-flight slot
 	res    *actors.Reply
 	parts  []*actors.Reply // the listings and bulk verbs over every shard: each shard's part
-	next   string          // a listing's next_cursor
+	next   string          // a listing's next position (sealed with scope into next_cursor)
+	scope  string          // a listing's cursor scope (cursor.go)
 	status *messages.Reply // cluster.status, built whole by serveStatus
 	left   atomic.Int32
 }

@@ -152,6 +152,12 @@ func (b *Bridge) prepare(c *call, j *job) *kernel.Rejection {
 		}
 		return invalid("the request could not be decoded: %v", err)
 	}
+	if paged(m) {
+		c.scope = cursorScope(s.verb, m)
+		if !openCursor(c.scope, m) {
+			return invalid("cursor: not a cursor of this listing")
+		}
+	}
 	if r := s.prepare(b, c.tenant, m, &c.op); r != nil {
 		return r
 	}

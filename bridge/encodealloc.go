@@ -19,7 +19,7 @@ import (
 // or a bulk verb's sums, with each shard's position.
 func spanningReply(c *call, m *messages.Reply) *messages.Reply {
 	r := c.res
-	m.NextCursor = c.next
+	m.NextCursor = sealCursor(c.scope, c.next)
 	if c.op.kind == opFan {
 		m.Count, m.More, m.FromRetryCache = uint64(r.Count), r.More, r.FromRetryCache
 		m.Leases = changedLeases(c, r.Changes)
@@ -85,7 +85,7 @@ func pageReply(c *call, p *kernel.ListPage, m *messages.Reply) {
 		m.Excluded = append(m.Excluded, &messages.Interval{First: iv.First, Last: iv.Last})
 	}
 	if p.More && c.parts == nil {
-		m.NextCursor = contract.KeyCursor(strconv.FormatUint(p.Next, 10))
+		m.NextCursor = sealCursor(c.scope, contract.KeyCursor(strconv.FormatUint(p.Next, 10)))
 	}
 }
 
