@@ -184,7 +184,13 @@ func TestAllocatorEndpoints(t *testing.T) {
 	if r.str(t, "pool", "available") != "16" {
 		t.Fatalf("resize: %s", r.raw)
 	}
-	s.req("t", "range.resize", `{"operation_id":"z1","range_id":"n1/ports","first":30000,"last":30100}`).want(t, "ok")
+	// An omitted bound keeps its value: only last moved the start to 0 before.
+	r = s.req("t", "range.resize", `{"operation_id":"z1","range_id":"n1/ports","last":30100}`).want(t, "ok")
+	if r.str(t, "range", "first") != "30000" || r.str(t, "range", "last") != "30100" {
+		t.Fatalf("resize of the end alone: %s", r.raw)
+	}
+	s.req("t", "range.resize", `{"operation_id":"z2","range_id":"n1/ports"}`).want(t, "invalid_request")
+	s.req("t", "range.resize", `{"operation_id":"z3","range_id":"n1/ports","last":29000}`).want(t, "invalid_request")
 	r = s.req("t", "range.list", `{}`).want(t, "ok")
 	if r.str(t, "ranges", 0, "last") != "30100" {
 		t.Fatalf("range.list: %s", r.raw)

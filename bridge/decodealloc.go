@@ -240,7 +240,11 @@ func prepExclude(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejec
 func prepResizeRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
 	r := m.(*messages.ResizeRangeRequest)
 	c := b.objectWrite(tenant, r.OperationId, r.RangeId, o)
-	c.First, c.Last = r.First, r.Last
+	if r.First == nil && r.Last == nil && r.StaticBand == nil {
+		return invalid("first, last, static_band: give at least one (an omitted bound keeps its value)")
+	}
+	c.First, c.Last = r.GetFirst(), r.GetLast()
+	c.KeepFirst, c.KeepLast = r.First == nil, r.Last == nil
 	if r.StaticBand != nil {
 		c.Band, c.HasBand = kernel.Interval{First: r.StaticBand.First, Last: r.StaticBand.Last}, true
 	}

@@ -288,6 +288,12 @@ func (c *Client) Include(ctx context.Context, rangeID string, first, last uint64
 // ResizeRange gives a range new bounds in place, and a new static band when band is not
 // nil. Domain codes: range_not_found, object_in_use (a held value outside the bounds).
 func (c *Client) ResizeRange(ctx context.Context, rangeID string, first, last uint64, band *Interval, opts ...WriteOption) (*RangeResult, error) {
+	return c.ResizeRangeBounds(ctx, rangeID, &first, &last, band, opts...)
+}
+
+// ResizeRangeBounds is ResizeRange where a nil bound keeps its value: moving only the end
+// of a range never moves its start.
+func (c *Client) ResizeRangeBounds(ctx context.Context, rangeID string, first, last *uint64, band *Interval, opts ...WriteOption) (*RangeResult, error) {
 	o := writeOpts(opts)
 	req := &messages.ResizeRangeRequest{OperationId: o.opID, RangeId: rangeID, First: first, Last: last, StaticBand: band.wire()}
 	return c.rangeCall(ctx, contract.VerbResizeRange, req, o.opID)

@@ -162,3 +162,29 @@ func TestFilteredListingsProgress(t *testing.T) {
 		}
 	}
 }
+
+// range.resize's kept bounds travel in journal format 5; a resize that gives both bounds
+// keeps format 4, byte for byte, so journals written before decode as they always did.
+func TestResizeKeepsTravelInFormat5(t *testing.T) {
+	both := &Command{Verb: contract.VerbResizeRange, Tenant: "t", OperationID: "z", ObjectID: "ports", First: 30000, Last: 40000}
+	if enc := roundTrip(t, both); enc[0] != commandFormatAllocators {
+		t.Fatalf("a resize with both bounds in format %d", enc[0])
+	}
+	for _, c := range []*Command{
+		{Verb: contract.VerbResizeRange, Tenant: "t", OperationID: "z", ObjectID: "ports", Last: 40000, KeepFirst: true},
+		{Verb: contract.VerbResizeRange, Tenant: "t", OperationID: "z", ObjectID: "ports", First: 1, KeepLast: true},
+		{Verb: contract.VerbResizeRange, Tenant: "t", OperationID: "z", ObjectID: "ports", KeepFirst: true, KeepLast: true,
+			HasBand: true, Band: Interval{First: 3, Last: 4}},
+	} {
+		if enc := roundTrip(t, c); enc[0] != commandFormatKeeps {
+			t.Fatalf("%+v in format %d", c, enc[0])
+		}
+	}
+	// Format 5 is only a resize's, with a bound kept.
+	bad := (&Command{Verb: contract.VerbResizeRange, Tenant: "t", OperationID: "z", ObjectID: "ports", KeepFirst: true}).AppendBinary(nil)
+	var d Command
+	bad[len(bad)-1] = 0
+	if DecodeCommand(bad, &d) == nil {
+		t.Fatal("format 5 with nothing kept decoded")
+	}
+}

@@ -13,12 +13,14 @@ import (
 // so its bytes — and its hash in the retry cache — are what they always were. 3 is the
 // internal configure entry: its verb and the shape, nothing else. 4 adds the allocator
 // fields (labels, values, exclusions, imports, ...) after format 2's; a command without
-// them keeps its older format, byte for byte.
+// them keeps its older format, byte for byte. 5 is 4 and one byte after it: which bounds
+// of a range.resize keep their value (bit 0 first, bit 1 last); a resize giving both is 4.
 const (
 	commandFormat           = 1
 	commandFormatWork       = 2
 	commandFormatConfigure  = 3
 	commandFormatAllocators = 4
+	commandFormatKeeps      = 5
 )
 
 // Bounds that decoding enforces before trusting a length from disk.
@@ -40,6 +42,8 @@ func (c *Command) AppendBinary(b []byte) []byte {
 		return appendShape(append(b, commandFormatConfigure, byte(c.Verb)), &c.Settings)
 	}
 	switch {
+	case c.KeepFirst || c.KeepLast:
+		b = append(b, commandFormatKeeps)
 	case c.usesAllocators():
 		b = append(b, commandFormatAllocators)
 	case c.usesWork():
@@ -142,7 +146,22 @@ func appendCommandBody(b []byte, c *Command, derived bool) []byte {
 		}
 		b = appendLabels(b, im.Labels)
 	}
+	if c.KeepFirst || c.KeepLast {
+		b = append(b, keepBits(c))
+	}
 	return b
+}
+
+// keepBits is format 5's byte: the bounds a range.resize keeps.
+func keepBits(c *Command) byte {
+	var k byte
+	if c.KeepFirst {
+		k |= 1
+	}
+	if c.KeepLast {
+		k |= 2
+	}
+	return k
 }
 
 func appendMember(b []byte, m *Member, work bool) []byte {
@@ -228,11 +247,12 @@ func DecodeCommand(b []byte, c *Command) error {
 	if format == commandFormatConfigure {
 		return decodeConfigure(&d, c)
 	}
-	if format != commandFormat && format != commandFormatWork && format != commandFormatAllocators {
+	if format != commandFormat && format != commandFormatWork && format != commandFormatAllocators && format != commandFormatKeeps {
 		return ErrBadCommand
 	}
 	c.Settings = Shape{}
-	alloc := format == commandFormatAllocators
+	keeps := format == commandFormatKeeps
+	alloc := format == commandFormatAllocators || keeps
 	work := format == commandFormatWork || alloc
 	c.Verb = Verb(d.byte())
 	c.Tenant = d.string(maxEncodedString)
@@ -283,6 +303,14 @@ func DecodeCommand(b []byte, c *Command) error {
 	c.Label, c.Limit, c.Reclaim, c.Imports = Label{}, 0, false, nil
 	if alloc {
 		d.allocatorFields(c)
+	}
+	c.KeepFirst, c.KeepLast = false, false
+	if keeps {
+		k := d.byte()
+		c.KeepFirst, c.KeepLast = k&1 != 0, k&2 != 0
+		if k == 0 || k > 3 || c.Verb != contract.VerbResizeRange {
+			d.fail()
+		}
 	}
 	if d.err != nil {
 		return d.err

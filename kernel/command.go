@@ -125,17 +125,21 @@ type Command struct {
 	Settings Shape
 
 	// Allocators (docs/api.md Part IV), in command format 4.
-	Labels     []Label       // lease.reserve: the lease's labels, sorted by key
-	Value      uint64        // range.lookup, range.release, range.revoke, range.reclaim: the value
-	WholeLease bool          // range.release: also the lease's other members
-	Excluded   []Interval    // range.create: values "any" never picks; range.exclude, range.include: First/Last
-	Band       Interval      // range.create, range.resize: the static band (HasBand)
-	HasBand    bool          //
-	Format     string        // range.create: how clients show the values
-	Label      Label         // lease.release_all, lease.revoke_all: the selector
-	Limit      uint32        // lease.release_all, lease.revoke_all: leases at most
-	Reclaim    bool          // lease.revoke_all: reclaim them too
-	Imports    []ImportLease // lease.import: one lease each
+	Labels     []Label    // lease.reserve: the lease's labels, sorted by key
+	Value      uint64     // range.lookup, range.release, range.revoke, range.reclaim: the value
+	WholeLease bool       // range.release: also the lease's other members
+	Excluded   []Interval // range.create: values "any" never picks; range.exclude, range.include: First/Last
+	Band       Interval   // range.create, range.resize: the static band (HasBand)
+	HasBand    bool       //
+	Format     string     // range.create: how clients show the values
+	Label      Label      // lease.release_all, lease.revoke_all: the selector
+	Limit      uint32     // lease.release_all, lease.revoke_all: leases at most
+	Reclaim    bool       // lease.revoke_all: reclaim them too
+	// range.resize: a bound the request omitted keeps its value (First or Last is then
+	// not read). Journal format 5 carries them; a command with neither keeps format 4.
+	KeepFirst bool
+	KeepLast  bool
+	Imports   []ImportLease // lease.import: one lease each
 }
 
 // Label is one key/value pair of a lease (docs/api.md Part IV).

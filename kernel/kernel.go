@@ -219,6 +219,12 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		return
 	}
 	apply(k, e, out)
+	if out.Code.IsRejection() {
+		// A request-shape rule only the shard can decide (a range.resize whose kept bound
+		// crosses the given one): rejected, definite, no effect and not remembered, as
+		// the same rule would be before the journal (docs/api.md §4).
+		return
+	}
 	var epoch uint8
 	if out.Object == ObjectLease || (out.Object == ObjectWork && out.Lease.LSN != 0) {
 		epoch = uint8(out.Lease.Epoch) // the fencing token a retry must carry again

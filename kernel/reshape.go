@@ -66,8 +66,8 @@ func (r *valueRange) allocatedNone(iv Interval, absent uint64) bool {
 	return absent == iv.Last-iv.First+1
 }
 
-// resizeRange runs range.resize: new bounds, and a new static band when the command has
-// one (else the band is cut to the new bounds). Growing always works; shrinking past an
+// resizeRange runs range.resize: new bounds (a bound the request omitted keeps its value),
+// and a new static band when the command has one (else the band is cut to the new bounds). Growing always works; shrinking past an
 // allocated value is object_in_use, naming the value and its lease.
 func (k *Kernel) resizeRange(c *Command, out *Output) {
 	idx, ok := k.findRange(c.Tenant, c.ObjectID)
@@ -76,6 +76,18 @@ func (k *Kernel) resizeRange(c *Command, out *Output) {
 		return
 	}
 	r := &k.ranges[idx]
+	first, last := c.First, c.Last
+	if c.KeepFirst {
+		first = r.first
+	}
+	if c.KeepLast {
+		last = r.last
+	}
+	if first > last || (c.HasBand && (c.Band.First < first || c.Band.Last > last)) {
+		// Only a kept bound can cross the given one here (Validate checked the rest).
+		out.Code = contract.CodeInvalidRequest
+		return
+	}
 	outside := func(lo, hi uint64) bool {
 		if lo > hi {
 			return false
@@ -83,12 +95,12 @@ func (k *Kernel) resizeRange(c *Command, out *Output) {
 		absent, _ := r.allocated.AbsentCount(lo, hi)
 		return !r.allocatedNone(Interval{lo, hi}, absent)
 	}
-	below := c.First > r.first && outside(r.first, c.First-1)
-	above := c.Last < r.last && outside(c.Last+1, r.last)
+	below := first > r.first && outside(r.first, first-1)
+	above := last < r.last && outside(last+1, r.last)
 	if below || above {
 		from := r.first
 		if !below {
-			from = c.Last + 1
+			from = last + 1
 		}
 		k.ascendValues(idx, from, func(v, lsn uint64) bool {
 			out.Lease.LSN, out.Value = lsn, v
@@ -99,15 +111,15 @@ func (k *Kernel) resizeRange(c *Command, out *Output) {
 		return
 	}
 	ex := r.excluded
-	if c.First > r.first {
-		ex = cutInterval(ex, Interval{r.first, c.First - 1})
+	if first > r.first {
+		ex = cutInterval(ex, Interval{r.first, first - 1})
 	}
-	if c.Last < r.last {
-		ex = cutInterval(ex, Interval{c.Last + 1, r.last})
+	if last < r.last {
+		ex = cutInterval(ex, Interval{last + 1, r.last})
 	}
 	// Freed values remembered outside the new bounds are forgotten.
-	k.forgetFreed(r, func(v uint64) bool { return v < c.First || v > c.Last })
-	r.first, r.last = c.First, c.Last
+	k.forgetFreed(r, func(v uint64) bool { return v < first || v > last })
+	r.first, r.last = first, last
 	r.setExcluded(ex)
 	switch {
 	case c.HasBand:

@@ -244,6 +244,7 @@ func (s *scenario) allocatorArgs(t *testing.T, d *datadriven.TestData, c *Comman
 		c.Labels = parseLabels(t, a.Vals)
 	}
 	d.MaybeScanArgs(t, "value", &c.Value)
+	c.KeepFirst, c.KeepLast = d.HasArg("keep-first"), d.HasArg("keep-last")
 	c.WholeLease = d.HasArg("whole")
 	c.Reclaim = d.HasArg("reclaim")
 	if a, ok := d.Arg("excluded"); ok {

@@ -84,10 +84,19 @@ func Validate(c *Command) *Rejection {
 		if r := validObject("range_id", c.ObjectID); r != nil {
 			return r
 		}
-		if c.First > c.Last {
+		// A kept bound is the range's own, known only to the shard (resizeRange checks
+		// the bounds it ends up with); here it stands for the widest it could be.
+		given := *c
+		if c.KeepFirst {
+			given.First = 0
+		}
+		if c.KeepLast {
+			given.Last = math.MaxUint64
+		}
+		if given.First > given.Last {
 			return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
 		}
-		return validateRangeShape(c)
+		return validateRangeShape(&given)
 	case contract.VerbResizePool:
 		if r := validObject("pool_id", c.ObjectID); r != nil {
 			return r

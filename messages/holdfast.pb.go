@@ -3081,12 +3081,13 @@ func (x *ExcludeRequest) GetLast() uint64 {
 // Reply: `range`. Domain codes: `range_not_found`, `object_in_use` (a held
 // value outside the new bounds).
 type ResizeRangeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	OperationId   string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	RangeId       string                 `protobuf:"bytes,2,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
-	First         uint64                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`
-	Last          uint64                 `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
-	StaticBand    *Interval              `protobuf:"bytes,5,opt,name=static_band,json=staticBand,proto3" json:"static_band,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	OperationId string                 `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	RangeId     string                 `protobuf:"bytes,2,opt,name=range_id,json=rangeId,proto3" json:"range_id,omitempty"`
+	// An omitted bound keeps its value (`last` alone moves only the end).
+	First         *uint64   `protobuf:"varint,3,opt,name=first,proto3,oneof" json:"first,omitempty"`
+	Last          *uint64   `protobuf:"varint,4,opt,name=last,proto3,oneof" json:"last,omitempty"`
+	StaticBand    *Interval `protobuf:"bytes,5,opt,name=static_band,json=staticBand,proto3" json:"static_band,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3136,15 +3137,15 @@ func (x *ResizeRangeRequest) GetRangeId() string {
 }
 
 func (x *ResizeRangeRequest) GetFirst() uint64 {
-	if x != nil {
-		return x.First
+	if x != nil && x.First != nil {
+		return *x.First
 	}
 	return 0
 }
 
 func (x *ResizeRangeRequest) GetLast() uint64 {
-	if x != nil {
-		return x.Last
+	if x != nil && x.Last != nil {
+		return *x.Last
 	}
 	return 0
 }
@@ -5148,14 +5149,16 @@ const file_holdfast_proto_rawDesc = "" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
 	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +
 	"\x05first\x18\x03 \x01(\x04R\x05first\x12\x12\n" +
-	"\x04last\x18\x04 \x01(\x04R\x04last\"\xb4\x01\n" +
+	"\x04last\x18\x04 \x01(\x04R\x04last\"\xd1\x01\n" +
 	"\x12ResizeRangeRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x19\n" +
-	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x14\n" +
-	"\x05first\x18\x03 \x01(\x04R\x05first\x12\x12\n" +
-	"\x04last\x18\x04 \x01(\x04R\x04last\x126\n" +
+	"\brange_id\x18\x02 \x01(\tR\arangeId\x12\x19\n" +
+	"\x05first\x18\x03 \x01(\x04H\x00R\x05first\x88\x01\x01\x12\x17\n" +
+	"\x04last\x18\x04 \x01(\x04H\x01R\x04last\x88\x01\x01\x126\n" +
 	"\vstatic_band\x18\x05 \x01(\v2\x15.holdfast.v1.IntervalR\n" +
-	"staticBand\"k\n" +
+	"staticBandB\b\n" +
+	"\x06_firstB\a\n" +
+	"\x05_last\"k\n" +
 	"\x11ResizePoolRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x17\n" +
 	"\apool_id\x18\x02 \x01(\tR\x06poolId\x12\x1a\n" +
@@ -5457,6 +5460,7 @@ func file_holdfast_proto_init() {
 	file_holdfast_proto_msgTypes[34].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[35].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[36].OneofWrappers = []any{}
+	file_holdfast_proto_msgTypes[39].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[43].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[48].OneofWrappers = []any{}
 	file_holdfast_proto_msgTypes[49].OneofWrappers = []any{}

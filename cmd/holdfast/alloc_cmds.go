@@ -296,10 +296,10 @@ func parseInterval(s string) (*client.Interval, error) {
 }
 
 type rangeResizeCmd struct {
-	ID    string `arg:"" name:"range-id" help:"The range."`
-	First uint64 `name:"first" help:"The new lowest value."`
-	Last  uint64 `name:"last" help:"The new highest value."`
-	Band  string `name:"static-band" placeholder:"FIRST..LAST" help:"A new static band."`
+	ID    string  `arg:"" name:"range-id" help:"The range."`
+	First *uint64 `name:"first" help:"The new lowest value (omitted: it stays)."`
+	Last  *uint64 `name:"last" help:"The new highest value (omitted: it stays)."`
+	Band  string  `name:"static-band" placeholder:"FIRST..LAST" help:"A new static band."`
 	opFlag
 	connFlags
 }
@@ -312,11 +312,14 @@ func (c *rangeResizeCmd) Run(e *env) error {
 			return usageError(e, "--static-band %v", err)
 		}
 	}
-	if c.First > c.Last {
-		return usageError(e, "--first %d is above --last %d", c.First, c.Last)
+	if c.First == nil && c.Last == nil && band == nil {
+		return usageError(e, "give --first, --last or --static-band (an omitted bound keeps its value)")
+	}
+	if c.First != nil && c.Last != nil && *c.First > *c.Last {
+		return usageError(e, "--first %d is above --last %d", *c.First, *c.Last)
 	}
 	return callAndShow(e, &c.connFlags, func(ctx context.Context, cl *client.Client) (*client.RangeResult, error) {
-		return cl.ResizeRange(ctx, c.ID, c.First, c.Last, band, client.WithOperationID(c.Op))
+		return cl.ResizeRangeBounds(ctx, c.ID, c.First, c.Last, band, client.WithOperationID(c.Op))
 	}, rangeView)
 }
 
