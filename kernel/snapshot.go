@@ -19,8 +19,9 @@ import (
 // force (kernel.Shape) after the header, so a restore needs no setting from its caller.
 // Restore still reads 2 to 5, under the shape its caller gives. 7: each lease's labels
 // after its members, and the allocator state (pools' consumed units; ranges' exclusions,
-// static band and format); outcomes carry the lease a value verb named.
-const snapshotFormat = 7
+// static band and format); outcomes carry the lease a value verb named. 8: each work
+// shard's endedBy (the claim that ended it) after its reason.
+const snapshotFormat = 8
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
 // the ended leases refer to), leases by lsn, retention queues in retirement order, so the same state always
@@ -580,6 +581,7 @@ func (k *Kernel) appendWork(b []byte) []byte {
 		b = appendUvarint(b, uint64(w.parent+1))
 		b = appendUvarint(b, uint64(w.splits))
 		b = appendString(b, w.reason)
+		b = appendUvarint(b, w.endedBy)
 	}
 	return b
 }
@@ -647,6 +649,9 @@ func (k *Kernel) restoreWork(d *decoder, format byte, buried map[grave]bool) err
 		w.cursor = cursor{set: d.bool(), key: d.string(maxEncodedString), token: d.string(maxEncodedBlob)}
 		parent, splits := d.uvarint(), d.uvarint()
 		w.reason = d.string(maxEncodedString)
+		if format >= 8 {
+			w.endedBy = d.uvarint()
+		}
 		idx := int32(len(k.works))
 		if r >= uint64(len(k.runs)) || k.runs[r].key == "" || parent > n || (format < 5 && parent > uint64(idx)) ||
 			splits > 1<<31 || w.status < WorkActive || w.status > WorkParked {

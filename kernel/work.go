@@ -78,8 +78,12 @@ type work struct {
 	children []int32
 	splits   uint32 // split_residual count, for the residuals' names
 	reason   string // why it was parked
-	readyPos int32  // position in the run's ready heap, -1 when not in it
-	heldPos  int32  // position in the run's held heap, -1 when not in it
+	// endedBy is the lsn of the claim that ended the work shard (complete, park,
+	// split_replace), 0 when none has: a retry of that verb by that claim, once its retry
+	// window has passed, still learns that it happened (workclaim.go's finished).
+	endedBy  uint64
+	readyPos int32 // position in the run's ready heap, -1 when not in it
+	heldPos  int32 // position in the run's held heap, -1 when not in it
 }
 
 // cursor is how far the work shard's holder has got: a key inside its range that only

@@ -79,6 +79,7 @@ type mwWork struct {
 	claims                uint64
 	cursor                *string
 	splits                int
+	endedBy               uint64 // the claim that completed, parked or split it
 }
 
 type mwLease struct {
@@ -87,6 +88,7 @@ type mwLease struct {
 	deadline uint64
 	epoch    uint64
 	ended    bool
+	endSlot  uint64
 }
 
 type mwModel struct {
@@ -168,7 +170,7 @@ func (m *mwModel) liveLeases() []uint64 {
 
 func (m *mwModel) step(rt *rapid.T, k *Kernel, i int) {
 	runID := rapid.SampledFrom([]string{"r1", "r2"}).Draw(rt, "run")
-	switch rapid.IntRange(0, 13).Draw(rt, "op") {
+	switch rapid.IntRange(0, 14).Draw(rt, "op") {
 	case 0: // create a run: a partition of the key space
 		n := rapid.IntRange(1, 3).Draw(rt, "n")
 		cuts := rapid.SliceOfNDistinct(rapid.IntRange(1, len(mwKeys)-1), n-1, n-1, rapid.ID[int]).Draw(rt, "cuts")
@@ -311,6 +313,38 @@ func (m *mwModel) step(rt *rapid.T, k *Kernel, i int) {
 			m.want(rt, i, c, out, contract.CodeOK)
 			r.status = map[Verb]RunStatus{contract.VerbCompleteRun: RunDone, contract.VerbFailRun: RunFailed, contract.VerbCancelRun: RunCancelled}[verb]
 		}
+	case 14: // a late complete or park of an ended claim, with the fence it had, after its retry window
+		var ended []uint64
+		for lsn, l := range m.leases {
+			if w := m.works[l.work]; l.ended && w != nil && l.endSlot+m.cfg.HistoryWindowSlots > m.slot+2 {
+				ended = append(ended, lsn)
+			}
+		}
+		if len(ended) == 0 {
+			return
+		}
+		slices.Sort(ended)
+		lsn := rapid.SampledFrom(ended).Draw(rt, "ended")
+		l, w := m.leases[lsn], m.works[m.leases[lsn].work]
+		c := &Command{Verb: rapid.SampledFrom([]Verb{contract.VerbCompleteWork, contract.VerbParkWork}).Draw(rt, "late"),
+			LeaseLSN: lsn, HolderID: l.holder, Epoch: l.epoch - 1}
+		if rapid.IntRange(0, 4).Draw(rt, "who") == 0 {
+			c.HolderID = "w9"
+		}
+		out := m.submit(rt, k, c)
+		done := map[Verb]WorkStatus{contract.VerbCompleteWork: WorkDone, contract.VerbParkWork: WorkParked}[c.Verb]
+		switch {
+		case c.HolderID != l.holder:
+			m.want(rt, i, c, out, contract.CodeHolderMismatch)
+		case w.endedBy == lsn && w.status == done:
+			// The claim learns that its verb happened; nothing changes.
+			m.want(rt, i, c, out, contract.CodeOK)
+			if out.Event != 0 || out.Lease.Epoch != l.epoch || out.Work.Status != done {
+				rt.Fatalf("step %d: late %s: event %v, lease epoch %d (want %d), work %s", i, c.Verb, out.Event, out.Lease.Epoch, l.epoch, out.Work.Status)
+			}
+		default:
+			m.want(rt, i, c, out, contract.CodeStaleEpoch)
+		}
 	case 13: // delete the run: only once it has ended and nothing of it is claimed
 		c := &Command{Verb: contract.VerbDeleteRun, ObjectID: runID}
 		out := m.submit(rt, k, c)
@@ -404,7 +438,7 @@ func (m *mwModel) claimable(runID string, named *mwWork) (string, Code) {
 
 func (m *mwModel) endLease(lsn uint64) {
 	l := m.leases[lsn]
-	l.ended, l.epoch = true, l.epoch+1
+	l.ended, l.epoch, l.endSlot = true, l.epoch+1, m.slot
 	m.ended = append(m.ended, m.slot+m.cfg.HistoryWindowSlots)
 	m.endedN++
 	if w := m.works[l.work]; w.lease == lsn {
@@ -459,6 +493,7 @@ func (m *mwModel) fenced(rt *rapid.T, i int, c *Command, out *Output, lsn uint64
 	case contract.VerbCompleteWork, contract.VerbParkWork:
 		m.want(rt, i, c, out, contract.CodeOK)
 		w.status = map[Verb]WorkStatus{contract.VerbCompleteWork: WorkDone, contract.VerbParkWork: WorkParked}[c.Verb]
+		w.endedBy = lsn
 		m.endLease(lsn)
 	case contract.VerbSplitResidual:
 		name := fmt.Sprintf("%s:r%d", w.name, w.splits)
@@ -496,7 +531,7 @@ func (m *mwModel) fenced(rt *rapid.T, i int, c *Command, out *Output, lsn uint64
 			}
 			m.addWork(w.run, w.name+":c0", a.Start, a.End)
 			m.addWork(w.run, w.name+":c1", b.Start, b.End)
-			w.status = WorkSplit
+			w.status, w.endedBy = WorkSplit, lsn
 			m.endLease(lsn)
 		}
 	}

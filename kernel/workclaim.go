@@ -87,6 +87,9 @@ func (k *Kernel) workVerb(e Entry, out *Output) {
 		out.Code = code
 		return
 	}
+	if k.finished(r, c, out) {
+		return
+	}
 	if out.Code = k.checkFence(r, c); out.Code != contract.CodeOK {
 		return
 	}
@@ -140,6 +143,7 @@ func (k *Kernel) workVerb(e Entry, out *Output) {
 			wk.status, wk.reason = WorkParked, c.Reason
 			out.Event = EventWorkParked
 		}
+		wk.endedBy = c.LeaseLSN
 		k.endClaim(r.idx, e, out)
 		k.viewWork(w, out)
 	case contract.VerbSplitReplace:
@@ -147,6 +151,48 @@ func (k *Kernel) workVerb(e Entry, out *Output) {
 	case contract.VerbSplitResidual:
 		k.splitResidual(w, c, out)
 	}
+}
+
+// finished answers a work verb that ended its claim and comes again from that claim once
+// its retry window has passed (a worker whose complete's reply was lost): the claim ended
+// with this verb, the work shard still shows it, and the fence is the one the claim had
+// then (its epoch before the end bumped it). It answers ok with the work shard and the
+// lease as they are, changing nothing — the outcome the worker missed — where the fence
+// alone would say stale_epoch. Anything else is left to the fence.
+func (k *Kernel) finished(r leaseRef, c *Command, out *Output) bool {
+	if r.ended == nil || r.ended.state != LeaseReleased || !endsClaim(c.Verb) {
+		return false
+	}
+	w := k.leaseWork(r)
+	if w < 0 || !k.liveRun(k.works[w].run) || k.works[w].endedBy != r.ended.lsn || uint64(r.ended.epoch) != c.Epoch+1 {
+		return false
+	}
+	if _, h := splitKey(k.holders[r.ended.holder].key); h != c.HolderID {
+		return false
+	}
+	wk := &k.works[w]
+	if wk.status != endedAs(c.Verb) {
+		return false
+	}
+	k.viewEnded(r.ended, out)
+	k.viewWork(w, out)
+	if c.Verb == contract.VerbSplitReplace {
+		for _, ch := range wk.children {
+			out.Children = append(out.Children, k.workView(ch, nil))
+		}
+	}
+	return true
+}
+
+// endedAs is the status a verb that ends its claim leaves the work shard in.
+func endedAs(v Verb) WorkStatus {
+	switch v {
+	case contract.VerbCompleteWork:
+		return WorkDone
+	case contract.VerbParkWork:
+		return WorkParked
+	}
+	return WorkSplit
 }
 
 // endsClaim reports whether a work verb ends the claim it is fenced by: its reply (and
@@ -223,7 +269,7 @@ func (k *Kernel) splitReplace(w int32, e Entry, leaseIdx int32, out *Output) {
 		ch := k.addWork(run, tenant, runID, spec, w)
 		k.works[w].children = append(k.works[w].children, ch)
 	}
-	k.works[w].status = WorkSplit
+	k.works[w].status, k.works[w].endedBy = WorkSplit, c.LeaseLSN
 	out.Event = EventWorkSplit
 	k.endClaim(leaseIdx, e, out)
 	k.viewWork(w, out)
