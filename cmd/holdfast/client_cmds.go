@@ -242,7 +242,7 @@ func (c *deleteCmd) Run(e *env) error {
 type leaseCmd struct {
 	Reserve    leaseReserveCmd  `cmd:"" help:"Reserve members for a holder as one lease, all or nothing."`
 	Activate   leaseActivateCmd `cmd:"" help:"Activate a reserved lease whose deadline is still ahead."`
-	Renew      leaseRenewCmd    `cmd:"" help:"Renew a reserved lease: its deadline becomes now + --ttl."`
+	Renew      leaseRenewCmd    `cmd:"" help:"Renew a lease: a reserved one's deadline becomes now + --ttl; a keep-alive lease's or a work claim's the later of its deadline and now + --ttl (never shortened)."`
 	Release    leaseReleaseCmd  `cmd:"" help:"Release a lease (the holder gives it up)."`
 	Revoke     leaseRevokeCmd   `cmd:"" help:"Revoke an active lease (operator)."`
 	Reclaim    leaseReclaimCmd  `cmd:"" help:"Reclaim a revoking lease (operator): it becomes revoked and its members free."`
