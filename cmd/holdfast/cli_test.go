@@ -109,7 +109,8 @@ var (
 
 const leaseReply = `{"outcome":"committed","code":"ok","lsn":"1042","lease":{"lease_id":"3-1042","holder_id":"alice",
 "state":"reserved","lease_epoch":"1","created_lsn":"1042","deadline_slot":"99",
-"members":[{"resource_id":"n14/gpu0"},{"pool_id":"n14/mem","quantity":"4"},{"range_id":"n14/vx","value":"42"}]}}`
+"members":[{"resource_id":"n14/gpu0"},{"pool_id":"n14/mem","quantity":"4"},{"range_id":"n14/vx","value":"42"}],
+"labels":{"owner_uuid":"vm-1","owner_type":"instance"}}}`
 
 func TestMemberListKeepsCommandLineOrder(t *testing.T) {
 	var out bytes.Buffer
@@ -175,6 +176,8 @@ lease 3-1042
   member   resource n14/gpu0
   member   pool n14/mem:4
   member   range n14/vx=42
+  label    owner_type=instance
+  label    owner_uuid=vm-1
 `
 	if out != wantOut {
 		t.Fatalf("output:\n%s\nwant:\n%s", out, wantOut)

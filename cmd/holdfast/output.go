@@ -165,18 +165,23 @@ func leaseLine(l *messages.Lease, slot time.Duration) string {
 	if len(l.GetMembers()) > 0 {
 		b.WriteString(" members=" + membersString(l.GetMembers()))
 	}
-	if ls := l.GetLabels(); len(ls) > 0 {
-		keys := make([]string, 0, len(ls))
-		for k := range ls {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			keys[i] = k + "=" + ls[k]
-		}
-		b.WriteString(" labels=" + strings.Join(keys, ","))
+	if ls := labelPairs(l.GetLabels()); len(ls) > 0 {
+		b.WriteString(" labels=" + strings.Join(ls, ","))
 	}
 	return b.String()
+}
+
+// labelPairs are a lease's labels as key=value, by key.
+func labelPairs(ls map[string]string) []string {
+	keys := make([]string, 0, len(ls))
+	for k := range ls {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + ls[k]
+	}
+	return keys
 }
 
 // leaseBlock is the multi-line form of a lease, for a single-lease result. With the slot
@@ -214,6 +219,9 @@ func leaseBlock(w io.Writer, l *messages.Lease, slot time.Duration, now time.Tim
 	}
 	for _, m := range l.GetMembers() {
 		fmt.Fprintf(w, "  member   %s\n", memberString(m))
+	}
+	for _, p := range labelPairs(l.GetLabels()) {
+		fmt.Fprintf(w, "  label    %s\n", p)
 	}
 }
 
