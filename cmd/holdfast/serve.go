@@ -349,36 +349,49 @@ var serveShardDir = regexp.MustCompile(`^shard-[0-9]{3,}$`)
 // refused before anything is served. (A replay under another slot length would give
 // every journaled ttl another deadline, and journaled expiries would miss.)
 func ensureLayout(dir string, want serveLayout, explicit map[string]bool) (serveLayout, error) {
+	l, record, err := planLayout(dir, want, explicit)
+	if err == nil && record {
+		err = writeLayout(dir, l)
+	}
+	return l, err
+}
+
+// planLayout is ensureLayout without the write: the layout to serve with, and whether it
+// is still to be recorded. serve records it only once its listeners are up, so a start
+// that fails on a taken port fixes nothing on disk and a retry may choose another
+// --shards. (A start that dies after serving and before recording leaves its shard
+// directories, which tell the count as they do for a directory from before the file.)
+func planLayout(dir string, want serveLayout, explicit map[string]bool) (serveLayout, bool, error) {
 	path := filepath.Join(dir, serveLayoutFile)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		var l serveLayout
 		if err := json.Unmarshal(b, &l); err != nil || l.Format != serveLayoutV1 || l.Shards == 0 {
-			return serveLayout{}, fmt.Errorf("%s: not a Holdfast layout file (%v)", path, err)
+			return serveLayout{}, false, fmt.Errorf("%s: not a Holdfast layout file (%v)", path, err)
 		}
 		if explicit["shards"] && l.Shards != want.Shards {
-			return serveLayout{}, fmt.Errorf("data directory %s was created with --shards %d; the shard count of a data directory cannot change (got --shards %d)", dir, l.Shards, want.Shards)
+			return serveLayout{}, false, fmt.Errorf("data directory %s was created with --shards %d; the shard count of a data directory cannot change (got --shards %d)", dir, l.Shards, want.Shards)
 		}
 		if l.SlotMillis == 0 { // recorded before --slot was: the journal was written with this one
 			l.SlotMillis = want.SlotMillis
-			return l, writeLayout(dir, l)
+			return l, true, nil
 		}
 		if explicit["slot"] && l.SlotMillis != want.SlotMillis {
-			return serveLayout{}, fmt.Errorf("data directory %s was created with --slot %v; the slot length of a data directory cannot change (got --slot %v)",
+			return serveLayout{}, false, fmt.Errorf("data directory %s was created with --slot %v; the slot length of a data directory cannot change (got --slot %v)",
 				dir, time.Duration(l.SlotMillis)*time.Millisecond, time.Duration(want.SlotMillis)*time.Millisecond)
 		}
-		return l, nil
+		return l, false, nil
 	case !errors.Is(err, os.ErrNotExist):
-		return serveLayout{}, err
+		return serveLayout{}, false, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return serveLayout{}, err
+		return serveLayout{}, false, err
 	}
 	// A directory from before the layout file: its shard directories tell the count.
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return serveLayout{}, err
+		return serveLayout{}, false, err
 	}
 	found := uint32(0)
 	for _, e := range entries {
@@ -389,11 +402,11 @@ func ensureLayout(dir string, want serveLayout, explicit map[string]bool) (serve
 	l := serveLayout{Format: serveLayoutV1, Shards: want.Shards, SlotMillis: want.SlotMillis}
 	if found > 0 && found != want.Shards {
 		if explicit["shards"] {
-			return serveLayout{}, fmt.Errorf("data directory %s holds %d shards; the shard count of a data directory cannot change (got --shards %d)", dir, found, want.Shards)
+			return serveLayout{}, false, fmt.Errorf("data directory %s holds %d shards; the shard count of a data directory cannot change (got --shards %d)", dir, found, want.Shards)
 		}
 		l.Shards = found
 	}
-	return l, writeLayout(dir, l)
+	return l, true, nil
 }
 
 // writeLayout records l durably: a temporary file, fsync, rename, fsync of the directory.
@@ -471,7 +484,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 			cleanups[i]()
 		}
 	}()
-	layout, err := ensureLayout(c.data, serveLayout{Shards: c.shards, SlotMillis: c.kernel.SlotMillis}, c.explicitBounds)
+	layout, record, err := planLayout(c.data, serveLayout{Shards: c.shards, SlotMillis: c.kernel.SlotMillis}, c.explicitBounds)
 	if err != nil {
 		return err
 	}
@@ -515,6 +528,12 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	srv, err := server.Start(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if record {
+		if err := writeLayout(c.data, layout); err != nil {
+			_ = srv.Shutdown(context.Background())
+			return err
+		}
 	}
 	console := ""
 	if srv.MetricsURL() != "" {

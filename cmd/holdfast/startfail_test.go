@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -81,5 +83,29 @@ func TestServeStartupFailuresAreOneLine(t *testing.T) {
 	second.done <- code
 	if lines := errorLine.FindAllString(second.log.String(), -1); code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "in use by another holdfast process") {
 		t.Fatalf("a second server on the data directory: exit %d:\n%s", code, second.log)
+	}
+}
+
+// A first start that fails on a taken port fixes nothing in the new data directory: a
+// retry may choose another --shards (it used to be refused, the count already recorded).
+func TestFailedFirstStartFixesNoLayout(t *testing.T) {
+	busy := holdAddr(t)
+	data := filepath.Join(t.TempDir(), "data")
+	run := startServe(t, "--data", data, "--listen", busy, "--metrics-listen", "", "--shards", "2")
+	code := <-run.done
+	run.done <- code
+	if code != 1 {
+		t.Fatalf("start on a taken port: exit %d:\n%s", code, run.log)
+	}
+	if _, err := os.Stat(filepath.Join(data, serveLayoutFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed start recorded a layout: %v", err)
+	}
+	ok := startServe(t, "--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--shards", "3")
+	ok.ready(t)
+	if code := ok.stop(t); code != 0 {
+		t.Fatalf("the retry with --shards 3 exited %d:\n%s", code, ok.log)
+	}
+	if got, err := ensureLayout(data, serveLayout{Shards: 8, SlotMillis: 100}, map[string]bool{}); err != nil || got.Shards != 3 {
+		t.Fatalf("recorded layout %+v, %v; want 3 shards", got, err)
 	}
 }
