@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,7 +39,7 @@ import (
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) { // -help printed the usage: success
 		fmt.Fprintln(os.Stderr, "control-plane:", err)
 		os.Exit(1)
 	}
@@ -351,7 +352,8 @@ func (p *plane) concurrent(ctx context.Context, n int) error {
 		}()
 	}
 	// Meanwhile an operator grows the range in place (a node's hardware changed).
-	resized, err := must(p.hf.ResizeRange(ctx, rng, 30000, 60000, nil))
+	last := uint64(60000) // only the end moves: the start stays where it is
+	resized, err := must(p.hf.ResizeRangeBounds(ctx, rng, nil, &last, nil))
 	if err != nil {
 		return err
 	}

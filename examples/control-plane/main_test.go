@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/holdfast/holdfast/internal/testserver"
@@ -19,4 +22,16 @@ func TestControlPlane(t *testing.T) {
 		"hard delete vm-7f3a: 4 leases freed in ", "; 0 left; its ports, cid, mac and address are free",
 		"64 concurrent allocators: 384 boots, no port handed out twice, 192 held; range resized under load to [30000..60000]",
 	)
+}
+
+// -help prints the flags and exits 0, as every command's help does (it exited 1).
+func TestHelpExitsZero(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "control-plane")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "-allocators") {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
 }

@@ -27,7 +27,7 @@ import (
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) { // -help printed the usage: success
 		fmt.Fprintln(os.Stderr, "gpubundle:", err)
 		os.Exit(1)
 	}
