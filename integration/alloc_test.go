@@ -4,9 +4,11 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -271,9 +273,15 @@ func TestAllocatorsSurviveKills(t *testing.T) {
 }
 
 // cursorValue is the value a range.allocations cursor goes on at (the test knows the
-// cursor's form; clients treat it as opaque).
+// cursor's form — base64url of the listing's scope, 0x01, and the shard's position, a
+// contract key cursor; clients treat it as opaque).
 func cursorValue(cursor string) uint64 {
-	key, found, ok := contract.ParseKeyCursor(cursor)
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return 0
+	}
+	_, position, _ := strings.Cut(string(b), "\x01")
+	key, found, ok := contract.ParseKeyCursor(position)
 	if !found || !ok {
 		return 0
 	}
