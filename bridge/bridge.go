@@ -107,6 +107,9 @@ type Config struct {
 	// Routing, in a cluster, forwards requests for shards served elsewhere (forward.go);
 	// nil: this process serves every shard.
 	Routing *Routing
+	// Holders says whose a holder_id is (holders.go): a name by default, or bound to the
+	// calling NATS user.
+	Holders Holders
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -440,8 +443,8 @@ func (b *Bridge) bound(j *job, c *call) time.Duration {
 func (b *Bridge) handle(spec *verbSpec, m *nats.Msg) {
 	j := &job{spec: spec, subject: m.Subject, reply: m.Reply, data: m.Data,
 		proto: isProtobuf(m.Header), start: time.Now()}
-	if b.cfg.Routing != nil {
-		j.header = m.Header
+	if b.cfg.Routing != nil || b.cfg.Holders.Bound {
+		j.header = m.Header // forwarded with the request; the caller's identity
 	}
 	b.handleJob(j)
 }
@@ -530,6 +533,7 @@ type call struct {
 	parts  []*actors.Reply // the listings and bulk verbs over every shard: each shard's part
 	next   string          // a listing's next position (sealed with scope into next_cursor)
 	scope  string          // a listing's cursor scope (cursor.go)
+	caller caller          // who sent it, with bound holders (holders.go)
 	status *messages.Reply // cluster.status, built whole by serveStatus
 	left   atomic.Int32
 }

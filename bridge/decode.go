@@ -171,6 +171,10 @@ func (b *Bridge) prepare(c *call, j *job) *kernel.Rejection {
 		c.op.read.Verb = s.verb
 		c.op.read.Tenant = c.tenant
 	}
+	if b.cfg.Holders.Bound {
+		c.caller = b.cfg.Holders.callerOf(j.header)
+		return b.cfg.Holders.authorize(c)
+	}
 	return nil
 }
 

@@ -11,7 +11,13 @@ import (
 )
 
 // encodeReply renders a call's result in the encoding of its request.
-func encodeReply(c *call) ([]byte, error) { return marshalReply(replyMessage(c), c.proto) }
+func encodeReply(c *call) ([]byte, error) {
+	m := replyMessage(c)
+	if c.b != nil && c.b.cfg.Holders.Bound {
+		c.caller.redact(m)
+	}
+	return marshalReply(m, c.proto)
+}
 
 // marshalReply encodes a reply as protobuf or JSON.
 func marshalReply(m *messages.Reply, proto bool) ([]byte, error) {

@@ -231,7 +231,7 @@ func Classify(code string) ErrorClass {
 		return Retryable
 	case messages.CodeStaleEpoch, messages.CodeWorkTerminal, messages.CodeRunTerminal, messages.CodeCursorMissingKey,
 		messages.CodeCursorTooLarge, messages.CodeCursorRegression, messages.CodeCursorOutOfBounds, messages.CodeSplitInvalid,
-		messages.CodeOperationConflict, messages.CodeHolderMismatch, messages.CodeLeaseRetired:
+		messages.CodeOperationConflict, messages.CodeHolderMismatch, messages.CodeLeaseRetired, messages.CodePermissionDenied:
 		return Fatal
 	case messages.CodeRunNotFound, messages.CodeWorkNotFound, messages.CodeLeaseNotFound:
 		return Escalate

@@ -70,6 +70,9 @@ const (
 	CodeValueExcluded        // a specific value that is excluded from the range
 	CodeLeaseHasOtherMembers // range.release of a value whose lease holds more, without whole_lease
 	CodeExclusionTableFull   // range.exclude/include: the range would have too many excluded intervals
+	// CodePermissionDenied: under --holders bound, a holder_id the caller may not act as
+	// (docs/api.md §A.12). A rejection, definite, appended after the domain codes.
+	CodePermissionDenied
 	codeCount
 )
 
@@ -129,6 +132,7 @@ const (
 	NameValueExcluded        = "value_excluded"
 	NameLeaseHasOtherMembers = "lease_has_other_members"
 	NameExclusionTableFull   = "exclusion_table_full"
+	NamePermissionDenied     = "permission_denied"
 )
 
 var codeNames = [codeCount]string{
@@ -186,6 +190,7 @@ var codeNames = [codeCount]string{
 	CodeValueExcluded:        NameValueExcluded,
 	CodeLeaseHasOtherMembers: NameLeaseHasOtherMembers,
 	CodeExclusionTableFull:   NameExclusionTableFull,
+	CodePermissionDenied:     NamePermissionDenied,
 }
 
 // String returns the wire name of the code.
@@ -211,7 +216,9 @@ func (c Code) Valid() bool { return c < codeCount }
 
 // IsRejection reports whether the code is a rejection (never committed) rather than ok or
 // a committed domain outcome.
-func (c Code) IsRejection() bool { return c >= CodeInvalidRequest && c <= CodeTimeout }
+func (c Code) IsRejection() bool {
+	return (c >= CodeInvalidRequest && c <= CodeTimeout) || c == CodePermissionDenied
+}
 
 // IsIndefinite reports whether a rejection leaves the client unable to know whether the
 // command committed; the client resolves it by retrying the same operation_id.
@@ -243,6 +250,8 @@ func (c Code) HTTPStatus() int {
 	case CodeInvalidRequest, CodeCommandTooLarge, CodeCrossShard, CodeDuplicateMember,
 		CodeBundleTooLarge, CodeTTLOutOfRange, CodeSlotOverflow:
 		return 400
+	case CodePermissionDenied:
+		return 403
 	case CodeOperationConflict:
 		return 409
 	case CodeFenceNotApplied:

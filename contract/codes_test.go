@@ -16,7 +16,7 @@ func TestRejectionCodes(t *testing.T) {
 		NameFenceNotApplied: {CategoryDefinite, 412}, NameOverloaded: {CategoryDefinite, 503},
 		NameOperationTableFull: {CategoryDefinite, 503}, NameLSNExhausted: {CategoryDefinite, 503},
 		NameEngineHalted: {CategoryIndefinite, 503}, NameStorageFailure: {CategoryIndefinite, 503},
-		NameTimeout: {CategoryIndefinite, 504},
+		NameTimeout: {CategoryIndefinite, 504}, NamePermissionDenied: {CategoryDefinite, 403},
 	}
 	for c := Code(0); c.Valid(); c++ {
 		back, ok := ParseCode(c.String())

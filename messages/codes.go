@@ -76,6 +76,7 @@ const (
 	CodeValueExcluded        = contract.NameValueExcluded
 	CodeLeaseHasOtherMembers = contract.NameLeaseHasOtherMembers
 	CodeExclusionTableFull   = contract.NameExclusionTableFull
+	CodePermissionDenied     = contract.NamePermissionDenied
 )
 
 // Reply.code: rejection codes. They come with OutcomeRejected; see

@@ -80,6 +80,9 @@ type Config struct {
 	// default).
 	SnapshotEvery int
 
+	// Holders says whose a holder_id is (--holders, --operators; bridge.Holders).
+	Holders bridge.Holders
+
 	// Tests only: the slot clock and journal faults.
 	Clock  actors.Clock
 	Faults *persistence.Faults

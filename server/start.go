@@ -233,7 +233,7 @@ func (s *Server) startBridge(ctx context.Context, c *conns, timing contract.Timi
 	var err error
 	s.br, err = bridge.New(bctx, bridge.Config{Conn: c.nc, ReplyConns: c.replies, JetStream: c.events, Prefix: s.cfg.Prefix,
 		Shards: s.cfg.Shards, Logger: s.log.With("component", "bridge"), Events: ev, Routing: routing,
-		Node: s.cfg.Node, Status: status, Timing: timing})
+		Node: s.cfg.Node, Status: status, Timing: timing, Holders: s.cfg.Holders})
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,7 @@ type serveConfig struct {
 	ownershipTTL   time.Duration
 	snapshotEvery  int
 	pprof          bool
+	holders        bridge.Holders
 }
 
 // serveCmd is the command line of `holdfast serve`. Every flag but --test-hooks-dir can
@@ -102,6 +103,8 @@ type serveCmd struct {
 	Replicas              int           `name:"replicas" default:"1" help:"JetStream replicas of journals, snapshots and the cluster bucket: 1 or 3."`
 	SnapshotEvery         int           `name:"snapshot-every" default:"${snapshot_every}" placeholder:"COUNT" help:"Entries a shard journals between snapshots; its journal is compacted below each, and a restart or failover replays at most this many."`
 	OwnershipTTL          time.Duration `name:"ownership-ttl" default:"${ownership_ttl}" help:"How long a node's claim on a shard lasts without renewal (whole seconds); a node stops serving a shard before it lapses."`
+	Holders               string        `name:"holders" default:"names" enum:"names,bound" help:"names: a holder_id is a name, and whoever gives it acts as that holder; bound: a holder_id belongs to the calling NATS user (its name, or one under <user>/), read from the Nats-Request-Info header of a service import with share: true, and views show a holder only to it and to --operators."`
+	Operators             []string      `name:"operators" placeholder:"USERS" sep:"," help:"With --holders bound: NATS users (user or ACCOUNT/user, comma-separated) that act for any holder and see every holder."`
 	authFlags
 	TestHooksDir string `name:"test-hooks-dir" placeholder:"DIR" hidden:"" help:"TESTS ONLY: a directory whose files move the clock and fail journal writes (see testhooks.go)."`
 }
@@ -215,6 +218,13 @@ func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 		return nil, fmt.Errorf("--snapshot-every: between 1 and %d entries, got %d", maxSnapshotEvery, f.SnapshotEvery)
 	}
 	c.snapshotEvery = f.SnapshotEvery
+	c.holders = bridge.Holders{Bound: f.Holders == "bound", Operators: f.Operators}
+	if len(f.Operators) > 0 && !c.holders.Bound {
+		return nil, fmt.Errorf("--operators: only with --holders bound")
+	}
+	if c.holders.Bound && c.natsURL == "" {
+		return nil, fmt.Errorf("--holders bound: needs --nats, a NATS deployment with accounts whose service imports share their callers; the embedded server has no accounts and names no caller")
+	}
 	if c.ownershipTTL < time.Second || c.ownershipTTL%time.Second != 0 {
 		return nil, fmt.Errorf("--ownership-ttl: whole seconds, at least 1s, got %v", c.ownershipTTL)
 	}
@@ -517,7 +527,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		NATSURL: c.natsURL, NATSOptions: c.natsOpts, NATSCluster: c.natsCluster, Listen: c.listen, MetricsListen: c.metricsListen,
 		Events: c.events, Logger: log,
 		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL, Pprof: c.pprof,
-		SnapshotEvery: c.snapshotEvery}
+		SnapshotEvery: c.snapshotEvery, Holders: c.holders}
 	if c.testHooksDir != "" {
 		hooks := startTestHooks(c.testHooksDir)
 		cleanups = append(cleanups, hooks.close)

@@ -247,6 +247,9 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--cluster", "nats://127.0.0.1:1", "--nats", "nats://127.0.0.1:2"}, "not with --nats"},
 		{[]string{"--cluster", "nats://127.0.0.1:x"}, "--cluster"},
 		{[]string{"extra"}, "extra"},
+		{[]string{"--holders", "users"}, "--holders"},
+		{[]string{"--holders", "bound"}, "needs --nats"},
+		{[]string{"--operators", "ops"}, "only with --holders bound"},
 	} {
 		var out bytes.Buffer
 		if code := serveMain(context.Background(), c.args, &out); code != 2 || !strings.Contains(out.String(), c.want) {
