@@ -34,6 +34,15 @@ func TestAllocatorEndpoints(t *testing.T) {
 		want(t, "value_excluded")
 	s.req("t", "lease.reserve", `{"operation_id":"r3","holder_id":"nova","labels":{"-bad":"x"},"members":[{"range_id":"n1/ports"}],"ttl_ms":1000}`).
 		want(t, "invalid_request")
+	// Label values are free text within a bound, and select as they are.
+	s.req("t", "lease.reserve", `{"operation_id":"r3b","holder_id":"nova","labels":{"note":"bad\u0007bell"},"members":[{"pool_id":"n1/mem","quantity":1}],"ttl_ms":1000}`).
+		want(t, "invalid_request")
+	r = s.req("t", "lease.reserve", `{"operation_id":"r3c","holder_id":"nova","labels":{"note":"web tier (blue), Zürich"},"members":[{"pool_id":"n1/mem","quantity":1}],"ttl_ms":60000}`).want(t, "ok")
+	note := r.str(t, "lease", "lease_id")
+	if r := s.req("t", "lease.list", `{"label":"note=web tier (blue), Zürich"}`).want(t, "ok"); r.str(t, "leases", 0, "lease_id") != note {
+		t.Fatalf("lease.list by a free-text label: %s", r.raw)
+	}
+	s.req("t", "lease.release", fmt.Sprintf(`{"operation_id":"r3d","lease_id":%q,"holder_id":"nova","lease_epoch":1}`, note)).want(t, "ok")
 
 	// Who holds 30003; another tenant sees no such range.
 	r = s.req("t", "range.lookup", `{"range_id":"n1/ports","value":30003}`).want(t, "ok")

@@ -4,13 +4,15 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Bounds of the allocator verbs (docs/api.md Part IV).
 const (
 	MaxLabels        = 8    // labels per lease
 	MaxLabelKeyLen   = 63   // a label's key
-	MaxLabelValueLen = 128  // a label's value
+	MaxLabelValueLen = 256  // a label's value, in bytes
 	MaxImportLeases  = 1000 // leases per lease.import
 	MaxBulkLimit     = 1000 // leases per shard per lease.release_all or lease.revoke_all
 	MaxExcluded      = 4096 // excluded intervals of one range
@@ -54,15 +56,17 @@ func ValidLabelKey(k string) bool {
 	return true
 }
 
-// ValidLabelValue reports whether v is 1–128 chars of A-Z a-z 0-9 _ - . : / @ +, the
-// first alphanumeric (uuids, names, paths).
+// ValidLabelValue reports whether v is free text within a bound: 1–256 bytes of UTF-8,
+// printable characters and spaces (no control characters), neither starting nor ending
+// with a space — a uuid, a name, "web tier (blue)". Values were once limited to
+// A-Z a-z 0-9 _ - . : / @ +; every such value is still valid, so journals replay as
+// they were.
 func ValidLabelValue(v string) bool {
-	if len(v) == 0 || len(v) > MaxLabelValueLen || !isAlnum(v[0]) {
+	if len(v) == 0 || len(v) > MaxLabelValueLen || !utf8.ValidString(v) || v[0] == ' ' || v[len(v)-1] == ' ' {
 		return false
 	}
-	for i := 1; i < len(v); i++ {
-		c := v[i]
-		if !isAlnum(c) && c != '_' && c != '-' && c != '.' && c != ':' && c != '/' && c != '@' && c != '+' {
+	for _, r := range v {
+		if r != ' ' && !unicode.IsPrint(r) {
 			return false
 		}
 	}

@@ -111,7 +111,7 @@ func validateLabels(field string, ls []Label) *Rejection {
 				field, l.Key, contract.MaxLabelKeyLen)
 		}
 		if !contract.ValidLabelValue(l.Value) {
-			return reject(contract.CodeInvalidRequest, "%s.%s: 1-%d characters of A-Z a-z 0-9 _ - . : / @ +, starting alphanumeric",
+			return reject(contract.CodeInvalidRequest, "%s.%s: 1-%d bytes of printable UTF-8 text, not starting or ending with a space",
 				field, l.Key, contract.MaxLabelValueLen)
 		}
 		if i > 0 && ls[i-1].Key >= l.Key {
