@@ -30,6 +30,10 @@ func TestAllocatorEndpoints(t *testing.T) {
 	if r.str(t, "lease", "members", 0, "value") != "30003" || r.str(t, "lease", "labels", "owner_uuid") != "i1" {
 		t.Fatalf("reserve: %s", r.raw)
 	}
+	// allocated_at: the reserve's slot as a UTC time.
+	if at, err := time.Parse(time.RFC3339Nano, r.str(t, "lease", "allocated_at")); err != nil || time.Since(at).Abs() > time.Minute {
+		t.Fatalf("allocated_at %q (%v): %s", r.str(t, "lease", "allocated_at"), err, r.raw)
+	}
 	s.req("t", "lease.reserve", `{"operation_id":"r2","holder_id":"nova","members":[{"range_id":"n1/ports","value":"30000"}],"ttl_ms":1000}`).
 		want(t, "value_excluded")
 	s.req("t", "lease.reserve", `{"operation_id":"r3","holder_id":"nova","labels":{"-bad":"x"},"members":[{"range_id":"n1/ports"}],"ttl_ms":1000}`).

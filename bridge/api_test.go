@@ -59,7 +59,7 @@ func TestEveryVerbJSON(t *testing.T) {
 		`{"range_id":"node14/vxlan"},{"range_id":"node14/vxlan","value":"150"}]}`
 	r = s.req(tenant, "lease.reserve", reserve).want(t, "ok")
 	wantKeys(t, "lease.reserve", r.obj, "outcome", "code", "lsn", "lease")
-	wantKeys(t, "lease view", r.field(t, "lease"), "lease_id", "holder_id", "state", "lease_epoch", "created_lsn", "deadline_slot", "members")
+	wantKeys(t, "lease view", r.field(t, "lease"), "lease_id", "holder_id", "state", "lease_epoch", "created_lsn", "deadline_slot", "members", "allocated_at")
 	leaseID := r.str(t, "lease", "lease_id")
 	if leaseID != contract.FormatLeaseID(shard, 5) || r.str(t, "lsn") != "5" || r.str(t, "lease", "created_lsn") != "5" ||
 		r.str(t, "lease", "state") != "reserved" || r.str(t, "lease", "lease_epoch") != "1" || r.str(t, "lease", "holder_id") != "alice" {

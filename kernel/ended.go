@@ -9,6 +9,7 @@ type endedLease struct {
 	releasedLSN uint64
 	retireAfter uint64
 	deadline    uint64 // the deadline it had, shown by views
+	created     uint64 // the slot of the entry that created it (allocated_at)
 	value       uint64 // first member's quantity (pool) or value (range)
 	extra       uint64 // sequence number in endedTable.extra of the second member, if any
 	epoch       uint32

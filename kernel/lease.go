@@ -1,6 +1,10 @@
 package kernel
 
-import "github.com/holdfast/holdfast/contract"
+import (
+	"math"
+
+	"github.com/holdfast/holdfast/contract"
+)
 
 // lease is the one authority object of a claim: one holder, one lifecycle, one fencing
 // epoch, over one or more members granted all-or-nothing. This is a live lease; when it
@@ -11,6 +15,7 @@ type lease struct {
 	state    LeaseState
 	epoch    uint64
 	deadline uint64 // reserved leases, and active ones with a keep-alive
+	created  uint64 // the slot of the entry that created it (allocated_at)
 	// keepalive is an active lease's keep-alive in slots (0: none, the lease never
 	// expires): renewals move its deadline, and when the deadline passes the lease goes
 	// to revoking (docs/api.md Part III).
@@ -196,7 +201,7 @@ func (k *Kernel) viewLease(idx int32, out *Output) {
 	}
 	out.Lease = LeaseView{Shard: k.shard, LSN: l.lsn, Tenant: t, HolderID: h, State: l.state,
 		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, KeepAliveSlots: l.keepalive, Members: members,
-		Labels: k.labelsOf(l.labels)}
+		Labels: k.labelsOf(l.labels), AllocatedAtMillis: k.slotMillis(l.created)}
 }
 
 func (k *Kernel) viewEnded(e *endedLease, out *Output) {
@@ -208,7 +213,18 @@ func (k *Kernel) viewEnded(e *endedLease, out *Output) {
 	}
 	out.Lease = LeaseView{Shard: k.shard, LSN: e.lsn, Tenant: t, HolderID: h, State: e.state,
 		Epoch: uint64(e.epoch), CreatedLSN: e.lsn, DeadlineSlot: e.deadline, ReleasedLSN: e.releasedLSN,
-		RetireAfterSlot: e.retireAfter, Members: members, Labels: k.labelsOf(k.endedLabels[e.lsn])}
+		RetireAfterSlot: e.retireAfter, Members: members, Labels: k.labelsOf(k.endedLabels[e.lsn]),
+		AllocatedAtMillis: k.slotMillis(e.created)}
+}
+
+// slotMillis is slot s as Unix milliseconds (slots count from the Unix epoch, docs/api.md
+// §3): a lease's allocated_at, arithmetic on its journaled slot, no clock. 0 stays 0 (a
+// lease restored from a snapshot older than format 8 has no recorded slot).
+func (k *Kernel) slotMillis(s uint64) uint64 {
+	if s == 0 || s > math.MaxUint64/max(k.shape.SlotMillis, 1) {
+		return 0
+	}
+	return s * k.shape.SlotMillis
 }
 
 // GetLease reads a lease of tenant at slot: ok, lease_not_found or lease_retired.
@@ -409,7 +425,7 @@ func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) *endedLe
 	}
 	k.ended.push(endedLease{lsn: l.lsn, releasedLSN: e.LSN,
 		retireAfter: k.ended.retireAfter(satAdd(e.Slot, k.shape.HistoryWindowSlots)), // an expire is not bounded by CheckSlots
-		deadline:    l.deadline, epoch: uint32(l.epoch), holder: l.holder, state: to}, l.members)
+		deadline:    l.deadline, created: l.created, epoch: uint32(l.epoch), holder: l.holder, state: to}, l.members)
 	k.freeLiveSlot(idx)
 	return k.ended.q.at(k.ended.q.next() - 1)
 }

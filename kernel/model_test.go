@@ -130,6 +130,7 @@ type mLease struct {
 	retireAfter uint64
 	members     []MemberView // as granted, range members with their value
 	labels      []Label      // as given, sorted by key (Validate)
+	created     uint64       // the slot it was granted at
 }
 
 type mRange struct {
@@ -314,7 +315,8 @@ func (m *refModel) rangeView(tenant, id string) RangeView {
 func (m *refModel) leaseView(l *mLease) LeaseView {
 	return LeaseView{Shard: m.cfg.Shard, LSN: l.lsn, Tenant: l.tenant, HolderID: l.holder, State: l.state,
 		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, ReleasedLSN: l.releasedLSN,
-		RetireAfterSlot: l.retireAfter, Members: append([]MemberView(nil), l.members...), Labels: slices.Clone(l.labels)}
+		RetireAfterSlot: l.retireAfter, Members: append([]MemberView(nil), l.members...), Labels: slices.Clone(l.labels),
+		AllocatedAtMillis: l.created * m.cfg.SlotMillis} // slot 0 (the Unix epoch) shows as unknown: 0 either way
 }
 
 // find resolves a lease id for tenant at slot (docs/api.md §4 "Reads", retired watermark).
@@ -986,7 +988,7 @@ func (m *refModel) reserve(slot, lsn uint64, c *Command, out *Output) {
 		return
 	}
 	l := &mLease{lsn: lsn, tenant: c.Tenant, holder: c.HolderID, state: LeaseReserved, epoch: 1, members: picks,
-		labels: slices.Clone(c.Labels)}
+		labels: slices.Clone(c.Labels), created: slot}
 	if c.Activate {
 		l.state = LeaseActive
 		out.Event = EventLeaseActivated

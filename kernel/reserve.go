@@ -60,7 +60,7 @@ func (k *Kernel) grant(lsn, slot uint64, tenant, holderID string, labels []Label
 	}
 	idx := k.newLease(lsn, k.tenantKey(tenant, holderID))
 	l := &k.leases[idx]
-	l.labels = k.internLabels(labels)
+	l.labels, l.created = k.internLabels(labels), slot
 	for _, p := range picks {
 		l.members = append(l.members, leaseMember(p))
 		switch p.kind {

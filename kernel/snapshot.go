@@ -20,7 +20,8 @@ import (
 // Restore still reads 2 to 5, under the shape its caller gives. 7: each lease's labels
 // after its members, and the allocator state (pools' consumed units; ranges' exclusions,
 // static band and format); outcomes carry the lease a value verb named. 8: each work
-// shard's endedBy (the claim that ended it) after its reason.
+// shard's endedBy (the claim that ended it) after its reason; each lease's created slot
+// (allocated_at) after its labels, live and ended.
 const snapshotFormat = 8
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
@@ -140,6 +141,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = appendUvarint(b, l.keepalive)
 		b = appendMembers(b, len(l.members), func(i int) leaseMember { return l.members[i] })
 		b = appendString(b, k.labelKeyOf(l.labels))
+		b = appendUvarint(b, l.created)
 	}
 	c.head = b
 	return c
@@ -147,7 +149,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 
 // Size is about how many bytes AppendTo adds: a buffer of it grows at most once.
 func (c *SnapshotCapture) Size() int {
-	return len(c.head) + 48*c.ended.len() + 44*(c.ops[0].len()+c.ops[1].len()) + 32
+	return len(c.head) + 56*c.ended.len() + 44*(c.ops[0].len()+c.ops[1].len()) + 32
 }
 
 // AppendTo appends the whole snapshot to b.
@@ -167,6 +169,7 @@ func (c *SnapshotCapture) AppendTo(b []byte) []byte {
 		b = appendUvarint(b, e.retireAfter)
 		b = appendMembers(b, int(e.members), func(j int) leaseMember { return e.member(j, &c.extra) })
 		b = appendString(b, c.labels[e.lsn])
+		b = appendUvarint(b, e.created)
 	}
 	// Both counts first, so a restore sizes the index once.
 	b = appendUvarint(b, uint64(c.ops[0].len()))
@@ -371,6 +374,10 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		ms := members()
 		labels := k.restoreLabels(&d, format)
+		var created uint64
+		if format >= 8 {
+			created = d.uvarint()
+		}
 		if d.err != nil {
 			break
 		}
@@ -389,7 +396,7 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 		}
 		idx := k.newLease(lsn, []byte(hkey))
 		l := &k.leases[idx]
-		l.state, l.epoch, l.deadline, l.keepalive, l.labels = state, epoch, deadline, keepalive, labels
+		l.state, l.epoch, l.deadline, l.keepalive, l.labels, l.created = state, epoch, deadline, keepalive, labels, created
 		k.live[state]++
 		l.members = append(l.members, ms...)
 		k.members += len(l.members)
@@ -422,6 +429,9 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			ms = members()
 			if ref := k.restoreLabels(&d, format); ref != 0 {
 				k.endedLabels[e.lsn] = ref
+			}
+			if format >= 8 {
+				e.created = d.uvarint()
 			}
 			if epoch != uint64(e.epoch) || !e.state.Terminal() {
 				d.fail()

@@ -195,6 +195,9 @@ type LeaseView struct {
 	RetireAfterSlot uint64
 	Members         []MemberView
 	Labels          []Label // sorted by key; nil when none
+	// AllocatedAtMillis is when the lease was created: its entry's slot in Unix
+	// milliseconds (0: not known, a lease restored from a snapshot before format 8).
+	AllocatedAtMillis uint64
 }
 
 // Output is the result of one entry or read, written into a caller-owned value so the

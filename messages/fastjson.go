@@ -381,6 +381,7 @@ func (w *jw) lease(l *Lease) {
 		})
 		w.u64("keepalive_slots", l.KeepaliveSlots)
 		w.labels("labels", l.Labels)
+		w.str("allocated_at", l.AllocatedAt)
 	})
 }
 

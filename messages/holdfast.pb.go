@@ -860,7 +860,11 @@ type Lease struct {
 	KeepaliveSlots uint64 `protobuf:"varint,10,opt,name=keepalive_slots,json=keepaliveSlots,proto3" json:"keepalive_slots,omitempty"`
 	// The labels given at reserve or import (docs/api.md Part IV): at most 8
 	// `key: value` pairs, e.g. `owner_type`, `owner_uuid`.
-	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When the lease was created: its entry's slot as a UTC time, RFC 3339 with
+	// milliseconds (absent for a lease restored from a data directory written
+	// before it was recorded).
+	AllocatedAt   string `protobuf:"bytes,12,opt,name=allocated_at,json=allocatedAt,proto3" json:"allocated_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -970,6 +974,13 @@ func (x *Lease) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *Lease) GetAllocatedAt() string {
+	if x != nil {
+		return x.AllocatedAt
+	}
+	return ""
 }
 
 // Pool is the view of a capacity pool.
@@ -4953,7 +4964,7 @@ const file_holdfast_proto_rawDesc = "" +
 	"resourceId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12(\n" +
 	"\x10current_lease_id\x18\x03 \x01(\tR\x0ecurrentLeaseId\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x04R\aversion\"\xd6\x03\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"\xf9\x03\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1b\n" +
 	"\tholder_id\x18\x02 \x01(\tR\bholderId\x12\x14\n" +
@@ -4968,7 +4979,8 @@ const file_holdfast_proto_rawDesc = "" +
 	"\amembers\x18\t \x03(\v2\x13.holdfast.v1.MemberR\amembers\x12'\n" +
 	"\x0fkeepalive_slots\x18\n" +
 	" \x01(\x04R\x0ekeepaliveSlots\x126\n" +
-	"\x06labels\x18\v \x03(\v2\x1e.holdfast.v1.Lease.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\v \x03(\v2\x1e.holdfast.v1.Lease.LabelsEntryR\x06labels\x12!\n" +
+	"\fallocated_at\x18\f \x01(\tR\vallocatedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +

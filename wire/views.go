@@ -4,6 +4,8 @@
 package wire
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/holdfast/holdfast/actors"
@@ -72,7 +74,16 @@ func Lease(v *kernel.LeaseView) *messages.Lease {
 			l.Labels[lb.Key] = lb.Value
 		}
 	}
+	if v.AllocatedAtMillis != 0 {
+		l.AllocatedAt = AllocatedAt(v.AllocatedAtMillis)
+	}
 	return l
+}
+
+// AllocatedAt is a lease's allocated_at: Unix milliseconds as a UTC time, RFC 3339 with
+// milliseconds.
+func AllocatedAt(ms uint64) string {
+	return time.UnixMilli(int64(ms)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // Event is the payload of one published event (docs/api.md §5).

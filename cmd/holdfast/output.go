@@ -211,6 +211,9 @@ func leaseBlock(w io.Writer, l *messages.Lease, slot time.Duration, now time.Tim
 	if len(pos) > 0 {
 		fmt.Fprintf(w, "  log      %s\n", strings.Join(pos, " "))
 	}
+	if at := l.GetAllocatedAt(); at != "" {
+		fmt.Fprintf(w, "  allocated %s\n", at)
+	}
 	if v := l.GetDeadlineSlot(); v != 0 && slot > 0 && l.GetState() == messages.StateReserved {
 		fmt.Fprintf(w, "  expires  %s\n", whenString(client.SlotTime(v, slot), now))
 	}
