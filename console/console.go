@@ -29,9 +29,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 	"github.com/holdfast/holdfast/wire"
@@ -372,6 +374,14 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write([]byte(": holdfast events " + subject + "\n\n"))
+	// The last few events first, from the stream, so the tail opens on what just
+	// happened; a live one the backfill already showed is not shown again.
+	shown := map[string]bool{}
+	for _, m := range c.recent(r.Context(), subject) {
+		shown[m.Header.Get(jetstream.MsgIDHeader)] = true
+		line, _ := json.Marshal(tailLine{Subject: m.Subject, Event: jsonBody(m.Data), Recent: true})
+		_, _ = w.Write([]byte("data: " + string(line) + "\n\n"))
+	}
 	flusher.Flush()
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
@@ -382,6 +392,10 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		case <-ping.C:
 			_, _ = w.Write([]byte(": ping\n\n"))
 		case m := <-ch:
+			if id := m.Header.Get(jetstream.MsgIDHeader); id != "" && shown[id] {
+				delete(shown, id)
+				continue
+			}
 			mu.Lock()
 			n := skipped
 			skipped = 0
@@ -396,10 +410,70 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// tailLine is one event of the tail.
+// tailLine is one event of the tail; Recent marks the ones the tail opened with.
 type tailLine struct {
 	Subject string          `json:"subject"`
 	Event   json.RawMessage `json:"event"`
+	Recent  bool            `json:"recent,omitempty"`
+}
+
+// Bounds of a tail's backfill: the last tailBackfill events on its subject among the
+// stream's last tailWindow messages, read within tailBackfillTime (a quiet tenant's
+// older events are not looked for).
+const (
+	tailBackfill     = 20
+	tailWindow       = 2000
+	tailBackfillTime = time.Second
+)
+
+// recent reads the last tailBackfill events on subject from the events stream, oldest
+// first; none when the stream cannot be read (the live tail still works).
+func (c *Console) recent(ctx context.Context, subject string) []*nats.Msg {
+	ctx, cancel := context.WithTimeout(ctx, tailBackfillTime)
+	defer cancel()
+	js, err := jetstream.New(c.cfg.Conn)
+	if err != nil {
+		return nil
+	}
+	st, err := js.Stream(ctx, contract.StreamName)
+	if err != nil {
+		return nil
+	}
+	last := st.CachedInfo().State.LastSeq
+	if last == 0 {
+		return nil
+	}
+	start := uint64(1)
+	if last > tailWindow {
+		start = last - tailWindow + 1
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start})
+	if err != nil {
+		return nil
+	}
+	var ring []*nats.Msg
+	for ctx.Err() == nil {
+		batch, err := cons.FetchNoWait(100)
+		if err != nil {
+			break
+		}
+		n, done := 0, false
+		for m := range batch.Messages() {
+			n++
+			ring = append(ring, &nats.Msg{Subject: m.Subject(), Data: m.Data(), Header: m.Headers()})
+			if len(ring) > tailBackfill {
+				ring = ring[1:]
+			}
+			if md, err := m.Metadata(); err == nil && (md.NumPending == 0 || md.Sequence.Stream >= last) {
+				done = true
+			}
+		}
+		if done || n == 0 {
+			break
+		}
+	}
+	return ring
 }
 
 // jsonBody is an event's body as JSON: as published (JSON), or its subject alone when

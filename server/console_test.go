@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,12 +132,26 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 		return text(`#lookup-result`, func(s string) bool { return strings.Contains(s, `"code"`) }, "the lookup's answer")
 	}
-	if got := lookup("default", held.Lease.GetLeaseId()); !strings.Contains(got, `"trainer-7"`) {
+	// It reads as an operator reads a lease: its holder, and times where the reply has
+	// slots (the raw reply stays one click away).
+	year := strconv.Itoa(time.Now().UTC().Year())
+	if got := lookup("default", held.Lease.GetLeaseId()); !strings.Contains(got, "holder trainer-7") ||
+		!strings.Contains(got, "allocated  "+year) || !strings.Contains(got, "expires    "+year) || !strings.Contains(got, "members    gpu-mem ×4") {
 		t.Fatalf("lease lookup as its tenant: %s", got)
 	}
 	if got := lookup("acme", held.Lease.GetLeaseId()); !strings.Contains(got, "lease_not_found") || strings.Contains(got, "trainer-7") {
 		t.Fatalf("lease lookup as another tenant: %s", got)
 	}
+	// The shard table says what its lease counts are; each event says when it happened.
+	text(`#shards thead`, func(s string) bool { return strings.Contains(s, "reserved / active / revoking") }, "the lease counts' legend")
+	text(`#events li time`, func(s string) bool { return len(s) == len("15:04:05.000Z") && s[2] == ':' }, "an event's time")
+
+	// A page opened now starts with the last few events, not an empty tail.
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(srv.MetricsURL()+"/")); err != nil {
+		t.Fatalf("reloading the page: %v", err)
+	}
+	text(`#events li.recent`, func(s string) bool { return s != "" }, "the tail's backfill")
+	text(`#events`, func(s string) bool { return strings.Contains(s, "seat-14C") && strings.Contains(s, "trainer-7") }, "the tail's backfill")
 
 	// The tail narrowed to tenant acme shows acme's events and nothing of default's.
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#tail-tenant`), "acme"), chromedp.Click(chromedp.CSS(`#tail button`))); err != nil {
@@ -161,6 +177,20 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 	}
 	text(`#ranges tbody tr[data-id="acme/vxlan"] td.fill`, func(s string) bool { return strings.Contains(s, "30.0%") }, "the range's fill")
+
+	// A headless browser's --screenshot of the page finishes: the live tail opens after
+	// the load event (it kept the page loading for ever).
+	shot := filepath.Join(t.TempDir(), "console.png")
+	sctx, scancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer scancel()
+	cmd := exec.CommandContext(sctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1100",
+		"--screenshot="+shot, srv.MetricsURL()+"/")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium --screenshot: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(shot); err != nil || fi.Size() == 0 {
+		t.Fatalf("no screenshot: %v", err)
+	}
 
 	if path := os.Getenv("HOLDFAST_SCREENSHOT"); path != "" {
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

@@ -28,7 +28,47 @@ function fill(tbody, rows) {
   tbody.replaceChildren(...rows);
 }
 
+// The slot length (ms) from the last status: slots are counted from the Unix epoch.
+let slotMs = 0;
+const slotTime = (slot) => (slotMs && slot && Number(slot) ? new Date(Number(slot) * slotMs) : null);
+const iso = (d) => d.toISOString().replace("T", " ");
+function when(d) {
+  if (!d) return "";
+  const s = Math.round((d - Date.now()) / 1000);
+  return iso(d) + (s > 0 ? " (in " + s + " s)" : s < 0 ? " (" + -s + " s ago)" : " (now)");
+}
+
+const memberText = (m) =>
+  m.resource_id || (m.pool_id && m.pool_id + " ×" + (m.quantity || 0)) ||
+  (m.range_id && m.range_id + " = " + (m.value ?? "?")) || (m.work && "work " + m.work.run_id + "/" + (m.work.name || "next")) || "";
+
+// leaseText is a lease view as an operator reads it: times instead of slots.
+function leaseText(l) {
+  const lines = ["lease " + l.lease_id + " · " + (l.state || "?") + " · epoch " + (l.lease_epoch || "?") +
+    (l.holder_id ? " · holder " + l.holder_id : "")];
+  if (l.allocated_at) lines.push("  allocated  " + l.allocated_at.replace("T", " "));
+  if (l.deadline_slot && (l.state === "reserved" || l.keepalive_slots)) lines.push("  expires    " + when(slotTime(l.deadline_slot)));
+  if (l.retire_after_slot) lines.push("  retires    " + when(slotTime(l.retire_after_slot)));
+  lines.push("  members    " + (l.members || []).map(memberText).join(", "));
+  const labels = Object.entries(l.labels || {}).sort().map(([k, v]) => k + "=" + v);
+  if (labels.length) lines.push("  labels     " + labels.join(", "));
+  return lines.join("\n");
+}
+
+// lookupText is a lookup's answer: its code, then what it found.
+function lookupText(r) {
+  const out = [r.code + (r.message ? ": " + r.message : "") + (r.applied_lsn ? " · applied lsn " + r.applied_lsn : "")];
+  if (r.value_state) out.push("value " + r.value_state);
+  if (r.lease) out.push(leaseText(r.lease));
+  for (const l of r.leases || []) out.push(leaseText(l));
+  if (r.leases && !r.leases.length) out.push("no live leases");
+  if (r.next_cursor || r.truncated) out.push("(more: narrow the lookup)");
+  if (r.error) out.push(r.error);
+  return out.join("\n");
+}
+
 function renderStatus(s) {
+  slotMs = Number(s.slot_ms) || 0;
   $("#whoami").textContent = (s.cluster ? "cluster node " + s.node : "single process " + s.node) + " · " +
     "version " + s.version + " · slot " + s.slot_ms + " ms";
   const p = $("#problem");
@@ -89,7 +129,9 @@ $("#lookup").addEventListener("submit", async (ev) => {
   out.textContent = "…";
   try {
     const r = await fetch("/api/lookup?" + params, { cache: "no-store" });
-    out.textContent = JSON.stringify(await r.json(), null, 2);
+    const reply = await r.json();
+    out.replaceChildren(lookupText(reply), el("details", {}, el("summary", {}, "the reply as sent"),
+      JSON.stringify(reply, null, 2)));
     out.className = "";
   } catch (e) {
     out.textContent = String(e);
@@ -106,12 +148,14 @@ function follow(tenant) {
   source.onmessage = (m) => {
     const d = JSON.parse(m.data);
     const e = d.event || {};
-    const members = ((e.lease && e.lease.members) || []).map((m) =>
-      m.resource_id || (m.pool_id && m.pool_id + "×" + (m.quantity || 0)) || (m.range_id && m.range_id + "=" + (m.value ?? "?")) || "");
+    const members = ((e.lease && e.lease.members) || []).map(memberText);
     const what = [e.event, e.lease && e.lease.lease_id, e.lease && e.lease.state, e.lease && e.lease.holder_id,
       members.join(","), e.resource && e.resource.resource_id, e.pool && e.pool.pool_id, e.range && e.range.range_id]
       .filter(Boolean).join(" ");
-    list.prepend(el("li", { "data-subject": d.subject }, "lsn " + (e.lsn || "?") + " · shard " + (e.shard ?? "?") + " · " + d.subject + (what ? " · " + what : "")));
+    const at = slotTime(e.slot);
+    list.prepend(el("li", { "data-subject": d.subject, class: d.recent ? "recent" : "" },
+      el("time", {}, at ? iso(at).slice(11) : "slot " + (e.slot || "?")),
+      " · lsn " + (e.lsn || "?") + " · shard " + (e.shard ?? "?") + " · " + d.subject + (what ? " · " + what : "")));
     while (list.children.length > 200) list.lastChild.remove();
   };
   source.addEventListener("skipped", (m) => {
@@ -126,4 +170,7 @@ $("#tail").addEventListener("submit", (ev) => {
 });
 
 poll();
-follow("");
+// The live tail opens once the page has loaded: a stream opened before keeps the page
+// loading for ever (a headless browser's --screenshot waits for the load event).
+if (document.readyState === "complete") follow("");
+else window.addEventListener("load", () => setTimeout(() => follow(""), 0));
