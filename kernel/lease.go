@@ -219,9 +219,10 @@ func (k *Kernel) viewEnded(e *endedLease, out *Output) {
 
 // slotMillis is slot s as Unix milliseconds (slots count from the Unix epoch, docs/api.md
 // §3): a lease's allocated_at, arithmetic on its journaled slot, no clock. 0 stays 0 (a
-// lease restored from a snapshot older than format 8 has no recorded slot).
+// lease restored from a snapshot older than format 8 has no recorded slot), and so does a
+// slot past any time a clock shows (beyond 2^63 ms).
 func (k *Kernel) slotMillis(s uint64) uint64 {
-	if s == 0 || s > math.MaxUint64/max(k.shape.SlotMillis, 1) {
+	if s == 0 || s > math.MaxInt64/max(k.shape.SlotMillis, 1) {
 		return 0
 	}
 	return s * k.shape.SlotMillis

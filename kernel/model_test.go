@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -316,7 +317,16 @@ func (m *refModel) leaseView(l *mLease) LeaseView {
 	return LeaseView{Shard: m.cfg.Shard, LSN: l.lsn, Tenant: l.tenant, HolderID: l.holder, State: l.state,
 		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, ReleasedLSN: l.releasedLSN,
 		RetireAfterSlot: l.retireAfter, Members: append([]MemberView(nil), l.members...), Labels: slices.Clone(l.labels),
-		AllocatedAtMillis: l.created * m.cfg.SlotMillis} // slot 0 (the Unix epoch) shows as unknown: 0 either way
+		AllocatedAtMillis: m.allocatedAt(l.created)}
+}
+
+// allocatedAt is a lease's allocated_at in Unix ms: its slot times the slot length, 0
+// for slot 0 and for a time no clock shows (past 2^63 ms).
+func (m *refModel) allocatedAt(slot uint64) uint64 {
+	if hi, lo := bits.Mul64(slot, m.cfg.SlotMillis); hi != 0 || lo > math.MaxInt64 {
+		return 0
+	}
+	return slot * m.cfg.SlotMillis
 }
 
 // find resolves a lease id for tenant at slot (docs/api.md §4 "Reads", retired watermark).
