@@ -188,3 +188,69 @@ func TestResizeKeepsTravelInFormat5(t *testing.T) {
 		t.Fatal("format 5 with nothing kept decoded")
 	}
 }
+
+// work.list with a status nothing has walks the run's manifest in pages that each move
+// past what they looked at, as lease.list's do.
+func TestFilteredWorkListingProgresses(t *testing.T) {
+	k, apply := bulkShard(t, 0, 0)
+	for i := range 3 {
+		c := &Command{Verb: contract.VerbCreateRun, ObjectID: "crawl"}
+		if i > 0 {
+			c.Verb = contract.VerbRegisterRun
+		}
+		for j := range 200 {
+			c.Work = append(c.Work, WorkSpec{Name: fmt.Sprintf("w%03d-%03d", i, j)})
+		}
+		apply(c)
+	}
+	q := ListQuery{Verb: contract.VerbListWork, Tenant: "t", ID: "crawl", State: contract.WorkParked, Limit: 10}
+	pages := 0
+	for {
+		var p ListPage
+		k.List(&q, &p)
+		pages++
+		if p.Code != contract.CodeOK || len(p.Works) != 0 {
+			t.Fatalf("page %d: %s, %d parked", pages, p.Code, len(p.Works))
+		}
+		if !p.More {
+			break
+		}
+		if p.Next <= q.From {
+			t.Fatalf("page %d does not move (next %d after %d)", pages, p.Next, q.From)
+		}
+		q.From = p.Next
+	}
+	if want := 600/ListScan(10) + 1; pages > want {
+		t.Fatalf("%d pages over 600 work shards, want at most %d", pages, want)
+	}
+}
+
+// Expiry sweeps progress too: the shard commits at most perTick expiries a tick, each
+// takes its lease out of the index, so n due leases are all expired within ⌈n / perTick⌉
+// ticks, earliest deadline first, whatever else is in the index.
+func TestExpirySweepsProgress(t *testing.T) {
+	k, _ := bulkShard(t, 0, 1000) // 1000 reserved leases, deadline a minute on
+	var out Output
+	lsn, perTick, ticks := k.LastLSN(), 64, 0
+	slot := uint64(1) + 600 // past every deadline (60 s at 100 ms slots)
+	for {
+		due := k.DueExpirations(slot, perTick, nil)
+		if len(due) == 0 {
+			break
+		}
+		ticks++
+		for _, d := range due {
+			lsn++
+			k.Apply(Entry{LSN: lsn, Slot: slot, Cmd: &Command{Verb: contract.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}}, &out)
+			if out.Code != contract.CodeOK {
+				t.Fatalf("expire %d: %s", d.LeaseLSN, out.Code)
+			}
+		}
+		if ticks > (1000+perTick-1)/perTick {
+			t.Fatalf("%d ticks and leases still due", ticks)
+		}
+	}
+	if k.live[LeaseReserved] != 0 {
+		t.Fatalf("%d reserved leases left", k.live[LeaseReserved])
+	}
+}
