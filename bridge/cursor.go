@@ -21,9 +21,11 @@ import (
 // scopedFields are the request fields that name the one object a listing walks.
 var scopedFields = []protoreflect.Name{"range_id", "pool_id", "run_id"}
 
-// paged reports whether m is a listing request: one with a cursor field.
+// paged reports whether m is a listing request: one with a string cursor field (a work
+// checkpoint's cursor is a message, and no listing's).
 func paged(m proto.Message) bool {
-	return m.ProtoReflect().Descriptor().Fields().ByName("cursor") != nil
+	f := m.ProtoReflect().Descriptor().Fields().ByName("cursor")
+	return f != nil && f.Kind() == protoreflect.StringKind
 }
 
 // cursorScope is the scope of a listing request: its verb and its object's id.
@@ -47,15 +49,11 @@ func sealCursor(scope, position string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(scope + "\x01" + position))
 }
 
-// openCursor unwraps the cursor field of a listing request in place (ok false: not a
-// cursor of this listing). A request without a cursor field, or with none given, is left
-// as it is.
+// openCursor unwraps the cursor field of a listing request (paged) in place (ok false:
+// not a cursor of this listing). A request with none given is left as it is.
 func openCursor(scope string, m proto.Message) bool {
 	r := m.ProtoReflect()
 	f := r.Descriptor().Fields().ByName("cursor")
-	if f == nil || f.Kind() != protoreflect.StringKind {
-		return true
-	}
 	c := r.Get(f).String()
 	if c == "" {
 		return true
