@@ -230,15 +230,8 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		epoch = uint8(out.Lease.Epoch) // the fencing token a retry must carry again
 	}
 	var ref uint64 // what a retry names that the command does not (outcome.ref)
-	switch c.Verb {
-	case contract.VerbReleaseValue, contract.VerbRevokeValue, contract.VerbReclaimValue:
-		if out.Code == contract.CodeOK {
-			ref = out.Lease.LSN
-		}
-	case contract.VerbReleaseAll, contract.VerbRevokeAll:
-		ref = uint64(out.Count)<<1 | uint64(boolToUint(out.More))
-	case contract.VerbImport:
-		ref = uint64(out.ItemIndex + 1) // 0: no failing lease
+	if f := rowOf(c.Verb).ref; f != nil {
+		ref = f(out)
 	}
 	k.ops.push(outcome{keyHi: key.hi, keyLo: key.lo, hash: hash, code: out.Code, member: int16(out.MemberIndex),
 		lsn: e.LSN, epoch: epoch, ref: ref, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})

@@ -92,91 +92,92 @@ func (k *Kernel) LookupOperation(c *Command, slot uint64, out *Output) bool {
 	return k.answerRetry(c, makeOpKey(c.Tenant, c.OperationID), hash, slot, out)
 }
 
-// viewRetried fills what a retry shows besides code and lsn. The retried command is the
-// original one (same hash), so it names the object again: a create shows that object's
-// current view (with ok or already_exists); a lease verb or reserve that succeeded shows
-// the lease id and epoch its reply carried, with the lease's current view while it is
-// readable and nothing else once it has retired. A failed lease verb shows no lease, a
-// delete no object.
+// viewRetried fills what a retry shows besides code and lsn: the verb's row says what
+// (kverb.retried). The retried command is the original one (same hash), so it names the
+// object again: a create shows that object's current view (with ok or already_exists); a
+// lease verb or reserve that succeeded shows the lease id and epoch its reply carried,
+// with the lease's current view while it is readable and nothing else once it has retired.
+// A failed lease verb shows no lease, a delete no object.
 func (k *Kernel) viewRetried(c *Command, op *outcome, slot uint64, out *Output) {
-	switch c.Verb {
-	case contract.VerbCreateResource, contract.VerbCreatePool, contract.VerbCreateRange:
-		if op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists {
+	if f := rowOf(c.Verb).retried; f != nil {
+		f(k, c, op, slot, out)
+	}
+}
+
+// retriedObject shows an object verb's object as it is now, after ok or the code also
+// given (a create's already_exists, a reshape's object_in_use).
+func retriedObject(also Code) retriedView {
+	return func(k *Kernel, c *Command, op *outcome, _ uint64, out *Output) {
+		if op.code == contract.CodeOK || op.code == also {
 			k.viewObject(c.Verb, c.Tenant, c.ObjectID, out)
 		}
-		return
-	case contract.VerbCreateRun, contract.VerbRegisterRun, contract.VerbCompleteRun, contract.VerbFailRun, contract.VerbCancelRun:
-		if op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists {
-			if idx, ok := k.findRun(c.Tenant, c.ObjectID); ok {
-				k.viewRun(idx, out)
-			}
-		}
-		return
-	case contract.VerbUnparkWork:
-		if op.code == contract.CodeOK {
-			if idx, ok := k.findWork(c.Tenant, c.ObjectID, c.Name); ok {
-				k.viewWork(idx, out)
-			}
-		}
-		return
-	case contract.VerbExclude, contract.VerbInclude, contract.VerbResizeRange, contract.VerbResizePool:
-		if op.code == contract.CodeOK || op.code == contract.CodeObjectInUse {
-			k.viewObject(c.Verb, c.Tenant, c.ObjectID, out)
-		}
-		return
-	case contract.VerbImport:
-		k.viewRetriedImport(c, op, slot, out)
-		return
-	case contract.VerbReleaseAll, contract.VerbRevokeAll:
-		out.Count, out.More = int(op.ref>>1), op.ref&1 == 1 // the leases were in the original reply
-		return
 	}
-	if c.Verb.IsDelete() {
-		return // the object is gone: its view was in the original reply
+}
+
+// retriedNothing: a delete's object is gone; its view was in the original reply.
+func retriedNothing(*Kernel, *Command, *outcome, uint64, *Output) {}
+
+// retriedRun shows a run verb's run as it is now.
+func retriedRun(k *Kernel, c *Command, op *outcome, _ uint64, out *Output) {
+	if op.code == contract.CodeOK || op.code == contract.CodeAlreadyExists {
+		if idx, ok := k.findRun(c.Tenant, c.ObjectID); ok {
+			k.viewRun(idx, out)
+		}
 	}
-	if c.Verb.IsWorkVerb() {
-		if op.code != contract.CodeOK {
-			return
+}
+
+func retriedUnpark(k *Kernel, c *Command, op *outcome, _ uint64, out *Output) {
+	if op.code == contract.CodeOK {
+		if idx, ok := k.findWork(c.Tenant, c.ObjectID, c.Name); ok {
+			k.viewWork(idx, out)
 		}
-		// A verb that ended the claim (complete, park, split_replace) shows the lease as
-		// every lease verb that ends one does: the id and the epoch its reply carried, with
-		// the lease's view while it is readable; then the work shard the lease held, as it
-		// is now (while the lease is readable).
-		r, code := k.findLease(c.Tenant, c.LeaseLSN, slot)
-		if endsClaim(c.Verb) {
-			if code == contract.CodeOK {
-				k.view(r, out)
-			} else {
-				out.Object = ObjectLease
-				out.Lease = LeaseView{Shard: k.shard, LSN: c.LeaseLSN, Tenant: c.Tenant, Members: out.Lease.Members[:0]}
-			}
-			out.Lease.Epoch = uint64(op.epoch)
-		}
-		if code == contract.CodeOK {
-			if w := k.leaseWork(r); w >= 0 {
-				k.viewWork(w, out)
-			}
-		}
-		return
 	}
+}
+
+// retriedBulk answers a bulk verb's count and more; the leases were in the original reply.
+func retriedBulk(_ *Kernel, _ *Command, op *outcome, _ uint64, out *Output) {
+	out.Count, out.More = int(op.ref>>1), op.ref&1 == 1
+}
+
+// retriedWork: a verb that ended the claim (complete, park, split_replace) shows the lease
+// as every lease verb that ends one does — the id and the epoch its reply carried, with
+// the lease's view while it is readable — then the work shard the lease held, as it is
+// now (while the lease is readable).
+func retriedWork(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
 	if op.code != contract.CodeOK {
 		return
 	}
-	lsn := c.LeaseLSN
-	switch c.Verb {
-	case contract.VerbReserve:
-		lsn = op.lsn
-	case contract.VerbReleaseValue, contract.VerbRevokeValue, contract.VerbReclaimValue:
-		lsn = op.ref // the lease that held the value
+	r, code := k.findLease(c.Tenant, c.LeaseLSN, slot)
+	if endsClaim(c.Verb) {
+		if code == contract.CodeOK {
+			k.view(r, out)
+		} else {
+			out.Object = ObjectLease
+			out.Lease = LeaseView{Shard: k.shard, LSN: c.LeaseLSN, Tenant: c.Tenant, Members: out.Lease.Members[:0]}
+		}
+		out.Lease.Epoch = uint64(op.epoch)
 	}
-	if r, code := k.findLease(c.Tenant, lsn, slot); code == contract.CodeOK {
+	if code == contract.CodeOK {
+		if w := k.leaseWork(r); w >= 0 {
+			k.viewWork(w, out)
+		}
+	}
+}
+
+// retriedLease shows tenant's lease lsn after a lease verb that succeeded: the epoch its
+// reply carried, with its view (and the work shard it holds) while it is readable.
+func (k *Kernel) retriedLease(tenant string, lsn uint64, op *outcome, slot uint64, out *Output) {
+	if op.code != contract.CodeOK {
+		return
+	}
+	if r, code := k.findLease(tenant, lsn, slot); code == contract.CodeOK {
 		k.view(r, out)
 		if w := k.leaseWork(r); w >= 0 {
 			out.Work, out.HasWork = k.workView(w, nil), true
 		}
 	} else {
 		out.Object = ObjectLease
-		out.Lease = LeaseView{Shard: k.shard, LSN: lsn, Tenant: c.Tenant, Members: out.Lease.Members[:0]}
+		out.Lease = LeaseView{Shard: k.shard, LSN: lsn, Tenant: tenant, Members: out.Lease.Members[:0]}
 	}
 	out.Lease.Epoch = uint64(op.epoch)
 }

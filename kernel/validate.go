@@ -36,97 +36,10 @@ func Validate(c *Command) *Rejection {
 	if !contract.ValidOperationID(c.OperationID) {
 		return reject(contract.CodeInvalidRequest, "operation_id: must be 1-64 characters of A-Z a-z 0-9 _ - : / @ +, starting alphanumeric")
 	}
-	switch c.Verb {
-	case contract.VerbCreateResource, contract.VerbDeleteResource:
-		return validObject("resource_id", c.ObjectID)
-	case contract.VerbDeletePool:
-		return validObject("pool_id", c.ObjectID)
-	case contract.VerbDeleteRange:
-		return validObject("range_id", c.ObjectID)
-	case contract.VerbCreatePool:
-		if r := validObject("pool_id", c.ObjectID); r != nil {
-			return r
-		}
-		if c.Capacity == 0 {
-			return reject(contract.CodeInvalidRequest, "capacity: must be greater than 0")
-		}
-	case contract.VerbCreateRange:
-		if r := validObject("range_id", c.ObjectID); r != nil {
-			return r
-		}
-		if c.First > c.Last {
-			return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
-		}
-		if c.Strategy >= strategyCount {
-			return reject(contract.CodeInvalidRequest, "strategy: must be lowest_free, random or least_recently_freed")
-		}
-		return validateRangeShape(c)
-	case contract.VerbReserve:
-		if r := validateReserve(c); r != nil {
-			return r
-		}
-		return validateLabels("labels", c.Labels)
-	case contract.VerbReleaseValue:
-		if r := validObject("range_id", c.ObjectID); r != nil {
-			return r
-		}
-		return validObject("holder_id", c.HolderID)
-	case contract.VerbRevokeValue, contract.VerbReclaimValue:
-		return validObject("range_id", c.ObjectID)
-	case contract.VerbExclude, contract.VerbInclude:
-		if r := validObject("range_id", c.ObjectID); r != nil {
-			return r
-		}
-		if c.First > c.Last {
-			return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
-		}
-	case contract.VerbResizeRange:
-		if r := validObject("range_id", c.ObjectID); r != nil {
-			return r
-		}
-		// A kept bound is the range's own, known only to the shard (resizeRange checks
-		// the bounds it ends up with); here it stands for the widest it could be.
-		given := *c
-		if c.KeepFirst {
-			given.First = 0
-		}
-		if c.KeepLast {
-			given.Last = math.MaxUint64
-		}
-		if given.First > given.Last {
-			return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
-		}
-		return validateRangeShape(&given)
-	case contract.VerbResizePool:
-		if r := validObject("pool_id", c.ObjectID); r != nil {
-			return r
-		}
-		if c.Capacity == 0 {
-			return reject(contract.CodeInvalidRequest, "capacity: must be greater than 0")
-		}
-	case contract.VerbConsume:
-		return validateHolderVerb(c)
-	case contract.VerbImport:
-		return validateImport(c)
-	case contract.VerbReleaseAll, contract.VerbRevokeAll:
-		return validateBulk(c)
-	case contract.VerbActivate:
-		return validateHolderVerb(c)
-	case contract.VerbRelease:
-		return validateHolderVerb(c)
-	case contract.VerbRenew:
-		if r := validateHolderVerb(c); r != nil {
-			return r
-		}
-		return validateTTL(nil, c)
-	case contract.VerbRevoke, contract.VerbReclaim:
-		if c.LeaseLSN == 0 {
-			return reject(contract.CodeInvalidRequest, "lease_id: required")
-		}
-	default:
-		return validateWork(c)
+	if v := rowOf(c.Verb).validate; v != nil {
+		return v(c)
 	}
-	return nil
+	return reject(contract.CodeInvalidRequest, "verb: not a client write")
 }
 
 // CheckLimits checks a valid write against the admission limits in force: the ttl and
@@ -135,28 +48,32 @@ func Validate(c *Command) *Rejection {
 // replays, and Apply never runs it: a journaled command was admitted, whatever the limits
 // are now.
 func CheckLimits(lim *Limits, c *Command) *Rejection {
-	switch c.Verb {
-	case contract.VerbReserve:
-		if len(c.Members) > lim.MaxBundle {
-			return reject(contract.CodeBundleTooLarge, "members: %d members exceed the bundle limit of %d", len(c.Members), lim.MaxBundle)
-		}
-		if c.Activate {
-			return validateKeepAlive(lim, c)
-		}
-		return validateTTL(lim, c)
-	case contract.VerbActivate:
+	if l := rowOf(c.Verb).limits; l != nil {
+		return l(lim, c)
+	}
+	return nil
+}
+
+// limitReserve: the bundle size, and the ttl or (activating) the keep-alive.
+func limitReserve(lim *Limits, c *Command) *Rejection {
+	if len(c.Members) > lim.MaxBundle {
+		return reject(contract.CodeBundleTooLarge, "members: %d members exceed the bundle limit of %d", len(c.Members), lim.MaxBundle)
+	}
+	if c.Activate {
 		return validateKeepAlive(lim, c)
-	case contract.VerbRenew:
-		return validateTTL(lim, c)
-	case contract.VerbImport:
-		for i := range c.Imports {
-			im := &c.Imports[i]
-			one := Command{Verb: contract.VerbReserve, Members: im.Members, Activate: im.Activate, TTLMillis: im.TTLMillis,
-				KeepAliveMillis: im.KeepAliveMillis}
-			if r := CheckLimits(lim, &one); r != nil {
-				r.Message = fmt.Sprintf("leases[%d].%s", i, r.Message)
-				return r
-			}
+	}
+	return validateTTL(lim, c)
+}
+
+// limitImport: each lease as its reserve would be, named in the message.
+func limitImport(lim *Limits, c *Command) *Rejection {
+	for i := range c.Imports {
+		im := &c.Imports[i]
+		one := Command{Verb: contract.VerbReserve, Members: im.Members, Activate: im.Activate, TTLMillis: im.TTLMillis,
+			KeepAliveMillis: im.KeepAliveMillis}
+		if r := limitReserve(lim, &one); r != nil {
+			r.Message = fmt.Sprintf("leases[%d].%s", i, r.Message)
+			return r
 		}
 	}
 	return nil
@@ -383,50 +300,56 @@ func validKeyRange(field, start, end string) *Rejection {
 	return nil
 }
 
-// validateWork checks the shape of the work coordination writes.
-func validateWork(c *Command) *Rejection {
-	if len(c.Reason) > contract.MaxReasonLen {
-		return reject(contract.CodeInvalidRequest, "reason: at most %d bytes", contract.MaxReasonLen)
+// runID is the run verbs' id (run_id).
+func runID(c *Command) *Rejection { return validRunID("run_id", c.ObjectID) }
+
+// validateManifest is run.create's and run.register's: the run and its work shards.
+func validateManifest(c *Command) *Rejection {
+	if r := runID(c); r != nil {
+		return r
 	}
-	switch c.Verb {
-	case contract.VerbCreateRun, contract.VerbRegisterRun:
-		if r := validRunID("run_id", c.ObjectID); r != nil {
-			return r
-		}
-		return validateWorkSpecs(c)
-	case contract.VerbCompleteRun, contract.VerbFailRun, contract.VerbCancelRun, contract.VerbDeleteRun:
-		return validRunID("run_id", c.ObjectID)
-	case contract.VerbUnparkWork:
-		if r := validRunID("run_id", c.ObjectID); r != nil {
-			return r
-		}
-		return validWorkName("name", c.ObjectID, c.Name)
+	return validateWorkSpecs(c)
+}
+
+func validateUnpark(c *Command) *Rejection {
+	if r := runID(c); r != nil {
+		return r
 	}
-	// The fenced verbs: the lease's token, and sizes the journal can carry (the
-	// contract's tighter cursor bounds are domain codes: cursor_too_large).
+	return validWorkName("name", c.ObjectID, c.Name)
+}
+
+// validateFencedWork is what the fenced work verbs share: the lease's token, and sizes
+// the journal can carry (the contract's tighter cursor bounds are domain codes:
+// cursor_too_large).
+func validateFencedWork(c *Command) *Rejection {
 	if r := validateHolderVerb(c); r != nil {
 		return r
 	}
 	if len(c.CursorKey) > maxEncodedBlob || len(c.CursorToken) > maxEncodedBlob {
 		return reject(contract.CodeInvalidRequest, "last_key, token: at most %d bytes", maxEncodedBlob)
 	}
-	switch c.Verb {
-	case contract.VerbSplitReplace:
-		if len(c.Work) < 2 || len(c.Work) > contract.MaxSplitChildren {
-			return reject(contract.CodeInvalidRequest, "children: between 2 and %d", contract.MaxSplitChildren)
+	return nil
+}
+
+// validateChildren is split_replace's: 2 to MaxSplitChildren key ranges, nothing else.
+func validateChildren(c *Command) *Rejection {
+	if len(c.Work) < 2 || len(c.Work) > contract.MaxSplitChildren {
+		return reject(contract.CodeInvalidRequest, "children: between 2 and %d", contract.MaxSplitChildren)
+	}
+	for i := range c.Work {
+		if c.Work[i].Name != "" || c.Work[i].Metadata != "" {
+			return reject(contract.CodeInvalidRequest, "children[%d]: takes only start and end", i)
 		}
-		for i := range c.Work {
-			if c.Work[i].Name != "" || c.Work[i].Metadata != "" {
-				return reject(contract.CodeInvalidRequest, "children[%d]: takes only start and end", i)
-			}
-			if r := validKeyRange(fmt.Sprintf("children[%d]", i), c.Work[i].Start, c.Work[i].End); r != nil {
-				return r
-			}
+		if r := validKeyRange(fmt.Sprintf("children[%d]", i), c.Work[i].Start, c.Work[i].End); r != nil {
+			return r
 		}
-	case contract.VerbSplitResidual:
-		if c.SplitKey == "" || len(c.SplitKey) > contract.MaxWorkKeyLen {
-			return reject(contract.CodeInvalidRequest, "split_key: required, at most %d bytes", contract.MaxWorkKeyLen)
-		}
+	}
+	return nil
+}
+
+func validateSplitKey(c *Command) *Rejection {
+	if c.SplitKey == "" || len(c.SplitKey) > contract.MaxWorkKeyLen {
+		return reject(contract.CodeInvalidRequest, "split_key: required, at most %d bytes", contract.MaxWorkKeyLen)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // Every verb a client may send is complete in every layer: its row of the verb table,
-// the kernel's applier (a write) or a shard's answer (a read of shards), the bridge's
+// the kernel's row (a write: shape rules, applier, retry view) or a shard's answer (a read of shards), the bridge's
 // endpoint, the Go client's method and the CLI's command. The test names what a verb
 // lacks; that every code of a verb's row shows in a scenario is the kernel's
 // TestScenarios.
@@ -44,8 +44,8 @@ func TestEveryVerbIsComplete(t *testing.T) {
 			lacks = append(lacks, "a complete row of the verb table")
 		}
 		switch {
-		case v.IsWrite() && !kernel.Applies(v):
-			lacks = append(lacks, "a kernel applier")
+		case v.IsWrite() && !kernel.Complete(v):
+			lacks = append(lacks, "a kernel row (its shape rules, applier and retry view: kernel/verbs.go)")
 		case v.IsRead() && info.Target != contract.TargetNone && !actors.Answers(v):
 			lacks = append(lacks, "a shard's answer")
 		}

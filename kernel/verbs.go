@@ -1,0 +1,242 @@
+package kernel
+
+import (
+	"math"
+
+	"github.com/holdfast/holdfast/contract"
+)
+
+// kverb is the kernel's row of a verb (contract.VerbInfo is the contract's): the verb's
+// own request-shape rules, the admission limits it is held to, how a journaled command of
+// it is applied, and what a retry of it remembers and shows. A verb is its contract row,
+// this row and the handlers it names; TestEveryVerbIsComplete names a client write whose
+// row lacks validate, apply or retried.
+type kverb struct {
+	// validate checks the verb's own request shape, after what every write shares
+	// (Validate).
+	validate func(c *Command) *Rejection
+	// limits checks the admission limits in force (CheckLimits); nil: none apply.
+	limits func(lim *Limits, c *Command) *Rejection
+	// apply applies a journaled command (Apply has done what every write shares).
+	apply applier
+	// ref is what a retry names that the command does not (outcome.ref); nil: nothing.
+	ref func(out *Output) uint64
+	// retried fills what a retry shows besides code and lsn (viewRetried).
+	retried retriedView
+}
+
+// applier applies one journaled command of its verb: Apply has done what every write
+// shares (validation, the retry cache, the room to remember it) before, and remembers
+// its outcome after.
+type applier func(k *Kernel, e Entry, out *Output)
+
+// retriedView fills a retry's reply from the original outcome.
+type retriedView func(k *Kernel, c *Command, op *outcome, slot uint64, out *Output)
+
+// kverbs is the kernel's side of the verb table, the client writes and the internal verbs.
+var kverbs [contract.VerbCount]kverb
+
+func init() {
+	object := func(f func(*Kernel, *Command, *Output)) applier {
+		return func(k *Kernel, e Entry, out *Output) { f(k, e.Cmd, out) }
+	}
+	objectID := func(field string) func(*Command) *Rejection {
+		return func(c *Command) *Rejection { return validObject(field, c.ObjectID) }
+	}
+	run := func(f func(*Command) *Rejection) func(*Command) *Rejection {
+		return func(c *Command) *Rejection {
+			if len(c.Reason) > contract.MaxReasonLen {
+				return reject(contract.CodeInvalidRequest, "reason: at most %d bytes", contract.MaxReasonLen)
+			}
+			return f(c)
+		}
+	}
+	fenced := func(f func(*Command) *Rejection) func(*Command) *Rejection {
+		return run(func(c *Command) *Rejection {
+			if r := validateFencedWork(c); r != nil {
+				return r
+			}
+			if f != nil {
+				return f(c)
+			}
+			return nil
+		})
+	}
+	create := retriedObject(contract.CodeAlreadyExists)
+	reshape := retriedObject(contract.CodeObjectInUse)
+	leaseOf := func(lsn func(c *Command, op *outcome) uint64) retriedView {
+		return func(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
+			k.retriedLease(c.Tenant, lsn(c, op), op, slot, out)
+		}
+	}
+	named := leaseOf(func(c *Command, _ *outcome) uint64 { return c.LeaseLSN })
+	valueLease := leaseOf(func(_ *Command, op *outcome) uint64 { return op.ref }) // the lease that held the value
+	heldValue := func(out *Output) uint64 {
+		if out.Code == contract.CodeOK {
+			return out.Lease.LSN
+		}
+		return 0
+	}
+	rows := map[Verb]kverb{
+		contract.VerbCreateResource: {validate: objectID("resource_id"), apply: object((*Kernel).createResource), retried: create},
+		contract.VerbCreatePool:     {validate: validateCreatePool, apply: object((*Kernel).createPool), retried: create},
+		contract.VerbCreateRange:    {validate: validateCreateRange, apply: object((*Kernel).createRange), retried: create},
+		contract.VerbDeleteResource: {validate: objectID("resource_id"), apply: object((*Kernel).deleteObject), retried: retriedNothing},
+		contract.VerbDeletePool:     {validate: objectID("pool_id"), apply: object((*Kernel).deleteObject), retried: retriedNothing},
+		contract.VerbDeleteRange:    {validate: objectID("range_id"), apply: object((*Kernel).deleteObject), retried: retriedNothing},
+		contract.VerbDeleteRun:      {validate: run(runID), apply: object((*Kernel).deleteObject), retried: retriedNothing},
+
+		contract.VerbReserve: {validate: validateReserveLabels, limits: limitReserve, apply: (*Kernel).reserve,
+			retried: leaseOf(func(_ *Command, op *outcome) uint64 { return op.lsn })},
+		contract.VerbActivate: {validate: validateHolderVerb, limits: validateKeepAlive, apply: (*Kernel).leaseVerb, retried: named},
+		contract.VerbRenew:    {validate: validateRenew, limits: validateTTL, apply: (*Kernel).leaseVerb, retried: named},
+		contract.VerbRelease:  {validate: validateHolderVerb, apply: (*Kernel).leaseVerb, retried: named},
+		contract.VerbRevoke:   {validate: leaseRequired, apply: (*Kernel).leaseVerb, retried: named},
+		contract.VerbReclaim:  {validate: leaseRequired, apply: (*Kernel).leaseVerb, retried: named},
+		contract.VerbConsume:  {validate: validateHolderVerb, apply: (*Kernel).consume, retried: named},
+
+		contract.VerbCreateRun:     {validate: run(validateManifest), apply: object((*Kernel).createRun), retried: retriedRun},
+		contract.VerbRegisterRun:   {validate: run(validateManifest), apply: object((*Kernel).registerRun), retried: retriedRun},
+		contract.VerbCompleteRun:   {validate: run(runID), apply: object((*Kernel).endRun), retried: retriedRun},
+		contract.VerbFailRun:       {validate: run(runID), apply: object((*Kernel).endRun), retried: retriedRun},
+		contract.VerbCancelRun:     {validate: run(runID), apply: object((*Kernel).endRun), retried: retriedRun},
+		contract.VerbUnparkWork:    {validate: run(validateUnpark), apply: object((*Kernel).unparkWork), retried: retriedUnpark},
+		contract.VerbCheckpoint:    {validate: fenced(nil), apply: (*Kernel).workVerb, retried: retriedWork},
+		contract.VerbCompleteWork:  {validate: fenced(nil), apply: (*Kernel).workVerb, retried: retriedWork},
+		contract.VerbParkWork:      {validate: fenced(nil), apply: (*Kernel).workVerb, retried: retriedWork},
+		contract.VerbSplitReplace:  {validate: fenced(validateChildren), apply: (*Kernel).workVerb, retried: retriedWork},
+		contract.VerbSplitResidual: {validate: fenced(validateSplitKey), apply: (*Kernel).workVerb, retried: retriedWork},
+
+		contract.VerbReleaseValue: {validate: validateReleaseValue, apply: (*Kernel).valueVerb, ref: heldValue, retried: valueLease},
+		contract.VerbRevokeValue:  {validate: objectID("range_id"), apply: (*Kernel).valueVerb, ref: heldValue, retried: valueLease},
+		contract.VerbReclaimValue: {validate: objectID("range_id"), apply: (*Kernel).valueVerb, ref: heldValue, retried: valueLease},
+		contract.VerbExclude:      {validate: validateInterval, apply: object((*Kernel).excludeValues), retried: reshape},
+		contract.VerbInclude:      {validate: validateInterval, apply: object((*Kernel).excludeValues), retried: reshape},
+		contract.VerbResizeRange:  {validate: validateResizeRange, apply: object((*Kernel).resizeRange), retried: reshape},
+		contract.VerbResizePool:   {validate: validateCreatePool, apply: object((*Kernel).resizePool), retried: reshape},
+		contract.VerbImport: {validate: validateImport, limits: limitImport, apply: (*Kernel).importLeases,
+			ref:     func(out *Output) uint64 { return uint64(out.ItemIndex + 1) }, // 0: no failing lease
+			retried: (*Kernel).viewRetriedImport},
+		contract.VerbReleaseAll: {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk},
+		contract.VerbRevokeAll:  {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk},
+
+		// The internal verbs: journaled by the shard itself, never a client's write.
+		contract.VerbExpire: {apply: (*Kernel).expire},
+		contract.VerbConfigure: {apply: func(k *Kernel, e Entry, out *Output) {
+			k.configure(e.Cmd, !k.fresh, out)
+		}},
+		contract.VerbSkip: {apply: (*Kernel).skip},
+	}
+	for v, row := range rows {
+		kverbs[v] = row
+	}
+}
+
+// rowOf is the kernel's row of verb v (the zero row for a verb it does not know).
+func rowOf(v Verb) *kverb {
+	if v < contract.VerbCount {
+		return &kverbs[v]
+	}
+	return &kverb{}
+}
+
+// applierOf is the verb's applier, or one that refuses the command.
+func applierOf(v Verb) applier {
+	if a := rowOf(v).apply; a != nil {
+		return a
+	}
+	return func(_ *Kernel, _ Entry, out *Output) { out.Code = contract.CodeInvalidRequest }
+}
+
+// Complete reports whether the kernel's row of client write v has all it needs: its
+// shape rules, its applier and what a retry of it shows.
+func Complete(v Verb) bool {
+	r := rowOf(v)
+	return r.validate != nil && r.apply != nil && r.retried != nil
+}
+
+// The request-shape rules of single verbs (Validate runs the common ones first).
+
+func validateCreatePool(c *Command) *Rejection {
+	if r := validObject("pool_id", c.ObjectID); r != nil {
+		return r
+	}
+	if c.Capacity == 0 {
+		return reject(contract.CodeInvalidRequest, "capacity: must be greater than 0")
+	}
+	return nil
+}
+
+func validateCreateRange(c *Command) *Rejection {
+	if r := validObject("range_id", c.ObjectID); r != nil {
+		return r
+	}
+	if c.First > c.Last {
+		return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
+	}
+	if c.Strategy >= strategyCount {
+		return reject(contract.CodeInvalidRequest, "strategy: must be lowest_free, random or least_recently_freed")
+	}
+	return validateRangeShape(c)
+}
+
+func validateReserveLabels(c *Command) *Rejection {
+	if r := validateReserve(c); r != nil {
+		return r
+	}
+	return validateLabels("labels", c.Labels)
+}
+
+func validateReleaseValue(c *Command) *Rejection {
+	if r := validObject("range_id", c.ObjectID); r != nil {
+		return r
+	}
+	return validObject("holder_id", c.HolderID)
+}
+
+func validateInterval(c *Command) *Rejection {
+	if r := validObject("range_id", c.ObjectID); r != nil {
+		return r
+	}
+	if c.First > c.Last {
+		return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
+	}
+	return nil
+}
+
+// validateResizeRange: a kept bound is the range's own, known only to the shard
+// (resizeRange checks the bounds it ends up with); here it stands for the widest it
+// could be.
+func validateResizeRange(c *Command) *Rejection {
+	if r := validObject("range_id", c.ObjectID); r != nil {
+		return r
+	}
+	given := *c
+	if c.KeepFirst {
+		given.First = 0
+	}
+	if c.KeepLast {
+		given.Last = math.MaxUint64
+	}
+	if given.First > given.Last {
+		return reject(contract.CodeInvalidRequest, "first: must not be greater than last")
+	}
+	return validateRangeShape(&given)
+}
+
+func validateRenew(c *Command) *Rejection {
+	if r := validateHolderVerb(c); r != nil {
+		return r
+	}
+	return validateTTL(nil, c)
+}
+
+func leaseRequired(c *Command) *Rejection {
+	if c.LeaseLSN == 0 {
+		return reject(contract.CodeInvalidRequest, "lease_id: required")
+	}
+	return nil
+}
+
+// bulkRef is what a retried bulk verb answers without executing: its count and more.
+func bulkRef(out *Output) uint64 { return uint64(out.Count)<<1 | uint64(boolToUint(out.More)) }
