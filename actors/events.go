@@ -4,8 +4,8 @@ package actors
 // actors depends on no publisher: applied events go up through Events, and how far each
 // shard's events are durably published comes back down on Positions, which the System
 // reads and hands to the shard (a snapshot never passes the published position, since
-// recovery re-derives unpublished events from the journal after it). The bridge's
-// publisher implements it.
+// recovery re-derives unpublished events from the journal after it). events.Publisher
+// implements it; the composition root (server) wires it in.
 type EventSink interface {
 	// Events takes a shard's applied events through throughLSN, in lsn order per shard.
 	// It runs on the shard's goroutine and must not block; the sink keeps the slice.

@@ -218,7 +218,7 @@ func TestOccupancyMetrics(t *testing.T) {
 	s.req("t", "range.create", `{"operation_id":"c2","range_id":"vxlan","first":1,"last":4}`).want(t, "ok")
 	s.req("t", "lease.reserve", `{"operation_id":"r1","holder_id":"h","activate":true,"members":[{"pool_id":"tickets","quantity":9}]}`).want(t, "ok")
 	s.req("t", "lease.reserve", `{"operation_id":"r2","holder_id":"h","activate":true,"members":[{"range_id":"vxlan"}]}`).want(t, "ok")
-	srv := httptest.NewServer(s.br.MetricsHandler())
+	srv := httptest.NewServer(s.metrics.Handler())
 	defer srv.Close()
 	want := []string{`holdfast_pool_fill_ratio{pool="tickets",shard="`, `",tenant="t"} 0.9`,
 		`holdfast_range_fill_ratio{range="vxlan",shard="`, `",tenant="t"} 0.25`}

@@ -74,7 +74,7 @@ func BenchmarkReserveRelease64(b *testing.B) {
 	for _, shards := range []uint32{1, 8} {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
 			ns := startNATS(b)
-			s := startStack(b, ns, stackOptions{shards: shards, cfg: func(c *Config) { c.Workers = 0; c.Events.Disabled = os.Getenv("NOEV") != "" },
+			s := startStack(b, ns, stackOptions{shards: shards, cfg: func(c *Config) { c.Workers = 0 }, noEvents: os.Getenv("NOEV") != "",
 				kernel: func(k *kernel.Config) {
 					*k = kernel.DefaultConfig()
 					k.DedupeWindowSlots, k.HistoryWindowSlots = 100, 100 // 1 s: steady-state tables
@@ -120,7 +120,7 @@ func BenchmarkReserveRelease64(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
-			reportHistogramMeans(b, s.br.Registry())
+			reportHistogramMeans(b, s.metrics.Registry())
 		})
 	}
 }

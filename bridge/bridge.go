@@ -1,19 +1,16 @@
 // Package bridge is Holdfast's NATS face: a micro service named "holdfast" with one
 // endpoint per verb on `<prefix>.v1.<tenant>.<object>.<verb>`, the JSON and protobuf
-// codec of the wire contract, validation and routing of requests to their shard, the
-// publishing of shard events to the HOLDFAST_EVENTS JetStream stream, and the
-// Prometheus metrics of the process.
+// codec of the wire contract, and validation and routing of requests to their shard. It
+// only serves requests: the composition root (server.Start) owns the event publisher
+// (events) and the metrics (metrics), and hands the bridge the small Metrics interface
+// it reports requests and forwards through.
 //
-// Life cycle. The bridge exists before the shards, because the shards' recovery already
-// hands it the events to republish:
+// Life cycle:
 //
-//	br, err := bridge.New(ctx, bridge.Config{Conn: nc, JetStream: js, Prefix: "holdfast", Shards: 8, Logger: log})
-//	sys, err := actors.Start(actors.Options{..., Events: br, Observer: br.Observer()})
+//	br, err := bridge.New(ctx, bridge.Config{Conn: nc, Prefix: "holdfast", Shards: 8, Metrics: m, Logger: log})
 //	err = br.Start(sys)  // endpoints answer from here on
 //	...
-//	br.Drain(ctx)        // stop taking requests, answer those in flight
-//	sys.Stop()           // journals flushed; the last events reach br (an actors.EventSink)
-//	br.Close(ctx)        // publish what is queued, as far as ctx allows
+//	br.Drain(ctx)        // stop taking requests, answer those in flight; then stop the shards
 //
 // Request path. An endpoint subscription runs its handler one message at a time, so the handler
 // only hands the message to a bounded queue served by a pool of workers (answering
@@ -31,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
@@ -40,13 +36,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
-	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
 )
@@ -69,10 +62,24 @@ const (
 	DefaultQueueLen        = 4096
 )
 
-// Config configures a bridge. Conn, JetStream and Shards are required.
+// Metrics is what the bridge reports: each answered request, each forward; the
+// process's metrics (metrics.Metrics) implement it.
+type Metrics interface {
+	Request(v contract.Verb, c contract.Code, took time.Duration)
+	Forward(result string)
+}
+
+// noMetrics reports nothing (a bridge configured without Metrics).
+type noMetrics struct{}
+
+func (noMetrics) Request(contract.Verb, contract.Code, time.Duration) {}
+func (noMetrics) Forward(string)                                      {}
+
+// Config configures a bridge. Conn and Shards are required.
 type Config struct {
-	Conn      *nats.Conn
-	JetStream jetstream.JetStream
+	Conn *nats.Conn
+	// Metrics receives the requests and forwards (nothing is reported when nil).
+	Metrics Metrics
 	// ReplyConns, when set, carry the replies: shard i answers on ReplyConns[i%len]. The
 	// NATS server reads each connection on one goroutine, so spreading the replies (and
 	// keeping JetStream on a connection of its own) keeps one connection's read loop from
@@ -99,7 +106,6 @@ type Config struct {
 	// the drain of a shard handed over (contract.Timing); NewTiming's defaults when zero.
 	Timing contract.Timing
 
-	Events events.Config
 	// Node names this process in cluster.status; Status, in a cluster, is the cluster's
 	// view (nil: this process serves every shard).
 	Node   string
@@ -116,9 +122,6 @@ func (c *Config) withDefaults() (Config, error) {
 	o := *c
 	if o.Conn == nil {
 		return o, errors.New("bridge: a NATS connection is required")
-	}
-	if o.JetStream == nil {
-		return o, errors.New("bridge: a JetStream handle is required")
 	}
 	if o.Shards == 0 {
 		return o, errors.New("bridge: shard count must be at least 1")
@@ -153,7 +156,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if err := o.Timing.Validate(); err != nil {
 		return o, err
 	}
-	o.Events = o.Events.WithDefaults()
+	if o.Metrics == nil {
+		o.Metrics = noMetrics{}
+	}
 	return o, nil
 }
 
@@ -168,13 +173,12 @@ type shardSystem interface {
 	Options() actors.Options
 }
 
-// Bridge is one process's NATS service and event publisher.
+// Bridge is one process's NATS service.
 type Bridge struct {
 	cfg     Config
 	log     *slog.Logger
 	nc      *nats.Conn
-	metrics *Metrics
-	pub     *events.Publisher
+	metrics Metrics
 
 	sys        shardSystem
 	slotMillis uint64
@@ -200,86 +204,16 @@ type Bridge struct {
 	closed    bool
 }
 
-// New checks the configuration, creates or updates the HOLDFAST_EVENTS stream and
-// starts the event publishers. The returned bridge already accepts events (Events),
-// so it can be wired into actors.Options before the shards recover.
-func New(ctx context.Context, cfg Config) (*Bridge, error) {
+// New checks the configuration; Start serves the endpoints.
+func New(_ context.Context, cfg Config) (*Bridge, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	b := &Bridge{cfg: c, log: c.Logger, nc: c.Conn, quit: make(chan struct{})}
-	b.metrics = newMetrics(c.Shards, c.Conn)
-	if c.Events.Disabled {
-		return b, nil
-	}
-	batched, err := events.EnsureStream(ctx, c.JetStream, c.Prefix, c.Events)
-	if err != nil {
-		return nil, err
-	}
-	ec := c.Events
-	if !batched {
-		ec.Plain = true
-		c.Logger.Warn("the NATS server does not take batched publishes: events are published one by one, and a shard's events may be stored out of lsn order when a NATS server is lost (use nats-server 2.14 or later)")
-	}
-	b.pub = events.NewPublisher(c.JetStream, c.Prefix, c.Shards, ec, c.Logger, b.metrics)
-	if err := b.pub.Start(); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return &Bridge{cfg: c, log: c.Logger, nc: c.Conn, metrics: c.Metrics, quit: make(chan struct{})}, nil
 }
 
-// Events is the actors.Options.Events sink: it queues a shard's applied events for
-// publishing and returns at once. It runs on the shard's goroutine.
-func (b *Bridge) Events(shard uint32, throughLSN uint64, evs []actors.Event) {
-	if b.pub == nil {
-		return
-	}
-	b.pub.Events(shard, throughLSN, evs)
-}
-
-// Positions is the other half of actors.EventSink: how far each shard's events are
-// published (never, with events disabled).
-func (b *Bridge) Positions() <-chan actors.Position {
-	if b.pub == nil {
-		return nil
-	}
-	return b.pub.Positions()
-}
-
-var _ actors.EventSink = (*Bridge)(nil)
-
-// Observer is the actors.Options.Observer of the shard runtime's measurements.
-func (b *Bridge) Observer() actors.Observer { return b.metrics }
-
-// FlushEvents waits until shard k's events are published (bounded by ctx) and returns
-// how far they are (0: none were handed over).
-func (b *Bridge) FlushEvents(ctx context.Context, k uint32) uint64 {
-	if b.pub == nil {
-		return 0
-	}
-	return b.pub.Flush(ctx, k)
-}
-
-// DropEvents forgets shard k's unpublished events: another node serves it now.
-func (b *Bridge) DropEvents(k uint32) {
-	if b.pub != nil {
-		b.pub.Drop(k)
-	}
-}
-
-// Metrics is the process's metrics (also the cluster node's).
-func (b *Bridge) Metrics() *Metrics { return b.metrics }
-
-// Registry is the bridge's Prometheus registry (not the global one).
-func (b *Bridge) Registry() *prometheus.Registry { return b.metrics.reg }
-
-// MetricsHandler serves /metrics (Prometheus) and /healthz: 200 when every shard is up
-// and not halted and NATS is connected, 503 otherwise, the body saying which.
-func (b *Bridge) MetricsHandler() http.Handler { return b.metrics.handler() }
-
-// Start serves the endpoints over sys, which must have the configured shard count, and
-// lets the event publishers report their published positions to it.
+// Start serves the endpoints over sys, which must have the configured shard count.
 func (b *Bridge) Start(sys *actors.System) error {
 	if sys == nil {
 		return errors.New("bridge: Start needs the actors system")
@@ -298,7 +232,6 @@ func (b *Bridge) start(sys shardSystem) error {
 	}
 	b.sys = sys
 	b.slotMillis = sys.Options().Kernel.SlotMillis
-	b.metrics.attach(sys, b.slotMillis)
 	// The specs are complete before the service exists: $SRV.STATS reads them.
 	b.specs = verbSpecs()
 	for _, s := range b.specs {
@@ -389,9 +322,8 @@ func (b *Bridge) Drain(ctx context.Context) error {
 	return firstErr
 }
 
-// Close publishes the events still queued (call it after the shards have stopped, so
-// their last events are in), bounded by ctx. What is not published by then is
-// republished from the journals at the next start.
+// Close drains the bridge if it is not drained yet (Drain), for a start that failed
+// half-way.
 func (b *Bridge) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if b.closed {
@@ -400,13 +332,7 @@ func (b *Bridge) Close(ctx context.Context) error {
 	}
 	b.closed = true
 	b.mu.Unlock()
-	if err := b.Drain(ctx); err != nil {
-		b.log.Warn("drain", "err", err)
-	}
-	if b.pub == nil {
-		return nil
-	}
-	return b.pub.Close(ctx)
+	return b.Drain(ctx)
 }
 
 // job is a request accepted by an endpoint handler, waiting for a worker.
@@ -659,7 +585,7 @@ func (b *Bridge) respond(c *call) {
 	}
 	code := c.res.Code
 	took := time.Since(c.start)
-	b.metrics.request(c.spec.verb, code, took)
+	b.metrics.Request(c.spec.verb, code, took)
 	if !c.forwarded {
 		rejected := ""
 		if code.IsRejection() {

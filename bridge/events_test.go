@@ -17,9 +17,9 @@ func (s *stack) waitPublished() {
 	s.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for i := uint32(0); i < s.shards; i++ {
-		for s.br.pub.Acked(i) < s.sys.Stats(i).AppliedLSN {
+		for s.pub.Acked(i) < s.sys.Stats(i).AppliedLSN {
 			if time.Now().After(deadline) {
-				s.t.Fatalf("shard %d: events acked through %d, applied %d", i, s.br.pub.Acked(i), s.sys.Stats(i).AppliedLSN)
+				s.t.Fatalf("shard %d: events acked through %d, applied %d", i, s.pub.Acked(i), s.sys.Stats(i).AppliedLSN)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -153,7 +153,7 @@ func TestRepublishAfterRestartAddsNoDuplicates(t *testing.T) {
 	s.waitPublished()
 	republished := 0
 	for i := uint32(0); i < shards; i++ {
-		republished += int(s.br.pub.Acked(i))
+		republished += int(s.pub.Acked(i))
 	}
 	if republished != 20+shards {
 		t.Fatalf("republished through lsns summing to %d, want %d", republished, 20+shards)
@@ -173,7 +173,7 @@ func TestRecoveryPublishesWhatWasNeverPublished(t *testing.T) {
 	const shards = 2
 	// A first process publishes nothing (events disabled, as if NATS had lost every
 	// publish); its journal still holds the entries.
-	s := startStack(t, ns, stackOptions{shards: shards, dir: dir, cfg: func(c *Config) { c.Events.Disabled = true }})
+	s := startStack(t, ns, stackOptions{shards: shards, dir: dir, noEvents: true})
 	for i := 0; i < 30; i++ {
 		s.req("t", "resource.create", fmt.Sprintf(`{"operation_id":"c%d","resource_id":"r%d"}`, i, i)).want(t, "ok")
 	}

@@ -72,7 +72,7 @@ func (b *Bridge) forward(j *job, c *call) {
 		cancel()
 		switch {
 		case err == nil:
-			b.metrics.forward("answered")
+			b.metrics.Forward("answered")
 			j.spec.stats.record(resp.Header.Get(micro.ErrorHeader), time.Since(j.start))
 			if j.reply != "" {
 				if err := b.nc.PublishMsg(&nats.Msg{Subject: j.reply, Data: resp.Data, Header: resp.Header}); err != nil {
@@ -89,7 +89,7 @@ func (b *Bridge) forward(j *job, c *call) {
 			c.res = rejectReply(contract.CodeEngineHalted, fmt.Sprintf("shard %d could not be reached (%v); retry the same operation_id", shard, err))
 		}
 	}
-	b.metrics.forward("no_owner")
+	b.metrics.Forward("no_owner")
 	b.respond(c)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,8 +17,10 @@ import (
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/messages"
+	"github.com/holdfast/holdfast/metrics"
 )
 
 // startNATS runs an embedded NATS server with JetStream on a random port.
@@ -48,23 +51,26 @@ func connect(t testing.TB, ns *server.Server) *nats.Conn {
 
 // stack is one Holdfast process: actors and bridge over a NATS server.
 type stack struct {
-	t      testing.TB
-	ns     *server.Server
-	nc     *nats.Conn          // the service's connection
-	client *nats.Conn          // a client's connection
-	js     jetstream.JetStream // on the client's connection
-	br     *Bridge
-	sys    *actors.System
-	dir    string
-	shards uint32
-	stop   func()
+	t       testing.TB
+	ns      *server.Server
+	nc      *nats.Conn          // the service's connection
+	client  *nats.Conn          // a client's connection
+	js      jetstream.JetStream // on the client's connection
+	br      *Bridge
+	metrics *metrics.Metrics
+	pub     *events.Publisher // nil with noEvents
+	sys     *actors.System
+	dir     string
+	shards  uint32
+	stop    func()
 }
 
 type stackOptions struct {
-	shards uint32
-	dir    string // data directory; a temp dir when empty
-	cfg    func(*Config)
-	kernel func(*kernel.Config)
+	shards   uint32
+	dir      string // data directory; a temp dir when empty
+	cfg      func(*Config)
+	kernel   func(*kernel.Config)
+	noEvents bool // no event publisher (the composition root's --events off)
 }
 
 func testKernelConfig() kernel.Config {
@@ -93,22 +99,41 @@ func startStack(t testing.TB, ns *server.Server, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Conn: nc, JetStream: js, Shards: o.shards, Workers: 4}
-	if o.cfg != nil {
-		o.cfg(&cfg)
-	}
+	// As the composition root does: the metrics, the event publisher, the shards, then
+	// the bridge.
+	m := metrics.New(o.shards, nc, Version)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	br, err := New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
+	var pub *events.Publisher
+	var sink actors.EventSink
+	if !o.noEvents {
+		ec := events.Config{}.WithDefaults()
+		batched, err := events.EnsureStream(ctx, js, contract.DefaultPrefix, ec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ec.Plain = !batched
+		pub = events.NewPublisher(js, contract.DefaultPrefix, o.shards, ec, slog.New(slog.DiscardHandler), m)
+		if err := pub.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sink = pub
 	}
 	kcfg := testKernelConfig()
 	if o.kernel != nil {
 		o.kernel(&kcfg)
 	}
 	sys, err := actors.Start(actors.Options{Dir: filepath.Join(o.dir, "shards"), Shards: o.shards, Slot: 10 * time.Millisecond,
-		Kernel: kcfg, SnapshotEvery: -1, Events: br, Observer: br.Observer()})
+		Kernel: kcfg, SnapshotEvery: -1, Events: sink, Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Attach(sys, kcfg.SlotMillis)
+	cfg := Config{Conn: nc, Shards: o.shards, Workers: 4, Metrics: m}
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	br, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +145,7 @@ func startStack(t testing.TB, ns *server.Server, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{t: t, ns: ns, nc: nc, client: client, js: cjs, br: br, sys: sys, dir: o.dir, shards: o.shards}
+	s := &stack{t: t, ns: ns, nc: nc, client: client, js: cjs, br: br, metrics: m, pub: pub, sys: sys, dir: o.dir, shards: o.shards}
 	stopped := false
 	s.stop = func() {
 		if stopped {
@@ -133,8 +158,10 @@ func startStack(t testing.TB, ns *server.Server, o stackOptions) *stack {
 			t.Errorf("drain: %v", err)
 		}
 		sys.Stop()
-		if err := br.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
+		if pub != nil {
+			if err := pub.Close(ctx); err != nil {
+				t.Errorf("close: %v", err)
+			}
 		}
 		nc.Close()
 	}

@@ -13,13 +13,12 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
-	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/metrics"
 )
 
 // stubSystem stands in for the shards: it hands each request to onWrite/onRead.
@@ -53,11 +52,7 @@ func okRead(_ uint32, _ actors.ReadRequest, r func(*actors.Reply)) {
 func startStub(t *testing.T, ns *server.Server, sys *stubSystem, cfg func(*Config)) (*Bridge, *nats.Conn) {
 	t.Helper()
 	nc := connect(t, ns)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := Config{Conn: nc, JetStream: js, Shards: sys.shards, Events: events.Config{Disabled: true}}
+	c := Config{Conn: nc, Shards: sys.shards}
 	if cfg != nil {
 		cfg(&c)
 	}
@@ -251,7 +246,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	s.req("t", "resource.get", `{"resource_id":"x"}`).want(t, "ok")
 	s.waitPublished()
 
-	srv := httptest.NewServer(s.br.MetricsHandler())
+	srv := httptest.NewServer(s.metrics.Handler())
 	defer srv.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(srv.URL + path)
@@ -315,8 +310,10 @@ func TestHealthzReportsHaltedShards(t *testing.T) {
 	ns := startNATS(t)
 	sys := &stubSystem{shards: 3, halted: make([]atomic.Bool, 3), onRead: okRead,
 		onWrite: func(uint32, *kernel.Command, func(*actors.Reply)) {}}
-	br, _ := startStub(t, ns, sys, nil)
-	srv := httptest.NewServer(br.MetricsHandler())
+	startStub(t, ns, sys, nil)
+	m := metrics.New(sys.shards, nil, Version)
+	m.Attach(sys, 100)
+	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	check := func(wantCode int, wantBody string) {
 		t.Helper()

@@ -46,7 +46,8 @@ type Config struct {
 // DefaultStopTimeout is Config.StopTimeout's default.
 const DefaultStopTimeout = 30 * time.Second
 
-// Metrics is what a node reports about its claims; the bridge's metrics implement it.
+// Metrics is what a node reports about its claims; the process's metrics (metrics.Metrics)
+// implement it.
 type Metrics interface {
 	ClaimRenewed(ok bool)
 	ClaimLost()

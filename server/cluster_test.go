@@ -357,7 +357,7 @@ func endpointStats(t *testing.T, url, endpoint string, want int) (requests, erro
 
 func metricValue(t *testing.T, s *Server, name string) float64 {
 	t.Helper()
-	mfs, err := s.br.Registry().Gather()
+	mfs, err := s.metrics.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

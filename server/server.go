@@ -4,12 +4,12 @@
 // fixes the data directory's layout; tests and examples start a Holdfast in-process here.
 //
 // Start runs in stages (start.go): connect (NATS, the connections, JetStream answering),
-// provision (the registry; in a cluster its settings), the bridge (whose event publisher
-// the shards' recovery already feeds), join (a cluster node becomes a member), the shards
-// (each recovers its journal, or in a cluster opens as it is claimed), serve (the metrics
-// listener and console, the endpoints, the node's rounds). Shutdown runs it backwards: requests drained and answered, metrics
-// closed, shards stopped (journals flushed), queued events published, connections and
-// the embedded server shut.
+// provision (the registry; in a cluster its settings), the metrics, join (a cluster node
+// becomes a member), events (the stream and the publisher the shards' recovery already
+// feeds), the shards (each recovers its journal, or in a cluster opens as it is claimed),
+// the bridge, serve (the metrics listener and console, the endpoints, the node's rounds).
+// Shutdown runs it backwards: requests drained and answered, shards stopped (journals
+// flushed), queued events published, connections and the embedded server shut.
 package server
 
 import (
@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,6 +30,7 @@ import (
 	"github.com/holdfast/holdfast/console"
 	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/metrics"
 	"github.com/holdfast/holdfast/persistence"
 )
 
@@ -95,13 +95,12 @@ type Server struct {
 	url        string
 	metricsURL string
 	embedded   bool
+	metrics    *metrics.Metrics
+	pub        *events.Publisher // nil with events disabled
 	br         *bridge.Bridge
 	sys        *actors.System
 	node       *cluster.Node
-	// joined is node once the node has joined: a shard's events are published only while
-	// it is served here, and the publisher starts (with the bridge) before the join.
-	joined   atomic.Pointer[cluster.Node]
-	natsOpts []nats.Option // every connection's options (dial adds its name)
+	natsOpts   []nats.Option // every connection's options (dial adds its name)
 
 	mu       sync.Mutex
 	cleanups []func() // run backwards by Shutdown
@@ -114,6 +113,7 @@ type Server struct {
 type nodeHost struct {
 	sys *actors.System
 	br  *bridge.Bridge
+	pub *events.Publisher // nil with events disabled
 	log *slog.Logger
 }
 
@@ -128,9 +128,12 @@ func (h nodeHost) Halted(k uint32) bool  { return h.sys.Halted(k) }
 func (h nodeHost) Close(k uint32, handOver bool) {
 	h.br.Release(k)
 	h.sys.Close(k)
+	if h.pub == nil {
+		return
+	}
 	if handOver {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		published := h.br.FlushEvents(ctx, k)
+		published := h.pub.Flush(ctx, k)
 		cancel()
 		if published > 0 {
 			if err := h.sys.RecordPublished(k, published); err != nil {
@@ -138,7 +141,7 @@ func (h nodeHost) Close(k uint32, handOver bool) {
 			}
 		}
 	}
-	h.br.DropEvents(k)
+	h.pub.Drop(k)
 }
 
 // serveMetrics runs the metrics listener: Prometheus, liveness and readiness, the

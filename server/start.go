@@ -16,6 +16,8 @@ import (
 	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/console"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/events"
+	"github.com/holdfast/holdfast/metrics"
 	"github.com/holdfast/holdfast/natsconn"
 )
 
@@ -63,13 +65,18 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.startBridge(ctx, c, timing); err != nil {
-		return nil, err
-	}
+	// The process's metrics first: every stage after reports through them.
+	s.metrics = metrics.New(s.cfg.Shards, c.nc, bridge.Version)
 	if err := s.join(ctx, c, settings); err != nil {
 		return nil, err
 	}
+	if err := s.startEvents(ctx, c); err != nil {
+		return nil, err
+	}
 	if err := s.startShards(); err != nil {
+		return nil, err
+	}
+	if err := s.startBridge(ctx, c, timing); err != nil {
 		return nil, err
 	}
 	if err := s.serve(metricsLn); err != nil {
@@ -206,13 +213,49 @@ func (s *Server) provision(ctx context.Context, js jetstream.JetStream) (cluster
 
 func (s *Server) clustered() bool { return s.cfg.Journal == JournalJetStream }
 
-// startBridge creates the bridge — the endpoints (not yet answering), the events stream
-// and its publisher, which the shards' recovery already feeds, and the metrics.
+// startEvents creates or updates the events stream and starts its publisher, which the
+// shards' recovery already feeds (what a crash left unpublished); in a cluster it
+// publishes a shard's events only while the node serves it.
+func (s *Server) startEvents(ctx context.Context, c *conns) error {
+	ev := s.cfg.Events
+	ev.Replicas = s.cfg.Replicas
+	ev = ev.WithDefaults()
+	if ev.Disabled {
+		return nil
+	}
+	if s.node != nil {
+		ev.Serving = s.node.Serving
+	}
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	batched, err := events.EnsureStream(ectx, c.events, s.cfg.Prefix, ev)
+	if err != nil {
+		return err
+	}
+	if !batched {
+		ev.Plain = true
+		s.log.Warn("the NATS server does not take batched publishes: events are published one by one, and a shard's events may be stored out of lsn order when a NATS server is lost (use nats-server 2.14 or later)")
+	}
+	s.pub = events.NewPublisher(c.events, s.cfg.Prefix, s.cfg.Shards, ev, s.log.With("component", "events"), s.metrics)
+	if err := s.pub.Start(); err != nil {
+		return err
+	}
+	// Run after the shards stop (cleanups run backwards): their last events are in.
+	s.add(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+		defer cancel()
+		if err := s.pub.Close(sctx); err != nil {
+			s.log.Warn("event publishing did not finish", "err", err)
+		}
+	})
+	return nil
+}
+
+// startBridge creates the bridge over the started shards: the endpoints, which answer
+// once serve starts it.
 func (s *Server) startBridge(ctx context.Context, c *conns, timing contract.Timing) error {
 	var routing *bridge.Routing
 	var status bridge.StatusSource
-	ev := s.cfg.Events
-	ev.Replicas = s.cfg.Replicas
 	if s.clustered() {
 		routing = &bridge.Routing{ShardSubject: cluster.NamesFor(s.cfg.Prefix).ShardSubject}
 		status = func(ctx context.Context) ([]bridge.NodeStatus, []string, error) {
@@ -223,16 +266,10 @@ func (s *Server) startBridge(ctx context.Context, c *conns, timing contract.Timi
 			}
 			return nodes, owners, err
 		}
-		ev.Serving = func(k uint32) bool {
-			n := s.joined.Load()
-			return n != nil && n.Serving(k)
-		}
 	}
-	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	var err error
-	s.br, err = bridge.New(bctx, bridge.Config{Conn: c.nc, ReplyConns: c.replies, JetStream: c.events, Prefix: s.cfg.Prefix,
-		Shards: s.cfg.Shards, Logger: s.log.With("component", "bridge"), Events: ev, Routing: routing,
+	s.br, err = bridge.New(ctx, bridge.Config{Conn: c.nc, ReplyConns: c.replies, Metrics: s.metrics, Prefix: s.cfg.Prefix,
+		Shards: s.cfg.Shards, Logger: s.log.With("component", "bridge"), Routing: routing,
 		Node: s.cfg.Node, Status: status, Timing: timing, Holders: s.cfg.Holders})
 	if err != nil {
 		return err
@@ -241,7 +278,7 @@ func (s *Server) startBridge(ctx context.Context, c *conns, timing contract.Timi
 		sctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 		defer cancel()
 		if err := s.br.Close(sctx); err != nil {
-			s.log.Warn("event publishing did not finish", "err", err)
+			s.log.Warn("draining requests", "err", err)
 		}
 	})
 	return nil
@@ -258,12 +295,11 @@ func (s *Server) join(ctx context.Context, c *conns, settings cluster.Settings) 
 	var err error
 	s.node, err = cluster.Join(jctx, cluster.Config{NC: c.nc, JS: c.js, Names: cluster.NamesFor(s.cfg.Prefix), Node: s.cfg.Node,
 		Shards: s.cfg.Shards, Replicas: s.cfg.Replicas, OwnershipTTL: s.cfg.OwnershipTTL, Logger: s.log.With("component", "cluster"),
-		Metrics: s.br.Metrics(), Settings: settings, OnSettings: s.configure, StopTimeout: StopTimeout})
+		Metrics: s.metrics, Settings: settings, OnSettings: s.configure, StopTimeout: StopTimeout})
 	if err != nil {
 		return err
 	}
 	s.add(s.node.Stop)
-	s.joined.Store(s.node)
 	return nil
 }
 
@@ -272,16 +308,20 @@ func (s *Server) join(ctx context.Context, c *conns, settings cluster.Settings) 
 func (s *Server) startShards() error {
 	s.log.Info("recovering shards", "data", s.cfg.Data, "shards", s.cfg.Shards)
 	opts := actors.Options{Dir: s.cfg.Data, Shards: s.cfg.Shards, Slot: s.cfg.Slot, Kernel: s.cfg.Kernel,
-		Events: s.br, Observer: s.br.Observer(), Logger: s.log.With("component", "actors"),
+		Observer: s.metrics, Logger: s.log.With("component", "actors"),
 		Clock: s.cfg.Clock, Faults: s.cfg.Faults, SnapshotEvery: s.cfg.SnapshotEvery}
 	if s.node != nil {
 		opts.Lazy, opts.Storage, opts.Serving, opts.OnHalt = true, s.node.Storage, s.node.Serving, s.node.ShardHalted
+	}
+	if s.pub != nil {
+		opts.Events = s.pub
 	}
 	var err error
 	if s.sys, err = actors.Start(opts); err != nil {
 		return fmt.Errorf("starting the shards: %w", err)
 	}
 	s.add(s.sys.Stop)
+	s.metrics.Attach(s.sys, s.sys.Options().Kernel.SlotMillis)
 	for i := uint32(0); i < s.cfg.Shards; i++ {
 		if s.sys.Halted(i) {
 			s.log.Error("shard halted at start; it answers engine_halted until its journal is repaired", "shard", i)
@@ -301,7 +341,7 @@ func (s *Server) serve(metricsLn net.Listener) error {
 			return err
 		}
 		page, err := console.New(console.Config{Conn: cc, Prefix: s.cfg.Prefix, Node: s.cfg.Node, Cluster: s.node != nil,
-			Version: bridge.Version, Shards: s.sys, SlotMs: s.sys.Options().Kernel.SlotMillis, Rest: s.br.MetricsHandler()})
+			Version: bridge.Version, Shards: s.sys, SlotMs: s.sys.Options().Kernel.SlotMillis, Rest: s.metrics.Handler()})
 		if err != nil {
 			return err
 		}
@@ -311,7 +351,7 @@ func (s *Server) serve(metricsLn net.Listener) error {
 		return err
 	}
 	if s.node != nil {
-		s.node.Run(nodeHost{sys: s.sys, br: s.br, log: s.log.With("component", "cluster")})
+		s.node.Run(nodeHost{sys: s.sys, br: s.br, pub: s.pub, log: s.log.With("component", "cluster")})
 	}
 	return nil
 }

@@ -1,4 +1,10 @@
-package bridge
+// Package metrics holds the process's Prometheus metrics in their own registry, and its
+// /metrics, /livez and /readyz (= /healthz) endpoints. The composition root
+// (server.Start) builds it first and hands each part of the process the small interface
+// it reports through: the shard runtime's actors.Observer, the event publisher's
+// events.Metrics, the cluster node's cluster.Metrics, the bridge's bridge.Metrics
+// (requests and forwards). Nothing here serves requests or publishes events.
+package metrics
 
 import (
 	"fmt"
@@ -14,13 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
-	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/wire"
 )
 
 // Metrics holds the process's Prometheus metrics in their own registry. It is the
-// actors.Observer of the shard runtime and reads shard gauges at scrape time.
+// actors.Observer of the shard runtime and reads shard gauges at scrape time (Attach).
 type Metrics struct {
 	reg    *prometheus.Registry
 	shards uint32
@@ -50,14 +56,24 @@ type Metrics struct {
 	forwarded    *prometheus.CounterVec
 }
 
+// Shards is what the metrics read of the shard runtime at scrape time; *actors.System
+// provides it.
+type Shards interface {
+	Stats(shard uint32) actors.ShardStats
+	Halted(shard uint32) bool
+	IsOpen(shard uint32) bool
+}
+
 type sysBox struct {
-	sys        shardSystem
+	sys        Shards
 	slotMillis uint64
 }
 
 type counterBox struct{ c prometheus.Counter }
 
-func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
+// New builds the metrics of a process of shards shards, of build version, whose requests
+// come on nc (its connection state is part of /readyz).
+func New(shards uint32, nc *nats.Conn, version string) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{reg: reg, shards: shards, nc: nc}
 	batch := prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -91,8 +107,8 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 		Help:    "Time from a request's arrival to its reply, by verb.",
 		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18),
 	}, []string{"verb"})
-	for _, s := range verbSpecs() {
-		m.duration[s.verb] = dur.WithLabelValues(s.verb.String())
+	for _, v := range contract.Verbs() {
+		m.duration[v] = dur.WithLabelValues(v.String())
 	}
 	m.published = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "holdfast_events_published_total",
@@ -145,7 +161,7 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "holdfast_build_info",
 		Help:        "1, labelled with the running build.",
-		ConstLabels: prometheus.Labels{"version": Version, "go_version": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": version, "go_version": runtime.Version()},
 	})
 	buildInfo.Set(1)
 	reg.MustRegister(buildInfo)
@@ -188,7 +204,8 @@ func newMetrics(shards uint32, nc *nats.Conn) *Metrics {
 	return m
 }
 
-func (m *Metrics) attach(sys shardSystem, slotMillis uint64) {
+// Attach makes the shard gauges and /readyz read sys, whose slots are slotMillis long.
+func (m *Metrics) Attach(sys Shards, slotMillis uint64) {
 	m.sys.Store(&sysBox{sys: sys, slotMillis: slotMillis})
 }
 
@@ -208,7 +225,9 @@ func (m *Metrics) Batch(shard uint32, entries int, took time.Duration) {
 	m.appendLatency[shard].Observe(took.Seconds())
 }
 
-func (m *Metrics) request(v kernel.Verb, c kernel.Code, took time.Duration) {
+// Request counts one answered request of verb v with code c, and how long it took
+// (bridge.Metrics).
+func (m *Metrics) Request(v contract.Verb, c contract.Code, took time.Duration) {
 	if int(v) >= len(m.reqCache) || int(c) >= len(m.reqCache[0]) {
 		m.requests.WithLabelValues(v.String(), c.String()).Inc()
 		return
@@ -341,7 +360,12 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (m *Metrics) handler() http.Handler {
+// Registry is the process's registry (not Prometheus's global one).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves /metrics (Prometheus), /livez, and /healthz and /readyz: 200 when every
+// shard is up and not halted and NATS is connected, 503 otherwise, the body saying which.
+func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
 	mux.HandleFunc("/healthz", m.healthz)
@@ -407,4 +431,5 @@ func (m *Metrics) ShardHandedOff() { m.handoffs.Inc() }
 // ShardsOwned sets how many shards this node serves (cluster.Metrics).
 func (m *Metrics) ShardsOwned(n int) { m.shardsOwned.Set(float64(n)) }
 
-func (m *Metrics) forward(result string) { m.forwarded.WithLabelValues(result).Inc() }
+// Forward counts a request forwarded to its shard's owner, by result (bridge.Metrics).
+func (m *Metrics) Forward(result string) { m.forwarded.WithLabelValues(result).Inc() }
