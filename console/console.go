@@ -354,23 +354,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	if tenant != "" {
 		subject = c.cfg.Prefix + ".v1." + tenant + ".events.>"
 	}
-	ch := make(chan *nats.Msg, 256)
-	var skipped int
-	var mu sync.Mutex
-	sub, err := c.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
-		select {
-		case ch <- m:
-		default:
-			mu.Lock()
-			skipped++
-			mu.Unlock()
-		}
-	})
+	live, err := c.subscribe(subject)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	defer sub.Unsubscribe()
+	defer live.sub.Unsubscribe()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write([]byte(": holdfast events " + subject + "\n\n"))
@@ -379,8 +368,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	shown := map[string]bool{}
 	for _, m := range c.recent(r.Context(), subject) {
 		shown[m.Header.Get(jetstream.MsgIDHeader)] = true
-		line, _ := json.Marshal(tailLine{Subject: m.Subject, Event: jsonBody(m.Data), Recent: true})
-		_, _ = w.Write([]byte("data: " + string(line) + "\n\n"))
+		writeTail(w, m, true)
 	}
 	flusher.Flush()
 	ping := time.NewTicker(15 * time.Second)
@@ -391,23 +379,56 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-ping.C:
 			_, _ = w.Write([]byte(": ping\n\n"))
-		case m := <-ch:
+		case m := <-live.ch:
 			if id := m.Header.Get(jetstream.MsgIDHeader); id != "" && shown[id] {
 				delete(shown, id)
 				continue
 			}
-			mu.Lock()
-			n := skipped
-			skipped = 0
-			mu.Unlock()
-			if n > 0 {
+			if n := live.takeSkipped(); n > 0 {
 				_, _ = w.Write([]byte("event: skipped\ndata: " + strconv.Itoa(n) + "\n\n"))
 			}
-			line, _ := json.Marshal(tailLine{Subject: m.Subject, Event: jsonBody(m.Data)})
-			_, _ = w.Write([]byte("data: " + string(line) + "\n\n"))
+			writeTail(w, m, false)
 		}
 		flusher.Flush()
 	}
+}
+
+// liveTail is a tail's subscription: the events it has room for, and how many it had
+// to skip since the last one sent (a viewer that falls behind never holds the process up).
+type liveTail struct {
+	sub     *nats.Subscription
+	ch      chan *nats.Msg
+	mu      sync.Mutex
+	skipped int
+}
+
+func (c *Console) subscribe(subject string) (*liveTail, error) {
+	t := &liveTail{ch: make(chan *nats.Msg, 256)}
+	var err error
+	t.sub, err = c.cfg.Conn.Subscribe(subject, func(m *nats.Msg) {
+		select {
+		case t.ch <- m:
+		default:
+			t.mu.Lock()
+			t.skipped++
+			t.mu.Unlock()
+		}
+	})
+	return t, err
+}
+
+func (t *liveTail) takeSkipped() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.skipped
+	t.skipped = 0
+	return n
+}
+
+// writeTail writes one event of the tail as a server-sent event.
+func writeTail(w http.ResponseWriter, m *nats.Msg, recent bool) {
+	line, _ := json.Marshal(tailLine{Subject: m.Subject, Event: jsonBody(m.Data), Recent: recent})
+	_, _ = w.Write([]byte("data: " + string(line) + "\n\n"))
 }
 
 // tailLine is one event of the tail; Recent marks the ones the tail opened with.

@@ -37,100 +37,123 @@ type retriedView func(k *Kernel, c *Command, op *outcome, slot uint64, out *Outp
 var kverbs [contract.VerbCount]kverb
 
 func init() {
-	object := func(f func(*Kernel, *Command, *Output)) applier {
-		return func(k *Kernel, e Entry, out *Output) { f(k, e.Cmd, out) }
-	}
-	objectID := func(field string) func(*Command) *Rejection {
-		return func(c *Command) *Rejection { return validObject(field, c.ObjectID) }
-	}
-	run := func(f func(*Command) *Rejection) func(*Command) *Rejection {
-		return func(c *Command) *Rejection {
-			if len(c.Reason) > contract.MaxReasonLen {
-				return reject(contract.CodeInvalidRequest, "reason: at most %d bytes", contract.MaxReasonLen)
-			}
-			return f(c)
-		}
-	}
-	fenced := func(f func(*Command) *Rejection) func(*Command) *Rejection {
-		return run(func(c *Command) *Rejection {
-			if r := validateFencedWork(c); r != nil {
-				return r
-			}
-			if f != nil {
-				return f(c)
-			}
-			return nil
-		})
-	}
-	create := retriedObject(contract.CodeAlreadyExists)
-	reshape := retriedObject(contract.CodeObjectInUse)
-	leaseOf := func(lsn func(c *Command, op *outcome) uint64) retriedView {
-		return func(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
-			k.retriedLease(c.Tenant, lsn(c, op), op, slot, out)
-		}
-	}
-	named := leaseOf(func(c *Command, _ *outcome) uint64 { return c.LeaseLSN })
-	valueLease := leaseOf(func(_ *Command, op *outcome) uint64 { return op.ref }) // the lease that held the value
-	heldValue := func(out *Output) uint64 {
-		if out.Code == contract.CodeOK {
-			return out.Lease.LSN
-		}
-		return 0
-	}
-	rows := map[Verb]kverb{
-		contract.VerbCreateResource: {validate: objectID("resource_id"), apply: object((*Kernel).createResource), retried: create},
-		contract.VerbCreatePool:     {validate: validateCreatePool, apply: object((*Kernel).createPool), retried: create},
-		contract.VerbCreateRange:    {validate: validateCreateRange, apply: object((*Kernel).createRange), retried: create},
-		contract.VerbDeleteResource: {validate: objectID("resource_id"), apply: object((*Kernel).deleteObject), retried: retriedNothing},
-		contract.VerbDeletePool:     {validate: objectID("pool_id"), apply: object((*Kernel).deleteObject), retried: retriedNothing},
-		contract.VerbDeleteRange:    {validate: objectID("range_id"), apply: object((*Kernel).deleteObject), retried: retriedNothing},
-		contract.VerbDeleteRun:      {validate: run(runID), apply: object((*Kernel).deleteObject), retried: retriedNothing},
-
-		contract.VerbReserve: {validate: validateReserveLabels, limits: limitReserve, apply: (*Kernel).reserve,
-			retried: leaseOf(func(_ *Command, op *outcome) uint64 { return op.lsn })},
-		contract.VerbActivate: {validate: validateHolderVerb, limits: validateKeepAlive, apply: (*Kernel).leaseVerb, retried: named},
-		contract.VerbRenew:    {validate: validateRenew, limits: validateTTL, apply: (*Kernel).leaseVerb, retried: named},
-		contract.VerbRelease:  {validate: validateHolderVerb, apply: (*Kernel).leaseVerb, retried: named},
-		contract.VerbRevoke:   {validate: leaseRequired, apply: (*Kernel).leaseVerb, retried: named},
-		contract.VerbReclaim:  {validate: leaseRequired, apply: (*Kernel).leaseVerb, retried: named},
-		contract.VerbConsume:  {validate: validateHolderVerb, apply: (*Kernel).consume, retried: named},
-
-		contract.VerbCreateRun:     {validate: run(validateManifest), apply: object((*Kernel).createRun), retried: retriedRun},
-		contract.VerbRegisterRun:   {validate: run(validateManifest), apply: object((*Kernel).registerRun), retried: retriedRun},
-		contract.VerbCompleteRun:   {validate: run(runID), apply: object((*Kernel).endRun), retried: retriedRun},
-		contract.VerbFailRun:       {validate: run(runID), apply: object((*Kernel).endRun), retried: retriedRun},
-		contract.VerbCancelRun:     {validate: run(runID), apply: object((*Kernel).endRun), retried: retriedRun},
-		contract.VerbUnparkWork:    {validate: run(validateUnpark), apply: object((*Kernel).unparkWork), retried: retriedUnpark},
-		contract.VerbCheckpoint:    {validate: fenced(nil), apply: (*Kernel).workVerb, retried: retriedWork},
-		contract.VerbCompleteWork:  {validate: fenced(nil), apply: (*Kernel).workVerb, retried: retriedWork},
-		contract.VerbParkWork:      {validate: fenced(nil), apply: (*Kernel).workVerb, retried: retriedWork},
-		contract.VerbSplitReplace:  {validate: fenced(validateChildren), apply: (*Kernel).workVerb, retried: retriedWork},
-		contract.VerbSplitResidual: {validate: fenced(validateSplitKey), apply: (*Kernel).workVerb, retried: retriedWork},
-
-		contract.VerbReleaseValue: {validate: validateReleaseValue, apply: (*Kernel).valueVerb, ref: heldValue, retried: valueLease},
-		contract.VerbRevokeValue:  {validate: objectID("range_id"), apply: (*Kernel).valueVerb, ref: heldValue, retried: valueLease},
-		contract.VerbReclaimValue: {validate: objectID("range_id"), apply: (*Kernel).valueVerb, ref: heldValue, retried: valueLease},
-		contract.VerbExclude:      {validate: validateInterval, apply: object((*Kernel).excludeValues), retried: reshape},
-		contract.VerbInclude:      {validate: validateInterval, apply: object((*Kernel).excludeValues), retried: reshape},
-		contract.VerbResizeRange:  {validate: validateResizeRange, apply: object((*Kernel).resizeRange), retried: reshape},
-		contract.VerbResizePool:   {validate: validateCreatePool, apply: object((*Kernel).resizePool), retried: reshape},
-		contract.VerbImport: {validate: validateImport, limits: limitImport, apply: (*Kernel).importLeases,
-			ref:     func(out *Output) uint64 { return uint64(out.ItemIndex + 1) }, // 0: no failing lease
-			retried: (*Kernel).viewRetriedImport},
-		contract.VerbReleaseAll: {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk},
-		contract.VerbRevokeAll:  {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk},
-
-		// The internal verbs: journaled by the shard itself, never a client's write.
-		contract.VerbExpire: {apply: (*Kernel).expire},
-		contract.VerbConfigure: {apply: func(k *Kernel, e Entry, out *Output) {
-			k.configure(e.Cmd, !k.fresh, out)
-		}},
-		contract.VerbSkip: {apply: (*Kernel).skip},
-	}
-	for v, row := range rows {
+	for v, row := range kverbRows {
 		kverbs[v] = row
 	}
 }
+
+// kverbRows are the rows, by verb.
+var kverbRows = map[Verb]kverb{
+	contract.VerbCreateResource: {validate: objectID("resource_id"), apply: object((*Kernel).createResource), retried: retriedCreate},
+	contract.VerbCreatePool:     {validate: validateCreatePool, apply: object((*Kernel).createPool), retried: retriedCreate},
+	contract.VerbCreateRange:    {validate: validateCreateRange, apply: object((*Kernel).createRange), retried: retriedCreate},
+	contract.VerbDeleteResource: {validate: objectID("resource_id"), apply: object((*Kernel).deleteObject), retried: retriedNothing},
+	contract.VerbDeletePool:     {validate: objectID("pool_id"), apply: object((*Kernel).deleteObject), retried: retriedNothing},
+	contract.VerbDeleteRange:    {validate: objectID("range_id"), apply: object((*Kernel).deleteObject), retried: retriedNothing},
+	contract.VerbDeleteRun:      {validate: runRule(runID), apply: object((*Kernel).deleteObject), retried: retriedNothing},
+
+	contract.VerbReserve: {validate: validateReserveLabels, limits: limitReserve, apply: (*Kernel).reserve,
+		retried: retriedReserve},
+	contract.VerbActivate: {validate: validateHolderVerb, limits: validateKeepAlive, apply: (*Kernel).leaseVerb, retried: retriedNamed},
+	contract.VerbRenew:    {validate: validateRenew, limits: validateTTL, apply: (*Kernel).leaseVerb, retried: retriedNamed},
+	contract.VerbRelease:  {validate: validateHolderVerb, apply: (*Kernel).leaseVerb, retried: retriedNamed},
+	contract.VerbRevoke:   {validate: leaseRequired, apply: (*Kernel).leaseVerb, retried: retriedNamed},
+	contract.VerbReclaim:  {validate: leaseRequired, apply: (*Kernel).leaseVerb, retried: retriedNamed},
+	contract.VerbConsume:  {validate: validateHolderVerb, apply: (*Kernel).consume, retried: retriedNamed},
+
+	contract.VerbCreateRun:     {validate: runRule(validateManifest), apply: object((*Kernel).createRun), retried: retriedRun},
+	contract.VerbRegisterRun:   {validate: runRule(validateManifest), apply: object((*Kernel).registerRun), retried: retriedRun},
+	contract.VerbCompleteRun:   {validate: runRule(runID), apply: object((*Kernel).endRun), retried: retriedRun},
+	contract.VerbFailRun:       {validate: runRule(runID), apply: object((*Kernel).endRun), retried: retriedRun},
+	contract.VerbCancelRun:     {validate: runRule(runID), apply: object((*Kernel).endRun), retried: retriedRun},
+	contract.VerbUnparkWork:    {validate: runRule(validateUnpark), apply: object((*Kernel).unparkWork), retried: retriedUnpark},
+	contract.VerbCheckpoint:    {validate: fenced(nil), apply: (*Kernel).workVerb, retried: retriedWork},
+	contract.VerbCompleteWork:  {validate: fenced(nil), apply: (*Kernel).workVerb, retried: retriedWork},
+	contract.VerbParkWork:      {validate: fenced(nil), apply: (*Kernel).workVerb, retried: retriedWork},
+	contract.VerbSplitReplace:  {validate: fenced(validateChildren), apply: (*Kernel).workVerb, retried: retriedWork},
+	contract.VerbSplitResidual: {validate: fenced(validateSplitKey), apply: (*Kernel).workVerb, retried: retriedWork},
+
+	contract.VerbReleaseValue: {validate: validateReleaseValue, apply: (*Kernel).valueVerb, ref: heldValue, retried: retriedValue},
+	contract.VerbRevokeValue:  {validate: objectID("range_id"), apply: (*Kernel).valueVerb, ref: heldValue, retried: retriedValue},
+	contract.VerbReclaimValue: {validate: objectID("range_id"), apply: (*Kernel).valueVerb, ref: heldValue, retried: retriedValue},
+	contract.VerbExclude:      {validate: validateInterval, apply: object((*Kernel).excludeValues), retried: retriedReshape},
+	contract.VerbInclude:      {validate: validateInterval, apply: object((*Kernel).excludeValues), retried: retriedReshape},
+	contract.VerbResizeRange:  {validate: validateResizeRange, apply: object((*Kernel).resizeRange), retried: retriedReshape},
+	contract.VerbResizePool:   {validate: validateCreatePool, apply: object((*Kernel).resizePool), retried: retriedReshape},
+	contract.VerbImport: {validate: validateImport, limits: limitImport, apply: (*Kernel).importLeases,
+		ref:     importRef,
+		retried: (*Kernel).viewRetriedImport},
+	contract.VerbReleaseAll: {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk},
+	contract.VerbRevokeAll:  {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk},
+
+	// The internal verbs: journaled by the shard itself, never a client's write.
+	contract.VerbExpire: {apply: (*Kernel).expire},
+	contract.VerbConfigure: {apply: func(k *Kernel, e Entry, out *Output) {
+		k.configure(e.Cmd, !k.fresh, out)
+	}},
+	contract.VerbSkip: {apply: (*Kernel).skip},
+}
+
+// The rows' building blocks.
+
+// object adapts a handler that needs only the command.
+func object(f func(*Kernel, *Command, *Output)) applier {
+	return func(k *Kernel, e Entry, out *Output) { f(k, e.Cmd, out) }
+}
+
+// objectID checks the one object id a verb names, as field.
+func objectID(field string) func(*Command) *Rejection {
+	return func(c *Command) *Rejection { return validObject(field, c.ObjectID) }
+}
+
+// runRule is a work coordination verb's rule f, after the bound every one of them shares
+// (a reason's length).
+func runRule(f func(*Command) *Rejection) func(*Command) *Rejection {
+	return func(c *Command) *Rejection {
+		if len(c.Reason) > contract.MaxReasonLen {
+			return reject(contract.CodeInvalidRequest, "reason: at most %d bytes", contract.MaxReasonLen)
+		}
+		return f(c)
+	}
+}
+
+// fenced is a fenced work verb's rule f (nil: none of its own), after the claim's fence.
+func fenced(f func(*Command) *Rejection) func(*Command) *Rejection {
+	return runRule(func(c *Command) *Rejection {
+		if r := validateFencedWork(c); r != nil || f == nil {
+			return r
+		}
+		return f(c)
+	})
+}
+
+// leaseOf shows, on a retry, the lease that lsn names.
+func leaseOf(lsn func(c *Command, op *outcome) uint64) retriedView {
+	return func(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
+		k.retriedLease(c.Tenant, lsn(c, op), op, slot, out)
+	}
+}
+
+var (
+	retriedCreate  = retriedObject(contract.CodeAlreadyExists)
+	retriedReshape = retriedObject(contract.CodeObjectInUse)
+	// retriedNamed: the lease the command names; retriedValue: the lease that held the
+	// value (outcome.ref); retriedReserve: the lease the reserve created.
+	retriedNamed   = leaseOf(func(c *Command, _ *outcome) uint64 { return c.LeaseLSN })
+	retriedValue   = leaseOf(func(_ *Command, op *outcome) uint64 { return op.ref })
+	retriedReserve = leaseOf(func(_ *Command, op *outcome) uint64 { return op.lsn })
+)
+
+// heldValue is what a by-value verb remembers: the lease that held the value.
+func heldValue(out *Output) uint64 {
+	if out.Code == contract.CodeOK {
+		return out.Lease.LSN
+	}
+	return 0
+}
+
+// importRef is what an import remembers: its failing lease, 1-based (0: none).
+func importRef(out *Output) uint64 { return uint64(out.ItemIndex + 1) }
 
 // rowOf is the kernel's row of verb v (the zero row for a verb it does not know).
 func rowOf(v Verb) *kverb {
