@@ -230,26 +230,11 @@ func (k *Kernel) checkIndex() error {
 		if !k.ix.holders.Has(pairItem{a: uint64(l.holder), lsn: l.lsn}) {
 			return fmt.Errorf("index: lease %d missing under its holder", l.lsn)
 		}
-		var err error
-		releasable := endableFrom(contract.VerbRelease, l.state) == contract.CodeOK
-		k.labelEntries(tenant, l.labels, func(s string) {
-			want += 2
-			switch {
-			case err != nil:
-			case !k.ix.labels.Has(labelItem{key: s, lsn: l.lsn}):
-				err = fmt.Errorf("index: lease %d missing under label %q", l.lsn, s)
-			case !k.ix.labelStates.Has(labelPairItem{key: s, a: uint64(l.state), lsn: l.lsn}):
-				err = fmt.Errorf("index: lease %d missing under label %q as %s", l.lsn, s, l.state)
-			case releasable && !k.ix.labelHolders.Has(labelPairItem{key: s, a: uint64(l.holder), lsn: l.lsn}):
-				err = fmt.Errorf("index: releasable lease %d missing under label %q and its holder", l.lsn, s)
-			}
-			if releasable {
-				want++
-			}
-		})
+		n, err := k.checkLabelEntries(tenant, l)
 		if err != nil {
 			return err
 		}
+		want += n
 		for _, m := range l.members {
 			switch m.kind {
 			case MemberPool:
@@ -269,6 +254,31 @@ func (k *Kernel) checkIndex() error {
 		return fmt.Errorf("index holds %d entries, the tables %d", got, want)
 	}
 	return nil
+}
+
+// checkLabelEntries verifies a live lease's entries under its labels — in the label
+// tree, the bulk verbs' tree by state, and while releasable the one by holder — and
+// returns how many there are.
+func (k *Kernel) checkLabelEntries(tenant string, l *lease) (int, error) {
+	var err error
+	n := 0
+	releasable := endableFrom(contract.VerbRelease, l.state) == contract.CodeOK
+	k.labelEntries(tenant, l.labels, func(s string) {
+		n += 2
+		switch {
+		case err != nil:
+		case !k.ix.labels.Has(labelItem{key: s, lsn: l.lsn}):
+			err = fmt.Errorf("index: lease %d missing under label %q", l.lsn, s)
+		case !k.ix.labelStates.Has(labelPairItem{key: s, a: uint64(l.state), lsn: l.lsn}):
+			err = fmt.Errorf("index: lease %d missing under label %q as %s", l.lsn, s, l.state)
+		case releasable && !k.ix.labelHolders.Has(labelPairItem{key: s, a: uint64(l.holder), lsn: l.lsn}):
+			err = fmt.Errorf("index: releasable lease %d missing under label %q and its holder", l.lsn, s)
+		}
+		if releasable {
+			n++
+		}
+	})
+	return n, err
 }
 
 // labelKeyOf is a label set reference's canonical string ("" for none).

@@ -99,22 +99,7 @@ func (k *Kernel) workVerb(e Entry, out *Output) {
 		return
 	}
 	wk := &k.works[w]
-	switch {
-	case r.ended != nil && r.ended.state != LeaseExpired:
-		// The claim ended with the work shard (complete, park, split_replace) or was
-		// released: it is over, whatever became of the work shard since (an unparked
-		// one is active again, for a new claim). Only a claim that ran out is expired.
-		out.Code = contract.CodeWorkTerminal
-		return
-	case r.ended != nil || e.Slot >= k.leases[r.idx].deadline:
-		// The claim ran out (its expiry committed, or about to be).
-		out.Code = contract.CodeLeaseExpired
-		return
-	case k.runs[wk.run].status.Terminal():
-		out.Code = contract.CodeRunTerminal
-		return
-	case wk.status != WorkActive:
-		out.Code = contract.CodeWorkTerminal
+	if out.Code = k.claimLive(r, wk, e.Slot); out.Code != contract.CodeOK {
 		return
 	}
 	switch c.Verb {
@@ -151,6 +136,25 @@ func (k *Kernel) workVerb(e Entry, out *Output) {
 	case contract.VerbSplitResidual:
 		k.splitResidual(w, c, out)
 	}
+}
+
+// claimLive is the fence's answer after holder and epoch: a claim that ended with its
+// work shard (complete, park, split_replace) or was released is over — work_terminal,
+// whatever became of the work shard since (an unparked one is active again, for a new
+// claim); only one that ran out (its expiry committed, or about to be) is lease_expired;
+// then the run's and the work shard's own state.
+func (k *Kernel) claimLive(r leaseRef, wk *work, slot uint64) Code {
+	switch {
+	case r.ended != nil && r.ended.state != LeaseExpired:
+		return contract.CodeWorkTerminal
+	case r.ended != nil || slot >= k.leases[r.idx].deadline:
+		return contract.CodeLeaseExpired
+	case k.runs[wk.run].status.Terminal():
+		return contract.CodeRunTerminal
+	case wk.status != WorkActive:
+		return contract.CodeWorkTerminal
+	}
+	return contract.CodeOK
 }
 
 // finished answers a work verb that ended its claim and comes again from that claim once

@@ -456,6 +456,26 @@ func syncServeDir(dir string) error {
 	return d.Sync()
 }
 
+// adopt serves with the data directory's shard count and slot length where the flags
+// left them to it.
+func (c *serveConfig) adopt(layout serveLayout, log *slog.Logger) error {
+	if layout.Shards != c.shards {
+		log.Info("using the data directory's shard count", "shards", layout.Shards, "data", c.data)
+		c.shards = layout.Shards
+		if err := c.sizeTables(layout.Shards, c.kernel.MaxLeases, c.kernel.MaxOperations); err != nil {
+			return err
+		}
+	}
+	if slot := time.Duration(layout.SlotMillis) * time.Millisecond; slot != c.slot {
+		log.Info("using the data directory's slot length", "slot", slot, "data", c.data)
+		c.setSlot(slot)
+		if err := c.kernel.Validate(); err != nil {
+			return fmt.Errorf("with the data directory's slot length %v: %w", slot, err)
+		}
+	}
+	return nil
+}
+
 // serveNATSLog routes the embedded server's log into slog.
 
 func (f *serveCmd) Run(e *env, kctx *kong.Context) error {
@@ -503,19 +523,8 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		return err
 	}
 	cleanups = append(cleanups, unlock)
-	if layout.Shards != c.shards {
-		log.Info("using the data directory's shard count", "shards", layout.Shards, "data", c.data)
-		c.shards = layout.Shards
-		if err := c.sizeTables(layout.Shards, c.kernel.MaxLeases, c.kernel.MaxOperations); err != nil {
-			return err
-		}
-	}
-	if slot := time.Duration(layout.SlotMillis) * time.Millisecond; slot != c.slot {
-		log.Info("using the data directory's slot length", "slot", slot, "data", c.data)
-		c.setSlot(slot)
-		if err := c.kernel.Validate(); err != nil {
-			return fmt.Errorf("with the data directory's slot length %v: %w", slot, err)
-		}
+	if err := c.adopt(layout, log); err != nil {
+		return err
 	}
 	// Before the embedded NATS server, the bridge and the shards start: all of them run
 	// under it.
