@@ -15,12 +15,19 @@ import (
 	"github.com/holdfast/holdfast/persistence"
 )
 
-// A lazy system serves only the shards opened on it; a closed shard keeps its state in
+// owner is a test's Ownership: it serves a shard while serving says so (always when nil)
+// and is told of nothing.
+type owner struct{ serving func() bool }
+
+func (o owner) Serving(uint32) bool { return o.serving == nil || o.serving() }
+func (o owner) Halted(uint32)       {}
+
+// A system with an owner serves only the shards opened on it; a closed shard keeps its state in
 // its storage and a later Open recovers it, as a cluster node hands shards on.
 func TestLazySystemServesOpenedShardsOnly(t *testing.T) {
 	o := testOptions(t.TempDir())
 	o.Shards = 2
-	o.Lazy = true
+	o.Ownership = owner{}
 	sys := startSystem(t, o)
 	wantCode(t, do(t, sys, 1, createResource("c1", "seat")), contract.CodeEngineHalted)
 	if err := sys.Open(1); err != nil {
@@ -50,8 +57,11 @@ func TestShardNotServingAnswersEngineHalted(t *testing.T) {
 	var serving atomic.Bool
 	serving.Store(true)
 	o := testOptions(t.TempDir())
-	o.Serving = func(uint32) bool { return serving.Load() }
+	o.Ownership = owner{serving: serving.Load}
 	sys := startSystem(t, o)
+	if err := sys.Open(0); err != nil {
+		t.Fatal(err)
+	}
 	wantCode(t, do(t, sys, 0, createResource("c1", "seat")), contract.CodeOK)
 	serving.Store(false)
 	wantCode(t, do(t, sys, 0, createResource("c2", "seat2")), contract.CodeEngineHalted)
@@ -114,7 +124,7 @@ func (refusingStorage) OpenJournal() (persistence.Journal, error) {
 // so, so that a cluster node gives the claim up instead of serving a halted shard.
 func TestShardThatRefusesToStart(t *testing.T) {
 	o := testOptions(t.TempDir())
-	o.Lazy = true
+	o.Ownership = owner{}
 	o.Storage = func(uint32) (Storage, error) { return refusingStorage{FileStorage{Dir: t.TempDir()}}, nil }
 	sys := startSystem(t, o)
 	defer sys.Stop()
@@ -124,7 +134,7 @@ func TestShardThatRefusesToStart(t *testing.T) {
 	if sys.IsOpen(0) {
 		t.Fatal("a shard that refused stays open")
 	}
-	o.Lazy = false
+	o.Ownership = nil
 	sys2 := startSystem(t, o)
 	defer sys2.Stop()
 	for i := 0; i < 3; i++ {
@@ -153,7 +163,7 @@ func (b blockingStorage) OpenJournal() (persistence.Journal, error) {
 func TestAHangingLoadHoldsUpNoOtherShard(t *testing.T) {
 	o := testOptions(t.TempDir())
 	o.Shards = 2
-	o.Lazy = true
+	o.Ownership = owner{}
 	dir := t.TempDir()
 	hang := blockingStorage{opening: make(chan struct{}), release: make(chan struct{})}
 	o.Storage = func(k uint32) (Storage, error) {
@@ -221,7 +231,7 @@ func (s stuckPositionStorage) WritePublished(uint64) error {
 // every other shard's load queued behind it.)
 func TestReopenDoesNotWaitForAHangingPositionWrite(t *testing.T) {
 	o := testOptions(t.TempDir())
-	o.Lazy = true
+	o.Ownership = owner{}
 	o.Events = echoSink{pos: make(chan Position, 16)}
 	st := stuckPositionStorage{FileStorage: FileStorage{Dir: t.TempDir()}, writing: make(chan struct{}), once: &sync.Once{}, release: make(chan struct{})}
 	o.Storage = func(uint32) (Storage, error) { return st, nil }

@@ -63,20 +63,26 @@ type Options struct {
 	// them through the Storage interface only. Default: FileStorage in Dir/shard-NNN
 	// (journal segments of SegmentSize, with Faults).
 	Storage func(shard uint32) (Storage, error)
-	// Lazy starts no shard: the caller opens and closes shards one at a time (Open,
-	// Close), as a cluster node does with the shards it owns.
-	Lazy bool
-	// Serving, when set, is asked before a shard answers a request: false (its owner's
-	// claim may have lapsed) answers engine_halted. It must be cheap and safe from any
-	// goroutine.
-	Serving func(shard uint32) bool
-	// OnHalt, when set, is told (on the shard's goroutine; it must not block) that a shard
-	// has halted: a cluster node gives the shard up, so that a new claim recovers it from
-	// the replicated journal instead of it answering engine_halted until a restart.
-	OnHalt func(shard uint32)
+	// Ownership decides which shards this process serves (a cluster node). nil: every
+	// shard, each opened at Start. Set: none is opened at Start — the owner opens and
+	// closes shards one at a time (Open, Close) — and a shard answers only while the
+	// owner says it serves it.
+	Ownership Ownership
 	// Observer receives batch sizes and append latencies (metrics); may be nil.
 	Observer Observer
 	Logger   *slog.Logger
+}
+
+// Ownership is who decides which shards this process serves: a cluster node
+// (cluster.Node implements it), the one meaning of "is shard k mine".
+type Ownership interface {
+	// Serving is asked before a shard answers a request: false (the claim may have
+	// lapsed) answers engine_halted. It must be cheap and safe from any goroutine.
+	Serving(shard uint32) bool
+	// Halted is told (on the shard's goroutine; it must not block) that a shard halted:
+	// a cluster node gives the shard up, so that a new claim recovers it from the
+	// replicated journal instead of it answering engine_halted until a restart.
+	Halted(shard uint32)
 }
 
 // withDefaults fills what the caller left zero.

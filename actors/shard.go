@@ -234,8 +234,8 @@ func (s *shard) halt(err error) {
 		s.halted = err
 	}
 	s.h.halted.Store(true)
-	if f := s.h.sys.opts.OnHalt; first && f != nil {
-		f(s.h.shard)
+	if o := s.h.sys.opts.Ownership; first && o != nil {
+		o.Halted(s.h.shard)
 	}
 	// Reads parked for a min_lsn fail closed too: a halted shard applies nothing more.
 	for _, r := range s.readers {
@@ -260,8 +260,8 @@ const notOwner = "this node's claim on the shard is not current; retry the same 
 // serving reports whether the shard may answer: always in a single process; in a
 // cluster only while its node's claim is certainly current.
 func (s *shard) serving() bool {
-	f := s.h.sys.opts.Serving
-	return f == nil || f(s.h.shard)
+	o := s.h.sys.opts.Ownership
+	return o == nil || o.Serving(s.h.shard)
 }
 
 // stampSlot is the slot a new entry gets: the clock's, but never before the last one.

@@ -107,7 +107,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	}
 }
 
-// Start starts the shard runtime and, unless opts.Lazy, opens every shard. It returns
+// Start starts the shard runtime and, without opts.Ownership, opens every shard. It returns
 // once every shard has recovered or refused to (a refused shard answers engine_halted).
 func Start(opts Options) (*System, error) {
 	opts, err := opts.withDefaults()
@@ -130,7 +130,7 @@ func Start(opts Options) (*System, error) {
 	props := actor.PropsFromProducer(func() actor.Actor { return &supervisor{sys: sys} },
 		actor.WithSupervisor(strategy))
 	sys.super = sys.root.Spawn(props)
-	if !opts.Lazy {
+	if opts.Ownership == nil {
 		for i := uint32(0); i < opts.Shards; i++ {
 			// A shard that refuses to recover stays, answering engine_halted: one bad
 			// journal does not stop the process from serving the others.
@@ -184,7 +184,7 @@ func (s *System) Open(k uint32) error {
 		if p := h.refused.Load(); p != nil {
 			reason = *p
 		}
-		if s.opts.Lazy {
+		if s.opts.Ownership != nil {
 			s.closeLocked(h) // a cluster node gives the claim up; another try may succeed
 		}
 		return fmt.Errorf("%w: shard %d: %w", ErrRefused, k, reason)

@@ -128,9 +128,9 @@ func (n *Node) askRound() {
 	}()
 }
 
-// ShardHalted is the actors.Options.OnHalt of a cluster node: a balancing round now, which
+// Halted is the actors.Ownership's word that a shard halted: a balancing round now, which
 // gives the halted shard up.
-func (n *Node) ShardHalted(uint32) { n.kickBalance() }
+func (n *Node) Halted(uint32) { n.kickBalance() }
 
 // ended hands the end of an open or close to the table.
 func (n *Node) ended(d hostDone) {

@@ -107,7 +107,7 @@ func TestHaltedShardIsGivenUpAndRecovered(t *testing.T) {
 	host.mu.Lock()
 	host.halted[0] = true
 	host.mu.Unlock()
-	n.ShardHalted(0)
+	n.Halted(0)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		epoch := n.epoch[0].Load()

@@ -311,7 +311,7 @@ func (s *Server) startShards() error {
 		Observer: s.metrics, Logger: s.log.With("component", "actors"),
 		Clock: s.cfg.Clock, Faults: s.cfg.Faults, SnapshotEvery: s.cfg.SnapshotEvery}
 	if s.node != nil {
-		opts.Lazy, opts.Storage, opts.Serving, opts.OnHalt = true, s.node.Storage, s.node.Serving, s.node.ShardHalted
+		opts.Storage, opts.Ownership = s.node.Storage, s.node
 	}
 	if s.pub != nil {
 		opts.Events = s.pub
