@@ -258,7 +258,7 @@ func (n *Node) Storage(k uint32) (actors.Storage, error) {
 		Epoch: epoch, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }}, nil
 }
 
-// Serving is the actors.Options.Serving of a cluster node: true while this node's claim
+// Serving is the actors.Ownership of a cluster node: true while this node's claim
 // on shard k is certainly current.
 func (n *Node) Serving(k uint32) bool {
 	until := n.serveUntil[k].Load()
