@@ -30,93 +30,142 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 	if err != nil {
 		return err
 	}
-
-	poolReserved := make([]uint64, len(k.pools))
-	poolActive := make([]uint64, len(k.pools))
-	rangeValues := make([]uint64, len(k.ranges))
-	rangeHeld := make([]map[uint64]uint64, len(k.ranges)) // value → the lease holding it
-	resOwner := make([]uint64, len(k.res))
-	holderRefs := make([]int32, len(k.holders))
-	holderLive := make([]int32, len(k.holders))
-	members, inTable, reserved := 0, 0, 0
+	t := k.newTally()
 	for i := range k.leases {
-		l := &k.leases[i]
-		if l.lsn == 0 {
-			continue // on the free list
-		}
-		inTable++
-		if idx, ok := k.leaseIdx[l.lsn]; !ok || idx != int32(i) {
-			return fmt.Errorf("lease %d: not indexed at its slot", l.lsn)
-		}
-		if l.lsn > k.lastLSN {
-			return fmt.Errorf("lease %d: issued after the last lsn %d", l.lsn, k.lastLSN)
-		}
-		holderRefs[l.holder]++
-		members += len(l.members)
-		if len(l.members) == 0 || len(l.members) > maxEncodedMembers {
-			return fmt.Errorf("lease %d: %d members", l.lsn, len(l.members))
-		}
-		// The epoch starts at 1 and moves exactly once, on the way out of holder authority.
-		wantEpoch := uint64(1)
-		if l.state == LeaseRevoking {
-			wantEpoch = 2
-		}
-		if l.epoch != wantEpoch {
-			return fmt.Errorf("lease %d: %s with epoch %d", l.lsn, l.state, l.epoch)
-		}
-		switch {
-		case l.state == LeaseReserved || (l.state == LeaseActive && l.keepalive > 0):
-			reserved++
-			if l.heapPos < 0 || int(l.heapPos) >= k.expiry.len() || k.expiry.h[l.heapPos] != int32(i) {
-				return fmt.Errorf("lease %d: %s with a deadline but not in the expiry index", l.lsn, l.state)
-			}
-		case l.heapPos >= 0:
-			return fmt.Errorf("lease %d: %s but in the expiry index", l.lsn, l.state)
-		case l.deadline != 0:
-			return fmt.Errorf("lease %d: %s with deadline %d", l.lsn, l.state, l.deadline)
-		}
-		if l.keepalive > 0 && l.state == LeaseReserved {
-			return fmt.Errorf("lease %d: a keep-alive on a reserved lease", l.lsn)
-		}
-		if !l.state.Live() {
-			return fmt.Errorf("lease %d: unknown state %d", l.lsn, l.state)
-		}
-		holderLive[l.holder]++
-		for _, m := range l.members {
-			if !k.validMemberRef(m.kind, uint64(m.obj)) || m.kind != MemberWork && graves[graveOf(m.kind)][m.obj] {
-				return fmt.Errorf("lease %d: a member names a deleted object", l.lsn)
-			}
-			switch m.kind {
-			case MemberResource:
-				if resOwner[m.obj] != 0 {
-					return fmt.Errorf("resource %q: owned by leases %d and %d", k.res[m.obj].key, resOwner[m.obj], l.lsn)
-				}
-				resOwner[m.obj] = l.lsn
-				if r := &k.res[m.obj]; r.lease != l.lsn || r.state != resourceStateOf(l.state) {
-					return fmt.Errorf("resource %q: %s/%d but lease %d is %s", r.key, r.state, r.lease, l.lsn, l.state)
-				}
-			case MemberPool:
-				if l.state == LeaseReserved {
-					poolReserved[m.obj] += m.quantity
-				} else {
-					poolActive[m.obj] += m.quantity
-				}
-			case MemberRange:
-				r := &k.ranges[m.obj]
-				if m.value < r.first || m.value > r.last || !r.allocated.Contains(m.value) {
-					return fmt.Errorf("range %q: lease %d holds %d which is not allocated", r.key, l.lsn, m.value)
-				}
-				rangeValues[m.obj]++
-				if rangeHeld[m.obj] == nil {
-					rangeHeld[m.obj] = map[uint64]uint64{}
-				}
-				if other, dup := rangeHeld[m.obj][m.value]; dup {
-					return fmt.Errorf("range %q: value %d held by leases %d and %d", r.key, m.value, other, l.lsn)
-				}
-				rangeHeld[m.obj][m.value] = l.lsn
+		if l := &k.leases[i]; l.lsn != 0 { // else on the free list
+			if err := k.checkLease(int32(i), l, t, &graves); err != nil {
+				return err
 			}
 		}
 	}
+	for _, check := range []func() error{
+		func() error { return k.checkLeaseCounts(t, indexes) },
+		func() error { return k.checkResources(t) },
+		func() error { return k.checkPools(t) },
+		func() error { return k.checkRanges(t, graves[graveRange]) },
+		func() error { return k.checkHolders(t) },
+		func() error { return k.checkWorkTables(graves[graveRun]) },
+		k.checkLabels,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if indexes {
+		if err := k.checkIndex(); err != nil {
+			return err
+		}
+	}
+	return k.checkRetryCache(indexes)
+}
+
+// tally is what the live leases add up to, for the tables to be checked against.
+type tally struct {
+	poolReserved, poolActive []uint64
+	rangeValues              []uint64
+	rangeHeld                []map[uint64]uint64 // value → the lease holding it
+	resOwner                 []uint64
+	holderRefs, holderLive   []int32
+	members, inTable         int
+	reserved                 int // leases with a deadline: in the expiry index
+}
+
+func (k *Kernel) newTally() *tally {
+	return &tally{poolReserved: make([]uint64, len(k.pools)), poolActive: make([]uint64, len(k.pools)),
+		rangeValues: make([]uint64, len(k.ranges)), rangeHeld: make([]map[uint64]uint64, len(k.ranges)),
+		resOwner: make([]uint64, len(k.res)), holderRefs: make([]int32, len(k.holders)), holderLive: make([]int32, len(k.holders))}
+}
+
+// checkLease checks live lease l at slot i — indexed, its epoch, its place in the expiry
+// index — and adds it up.
+func (k *Kernel) checkLease(i int32, l *lease, t *tally, graves *[graveKindEnd][]bool) error {
+	t.inTable++
+	if idx, ok := k.leaseIdx[l.lsn]; !ok || idx != i {
+		return fmt.Errorf("lease %d: not indexed at its slot", l.lsn)
+	}
+	if l.lsn > k.lastLSN {
+		return fmt.Errorf("lease %d: issued after the last lsn %d", l.lsn, k.lastLSN)
+	}
+	t.holderRefs[l.holder]++
+	t.members += len(l.members)
+	if len(l.members) == 0 || len(l.members) > maxEncodedMembers {
+		return fmt.Errorf("lease %d: %d members", l.lsn, len(l.members))
+	}
+	// The epoch starts at 1 and moves exactly once, on the way out of holder authority.
+	wantEpoch := uint64(1)
+	if l.state == LeaseRevoking {
+		wantEpoch = 2
+	}
+	if l.epoch != wantEpoch {
+		return fmt.Errorf("lease %d: %s with epoch %d", l.lsn, l.state, l.epoch)
+	}
+	switch {
+	case l.state == LeaseReserved || (l.state == LeaseActive && l.keepalive > 0):
+		t.reserved++
+		if l.heapPos < 0 || int(l.heapPos) >= k.expiry.len() || k.expiry.h[l.heapPos] != i {
+			return fmt.Errorf("lease %d: %s with a deadline but not in the expiry index", l.lsn, l.state)
+		}
+	case l.heapPos >= 0:
+		return fmt.Errorf("lease %d: %s but in the expiry index", l.lsn, l.state)
+	case l.deadline != 0:
+		return fmt.Errorf("lease %d: %s with deadline %d", l.lsn, l.state, l.deadline)
+	}
+	if l.keepalive > 0 && l.state == LeaseReserved {
+		return fmt.Errorf("lease %d: a keep-alive on a reserved lease", l.lsn)
+	}
+	if !l.state.Live() {
+		return fmt.Errorf("lease %d: unknown state %d", l.lsn, l.state)
+	}
+	t.holderLive[l.holder]++
+	for _, m := range l.members {
+		if !k.validMemberRef(m.kind, uint64(m.obj)) || m.kind != MemberWork && graves[graveOf(m.kind)][m.obj] {
+			return fmt.Errorf("lease %d: a member names a deleted object", l.lsn)
+		}
+		if err := k.tallyMember(l, m, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tallyMember adds up what member m of live lease l holds: a resource owned once, pool
+// units by state, a range value allocated and held once.
+func (k *Kernel) tallyMember(l *lease, m leaseMember, t *tally) error {
+	switch m.kind {
+	case MemberResource:
+		if t.resOwner[m.obj] != 0 {
+			return fmt.Errorf("resource %q: owned by leases %d and %d", k.res[m.obj].key, t.resOwner[m.obj], l.lsn)
+		}
+		t.resOwner[m.obj] = l.lsn
+		if r := &k.res[m.obj]; r.lease != l.lsn || r.state != resourceStateOf(l.state) {
+			return fmt.Errorf("resource %q: %s/%d but lease %d is %s", r.key, r.state, r.lease, l.lsn, l.state)
+		}
+	case MemberPool:
+		if l.state == LeaseReserved {
+			t.poolReserved[m.obj] += m.quantity
+		} else {
+			t.poolActive[m.obj] += m.quantity
+		}
+	case MemberRange:
+		r := &k.ranges[m.obj]
+		if m.value < r.first || m.value > r.last || !r.allocated.Contains(m.value) {
+			return fmt.Errorf("range %q: lease %d holds %d which is not allocated", r.key, l.lsn, m.value)
+		}
+		t.rangeValues[m.obj]++
+		if t.rangeHeld[m.obj] == nil {
+			t.rangeHeld[m.obj] = map[uint64]uint64{}
+		}
+		if other, dup := t.rangeHeld[m.obj][m.value]; dup {
+			return fmt.Errorf("range %q: value %d held by leases %d and %d", r.key, m.value, other, l.lsn)
+		}
+		t.rangeHeld[m.obj][m.value] = l.lsn
+	}
+	return nil
+}
+
+// checkLeaseCounts checks the lease tables' counts against the tally: live leases by
+// state, records per id, members (the ended ones' too), the expiry index and its order.
+func (k *Kernel) checkLeaseCounts(t *tally, indexes bool) error {
 	var byState [LeaseRevoking + 1]int
 	for i := range k.leases {
 		if l := &k.leases[i]; l.lsn != 0 && l.state.Live() {
@@ -126,107 +175,133 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 	if byState != k.live {
 		return fmt.Errorf("live leases by state %v, counted %v", byState, k.live)
 	}
-	if inTable != len(k.leaseIdx) {
-		return fmt.Errorf("lease table: %d records for %d ids", inTable, len(k.leaseIdx))
+	if t.inTable != len(k.leaseIdx) {
+		return fmt.Errorf("lease table: %d records for %d ids", t.inTable, len(k.leaseIdx))
 	}
-	if err := k.checkEnded(holderRefs, &members, indexes); err != nil {
+	if err := k.checkEnded(t.holderRefs, &t.members, indexes); err != nil {
 		return err
 	}
-	if members != k.members {
-		return fmt.Errorf("lease tables hold %d members, counted %d", members, k.members)
+	if t.members != k.members {
+		return fmt.Errorf("lease tables hold %d members, counted %d", t.members, k.members)
 	}
-	if reserved != k.expiry.len() {
-		return fmt.Errorf("expiry index holds %d leases, %d are reserved", k.expiry.len(), reserved)
+	if t.reserved != k.expiry.len() {
+		return fmt.Errorf("expiry index holds %d leases, %d are reserved", k.expiry.len(), t.reserved)
 	}
 	for i := 1; i < k.expiry.len(); i++ {
 		if k.expiryLess(k.expiry.h[i], k.expiry.h[(i-1)/2]) {
 			return fmt.Errorf("expiry index: heap order broken at %d", i)
 		}
 	}
+	return nil
+}
+
+func (k *Kernel) checkResources(t *tally) error {
 	for i := range k.res {
 		r := &k.res[i]
-		if (r.state == ResourceAvailable) != (r.lease == 0) || resOwner[i] != r.lease {
-			return fmt.Errorf("resource %q: %s with lease %d, owned by %d", r.key, r.state, r.lease, resOwner[i])
+		if (r.state == ResourceAvailable) != (r.lease == 0) || t.resOwner[i] != r.lease {
+			return fmt.Errorf("resource %q: %s with lease %d, owned by %d", r.key, r.state, r.lease, t.resOwner[i])
 		}
 	}
+	return nil
+}
+
+func (k *Kernel) checkPools(t *tally) error {
 	for i := range k.pools {
 		p := &k.pools[i]
 		if p.key == "" && *p != (pool{}) {
 			return fmt.Errorf("pool slot %d: free but not cleared", i)
 		}
-		if p.reserved != poolReserved[i] || p.active != poolActive[i] {
-			return fmt.Errorf("pool %q: counts %d/%d, leases hold %d/%d", p.key, p.reserved, p.active, poolReserved[i], poolActive[i])
+		if p.reserved != t.poolReserved[i] || p.active != t.poolActive[i] {
+			return fmt.Errorf("pool %q: counts %d/%d, leases hold %d/%d", p.key, p.reserved, p.active, t.poolReserved[i], t.poolActive[i])
 		}
 		// The reservation engine's invariant: held and consumed never pass the capacity.
 		if used := p.reserved + p.active + p.consumed; used > p.capacity || used < p.reserved || used < p.consumed {
 			return fmt.Errorf("pool %q: reserved %d + active %d + consumed %d > capacity %d", p.key, p.reserved, p.active, p.consumed, p.capacity)
 		}
 	}
+	return nil
+}
+
+// checkRanges checks each range against the values its leases hold, and the freed
+// values remembered over all ranges against their count and bound.
+func (k *Kernel) checkRanges(t *tally, deleted []bool) error {
 	freed := 0
 	for i := range k.ranges {
 		r := &k.ranges[i]
-		if (r.key == "" || graves[graveRange][i]) && (r.used.Len() != 0 || r.freed.Len() != 0) {
+		if (r.key == "" || deleted[i]) && (r.used.Len() != 0 || r.freed.Len() != 0) {
 			return fmt.Errorf("range slot %d: deleted but remembers freed values", i)
 		}
-		if r.allocated.Len() != rangeValues[i] {
-			return fmt.Errorf("range %q: %d allocated, leases hold %d", r.key, r.allocated.Len(), rangeValues[i])
+		if r.allocated.Len() != t.rangeValues[i] {
+			return fmt.Errorf("range %q: %d allocated, leases hold %d", r.key, r.allocated.Len(), t.rangeValues[i])
 		}
 		freed += r.freed.Len()
-		var bad error
-		r.allocated.Ascend(func(lo, hi uint64) bool {
-			if lo < r.first || hi > r.last {
-				bad = fmt.Errorf("range %q: allocated [%d,%d] outside [%d,%d]", r.key, lo, hi, r.first, r.last)
-			}
-			return bad == nil
-		})
-		if bad != nil {
-			return bad
-		}
-		if err := r.checkShape(); err != nil {
+		if err := r.check(); err != nil {
 			return err
-		}
-		if r.strategy != StrategyLeastRecentlyFreed {
-			if r.freed.Len() != 0 || r.used.Len() != 0 {
-				return fmt.Errorf("range %q: freed-order state on a %s range", r.key, r.strategy)
-			}
-			continue
-		}
-		// used = allocated ∪ freed, disjointly: every allocated value is used, every freed
-		// value is used and not allocated, and the counts add up.
-		r.allocated.Ascend(func(lo, hi uint64) bool {
-			for v := lo; ; v++ {
-				if !r.used.Contains(v) {
-					bad = fmt.Errorf("range %q: allocated value %d not marked used", r.key, v)
-					return false
-				}
-				if v == hi {
-					return true
-				}
-			}
-		})
-		if bad != nil {
-			return bad
-		}
-		if r.used.Len() != r.allocated.Len()+uint64(r.freed.Len()) {
-			return fmt.Errorf("range %q: used %d != allocated %d + freed %d", r.key, r.used.Len(), r.allocated.Len(), r.freed.Len())
-		}
-		r.freed.Each(func(v uint64) bool {
-			if r.allocated.Contains(v) || !r.used.Contains(v) {
-				bad = fmt.Errorf("range %q: freed value %d allocated or not used", r.key, v)
-			}
-			return bad == nil
-		})
-		if bad != nil {
-			return bad
 		}
 	}
 	if freed != k.rangeValues || freed > k.ceil.rangeValues {
 		return fmt.Errorf("remembered freed values %d, counted %d", freed, k.rangeValues)
 	}
+	return nil
+}
+
+// check verifies a range's own state: allocations inside its bounds, its exclusions and
+// band, and for least_recently_freed used = allocated ∪ freed, disjointly.
+func (r *valueRange) check() error {
+	var bad error
+	r.allocated.Ascend(func(lo, hi uint64) bool {
+		if lo < r.first || hi > r.last {
+			bad = fmt.Errorf("range %q: allocated [%d,%d] outside [%d,%d]", r.key, lo, hi, r.first, r.last)
+		}
+		return bad == nil
+	})
+	if bad != nil {
+		return bad
+	}
+	if err := r.checkShape(); err != nil {
+		return err
+	}
+	if r.strategy != StrategyLeastRecentlyFreed {
+		if r.freed.Len() != 0 || r.used.Len() != 0 {
+			return fmt.Errorf("range %q: freed-order state on a %s range", r.key, r.strategy)
+		}
+		return nil
+	}
+	// Every allocated value is used, every freed value is used and not allocated, and the
+	// counts add up.
+	r.allocated.Ascend(func(lo, hi uint64) bool {
+		for v := lo; ; v++ {
+			if !r.used.Contains(v) {
+				bad = fmt.Errorf("range %q: allocated value %d not marked used", r.key, v)
+				return false
+			}
+			if v == hi {
+				return true
+			}
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	if r.used.Len() != r.allocated.Len()+uint64(r.freed.Len()) {
+		return fmt.Errorf("range %q: used %d != allocated %d + freed %d", r.key, r.used.Len(), r.allocated.Len(), r.freed.Len())
+	}
+	r.freed.Each(func(v uint64) bool {
+		if r.allocated.Contains(v) || !r.used.Contains(v) {
+			bad = fmt.Errorf("range %q: freed value %d allocated or not used", r.key, v)
+		}
+		return bad == nil
+	})
+	return bad
+}
+
+// checkHolders checks each holder's counts against the tally and its live list: indexed,
+// in lsn order, only its own live leases.
+func (k *Kernel) checkHolders(t *tally) error {
 	for i := range k.holders {
 		h := &k.holders[i]
-		if h.refs != holderRefs[i] || h.live != holderLive[i] {
-			return fmt.Errorf("holder %q: refs %d/%d live %d/%d", h.key, h.refs, holderRefs[i], h.live, holderLive[i])
+		if h.refs != t.holderRefs[i] || h.live != t.holderLive[i] {
+			return fmt.Errorf("holder %q: refs %d/%d live %d/%d", h.key, h.refs, t.holderRefs[i], h.live, t.holderLive[i])
 		}
 		if h.refs == 0 {
 			continue
@@ -247,18 +322,7 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 			return fmt.Errorf("holder %q: live list has %d, counted %d", h.key, n, h.live)
 		}
 	}
-	if err := k.checkWorkTables(graves[graveRun]); err != nil {
-		return err
-	}
-	if err := k.checkLabels(); err != nil {
-		return err
-	}
-	if indexes {
-		if err := k.checkIndex(); err != nil {
-			return err
-		}
-	}
-	return k.checkRetryCache(indexes)
+	return nil
 }
 
 // checkWorkTables verifies runs and work shards: indexed, bounded, linked both ways; a work
