@@ -333,105 +333,127 @@ func (k *Kernel) checkWorkTables(deletedRun []bool) error {
 	inRun, liveWork := 0, 0
 	listed := make([]bool, len(k.works))
 	for i := range k.runs {
-		r := &k.runs[i]
-		if r.key == "" {
-			if len(r.work) != 0 || len(r.ready) != 0 || len(r.held) != 0 {
-				return fmt.Errorf("run slot %d: free but not cleared", i)
-			}
-			continue
+		n, live, err := k.checkRun(int32(i), listed, deletedRun[i])
+		if err != nil {
+			return err
 		}
-		for _, w := range r.work {
-			if w < 0 || w >= int32(len(k.works)) || listed[w] || k.works[w].key == "" || k.works[w].run != int32(i) {
-				return fmt.Errorf("run %q: work list names a foreign, free or repeated work shard", r.key)
-			}
-			if p := k.works[w].parent; p >= 0 && !listed[p] {
-				return fmt.Errorf("run %q: work shard %q listed before its parent", r.key, k.works[w].key)
-			}
-			listed[w] = true
-		}
-		inRun += len(r.work)
-		if deletedRun[i] {
-			if len(r.ready) != 0 || len(r.held) != 0 || !r.status.Terminal() {
-				return fmt.Errorf("deleted run %q: %s, or work in its queues", r.key, r.status)
-			}
-			continue
-		}
-		liveWork += len(r.work)
-		for _, q := range []workQueue{qReady, qHeld} {
-			h := *k.queue(int32(i), q)
-			for j, w := range h {
-				if w < 0 || w >= int32(len(k.works)) || k.works[w].run != int32(i) || *k.queuePos(w, q) != int32(j) {
-					return fmt.Errorf("run %q: queue %d entry %d broken", r.key, q, j)
-				}
-				if j > 0 && k.queueLess(q, w, h[(j-1)/2]) {
-					return fmt.Errorf("run %q: queue %d out of heap order at %d", r.key, q, j)
-				}
-			}
-		}
+		inRun, liveWork = inRun+n, liveWork+live
 	}
 	if inRun != len(k.works)-len(k.free.works) || liveWork != len(k.workIdx) {
 		return fmt.Errorf("work shards in runs %d (%d live), in the table %d (%d free), indexed %d",
 			inRun, liveWork, len(k.works), len(k.free.works), len(k.workIdx))
 	}
 	for i := range k.works {
-		w := &k.works[i]
-		if w.key == "" {
-			continue // free: checkSlots
-		}
-		deleted := deletedRun[w.run]
-		if idx, ok := k.workIdx[w.key]; !deleted && (!ok || idx != int32(i)) || deleted && ok && idx == int32(i) {
-			return fmt.Errorf("work %q: not indexed at its slot, or indexed while its run is deleted", w.key)
-		}
-		if w.end != "" && w.start >= w.end {
-			return fmt.Errorf("work %q: empty range", w.key)
-		}
-		if w.cursor.set && (w.cursor.key < w.start || (w.end != "" && w.cursor.key >= w.end && w.status == WorkActive)) {
-			return fmt.Errorf("work %q: cursor outside its range", w.key)
-		}
-		if w.parent >= int32(len(k.works)) || (w.parent >= 0 && (k.works[w.parent].run != w.run || !slices.Contains(k.works[w.parent].children, int32(i)))) {
-			return fmt.Errorf("work %q: parent link broken", w.key)
-		}
-		for _, ch := range w.children {
-			if k.works[ch].parent != int32(i) {
-				return fmt.Errorf("work %q: child link broken", w.key)
+		if w := &k.works[i]; w.key != "" { // else free: checkSlots
+			if err := k.checkWorkShard(int32(i), w, deletedRun[w.run]); err != nil {
+				return err
 			}
-		}
-		ready, held := w.status == WorkActive && w.lease == 0 && !deleted, w.lease != 0
-		if (w.readyPos >= 0) != ready || (w.heldPos >= 0) != held {
-			return fmt.Errorf("work %q: in the ready queue %v, held queue %v; %s with lease %d", w.key, w.readyPos >= 0, w.heldPos >= 0, w.status, w.lease)
-		}
-		if w.lease == 0 {
-			continue
-		}
-		if w.status != WorkActive {
-			return fmt.Errorf("work %q: %s and claimed by lease %d", w.key, w.status, w.lease)
-		}
-		li, ok := k.leaseIdx[w.lease]
-		if !ok || k.leaseWork(leaseRef{idx: li}) != int32(i) {
-			return fmt.Errorf("work %q: claimed by lease %d, which does not hold it", w.key, w.lease)
 		}
 	}
 	for i := range k.leases {
-		l := &k.leases[i]
-		if l.lsn == 0 {
+		if l := &k.leases[i]; l.lsn != 0 {
+			if err := k.checkClaims(l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkRun checks run i: a free slot cleared, its work list its own (parents listed
+// first), a deleted run ended with empty queues, a live one's queues in heap order. It
+// returns how many work shards it lists, and how many of them are live.
+func (k *Kernel) checkRun(i int32, listed []bool, deleted bool) (inRun, live int, err error) {
+	r := &k.runs[i]
+	if r.key == "" {
+		if len(r.work) != 0 || len(r.ready) != 0 || len(r.held) != 0 {
+			return 0, 0, fmt.Errorf("run slot %d: free but not cleared", i)
+		}
+		return 0, 0, nil
+	}
+	for _, w := range r.work {
+		if w < 0 || w >= int32(len(k.works)) || listed[w] || k.works[w].key == "" || k.works[w].run != i {
+			return 0, 0, fmt.Errorf("run %q: work list names a foreign, free or repeated work shard", r.key)
+		}
+		if p := k.works[w].parent; p >= 0 && !listed[p] {
+			return 0, 0, fmt.Errorf("run %q: work shard %q listed before its parent", r.key, k.works[w].key)
+		}
+		listed[w] = true
+	}
+	if deleted {
+		if len(r.ready) != 0 || len(r.held) != 0 || !r.status.Terminal() {
+			return 0, 0, fmt.Errorf("deleted run %q: %s, or work in its queues", r.key, r.status)
+		}
+		return len(r.work), 0, nil
+	}
+	for _, q := range []workQueue{qReady, qHeld} {
+		h := *k.queue(i, q)
+		for j, w := range h {
+			if w < 0 || w >= int32(len(k.works)) || k.works[w].run != i || *k.queuePos(w, q) != int32(j) {
+				return 0, 0, fmt.Errorf("run %q: queue %d entry %d broken", r.key, q, j)
+			}
+			if j > 0 && k.queueLess(q, w, h[(j-1)/2]) {
+				return 0, 0, fmt.Errorf("run %q: queue %d out of heap order at %d", r.key, q, j)
+			}
+		}
+	}
+	return len(r.work), len(r.work), nil
+}
+
+// checkWorkShard checks work shard i: indexed unless its run is deleted, its range and cursor,
+// its links both ways, its place in the queues, and the lease claiming it.
+func (k *Kernel) checkWorkShard(i int32, w *work, deleted bool) error {
+	if idx, ok := k.workIdx[w.key]; !deleted && (!ok || idx != i) || deleted && ok && idx == i {
+		return fmt.Errorf("work %q: not indexed at its slot, or indexed while its run is deleted", w.key)
+	}
+	if w.end != "" && w.start >= w.end {
+		return fmt.Errorf("work %q: empty range", w.key)
+	}
+	if w.cursor.set && (w.cursor.key < w.start || (w.end != "" && w.cursor.key >= w.end && w.status == WorkActive)) {
+		return fmt.Errorf("work %q: cursor outside its range", w.key)
+	}
+	if w.parent >= int32(len(k.works)) || (w.parent >= 0 && (k.works[w.parent].run != w.run || !slices.Contains(k.works[w.parent].children, i))) {
+		return fmt.Errorf("work %q: parent link broken", w.key)
+	}
+	for _, ch := range w.children {
+		if k.works[ch].parent != i {
+			return fmt.Errorf("work %q: child link broken", w.key)
+		}
+	}
+	ready, held := w.status == WorkActive && w.lease == 0 && !deleted, w.lease != 0
+	if (w.readyPos >= 0) != ready || (w.heldPos >= 0) != held {
+		return fmt.Errorf("work %q: in the ready queue %v, held queue %v; %s with lease %d", w.key, w.readyPos >= 0, w.heldPos >= 0, w.status, w.lease)
+	}
+	if w.lease == 0 {
+		return nil
+	}
+	if w.status != WorkActive {
+		return fmt.Errorf("work %q: %s and claimed by lease %d", w.key, w.status, w.lease)
+	}
+	if li, ok := k.leaseIdx[w.lease]; !ok || k.leaseWork(leaseRef{idx: li}) != i {
+		return fmt.Errorf("work %q: claimed by lease %d, which does not hold it", w.key, w.lease)
+	}
+	return nil
+}
+
+// checkClaims checks a live lease's work members: at most one, naming the lease back,
+// on a reserved lease (a claim is never activated).
+func (k *Kernel) checkClaims(l *lease) error {
+	n := 0
+	for _, m := range l.members {
+		if m.kind != MemberWork {
 			continue
 		}
-		n := 0
-		for _, m := range l.members {
-			if m.kind != MemberWork {
-				continue
-			}
-			n++
-			if k.works[m.obj].lease != l.lsn {
-				return fmt.Errorf("lease %d: holds work %q, which names lease %d", l.lsn, k.works[m.obj].key, k.works[m.obj].lease)
-			}
-			if l.state != LeaseReserved {
-				return fmt.Errorf("lease %d: a work claim %s", l.lsn, l.state)
-			}
+		n++
+		if k.works[m.obj].lease != l.lsn {
+			return fmt.Errorf("lease %d: holds work %q, which names lease %d", l.lsn, k.works[m.obj].key, k.works[m.obj].lease)
 		}
-		if n > 1 {
-			return fmt.Errorf("lease %d: %d work members", l.lsn, n)
+		if l.state != LeaseReserved {
+			return fmt.Errorf("lease %d: a work claim %s", l.lsn, l.state)
 		}
+	}
+	if n > 1 {
+		return fmt.Errorf("lease %d: %d work members", l.lsn, n)
 	}
 	return nil
 }
