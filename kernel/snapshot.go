@@ -74,6 +74,18 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	b = appendUvarint(b, k.skipRun)
 	b = k.appendGraves(b)
 
+	b = k.appendResources(b)
+	b = k.appendPools(b)
+	b = k.appendRanges(b)
+	b = k.appendWork(b)
+	b = k.appendLeases(b)
+	c.head = b
+	return c
+}
+
+// The tables, in the order Capture writes them and restorer reads them.
+
+func (k *Kernel) appendResources(b []byte) []byte {
 	b = appendUvarint(b, uint64(len(k.res)))
 	for i := range k.res {
 		r := &k.res[i]
@@ -85,6 +97,10 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = appendUvarint(b, r.lease)
 		b = appendUvarint(b, r.version)
 	}
+	return b
+}
+
+func (k *Kernel) appendPools(b []byte) []byte {
 	b = appendUvarint(b, uint64(len(k.pools)))
 	for i := range k.pools {
 		p := &k.pools[i]
@@ -97,6 +113,10 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = appendUvarint(b, p.active)
 		b = appendUvarint(b, p.consumed)
 	}
+	return b
+}
+
+func (k *Kernel) appendRanges(b []byte) []byte {
 	b = appendUvarint(b, uint64(len(k.ranges)))
 	for i := range k.ranges {
 		r := &k.ranges[i]
@@ -118,11 +138,14 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = appendUvarint(appendUvarint(b, r.band.First), r.band.Last)
 		b = appendString(b, r.format)
 	}
-	b = k.appendWork(b)
+	return b
+}
 
-	// Leases in lsn order: the slots' order depends on how the table was filled, and
-	// the bytes must not. Walking the slots (lsn 0: free) and sorting (lsn, slot) pairs
-	// avoids a map lookup per lease, which dominated snapshots of a full table.
+// appendLeases writes the live leases in lsn order: the slots' order depends on how the
+// table was filled, and the bytes must not. Walking the slots (lsn 0: free) and sorting
+// (lsn, slot) pairs avoids a map lookup per lease, which dominated snapshots of a full
+// table.
+func (k *Kernel) appendLeases(b []byte) []byte {
 	live := make([]leaseSlot, 0, len(k.leaseIdx))
 	for i := range k.leases {
 		if lsn := k.leases[i].lsn; lsn != 0 {
@@ -143,8 +166,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		b = appendString(b, k.labelKeyOf(l.labels))
 		b = appendUvarint(b, l.created)
 	}
-	c.head = b
-	return c
+	return b
 }
 
 // Size is about how many bytes AppendTo adds: a buffer of it grows at most once.
