@@ -241,14 +241,20 @@ func (s *Server) startEvents(ctx context.Context, c *conns) error {
 		return err
 	}
 	// Run after the shards stop (cleanups run backwards): their last events are in.
+	s.addBounded("event publishing did not finish", s.pub.Close)
+	return nil
+}
+
+// addBounded registers a stop that may wait on the network, bounded by StopTimeout; a
+// stop that does not finish is logged as what.
+func (s *Server) addBounded(what string, stop func(context.Context) error) {
 	s.add(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 		defer cancel()
-		if err := s.pub.Close(sctx); err != nil {
-			s.log.Warn("event publishing did not finish", "err", err)
+		if err := stop(ctx); err != nil {
+			s.log.Warn(what, "err", err)
 		}
 	})
-	return nil
 }
 
 // startBridge creates the bridge over the started shards: the endpoints, which answer
@@ -274,13 +280,7 @@ func (s *Server) startBridge(ctx context.Context, c *conns, timing contract.Timi
 	if err != nil {
 		return err
 	}
-	s.add(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
-		defer cancel()
-		if err := s.br.Close(sctx); err != nil {
-			s.log.Warn("draining requests", "err", err)
-		}
-	})
+	s.addBounded("draining requests", s.br.Close)
 	return nil
 }
 
