@@ -62,33 +62,32 @@ func (k *Kernel) List(q *ListQuery, p *ListPage) {
 		p.Code = contract.CodeInvalidRequest
 		return
 	}
-	switch q.Verb {
-	case contract.VerbListResources, contract.VerbListPools, contract.VerbListRanges, contract.VerbListRuns:
-		k.listObjects(q, p)
-	case contract.VerbListLeases:
-		k.listLeases(q, p)
-	case contract.VerbListAllocations:
-		k.listAllocations(q, p)
-	case contract.VerbListHoldings:
-		k.listHoldings(q, p)
-	case contract.VerbListWork:
-		k.listWork(q, p)
-	default:
-		p.Code = contract.CodeInvalidRequest
+	if f, ok := listers[q.Verb]; ok {
+		f(k, q, p)
+		return
 	}
+	p.Code = contract.CodeInvalidRequest
 }
+
+// listers are the listings by verb.
+var listers = map[Verb]func(*Kernel, *ListQuery, *ListPage){
+	contract.VerbListResources:   (*Kernel).listObjects,
+	contract.VerbListPools:       (*Kernel).listObjects,
+	contract.VerbListRanges:      (*Kernel).listObjects,
+	contract.VerbListRuns:        (*Kernel).listObjects,
+	contract.VerbListLeases:      (*Kernel).listLeases,
+	contract.VerbListAllocations: (*Kernel).listAllocations,
+	contract.VerbListHoldings:    (*Kernel).listHoldings,
+	contract.VerbListWork:        (*Kernel).listWork,
+}
+
+// listedKind is the object table each object listing walks.
+var listedKind = map[Verb]objKind{contract.VerbListResources: objResource, contract.VerbListPools: objPool,
+	contract.VerbListRanges: objRange, contract.VerbListRuns: objRun}
 
 // listObjects lists tenant's objects of one kind whose ids start with Prefix, by id.
 func (k *Kernel) listObjects(q *ListQuery, p *ListPage) {
-	var kind objKind
-	switch q.Verb {
-	case contract.VerbListPools:
-		kind = objPool
-	case contract.VerbListRanges:
-		kind = objRange
-	case contract.VerbListRuns:
-		kind = objRun
-	}
+	kind := listedKind[q.Verb]
 	base := q.Tenant + "\x00"
 	from := base
 	if q.HasAfter {

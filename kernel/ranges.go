@@ -319,13 +319,7 @@ func (k *Kernel) valueVerb(e Entry, out *Output) {
 	}
 	li := k.leaseIdx[lsn]
 	l := &k.leases[li]
-	v := contract.VerbRelease // the lease verb this one does by value
-	switch c.Verb {
-	case contract.VerbRevokeValue:
-		v = contract.VerbRevoke
-	case contract.VerbReclaimValue:
-		v = contract.VerbReclaim
-	}
+	v := byValue[c.Verb] // the lease verb this one does by value
 	if v == contract.VerbRelease {
 		if _, h := splitKey(k.holders[l.holder].key); h != c.HolderID {
 			out.Code = contract.CodeHolderMismatch
@@ -349,6 +343,10 @@ func (k *Kernel) valueVerb(e Entry, out *Output) {
 	}
 	k.endStep(v, li, e, out)
 }
+
+// byValue is the lease verb each by-value verb does to the lease holding the value.
+var byValue = map[Verb]Verb{contract.VerbReleaseValue: contract.VerbRelease,
+	contract.VerbRevokeValue: contract.VerbRevoke, contract.VerbReclaimValue: contract.VerbReclaim}
 
 // checkShape verifies a range's exclusions and band: sorted, disjoint, not adjacent,
 // inside the range, bounded, never allocated, never remembered as freed.

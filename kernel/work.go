@@ -233,24 +233,30 @@ func (k *Kernel) endRun(c *Command, out *Output) {
 		out.Code = contract.CodeRunTerminal
 		return
 	}
-	switch c.Verb {
-	case contract.VerbCompleteRun:
+	end := runEnds[c.Verb]
+	if end.status == RunDone {
 		for _, w := range rn.work {
 			if s := k.works[w].status; s != WorkDone && s != WorkSplit {
 				out.Code = contract.CodeInvalidState
 				return
 			}
 		}
-		rn.status = RunDone
-		out.Event = EventRunCompleted
-	case contract.VerbFailRun:
-		rn.status, rn.reason = RunFailed, c.Reason
-		out.Event = EventRunFailed
-	default:
-		rn.status, rn.reason = RunCancelled, c.Reason
-		out.Event = EventRunCancelled
+	} else {
+		rn.reason = c.Reason // fail and cancel say why
 	}
+	rn.status, out.Event = end.status, end.event
 	k.viewRun(r, out)
+}
+
+// runEnds is what each run-ending verb makes of the run: complete (every work shard done
+// or split), fail, cancel.
+var runEnds = map[Verb]struct {
+	status RunStatus
+	event  EventKind
+}{
+	contract.VerbCompleteRun: {RunDone, EventRunCompleted},
+	contract.VerbFailRun:     {RunFailed, EventRunFailed},
+	contract.VerbCancelRun:   {RunCancelled, EventRunCancelled},
 }
 
 // unparkWork returns a parked work shard to active (an operator's verb, unfenced).
