@@ -182,86 +182,16 @@ func domainMessage(c *call) string {
 			return member + fmt.Sprintf("run %q has no claimable work shard now (earliest_deadline_slot says when one may free up)", mm.ID)
 		}
 	}
-	if msg := allocMessage(c); msg != "" {
+	if t := verbTexts[c.spec.verb]; t != nil {
+		if msg := t(c); msg != "" {
+			return msg
+		}
+	}
+	if msg, ok := codeTexts[r.Code]; ok {
 		return msg
 	}
-	switch r.Code {
-	case contract.CodeAlreadyExists:
-		return "an object with this id already exists in this tenant"
-	case contract.CodeResourceTableFull:
-		return "the shard's resource table is full"
-	case contract.CodePoolTableFull:
-		return "the shard's pool table is full"
-	case contract.CodeRangeTableFull:
-		return "the shard's range table is full"
-	case contract.CodeResourceNotFound:
-		return "no such resource"
-	case contract.CodePoolNotFound:
-		return "no such pool"
-	case contract.CodeRangeNotFound:
-		return "no such range"
-	case contract.CodeLeaseTableFull:
-		return "the shard's lease table is full"
-	case contract.CodeLeaseMemberTableFull:
-		return "the shard's lease member table is full"
-	case contract.CodeExpirationIndexFull:
-		return "the shard's expiration index is full"
-	case contract.CodeLeaseNotFound:
-		return "no such lease"
-	case contract.CodeLeaseRetired:
-		return "the lease has ended and left its history window"
-	case contract.CodeHolderMismatch:
-		return "holder_id does not hold this lease"
-	case contract.CodeStaleEpoch:
-		return "lease_epoch is not the lease's current epoch"
-	case contract.CodeInvalidState:
-		switch c.spec.verb {
-		case contract.VerbCompleteRun:
-			return "run.complete: every work shard must be done or split"
-		case contract.VerbUnparkWork:
-			return "the work shard is not parked"
-		}
+	if r.Code == contract.CodeInvalidState {
 		return "the lease's state does not allow " + c.spec.verb.String()
-	case contract.CodeLeaseExpired:
-		return "the lease's deadline has passed"
-	case contract.CodeRunNotFound:
-		return "no such run"
-	case contract.CodeRunTerminal:
-		return "the run has ended (done, failed or cancelled)"
-	case contract.CodeWorkNotFound:
-		return "no such work shard (or the lease holds none)"
-	case contract.CodeWorkTerminal:
-		return "the work shard is done, split or parked"
-	case contract.CodeCursorMissingKey:
-		return "cursor: required by work.checkpoint"
-	case contract.CodeCursorTooLarge:
-		return fmt.Sprintf("cursor: last_key at most %d bytes, token at most %d", contract.MaxWorkKeyLen, contract.MaxCursorTokenLen)
-	case contract.CodeCursorRegression:
-		return "cursor.last_key: before the work shard's current cursor"
-	case contract.CodeCursorOutOfBounds:
-		return "cursor.last_key: outside the work shard's range [start, end)"
-	case contract.CodeSplitInvalid:
-		return "the split does not fit: children must cover [cursor or start, end) in order without gaps; a split_key must lie after the cursor and inside the range; derived names must be free"
-	case contract.CodeWorkTableFull:
-		return "the shard's run or work table is full"
-	case contract.CodeNoneAvailable:
-		return "no claimable work shard now"
-	case contract.CodeObjectInUse:
-		switch c.spec.verb {
-		case contract.VerbDeleteResource:
-			switch r.Resource.State {
-			case kernel.ResourceReserved:
-				return "a reserved lease holds the resource: it is released or expires first"
-			case kernel.ResourceRevoking:
-				return "a revoked lease still holds the resource: lease.reclaim it first"
-			}
-			return "an active lease holds the resource: it is released, or revoked and reclaimed, first"
-		case contract.VerbDeletePool:
-			return "units of the pool are reserved or active: their leases must end first"
-		case contract.VerbDeleteRange:
-			return "values of the range are allocated: their leases must end first"
-		}
-		return "the run is active (cancel, fail or complete it first) or a work shard is claimed (its claim must end first)"
 	}
 	return r.Code.String()
 }

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"fmt"
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
@@ -92,22 +91,33 @@ func pageReply(c *call, p *kernel.ListPage, m *messages.Reply) {
 // allocReply adds what the allocator verbs answer besides a view: range.lookup's value
 // state, an import's leases (or its failing lease), the held value in a range verb's way.
 func allocReply(c *call, m *messages.Reply) {
-	r := c.res
-	switch c.spec.verb {
-	case contract.VerbLookupValue:
-		if r.Code == contract.CodeOK {
-			m.ValueState = r.ValueState
+	if f := allocReplies[c.spec.verb]; f != nil {
+		f(c, m)
+	}
+}
+
+// allocReplies are the allocator verbs' reply fields beside a view, by verb.
+var allocReplies = map[contract.Verb]func(c *call, m *messages.Reply){
+	contract.VerbLookupValue: func(c *call, m *messages.Reply) {
+		if c.res.Code == contract.CodeOK {
+			m.ValueState = c.res.ValueState
 		}
-	case contract.VerbImport:
-		if r.Code == contract.CodeOK {
+	},
+	contract.VerbImport: func(c *call, m *messages.Reply) {
+		if r := c.res; r.Code == contract.CodeOK {
 			m.Leases = changedLeases(c, r.Changes)
 		} else if r.ItemIndex >= 0 {
 			m.Item = proto.Uint32(uint32(r.ItemIndex))
 		}
-	case contract.VerbExclude, contract.VerbResizeRange:
-		if r.Code == contract.CodeValueBusy || (r.Code == contract.CodeObjectInUse && r.Lease.LSN != 0) {
-			m.Value = proto.Uint64(r.Value)
-		}
+	},
+	contract.VerbExclude:     heldValueField,
+	contract.VerbResizeRange: heldValueField,
+}
+
+// heldValueField is the held value that refused an exclude or a shrinking resize.
+func heldValueField(c *call, m *messages.Reply) {
+	if r := c.res; r.Code == contract.CodeValueBusy || (r.Code == contract.CodeObjectInUse && r.Lease.LSN != 0) {
+		m.Value = proto.Uint64(r.Value)
 	}
 }
 
@@ -125,60 +135,4 @@ func changedLeases(c *call, changes []kernel.LeaseChange) []*messages.Lease {
 		}
 	}
 	return ls
-}
-
-// allocMessage is the human text of the allocator verbs' domain outcomes ("" for the
-// ones domainMessage words as for any verb). It names values and lease ids of the
-// request's tenant, never a holder.
-func allocMessage(c *call) string {
-	r, cmd := c.res, c.op.cmd
-	if cmd == nil {
-		return ""
-	}
-	switch c.spec.verb {
-	case contract.VerbReleaseValue, contract.VerbRevokeValue, contract.VerbReclaimValue:
-		switch r.Code {
-		case contract.CodeValueFree:
-			return fmt.Sprintf("value %d of range %q is free: no lease holds it", cmd.Value, cmd.ObjectID)
-		case contract.CodeValueOutOfRange:
-			return fmt.Sprintf("value %d is outside range %q", cmd.Value, cmd.ObjectID)
-		case contract.CodeHolderMismatch:
-			return fmt.Sprintf("holder_id does not hold value %d of range %q", cmd.Value, cmd.ObjectID)
-		case contract.CodeStaleEpoch:
-			return "lease_epoch is not the epoch of the lease holding the value"
-		case contract.CodeLeaseHasOtherMembers:
-			return fmt.Sprintf("the lease holding value %d holds other members too: a hold is never released in part; whole_lease releases the lease", cmd.Value)
-		case contract.CodeInvalidState:
-			switch c.spec.verb {
-			case contract.VerbRevokeValue:
-				return "the lease holding the value is not active: only an active lease is revoked"
-			case contract.VerbReclaimValue:
-				return "the lease holding the value is not revoking: range.revoke it first"
-			}
-			return "the lease holding the value is revoking: an operator reclaims it"
-		}
-	case contract.VerbExclude, contract.VerbInclude:
-		switch r.Code {
-		case contract.CodeValueOutOfRange:
-			return fmt.Sprintf("[%d, %d] is not inside range %q", cmd.First, cmd.Last, cmd.ObjectID)
-		case contract.CodeValueBusy:
-			return fmt.Sprintf("value %d is held by lease %s: it is released, or revoked and reclaimed, first", r.Value,
-				contract.FormatLeaseID(c.op.shard, r.Lease.LSN))
-		case contract.CodeExclusionTableFull:
-			return fmt.Sprintf("range %q would have more than %d excluded intervals", cmd.ObjectID, contract.MaxExcluded)
-		}
-	case contract.VerbResizeRange:
-		if r.Code == contract.CodeObjectInUse {
-			return fmt.Sprintf("value %d, outside the new bounds, is held by lease %s", r.Value, contract.FormatLeaseID(c.op.shard, r.Lease.LSN))
-		}
-	case contract.VerbResizePool:
-		if r.Code == contract.CodeObjectInUse {
-			return "reserved, active and consumed units together exceed the new capacity"
-		}
-	case contract.VerbConsume:
-		if r.Code == contract.CodeInvalidState {
-			return "only a reserved or active lease of pool units is consumed"
-		}
-	}
-	return ""
 }
