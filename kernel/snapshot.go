@@ -238,39 +238,6 @@ func badSnapshot(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
 }
 
-// restoreOutcomesV2 reads format 2's operation records (commit order, with verb and
-// object reference) into the two queues. The epoch a lease verb's reply carried follows
-// from its verb: 1 for reserve, activate and renew, 2 for release, revoke and reclaim.
-func restoreOutcomesV2(k *Kernel, d *decoder, n int) {
-	for i := 0; i < n && d.err == nil; i++ {
-		if len(d.b) < 24 {
-			d.fail()
-			return
-		}
-		op := outcome{keyHi: binary.LittleEndian.Uint64(d.b), keyLo: uint32(binary.LittleEndian.Uint64(d.b[8:])),
-			hash: binary.LittleEndian.Uint64(d.b[16:])}
-		d.b = d.b[24:]
-		verb := Verb(d.byte())
-		op.code = Code(d.byte())
-		member := d.uvarint()
-		if member > maxEncodedMembers {
-			d.fail()
-			return
-		}
-		op.member = int16(member) - 1
-		op.lsn, _, op.retireAfter = d.uvarint(), d.uvarint(), d.uvarint()
-		if op.code == contract.CodeOK {
-			switch verb {
-			case contract.VerbReserve, contract.VerbActivate, contract.VerbRenew:
-				op.epoch = 1
-			case contract.VerbRelease, contract.VerbRevoke, contract.VerbReclaim:
-				op.epoch = 2
-			}
-		}
-		k.ops.push(op)
-	}
-}
-
 // validMemberRef reports whether a member names a slot in use: a live object or a grave,
 // never a free slot.
 func (k *Kernel) validMemberRef(kind MemberKind, obj uint64) bool {
