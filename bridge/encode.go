@@ -72,10 +72,28 @@ func replyMessage(c *call) *messages.Reply {
 		return m
 	}
 	allocReply(c, m)
-	// A view is shown only when it belongs to the request's tenant. A lease view of a
-	// lease verb only with ok: a failed lease verb (also when it is replayed from the
-	// retry cache) must show nothing of a lease that is another holder's or another
-	// tenant's.
+	objectView(c, m)
+	// The work shard (beside the lease of a claim), a split's new work shards, the
+	// capacity hint of a claim, and until when a busy claim may last.
+	if r.HasWork && r.Work.Tenant == c.tenant {
+		m.Work = wire.Work(c.op.shard, &r.Work)
+		for i := range r.Children {
+			m.Children = append(m.Children, wire.Work(c.op.shard, &r.Children[i]))
+		}
+		if r.Object == kernel.ObjectLease && !r.FromRetryCache {
+			m.Capacity = &messages.Capacity{Claimable: r.Capacity.Claimable, EarliestDeadlineSlot: r.Capacity.EarliestDeadline}
+		}
+	}
+	m.EarliestDeadlineSlot = r.EarliestDeadlineSlot
+	return m
+}
+
+// objectView shows the reply's object, only when it belongs to the request's tenant. A
+// lease view of a lease verb only with ok: a failed lease verb (also when it is replayed
+// from the retry cache) must show nothing of a lease that is another holder's or another
+// tenant's.
+func objectView(c *call, m *messages.Reply) {
+	r := c.res
 	switch r.Object {
 	case kernel.ObjectResource:
 		if r.Resource.Tenant == c.tenant {
@@ -103,19 +121,6 @@ func replyMessage(c *call) *messages.Reply {
 			m.Lease = wire.Lease(&r.Lease)
 		}
 	}
-	// The work shard (beside the lease of a claim), a split's new work shards, the
-	// capacity hint of a claim, and until when a busy claim may last.
-	if r.HasWork && r.Work.Tenant == c.tenant {
-		m.Work = wire.Work(c.op.shard, &r.Work)
-		for i := range r.Children {
-			m.Children = append(m.Children, wire.Work(c.op.shard, &r.Children[i]))
-		}
-		if r.Object == kernel.ObjectLease && !r.FromRetryCache {
-			m.Capacity = &messages.Capacity{Claimable: r.Capacity.Claimable, EarliestDeadlineSlot: r.Capacity.EarliestDeadline}
-		}
-	}
-	m.EarliestDeadlineSlot = r.EarliestDeadlineSlot
-	return m
 }
 
 // appliedLSNs is each shard's position in a spanning reply: the position its part

@@ -74,8 +74,18 @@ type counterBox struct{ c prometheus.Counter }
 // New builds the metrics of a process of shards shards, of build version, whose requests
 // come on nc (its connection state is part of /readyz).
 func New(shards uint32, nc *nats.Conn, version string) *Metrics {
-	reg := prometheus.NewRegistry()
-	m := &Metrics{reg: reg, shards: shards, nc: nc}
+	m := &Metrics{reg: prometheus.NewRegistry(), shards: shards, nc: nc}
+	m.shardMetrics()
+	m.requestMetrics()
+	m.eventMetrics()
+	m.clusterMetrics()
+	m.processMetrics(version)
+	m.reg.MustRegister(&shardCollector{m: m})
+	return m
+}
+
+// shardMetrics: per shard, journal batches, append latency and expiry lateness.
+func (m *Metrics) shardMetrics() {
 	batch := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "holdfast_shard_batch_entries",
 		Help:    "Entries per journal append (group commit batch size).",
@@ -92,12 +102,17 @@ func New(shards uint32, nc *nats.Conn, version string) *Metrics {
 			"moved to revoking): holds end late, never early. Its _count counts the expiries.",
 		Buckets: []float64{0, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60},
 	}, []string{"shard"})
-	for i := uint32(0); i < shards; i++ {
+	for i := uint32(0); i < m.shards; i++ {
 		l := strconv.FormatUint(uint64(i), 10)
 		m.batchSize = append(m.batchSize, batch.WithLabelValues(l))
 		m.appendLatency = append(m.appendLatency, latency.WithLabelValues(l))
 		m.lateness = append(m.lateness, late.WithLabelValues(l))
 	}
+	m.reg.MustRegister(batch, latency, late)
+}
+
+// requestMetrics: requests by verb and code, their durations, forwards.
+func (m *Metrics) requestMetrics() {
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "holdfast_requests_total",
 		Help: "Requests answered, by verb and result code.",
@@ -110,34 +125,53 @@ func New(shards uint32, nc *nats.Conn, version string) *Metrics {
 	for _, v := range contract.Verbs() {
 		m.duration[v] = dur.WithLabelValues(v.String())
 	}
-	m.published = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "holdfast_events_published_total",
-		Help: "Events acknowledged by the HOLDFAST_EVENTS stream.",
-	}, []string{"shard"})
-	m.publishErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "holdfast_events_publish_errors_total",
-		Help: "Failed event publishes (each is retried with the same message id).",
-	}, []string{"shard"})
-	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "holdfast_events_dropped_total",
-		Help: "Events dropped because the shard's event queue overflowed; republished at the next start.",
-	}, []string{"shard"})
-	m.overflowed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "holdfast_events_overflowed",
-		Help: "1 when the shard's event queue overflowed and its published position is stopped until restart.",
-	}, []string{"shard"})
-	m.queued = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "holdfast_events_queued",
-		Help: "Events waiting to be published.",
-	}, []string{"shard"})
-	m.publishedLSNs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "holdfast_events_published_lsn",
-		Help: "Every event of the shard through this lsn is acknowledged by the stream.",
-	}, []string{"shard"})
+	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "holdfast_forwarded_requests_total",
+		Help: "Requests forwarded to the node serving their shard, by result (answered, no_owner).",
+	}, []string{"result"})
+	for _, r := range []string{"answered", "no_owner"} {
+		m.forwarded.WithLabelValues(r)
+	}
+	m.reg.MustRegister(m.requests, dur, m.forwarded)
+}
+
+// eventMetrics: the event publisher's, per shard. Every series an alert or a dashboard
+// reads exists from the start, at zero: a rate() over a series that appears only with its
+// first error misses that error.
+func (m *Metrics) eventMetrics() {
+	perShard := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"shard"})
+	}
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"shard"})
+	}
+	m.published = perShard("holdfast_events_published_total", "Events acknowledged by the HOLDFAST_EVENTS stream.")
+	m.publishErrors = perShard("holdfast_events_publish_errors_total", "Failed event publishes (each is retried with the same message id).")
+	m.dropped = perShard("holdfast_events_dropped_total", "Events dropped because the shard's event queue overflowed; republished at the next start.")
+	m.overflowed = gauge("holdfast_events_overflowed", "1 when the shard's event queue overflowed and its published position is stopped until restart.")
+	m.queued = gauge("holdfast_events_queued", "Events waiting to be published.")
+	m.publishedLSNs = gauge("holdfast_events_published_lsn", "Every event of the shard through this lsn is acknowledged by the stream.")
+	for i := uint32(0); i < m.shards; i++ {
+		l := strconv.FormatUint(uint64(i), 10)
+		m.published.WithLabelValues(l)
+		m.publishErrors.WithLabelValues(l)
+		m.dropped.WithLabelValues(l)
+		m.overflowed.WithLabelValues(l)
+		m.queued.WithLabelValues(l)
+		m.publishedLSNs.WithLabelValues(l)
+	}
+	m.reg.MustRegister(m.published, m.publishErrors, m.dropped, m.overflowed, m.queued, m.publishedLSNs)
+}
+
+// clusterMetrics: a cluster node's claims and hand-offs.
+func (m *Metrics) clusterMetrics() {
 	m.renewals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "holdfast_cluster_claim_renewals_total",
 		Help: "Renewals of this node's shard claims, by result (ok, failed).",
 	}, []string{"result"})
+	for _, r := range []string{"ok", "failed"} {
+		m.renewals.WithLabelValues(r)
+	}
 	m.claimsLost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "holdfast_cluster_claims_lost_total",
 		Help: "Shard claims this node gave up without a hand-off (not renewed in time, or taken).",
@@ -154,19 +188,20 @@ func New(shards uint32, nc *nats.Conn, version string) *Metrics {
 		Name: "holdfast_cluster_shards_owned",
 		Help: "Shards this node serves.",
 	})
-	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "holdfast_forwarded_requests_total",
-		Help: "Requests forwarded to the node serving their shard, by result (answered, no_owner).",
-	}, []string{"result"})
+	m.reg.MustRegister(m.renewals, m.claimsLost, m.acquisitions, m.handoffs, m.shardsOwned)
+}
+
+// processMetrics: the build, the NATS connection, Go's and the process's own.
+func (m *Metrics) processMetrics(version string) {
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "holdfast_build_info",
 		Help:        "1, labelled with the running build.",
 		ConstLabels: prometheus.Labels{"version": version, "go_version": runtime.Version()},
 	})
 	buildInfo.Set(1)
-	reg.MustRegister(buildInfo)
-	if nc != nil {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	m.reg.MustRegister(buildInfo, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if nc := m.nc; nc != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "holdfast_nats_connected",
 			Help: "1 while the service's NATS connection is connected, 0 while it is reconnecting or closed.",
 		}, func() float64 {
@@ -175,33 +210,11 @@ func New(shards uint32, nc *nats.Conn, version string) *Metrics {
 			}
 			return 0
 		}))
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "holdfast_nats_reconnects_total",
 			Help: "Reconnects of the service's NATS connection.",
 		}, func() float64 { return float64(nc.Stats().Reconnects) }))
 	}
-	// Every series an alert or a dashboard reads exists from the start, at zero: a
-	// rate() over a series that appears only with its first error misses that error.
-	for i := uint32(0); i < shards; i++ {
-		l := strconv.FormatUint(uint64(i), 10)
-		m.published.WithLabelValues(l)
-		m.publishErrors.WithLabelValues(l)
-		m.dropped.WithLabelValues(l)
-		m.overflowed.WithLabelValues(l)
-		m.queued.WithLabelValues(l)
-		m.publishedLSNs.WithLabelValues(l)
-	}
-	for _, r := range []string{"ok", "failed"} {
-		m.renewals.WithLabelValues(r)
-	}
-	for _, r := range []string{"answered", "no_owner"} {
-		m.forwarded.WithLabelValues(r)
-	}
-	reg.MustRegister(batch, latency, late, m.requests, dur, m.published, m.publishErrors, m.dropped,
-		m.overflowed, m.queued, m.publishedLSNs, m.renewals, m.claimsLost, m.acquisitions, m.handoffs,
-		m.shardsOwned, m.forwarded, &shardCollector{m: m},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
 }
 
 // Attach makes the shard gauges and /readyz read sys, whose slots are slotMillis long.
