@@ -301,9 +301,30 @@ func (k *Kernel) appendWork(b []byte) []byte {
 // reference against the tables (the invariants check the rest). Format 4 had no free
 // slots and no run lists: its slots were in creation order.
 func (k *Kernel) restoreWork(d *decoder, format byte, buried map[grave]bool) error {
+	lists, err := k.restoreRuns(d, format, buried)
+	if err != nil {
+		return err
+	}
 	n := d.uvarint()
 	if n > maxTableBound || n > uint64(len(d.b)) {
-		return badSnapshot("%d runs: more than the snapshot holds", n)
+		return badSnapshot("%d work shards: more than the snapshot holds", n)
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		if !k.restoreWorkShard(d, format, n) {
+			break
+		}
+	}
+	if format >= 5 && d.err == nil {
+		k.linkWork(d, lists)
+	}
+	return nil
+}
+
+// restoreRuns reads the runs, and from format 5 on each run's list of work shards.
+func (k *Kernel) restoreRuns(d *decoder, format byte, buried map[grave]bool) ([][]int32, error) {
+	n := d.uvarint()
+	if n > maxTableBound || n > uint64(len(d.b)) {
+		return nil, badSnapshot("%d runs: more than the snapshot holds", n)
 	}
 	var lists [][]int32 // format 5: each run's work shards
 	for i := uint64(0); i < n && d.err == nil; i++ {
@@ -343,54 +364,51 @@ func (k *Kernel) restoreWork(d *decoder, format byte, buried map[grave]bool) err
 		}
 		k.runs = append(k.runs, r)
 	}
-	n = d.uvarint()
-	if n > maxTableBound || n > uint64(len(d.b)) {
-		return badSnapshot("%d work shards: more than the snapshot holds", n)
+	return lists, nil
+}
+
+// restoreWorkShard reads one work shard of n (a free slot from format 5 on), checking its
+// run and parent; false when the bytes are not a work shard.
+func (k *Kernel) restoreWorkShard(d *decoder, format byte, n uint64) bool {
+	w := work{name: d.string(maxEncodedString), readyPos: -1, heldPos: -1}
+	if format >= 5 && w.name == "" {
+		k.works = append(k.works, w) // a free slot
+		return true
 	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		w := work{name: d.string(maxEncodedString), readyPos: -1, heldPos: -1}
-		if format >= 5 && w.name == "" {
-			k.works = append(k.works, w) // a free slot
-			continue
-		}
-		r := d.uvarint()
-		w.start, w.end, w.metadata = d.string(maxEncodedString), d.string(maxEncodedString), d.string(maxEncodedBlob)
-		w.status = WorkStatus(d.byte())
-		w.lease, w.claims = d.uvarint(), d.uvarint()
-		w.cursor = cursor{set: d.bool(), key: d.string(maxEncodedString), token: d.string(maxEncodedBlob)}
-		parent, splits := d.uvarint(), d.uvarint()
-		w.reason = d.string(maxEncodedString)
-		if format >= 8 {
-			w.endedBy = d.uvarint()
-		}
-		idx := int32(len(k.works))
-		if r >= uint64(len(k.runs)) || k.runs[r].key == "" || parent > n || (format < 5 && parent > uint64(idx)) ||
-			splits > 1<<31 || w.status < WorkActive || w.status > WorkParked {
+	r := d.uvarint()
+	w.start, w.end, w.metadata = d.string(maxEncodedString), d.string(maxEncodedString), d.string(maxEncodedBlob)
+	w.status = WorkStatus(d.byte())
+	w.lease, w.claims = d.uvarint(), d.uvarint()
+	w.cursor = cursor{set: d.bool(), key: d.string(maxEncodedString), token: d.string(maxEncodedBlob)}
+	parent, splits := d.uvarint(), d.uvarint()
+	w.reason = d.string(maxEncodedString)
+	if format >= 8 {
+		w.endedBy = d.uvarint()
+	}
+	idx := int32(len(k.works))
+	if r >= uint64(len(k.runs)) || k.runs[r].key == "" || parent > n || (format < 5 && parent > uint64(idx)) ||
+		splits > 1<<31 || w.status < WorkActive || w.status > WorkParked {
+		d.fail()
+		return false
+	}
+	w.run, w.parent, w.splits = int32(r), int32(parent)-1, uint32(splits)
+	t, runID := splitKey(k.runs[w.run].key)
+	w.key = t + "\x00" + contract.WorkID(runID, w.name)
+	if k.liveRun(w.run) {
+		if _, dup := k.workIdx[w.key]; dup {
 			d.fail()
-			break
+			return false
 		}
-		w.run, w.parent, w.splits = int32(r), int32(parent)-1, uint32(splits)
-		t, runID := splitKey(k.runs[w.run].key)
-		w.key = t + "\x00" + contract.WorkID(runID, w.name)
-		if k.liveRun(w.run) {
-			if _, dup := k.workIdx[w.key]; dup {
-				d.fail()
-				break
-			}
-			k.workIdx[w.key] = idx
-		}
-		k.works = append(k.works, w)
-		if format < 5 {
-			k.runs[w.run].work = append(k.runs[w.run].work, idx) // queues: rebuildWorkQueues, once leases are back
-			if w.parent >= 0 {
-				k.works[w.parent].children = append(k.works[w.parent].children, idx)
-			}
+		k.workIdx[w.key] = idx
+	}
+	k.works = append(k.works, w)
+	if format < 5 {
+		k.runs[w.run].work = append(k.runs[w.run].work, idx) // queues: rebuildWorkQueues, once leases are back
+		if w.parent >= 0 {
+			k.works[w.parent].children = append(k.works[w.parent].children, idx)
 		}
 	}
-	if format >= 5 && d.err == nil {
-		k.linkWork(d, lists)
-	}
-	return nil
+	return true
 }
 
 // linkWork gives each run its work shards and each work shard its children, in creation
