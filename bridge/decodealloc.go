@@ -241,7 +241,7 @@ func prepResizeRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.R
 	r := m.(*messages.ResizeRangeRequest)
 	c := b.objectWrite(tenant, r.OperationId, r.RangeId, o)
 	if r.First == nil && r.Last == nil && r.StaticBand == nil {
-		return invalid("first, last, static_band: give at least one (an omitted bound keeps its value)")
+		return invalid("first: required when neither last nor static_band is given (an omitted bound keeps its value)")
 	}
 	c.First, c.Last = r.GetFirst(), r.GetLast()
 	c.KeepFirst, c.KeepLast = r.First == nil, r.Last == nil

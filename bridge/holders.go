@@ -80,7 +80,7 @@ func (h *Holders) authorize(c *call) *kernel.Rejection {
 			who = "NATS user " + cl.user
 		}
 		return &kernel.Rejection{Code: contract.CodePermissionDenied,
-			Message: "holder_id " + holder + ": not a holder " + who + " may act as (holders are bound to NATS users: the user's name, or one under \"<user>/\")"}
+			Message: "holder_id: " + holder + " is not a holder " + who + " may act as (holders are bound to NATS users: the user's name, or one under \"<user>/\")"}
 	}
 	if c.op.cmd != nil {
 		if c.op.cmd.HolderID != "" && !cl.mayHold(c.op.cmd.HolderID) {
