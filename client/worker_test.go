@@ -121,14 +121,15 @@ func TestKeepAliveReportsALostLease(t *testing.T) {
 	if _, err := c.CreateResource(ctx, "gpu"); err != nil {
 		t.Fatal(err)
 	}
-	// A TTL the renewals keep with room to spare on a loaded CI machine, outlived by the
-	// sleep, so the lease is there only because it was renewed.
-	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "h", TTL: 1500 * time.Millisecond, Members: []*messages.Member{client.Resource("gpu")}})
+	// A TTL the renewals keep with room to spare on a loaded CI machine (renewed every
+	// second, so a renewal may stall two seconds; 1.5 s still lapsed once under a full
+	// .ci/run), outlived by the sleep, so the lease is there only because it was renewed.
+	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "h", TTL: 3 * time.Second, Members: []*messages.Member{client.Resource("gpu")}})
 	if err != nil || !res.OK() {
 		t.Fatalf("reserve: %v %+v", err, res)
 	}
-	ka := c.KeepAlive(ctx, "h", res.Fence(), 1500*time.Millisecond)
-	time.Sleep(2 * time.Second)
+	ka := c.KeepAlive(ctx, "h", res.Fence(), 3*time.Second)
+	time.Sleep(3500 * time.Millisecond)
 	if ka.Context().Err() != nil {
 		t.Fatalf("lost while renewed: %v", ka.Err())
 	}
