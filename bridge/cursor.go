@@ -18,25 +18,36 @@ import (
 // that means something else there (docs/api.md V.4). One place for every listing: the
 // request's cursor field, whichever message holds it.
 
-// scopedFields are the request fields that name the one object a listing walks.
-var scopedFields = []protoreflect.Name{"range_id", "pool_id", "run_id"}
-
-// paged reports whether m is a listing request: one with a string cursor field (a work
-// checkpoint's cursor is a message, and no listing's).
-func paged(m proto.Message) bool {
-	f := m.ProtoReflect().Descriptor().Fields().ByName("cursor")
-	return f != nil && f.Kind() == protoreflect.StringKind
+// paging is where a listing request keeps its cursor and the one object it walks,
+// found once per verb (verbSpec.bind), not per request.
+type paging struct {
+	cursor protoreflect.FieldDescriptor   // nil: not a listing
+	scoped []protoreflect.FieldDescriptor // range_id, pool_id, run_id where the request has them
 }
 
-// cursorScope is the scope of a listing request: its verb and its object's id.
-func cursorScope(v contract.Verb, m proto.Message) string {
-	r := m.ProtoReflect()
-	fields := r.Descriptor().Fields()
-	scope := v.String()
-	for _, name := range scopedFields {
-		if f := fields.ByName(name); f != nil && f.Kind() == protoreflect.StringKind {
-			scope += "\x00" + r.Get(f).String()
+// pagingOf finds a request's cursor field — a string one: a work checkpoint's cursor is
+// a message, and no listing's — and the fields that name the object it walks.
+func pagingOf(m proto.Message) paging {
+	fields := m.ProtoReflect().Descriptor().Fields()
+	f := fields.ByName("cursor")
+	if f == nil || f.Kind() != protoreflect.StringKind {
+		return paging{}
+	}
+	p := paging{cursor: f}
+	for _, name := range []protoreflect.Name{"range_id", "pool_id", "run_id"} {
+		if o := fields.ByName(name); o != nil && o.Kind() == protoreflect.StringKind {
+			p.scoped = append(p.scoped, o)
 		}
+	}
+	return p
+}
+
+// scope is a listing request's scope: its verb and its object's id.
+func (p paging) scope(v contract.Verb, m proto.Message) string {
+	r := m.ProtoReflect()
+	scope := v.String()
+	for _, f := range p.scoped {
+		scope += "\x00" + r.Get(f).String()
 	}
 	return scope
 }
@@ -49,12 +60,11 @@ func sealCursor(scope, position string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(scope + "\x01" + position))
 }
 
-// openCursor unwraps the cursor field of a listing request (paged) in place (ok false:
-// not a cursor of this listing). A request with none given is left as it is.
-func openCursor(scope string, m proto.Message) bool {
+// open unwraps the cursor field of a listing request in place (ok false: not a cursor
+// of this listing). A request with none given is left as it is.
+func (p paging) open(scope string, m proto.Message) bool {
 	r := m.ProtoReflect()
-	f := r.Descriptor().Fields().ByName("cursor")
-	c := r.Get(f).String()
+	c := r.Get(p.cursor).String()
 	if c == "" {
 		return true
 	}
@@ -66,6 +76,6 @@ func openCursor(scope string, m proto.Message) bool {
 	if !ok || position == "" {
 		return false
 	}
-	r.Set(f, protoreflect.ValueOfString(position))
+	r.Set(p.cursor, protoreflect.ValueOfString(position))
 	return true
 }

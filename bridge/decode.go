@@ -30,6 +30,7 @@ type verbSpec struct {
 	tenantStart int           // offset of the tenant token in a request subject
 	suffixLen   int           // len(".<object>.<action>")
 	stats       endpointStats // for $SRV.STATS
+	paging      paging        // a listing's cursor and scope fields (cursor.go); zero for others
 }
 
 type opKind uint8
@@ -57,6 +58,7 @@ func (s *verbSpec) bind(prefix string) {
 	s.subject = s.verb.Subject(prefix, "*")
 	s.tenantStart = len(prefix) + len(".v1.")
 	s.suffixLen = len(s.verb.Object()) + len(s.verb.Action()) + 2
+	s.paging = pagingOf(s.newReq())
 }
 
 // VerbRequest is one verb of the wire with a new message of its request type: the verb
@@ -152,9 +154,9 @@ func (b *Bridge) prepare(c *call, j *job) *kernel.Rejection {
 		}
 		return invalid("the request could not be decoded: %v", err)
 	}
-	if paged(m) {
-		c.scope = cursorScope(s.verb, m)
-		if !openCursor(c.scope, m) {
+	if s.paging.cursor != nil {
+		c.scope = s.paging.scope(s.verb, m)
+		if !s.paging.open(c.scope, m) {
 			return invalid("cursor: not a cursor of this listing")
 		}
 	}
