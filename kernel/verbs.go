@@ -33,17 +33,9 @@ type applier func(k *Kernel, e Entry, out *Output)
 // retriedView fills a retry's reply from the original outcome.
 type retriedView func(k *Kernel, c *Command, op *outcome, slot uint64, out *Output)
 
-// kverbs is the kernel's side of the verb table, the client writes and the internal verbs.
-var kverbs [contract.VerbCount]kverb
-
-func init() {
-	for v, row := range kverbRows {
-		kverbs[v] = row
-	}
-}
-
-// kverbRows are the rows, by verb.
-var kverbRows = map[Verb]kverb{
+// kverbs is the kernel's side of the verb table, the client writes and the internal
+// verbs, indexed by verb.
+var kverbs = [contract.VerbCount]kverb{
 	contract.VerbCreateResource: {validate: objectID("resource_id"), apply: object((*Kernel).createResource), retried: retriedCreate},
 	contract.VerbCreatePool:     {validate: validateCreatePool, apply: object((*Kernel).createPool), retried: retriedCreate},
 	contract.VerbCreateRange:    {validate: validateCreateRange, apply: object((*Kernel).createRange), retried: retriedCreate},
