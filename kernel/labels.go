@@ -127,8 +127,10 @@ func (k *Kernel) indexLease(idx int32) {
 	l := &k.leases[idx]
 	tenant, _ := splitKey(k.holders[l.holder].key)
 	k.ix.holders.ReplaceOrInsert(pairItem{a: uint64(l.holder), lsn: l.lsn})
-	k.labelEntries(tenant, l.labels, func(s string) { k.ix.labels.ReplaceOrInsert(labelItem{key: s, lsn: l.lsn}) })
-	k.indexBulk(idx, true)
+	k.labelEntries(tenant, l.labels, func(s string) {
+		k.ix.labels.ReplaceOrInsert(labelItem{key: s, lsn: l.lsn})
+		k.bulkEntry(l, s, true)
+	})
 	for _, m := range l.members {
 		switch m.kind {
 		case MemberPool:
@@ -144,8 +146,10 @@ func (k *Kernel) unindexLease(idx int32) {
 	l := &k.leases[idx]
 	tenant, _ := splitKey(k.holders[l.holder].key)
 	k.ix.holders.Delete(pairItem{a: uint64(l.holder), lsn: l.lsn})
-	k.labelEntries(tenant, l.labels, func(s string) { k.ix.labels.Delete(labelItem{key: s, lsn: l.lsn}) })
-	k.indexBulk(idx, false)
+	k.labelEntries(tenant, l.labels, func(s string) {
+		k.ix.labels.Delete(labelItem{key: s, lsn: l.lsn})
+		k.bulkEntry(l, s, false)
+	})
 	for _, m := range l.members {
 		switch m.kind {
 		case MemberPool:
@@ -165,20 +169,22 @@ func (k *Kernel) indexBulk(idx int32, add bool) {
 		return
 	}
 	tenant, _ := splitKey(k.holders[l.holder].key)
-	releasable := endableFrom(contract.VerbRelease, l.state) == contract.CodeOK
-	k.labelEntries(tenant, l.labels, func(s string) {
-		byState := labelPairItem{key: s, a: uint64(l.state), lsn: l.lsn}
-		byHolder := labelPairItem{key: s, a: uint64(l.holder), lsn: l.lsn}
-		if add {
-			k.ix.labelStates.ReplaceOrInsert(byState)
-			if releasable {
-				k.ix.labelHolders.ReplaceOrInsert(byHolder)
-			}
-			return
-		}
+	k.labelEntries(tenant, l.labels, func(s string) { k.bulkEntry(l, s, add) })
+}
+
+// bulkEntry enters or removes lease l's bulk entries under label entry s.
+func (k *Kernel) bulkEntry(l *lease, s string, add bool) {
+	byState := labelPairItem{key: s, a: uint64(l.state), lsn: l.lsn}
+	byHolder := labelPairItem{key: s, a: uint64(l.holder), lsn: l.lsn}
+	if !add {
 		k.ix.labelStates.Delete(byState)
 		k.ix.labelHolders.Delete(byHolder)
-	})
+		return
+	}
+	k.ix.labelStates.ReplaceOrInsert(byState)
+	if endableFrom(contract.VerbRelease, l.state) == contract.CodeOK {
+		k.ix.labelHolders.ReplaceOrInsert(byHolder)
+	}
 }
 
 // objectKind is the index table of a create or delete verb's table.
