@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -398,8 +399,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 type liveTail struct {
 	sub     *nats.Subscription
 	ch      chan *nats.Msg
-	mu      sync.Mutex
-	skipped int
+	skipped atomic.Int64
 }
 
 func (c *Console) subscribe(subject string) (*liveTail, error) {
@@ -409,21 +409,13 @@ func (c *Console) subscribe(subject string) (*liveTail, error) {
 		select {
 		case t.ch <- m:
 		default:
-			t.mu.Lock()
-			t.skipped++
-			t.mu.Unlock()
+			t.skipped.Add(1)
 		}
 	})
 	return t, err
 }
 
-func (t *liveTail) takeSkipped() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := t.skipped
-	t.skipped = 0
-	return n
-}
+func (t *liveTail) takeSkipped() int { return int(t.skipped.Swap(0)) }
 
 // writeTail writes one event of the tail as a server-sent event.
 func writeTail(w http.ResponseWriter, m *nats.Msg, recent bool) {
