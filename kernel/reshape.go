@@ -67,8 +67,9 @@ func (r *valueRange) allocatedNone(iv Interval, absent uint64) bool {
 }
 
 // resizeRange runs range.resize: new bounds (a bound the request omitted keeps its value),
-// and a new static band when the command has one (else the band is cut to the new bounds). Growing always works; shrinking past an
-// allocated value is object_in_use, naming the value and its lease.
+// and a new static band when the command has one (else the band is cut to the new
+// bounds). Growing always works; shrinking past an allocated value is object_in_use,
+// naming the value and its lease.
 func (k *Kernel) resizeRange(c *Command, out *Output) {
 	idx, ok := k.findRange(c.Tenant, c.ObjectID)
 	if !ok {
