@@ -21,29 +21,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/examples/internal/example"
 	"github.com/holdfast/holdfast/messages"
 )
 
-func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) { // -help printed the usage: success
-		fmt.Fprintln(os.Stderr, "control-plane:", err)
-		os.Exit(1)
-	}
-}
+func main() { example.Main("control-plane", run) }
 
 // plane is the control plane's view of its allocators: the range ids.
 type plane struct {
@@ -57,24 +45,13 @@ func (p *plane) ports(node string) string    { return node + "/ports" }
 func (p *plane) addrs(network string) string { return network + "/addresses" }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("control-plane", flag.ContinueOnError)
-	server := fs.String("server", nats.DefaultURL, "NATS server URL")
-	tenant := fs.String("tenant", "cloud-"+client.NewOperationID()[:6], "Holdfast tenant")
+	fs := example.NewFlags("control-plane", "cloud-"+client.NewOperationID()[:6])
 	allocators := fs.Int("allocators", 64, "concurrent allocators against one pool")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	nc, err := nats.Connect(*server, nats.Name("holdfast example control-plane"))
+	hf, ctx, done, err := fs.Start(ctx, args, 2*time.Minute)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	hf, err := client.New(nc, client.WithTenant(*tenant))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	defer done()
 	p := &plane{hf: hf, out: out, vxlan: "vxlan", vsock: "vsock", mac: "mac"}
 
 	if err := p.createRanges(ctx); err != nil {

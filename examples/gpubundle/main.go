@@ -11,52 +11,33 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/examples/internal/example"
 	"github.com/holdfast/holdfast/messages"
 )
 
-func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) { // -help printed the usage: success
-		fmt.Fprintln(os.Stderr, "gpubundle:", err)
-		os.Exit(1)
-	}
-}
+func main() { example.Main("gpubundle", run) }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("gpubundle", flag.ContinueOnError)
-	server := fs.String("server", nats.DefaultURL, "NATS server URL")
-	tenant := fs.String("tenant", "default", "Holdfast tenant")
+	fs := example.NewFlags("gpubundle", "default")
 	node := fs.String("node", "node-"+client.NewOperationID()[:8], "node id (the placement key)")
 	protobuf := fs.Bool("protobuf", false, "talk protobuf instead of JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opts := []client.Option{client.WithTenant(*tenant)}
+	var opts []client.Option
 	if *protobuf {
 		opts = append(opts, client.WithProtobuf())
 	}
-	nc, err := nats.Connect(*server, nats.Name("holdfast example gpubundle"))
+	hf, ctx, done, err := fs.Start(ctx, args, time.Minute, opts...)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	hf, err := client.New(nc, opts...)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+	defer done()
 
 	gpu := func(i int) string { return fmt.Sprintf("%s/gpu%d", *node, i) }
 	mem := *node + "/mem"

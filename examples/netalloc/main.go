@@ -12,48 +12,26 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/examples/internal/example"
 	"github.com/holdfast/holdfast/messages"
 )
 
-func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) { // -help printed the usage: success
-		fmt.Fprintln(os.Stderr, "netalloc:", err)
-		os.Exit(1)
-	}
-}
+func main() { example.Main("netalloc", run) }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("netalloc", flag.ContinueOnError)
-	server := fs.String("server", nats.DefaultURL, "NATS server URL")
-	tenant := fs.String("tenant", "default", "Holdfast tenant")
+	fs := example.NewFlags("netalloc", "default")
 	site := fs.String("site", "site-"+client.NewOperationID()[:8], "site id (the placement key of its ranges)")
 	owner := fs.String("owner", "router-"+client.NewOperationID()[:8], "the holder that gets the ids")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	nc, err := nats.Connect(*server, nats.Name("holdfast example netalloc"))
+	hf, ctx, done, err := fs.Start(ctx, args, time.Minute)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	hf, err := client.New(nc, client.WithTenant(*tenant))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+	defer done()
 
 	vxlan, console := *site+"/vxlan", *site+"/console"
 	for _, r := range []struct {

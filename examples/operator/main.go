@@ -15,47 +15,25 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/examples/internal/example"
 	"github.com/holdfast/holdfast/messages"
 )
 
-func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) { // -help printed the usage: success
-		fmt.Fprintln(os.Stderr, "operator:", err)
-		os.Exit(1)
-	}
-}
+func main() { example.Main("operator", run) }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
-	server := fs.String("server", nats.DefaultURL, "NATS server URL")
-	tenant := fs.String("tenant", "default", "Holdfast tenant")
+	fs := example.NewFlags("operator", "default")
 	cluster := fs.String("cluster", "db-"+client.NewOperationID()[:8], "cluster id (the placement key)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	nc, err := nats.Connect(*server, nats.Name("holdfast example operator"))
+	hf, ctx, done, err := fs.Start(ctx, args, time.Minute)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	hf, err := client.New(nc, client.WithTenant(*tenant))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+	defer done()
 
 	primary := *cluster + "/primary"
 	res, err := hf.CreateResource(ctx, primary)

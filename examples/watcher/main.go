@@ -11,50 +11,27 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/examples/internal/example"
 	"github.com/holdfast/holdfast/messages"
 )
 
-func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) { // -help printed the usage: success
-		fmt.Fprintln(os.Stderr, "watcher:", err)
-		os.Exit(1)
-	}
-}
+func main() { example.Main("watcher", run) }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("watcher", flag.ContinueOnError)
-	server := fs.String("server", nats.DefaultURL, "NATS server URL")
-	tenant := fs.String("tenant", "default", "Holdfast tenant")
+	fs := example.NewFlags("watcher", "default")
 	lamp := fs.String("resource", "lab-"+client.NewOperationID()[:8]+"/lamp", "the resource to play with")
 	follow := fs.Bool("follow", false, "after the demo, print every live event of the tenant until interrupted")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	nc, err := nats.Connect(*server, nats.Name("holdfast example watcher"))
+	hf, demo, done, err := fs.Start(ctx, args, time.Minute)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	hf, err := client.New(nc, client.WithTenant(*tenant))
-	if err != nil {
-		return err
-	}
-	demo, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+	defer done()
 
 	// Subscribe first, so that no event of the changes below is missed.
 	live, err := hf.Watch(demo, client.WatchOptions{})

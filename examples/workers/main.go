@@ -15,29 +15,18 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/examples/internal/example"
 	"github.com/holdfast/holdfast/messages"
 )
 
-func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) { // -help printed the usage: success
-		fmt.Fprintln(os.Stderr, "workers:", err)
-		os.Exit(1)
-	}
-}
+func main() { example.Main("workers", run) }
 
 func key(i int) string { return fmt.Sprintf("k%04d", i) }
 
@@ -80,25 +69,14 @@ type zombie struct {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("workers", flag.ContinueOnError)
-	server := fs.String("server", nats.DefaultURL, "NATS server URL")
-	tenant := fs.String("tenant", "default", "Holdfast tenant")
+	fs := example.NewFlags("workers", "default")
 	runID := fs.String("run", "crawl-"+client.NewOperationID()[:8], "run id")
 	workers := fs.Int("workers", 3, "workers in the fleet")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	nc, err := nats.Connect(*server, nats.Name("holdfast example workers"))
+	hf, ctx, done, err := fs.Start(ctx, args, time.Minute)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	hf, err := client.New(nc, client.WithTenant(*tenant))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+	defer done()
 
 	// Four shards over k0000..k0999; the last one is long.
 	var shards []*messages.WorkSpec
