@@ -15,12 +15,23 @@ import (
 	"github.com/holdfast/holdfast/persistence"
 )
 
-// owner is a test's Ownership: it serves a shard while serving says so (always when nil)
-// and is told of nothing.
-type owner struct{ serving func() bool }
+// owner is a test's Ownership: it serves a shard while serving says so (always when nil),
+// with the standing standing says (Leased when nil), and is told of nothing.
+type owner struct {
+	serving  func() bool
+	standing func() Standing
+}
 
-func (o owner) Serving(uint32) bool { return o.serving == nil || o.serving() }
-func (o owner) Halted(uint32)       {}
+func (o owner) Standing(uint32) Standing {
+	switch {
+	case o.serving != nil && !o.serving():
+		return NotServing
+	case o.standing != nil:
+		return o.standing()
+	}
+	return Leased
+}
+func (o owner) Halted(uint32) {}
 
 // A system with an owner serves only the shards opened on it; a closed shard keeps its state in
 // its storage and a later Open recovers it, as a cluster node hands shards on.

@@ -76,14 +76,36 @@ type Options struct {
 // Ownership is who decides which shards this process serves: a cluster node
 // (cluster.Node implements it), the one meaning of "is shard k mine".
 type Ownership interface {
-	// Serving is asked before a shard answers a request: false (the claim may have
-	// lapsed) answers engine_halted. It must be cheap and safe from any goroutine.
-	Serving(shard uint32) bool
+	// Standing is asked before a shard answers a request (Standing says what each answer
+	// means). It must be cheap and safe from any goroutine.
+	Standing(shard uint32) Standing
 	// Halted is told (on the shard's goroutine; it must not block) that a shard halted:
 	// a cluster node gives the shard up, so that a new claim recovers it from the
 	// replicated journal instead of it answering engine_halted until a restart.
 	Halted(shard uint32)
 }
+
+// Standing is how far a node knows that its claim on a shard is current.
+type Standing uint8
+
+const (
+	// NotServing: the claim is lost, lapsed while the shard loaded, or never was; the
+	// shard answers engine_halted (indefinite: a retry reaches the current owner).
+	NotServing Standing = iota
+	// Leased: the claim was renewed within its serve window, so no other node can hold
+	// it: answers come from the shard's state at once (a lease read, as etcd's).
+	Leased
+	// Fenced: the claim could not be renewed lately (the claims store is electing a
+	// leader, or out of reach) but is not known lost. Writes go on, fenced by the
+	// journal as always; an answer that does not append (a read, a refusal, a retry's
+	// remembered outcome) waits for a barrier through the journal, which proves that
+	// no other node had claimed it meanwhile (etcd's ReadIndex).
+	Fenced
+)
+
+var standingNames = [...]string{"not-serving", "leased", "fenced"}
+
+func (s Standing) String() string { return standingNames[s] }
 
 // withDefaults fills what the caller left zero.
 func (o Options) withDefaults() (Options, error) {

@@ -18,10 +18,21 @@ func (s *shard) read(m *readMsg) {
 		m.reply(rejection(contract.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
 		return
 	}
-	if !s.serving() {
+	switch s.standing() {
+	case NotServing:
 		m.reply(rejection(contract.CodeEngineHalted, notOwner, s.applied()))
 		return
+	case Fenced:
+		if !s.afterBarrier(m.reply, func() { s.readApplied(m) }) {
+			m.reply(rejection(contract.CodeOverloaded, "too many answers waiting for a journal barrier", s.applied()))
+		}
+		return
 	}
+	s.readApplied(m)
+}
+
+// readApplied answers a read whose standing allows it: now, or once MinLSN is applied.
+func (s *shard) readApplied(m *readMsg) {
 	if m.req.MinLSN > s.k.LastLSN() {
 		if m.req.Wait <= 0 {
 			m.reply(rejection(contract.CodeFenceNotApplied, "min_lsn not applied yet", s.k.LastLSN()))
@@ -44,10 +55,8 @@ func (s *shard) answerReaders(now time.Time) {
 	kept := s.readers[:0]
 	for _, r := range s.readers {
 		switch {
-		case r.req.MinLSN <= s.k.LastLSN() && !s.serving():
-			r.reply(rejection(contract.CodeEngineHalted, notOwner, s.k.LastLSN()))
 		case r.req.MinLSN <= s.k.LastLSN():
-			r.reply(s.answer(&r.req))
+			s.answerStanding(r)
 		case !now.IsZero() && !now.Before(r.deadline):
 			r.reply(rejection(contract.CodeFenceNotApplied, "min_lsn not applied within wait_ms", s.k.LastLSN()))
 		default:
@@ -113,3 +122,17 @@ func (s *shard) answer(q *ReadRequest) *Reply {
 // clock's, never before any slot the shard has stamped or read at), so a lease that
 // has read lease_retired never reads as present again when the clock steps back.
 func (s *shard) readSlot() uint64 { return s.stampSlot() }
+
+// answerStanding answers a read now, after a barrier, or not, as the standing says.
+func (s *shard) answerStanding(r *readMsg) {
+	switch s.standing() {
+	case NotServing:
+		r.reply(rejection(contract.CodeEngineHalted, notOwner, s.k.LastLSN()))
+	case Fenced:
+		if !s.afterBarrier(r.reply, func() { r.reply(s.answer(&r.req)) }) {
+			r.reply(rejection(contract.CodeOverloaded, "too many answers waiting for a journal barrier", s.k.LastLSN()))
+		}
+	default:
+		r.reply(s.answer(&r.req))
+	}
+}

@@ -44,6 +44,10 @@ type shard struct {
 	flights []flight
 
 	readers []*readMsg // reads waiting for min_lsn
+	// Answers waiting for a barrier through the journal (barrier.go): those the barrier
+	// in flight (barrierSent) answers, and those that came after it was sent.
+	barrierHeld, barrierNext []waitingAnswer
+	barrierSent              bool
 
 	sinceSnapshot int
 	published     uint64 // events durably published through this lsn
@@ -87,6 +91,10 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *readMsg:
 		s.h.queued.Add(-1)
 		s.read(m)
+	case *barrierMsg:
+		s.barrier(m)
+	case *barrierDone:
+		s.barrierStored(m)
 	case *batchDone:
 		if m.gen == s.gen && s.q != nil && s.q.Writing() {
 			s.applyInflight(m.err)
@@ -226,6 +234,7 @@ func (s *shard) stop() {
 		r.reply(rejection(contract.CodeEngineHalted, "shard stopping", s.k.LastLSN()))
 	}
 	s.readers = nil
+	s.refuseBarrierWaits("shard stopping")
 }
 
 func (s *shard) halt(err error) {
@@ -243,6 +252,7 @@ func (s *shard) halt(err error) {
 	}
 	clear(s.readers)
 	s.readers = s.readers[:0]
+	s.refuseBarrierWaits("shard halted; reads fail closed until it restarts")
 }
 
 func (s *shard) applied() uint64 {
@@ -256,13 +266,6 @@ func (s *shard) applied() uint64 {
 // shard no longer knows that its state is the newest (indefinite; a retry reaches the
 // shard's current owner).
 const notOwner = "this node's claim on the shard is not current; retry the same operation_id"
-
-// serving reports whether the shard may answer: always in a single process; in a
-// cluster only while its node's claim is certainly current.
-func (s *shard) serving() bool {
-	o := s.h.sys.opts.Ownership
-	return o == nil || o.Serving(s.h.shard)
-}
 
 // stampSlot is the slot a new entry gets: the clock's, but never before the last one.
 func (s *shard) stampSlot() uint64 { return s.q.Stamp(s.h.sys.opts.slotAt(s.now())) }
@@ -283,12 +286,18 @@ func (s *shard) write(m *writeMsg) {
 		m.reply(rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", s.applied()))
 		return
 	}
-	if !s.serving() {
+	standing := s.standing()
+	if standing == NotServing {
 		m.reply(rejection(contract.CodeEngineHalted, notOwner, s.applied()))
 		return
 	}
-	if d, r := s.q.Write(m.cmd, s.stampSlot(), m.reply); d == Answered {
+	d, r := s.q.Write(m.cmd, s.stampSlot(), m.reply)
+	switch {
+	case d != Answered:
+	case standing == Leased:
 		m.reply(r)
+	case !s.afterBarrier(m.reply, func() { m.reply(r) }):
+		m.reply(rejection(contract.CodeOverloaded, "too many answers waiting for a journal barrier", s.applied()))
 	}
 }
 

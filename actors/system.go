@@ -319,6 +319,24 @@ func (s *System) Read(shard uint32, q ReadRequest, reply func(*Reply)) {
 	s.root.Send(pid, &readMsg{req: q, reply: reply})
 }
 
+// Barrier appends a barrier to shard k's journal behind every batch submitted so far
+// and returns once it is stored (barrier.go): nil proves that no other writer appended
+// to the journal since this shard claimed it. An error is a halted, closed or stopped
+// shard, or a journal that refused the barrier (the shard halts).
+func (s *System) Barrier(k uint32) error {
+	h := s.hosts[k]
+	pid := h.pid.Load()
+	if pid == nil {
+		return errors.New(notServed)
+	}
+	done := make(chan *Reply, 1)
+	s.root.Send(pid, &barrierMsg{reply: func(r *Reply) { done <- r }})
+	if r := <-done; r.Code != contract.CodeOK {
+		return fmt.Errorf("shard %d: %s: %s", k, r.Code, r.Message)
+	}
+	return nil
+}
+
 // admit applies backpressure: a bounded number of requests per shard in the system.
 func (s *System) admit(h *host, reply func(*Reply)) bool {
 	if h.queued.Add(1) > int64(s.opts.MaxQueue) {

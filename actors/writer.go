@@ -21,7 +21,8 @@ type writer struct {
 
 type writeJob struct {
 	records []persistence.Record // append these, or
-	compact uint64               // compact segments up to this lsn (when records is nil)
+	compact uint64               // compact segments up to this lsn (when records is nil), or
+	barrier bool                 // prove the journal still this writer's (barrier.go)
 	gen     uint64
 	done    chan error // buffered: the result, also for a synchronous wait at stop
 }
@@ -31,6 +32,10 @@ func startWriter(j persistence.Journal, root *actor.RootContext, pid *actor.PID)
 	go func() {
 		defer close(w.exited)
 		for job := range w.jobs {
+			if job.barrier {
+				w.barrier(job, func(err error) { root.Send(pid, &barrierDone{gen: job.gen, err: err}) })
+				continue
+			}
 			if job.records == nil {
 				// Compaction failing only leaves old segments behind; it never
 				// endangers acknowledged writes, so it does not halt the shard.

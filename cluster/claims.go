@@ -15,11 +15,18 @@ import (
 // mutated by a renewal loop, a balancing loop and Stop, under a mutex and a lock per
 // shard (the shape nats-server's monitorStream avoids with one goroutine per asset).
 //
+// A served shard's standing (actors.Standing): Leased while its last renewal landed
+// within the serve window; then Fenced — still served, fenced by its journal, answers
+// that append nothing wait for a barrier — until a renewal lands again or the claim is
+// known lost (a renewal refused: another node's or gone and not made again here). A
+// claim store electing a leader, or out of reach, so stalls no shard: the owner gives a
+// shard up only when it learns it lost the claim or its journal refuses it (halted).
+//
 // A shard's phases:
 //
 //	free ──round──▶ claiming ──created──▶ opening ──opened──▶ serving
-//	  ▲                │ exists/error        │ error: release     │ lapsed, halted,
-//	  │                ▼                     │ lapsed: lose       │ placed elsewhere, stop
+//	  ▲                │ exists/error        │ error: release     │ lost, halted,
+//	  │                ▼                     │ lost: lose         │ placed elsewhere, stop
 //	  └──────────── free ◀──── closed ◀──── closing(how) ◀───────┘
 //
 // Time is monotonic nanoseconds (actors.MonoNow).
@@ -69,9 +76,10 @@ const (
 	actClose                      // close the shard in the way how says (slow: off the goroutine)
 	actRelease                    // delete the claim key if it is still at rev
 	actRound                      // run a balancing round soon
+	actConfirm                    // prove the journal still this node's (a barrier), after a claim made again
 )
 
-var actNames = [...]string{"", "claim", "open", "accept", "close", "release", "round"}
+var actNames = [...]string{"", "claim", "open", "accept", "close", "release", "round", "confirm"}
 
 // act is one thing to do. why says what decided it, for the log.
 type act struct {
@@ -88,9 +96,15 @@ type shardClaim struct {
 	how   closeHow // while closing
 	rev   uint64   // the claim's KV revision: the ownership epoch
 	sent  int64    // when the write of rev was sent
-	// serveUntil is when serving must stop (0: not served): the serve window after the
-	// send of the last renewal known to have landed in time.
+	// serveUntil is when the lease window ends (0: not served): the serve window after
+	// the send of the last renewal known to have landed in time. Past it the shard is
+	// served Fenced; fencedOnly: Fenced until a barrier confirms a claim made again.
 	serveUntil int64
+	// fenced: the window passed without a renewal landing (logged once, until one does).
+	fenced bool
+	// confirming counts the claims made again (Recreated); the barrier of the newest one
+	// decides (Confirmed), while serveUntil is fencedOnly.
+	confirming uint64
 	// notBefore: no new claim before it, after a failed open or a halt (one try per
 	// round, not a loop of claims on a journal that cannot be read yet).
 	notBefore int64
@@ -105,6 +119,11 @@ type claimTable struct {
 	// settleUntil: before it, a bucket where no shard is claimed by anybody (a cluster
 	// starting) has none claimed here either (Joined).
 	settleUntil int64
+	// quietUntil: before it no unclaimed shard is claimed here. The bucket just answered
+	// again after a silence (a leader's election), and the keys that lapsed meanwhile
+	// are their owners' to make again first (Recreated), not orphans to take.
+	quietUntil int64
+	silent     bool // the bucket's last renewal went unanswered
 }
 
 func newClaimTable(node string, shards uint32, timing contract.Timing) *claimTable {
@@ -119,8 +138,15 @@ func (c *shardClaim) renewable() bool {
 	return c.phase == opening || c.phase == serving || (c.phase == closing && c.how == handOff)
 }
 
-// servable says whether the shard may be served at now.
-func (c *shardClaim) servable(now int64) bool { return c.serveUntil != 0 && now < c.serveUntil }
+// fencedOnly is a serve window over before it began: Fenced, not lost.
+const fencedOnly = 1
+
+// served says whether the shard may be served (Leased or Fenced): its claim is not
+// known lost.
+func (c *shardClaim) served() bool { return c.serveUntil != 0 }
+
+// leased says whether the shard is Leased at now.
+func (c *shardClaim) leased(now int64) bool { return c.serveUntil != 0 && now < c.serveUntil }
 
 // closeAct moves a shard to closing; a lost or halted shard is not served from now on.
 func (t *claimTable) closeAct(k uint32, how closeHow, why string) act {
@@ -151,7 +177,7 @@ func (t *claimTable) releaseAct(k uint32, why string) act {
 // is joined without waiting: there the unclaimed shards are orphans to serve again.
 func (t *claimTable) Joined(now int64) { t.settleUntil = now + int64(t.timing.Settle) }
 
-// Round is a balancing round. It gives up the served shards whose claims lapsed or
+// Round is a balancing round. It gives up the served shards whose claims were lost or
 // that halted, then — given the bucket's view (members nil: it could not be read) —
 // hands one shard on when its place is on another live node and claims the unclaimed
 // shards placed here. One hand-off at a time: a shard still handing over holds the
@@ -162,8 +188,8 @@ func (t *claimTable) Round(now int64, members, owners []string, halted func(uint
 		c := &t.shards[k]
 		switch {
 		case c.phase != serving:
-		case !c.servable(now):
-			acts = append(acts, t.closeAct(uint32(k), lose, "claim not renewed in time"))
+		case !c.served():
+			acts = append(acts, t.closeAct(uint32(k), lose, "claim lost"))
 		case halted(uint32(k)):
 			acts = append(acts, t.closeAct(uint32(k), giveUp, "shard halted; giving it up to be recovered from its journal"))
 		}
@@ -194,7 +220,7 @@ func (t *claimTable) Round(now int64, members, owners []string, halted func(uint
 	}
 	for k := range t.shards {
 		c := &t.shards[k]
-		if desired[k] == t.node && view[k] == "" && c.phase == free && now >= c.notBefore {
+		if desired[k] == t.node && view[k] == "" && c.phase == free && now >= c.notBefore && now >= t.quietUntil {
 			c.phase = claiming
 			acts = append(acts, act{kind: actClaim, shard: uint32(k)})
 		}
@@ -222,7 +248,7 @@ func (t *claimTable) Claimed(now int64, k uint32, rev uint64, sent int64) []act 
 }
 
 // Opened is the end of a shard's load (err: it failed, nothing is open). A shard whose
-// claim lapsed while it loaded is lost; one loaded as the node stops is handed over.
+// claim was lost while it loaded is closed; one loaded as the node stops is handed over.
 func (t *claimTable) Opened(now int64, k uint32, err error) []act {
 	c := &t.shards[k]
 	if c.phase != opening {
@@ -232,8 +258,8 @@ func (t *claimTable) Opened(now int64, k uint32, err error) []act {
 	case err != nil:
 		c.notBefore = now + int64(t.timing.Renew)
 		return []act{t.releaseAct(k, "opening the claimed shard failed: "+err.Error())}
-	case !c.servable(now):
-		return []act{t.closeAct(k, lose, "claim lapsed while the shard loaded")}
+	case !c.served():
+		return []act{t.closeAct(k, lose, "claim lost while the shard loaded")}
 	case t.stopping:
 		return []act{t.closeAct(k, handOff, "loaded as the node stops")}
 	}
@@ -284,22 +310,29 @@ func (t *claimTable) Renewals() []act {
 type renewal uint8
 
 const (
-	renewedInTime renewal = iota + 1 // served on for another serve window
-	renewedLate                      // landed as its predecessor may have been expiring: not served on until the next one confirms it
-	renewRefused                     // the claim is another's or gone: not served from now on
-	renewFailed                      // no answer; served on while the window lasts
-	renewStale                       // the claim changed meanwhile: nothing learnt
+	renewedInTime     renewal = iota + 1 // served Leased for another serve window
+	renewedLate                          // landed as its predecessor may have been expiring: not Leased until the next one confirms it
+	renewRefused                         // the claim is another's or gone: not served from now on
+	renewFailed                          // no answer; served on (Leased while the window lasts, then Fenced)
+	renewFenced                          // no answer, and the window has passed: served Fenced from now on
+	renewedAgain                         // landed after the shard was served Fenced: Leased again
+	renewedConfirming                    // landed while a claim made again waits for its barrier: still Fenced
+	renewStale                           // the claim changed meanwhile: nothing learnt
 )
 
 // Renewed is the answer to the renewal of the claim at rev sent at sent: its new
 // revision (acked at acked), or refused (the key is not at rev: lost), or neither (no
-// answer). A claim no longer servable asks for a round, which gives it up.
+// answer). A refused claim asks for a round, which gives it up; one not answered is
+// served on, Fenced once its window has passed.
 func (t *claimTable) Renewed(now int64, k uint32, rev, newRev uint64, sent, acked int64, refused bool) (renewal, []act) {
 	c := &t.shards[k]
 	if !c.renewable() || c.rev != rev {
 		return renewStale, nil
 	}
 	switch {
+	case newRev != 0 && c.serveUntil == fencedOnly:
+		c.rev, c.sent = newRev, sent // kept while its barrier is on its way; Confirmed leases it
+		return renewedConfirming, nil
 	case newRev != 0:
 		prev := c.sent
 		c.rev, c.sent = newRev, sent
@@ -307,17 +340,71 @@ func (t *claimTable) Renewed(now int64, k uint32, rev, newRev uint64, sent, acke
 			return renewedLate, nil
 		}
 		c.serveUntil = sent + int64(t.timing.Serve)
+		if c.fenced {
+			c.fenced = false
+			return renewedAgain, nil
+		}
 		return renewedInTime, nil
 	case refused:
 		c.serveUntil = 0
 		return renewRefused, []act{{kind: actRound, shard: k, why: "claim lost to another node"}}
-	case !c.servable(now):
-		return renewFailed, []act{{kind: actRound, shard: k, why: "claim not renewed in time"}}
+	case !c.leased(now) && !c.fenced:
+		c.fenced = true
+		return renewFenced, nil
 	}
 	return renewFailed, nil
 }
 
-// Stop hands every served shard over (a lapsed one is lost); shards being claimed or
+// Recreated: the claim at rev was refused because its key was gone (it lapsed while the
+// bucket elected a leader) and this node made it again at newRev, sent at sent, before
+// any other node. Another node may have held it in between and written the journal, so
+// the shard is served Fenced until a barrier through its journal confirms that it did
+// not (Confirmed); the journal's fence, unchanged, refuses every append if it did.
+func (t *claimTable) Recreated(k uint32, rev, newRev uint64, sent int64) []act {
+	c := &t.shards[k]
+	if !c.renewable() || c.rev != rev {
+		return nil
+	}
+	c.rev, c.sent, c.serveUntil, c.fenced = newRev, sent, fencedOnly, true
+	c.confirming++
+	return []act{{kind: actConfirm, shard: k, rev: c.confirming}}
+}
+
+// Confirmed is the end of the barrier the claim made again as the confirming-th waits
+// for: ok, the shard is Leased until the window from its last renewal's send; not, the
+// journal refused it and the shard halted (its give-up follows from the halt).
+func (t *claimTable) Confirmed(now int64, k uint32, confirming uint64, ok bool) renewal {
+	c := &t.shards[k]
+	if !c.renewable() || c.confirming != confirming || c.serveUntil != fencedOnly {
+		return renewStale
+	}
+	if !ok {
+		return renewFailed
+	}
+	c.serveUntil = c.sent + int64(t.timing.Serve)
+	if !c.leased(now) {
+		return renewFenced
+	}
+	c.fenced = false
+	return renewedAgain
+}
+
+// Bucket is whether the bucket answered a renewal of this node's (at now). The first
+// answer after a silence starts a quiet time of two renewal periods, in which no
+// unclaimed shard is claimed here: the survivors' keys that lapsed during the silence
+// are made again by their owners within it (a renewal in flight waits up to two periods).
+//
+// It returns whether the bucket fell silent or answered again just now, to log once.
+func (t *claimTable) Bucket(now int64, answered bool) (changed bool) {
+	if answered && t.silent {
+		t.quietUntil = now + 2*int64(t.timing.Renew)
+	}
+	changed = t.silent == answered
+	t.silent = !answered
+	return changed
+}
+
+// Stop hands every served shard over (one known lost is just closed); shards being claimed or
 // loaded are handed over or released when that ends. Done says when nothing is held.
 func (t *claimTable) Stop(now int64) []act {
 	t.stopping = true
@@ -326,10 +413,10 @@ func (t *claimTable) Stop(now int64) []act {
 		c := &t.shards[k]
 		switch {
 		case c.phase != serving:
-		case c.servable(now):
+		case c.served():
 			acts = append(acts, t.closeAct(uint32(k), handOff, "the node stops"))
 		default:
-			acts = append(acts, t.closeAct(uint32(k), lose, "the node stops; claim not renewed in time"))
+			acts = append(acts, t.closeAct(uint32(k), lose, "the node stops; claim lost"))
 		}
 	}
 	return acts

@@ -25,6 +25,9 @@ import (
 //	closed t=MS shard=K                          a shard's close ended
 //	renewals                                     what a renewal pass renews
 //	renewed t=MS shard=K rev=R (new=R2 sent=MS | refused | failed)
+//	recreated shard=K rev=R new=R2 sent=MS       a refused claim's key made again
+//	confirmed t=MS shard=K n=N [failed]          the N-th claim made again: its barrier's end
+//	bucket t=MS (answered | silent)              whether the bucket answered the node's renewal
 //	stop t=MS                                    the node stops
 //
 // Each answer lists the acts, then every shard not free (phase, revision, serve window,
@@ -106,6 +109,19 @@ func TestClaimScripts(t *testing.T) {
 				how, more := tab.Renewed(now, shard(d), rev, newRev, sent, now, d.HasArg("refused"))
 				acts = more
 				return fmt.Sprintf("%s\n%s", renewalNames[how], show(tab, acts))
+			case "recreated":
+				var rev, newRev uint64
+				d.ScanArgs(t, "rev", &rev)
+				d.ScanArgs(t, "new", &newRev)
+				acts = tab.Recreated(shard(d), rev, newRev, ms(d, "sent"))
+			case "confirmed":
+				var n uint64
+				d.ScanArgs(t, "n", &n)
+				how := tab.Confirmed(now, shard(d), n, !d.HasArg("failed"))
+				return fmt.Sprintf("%s\n%s", renewalNames[how], show(tab, nil))
+			case "bucket":
+				changed := tab.Bucket(now, d.HasArg("answered"))
+				return fmt.Sprintf("changed=%v quiet<%dms", changed, tab.quietUntil/int64(time.Millisecond))
 			case "stop":
 				acts = tab.Stop(now)
 			default:
@@ -116,7 +132,8 @@ func TestClaimScripts(t *testing.T) {
 	})
 }
 
-var renewalNames = map[renewal]string{renewedInTime: "in time", renewedLate: "late", renewRefused: "refused", renewFailed: "failed", renewStale: "stale"}
+var renewalNames = map[renewal]string{renewedInTime: "in time", renewedLate: "late", renewRefused: "refused", renewFailed: "failed",
+	renewFenced: "fenced", renewedAgain: "leased again", renewedConfirming: "confirming", renewStale: "stale"}
 
 func show(tab *claimTable, acts []act) string {
 	var b strings.Builder
@@ -148,7 +165,10 @@ func show(tab *claimTable, acts []act) string {
 		if c.rev != 0 {
 			fmt.Fprintf(&b, " rev=%d", c.rev)
 		}
-		if c.serveUntil != 0 {
+		switch {
+		case c.serveUntil == fencedOnly:
+			b.WriteString(" fenced-until-confirmed")
+		case c.serveUntil != 0:
 			fmt.Fprintf(&b, " serve<%dms", c.serveUntil/int64(time.Millisecond))
 		}
 		if c.notBefore != 0 {

@@ -20,7 +20,7 @@ import (
 // Journal message headers. Every message says the journal position after it, so the
 // tail is read from the last message alone.
 const (
-	hdrKind  = "Holdfast-Kind"  // "batch" or "claim"
+	hdrKind  = "Holdfast-Kind"  // "batch", "claim" or "barrier" (empty: actors' read barrier)
 	hdrEpoch = "Holdfast-Epoch" // the writer's ownership epoch
 	hdrNode  = "Holdfast-Node"  // the writer's node name
 	hdrFirst = "Holdfast-First" // first lsn of a batch message
@@ -316,8 +316,7 @@ func (j *Journal) appendMessage(m *outMsg) error {
 func (j *Journal) storedAt(m *outMsg) (bool, error) {
 	got, err := j.get(context.Background(), m.expected+1)
 	switch {
-	case err == nil && got.Header.Get(hdrEpoch) == strconv.FormatUint(j.cfg.Epoch, 10) &&
-		got.Header.Get(hdrFirst) == strconv.FormatUint(m.first, 10):
+	case err == nil && got.Header.Get(jetstream.MsgIDHeader) == m.id: // its id names the epoch and the first lsn
 		return true, nil
 	case err == nil:
 		return false, fmt.Errorf("fenced: stream sequence %d was written by node %q at epoch %s (another node owns shard %d)",

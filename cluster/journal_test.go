@@ -361,3 +361,48 @@ func consumerHost(t *testing.T, cl *natstest.Cluster, stream string) int {
 	}
 	return 0
 }
+
+func barrier(j *Journal) error {
+	done := make(chan error, 1)
+	j.Barrier(func(err error) { done <- err })
+	return <-done
+}
+
+// A barrier is stored behind the appends submitted before it while the journal is this
+// writer's, and refused once another writer has claimed it (the journal fails, as for an
+// append); a replay, and the next owner's tail, read past barriers.
+func TestJournalBarrier(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 1).URL())
+	old := openJournal(t, js, 1, "a", 1)
+	if err := barrier(old); err != nil {
+		t.Fatalf("barrier on a fresh claim: %v", err)
+	}
+	if err := old.Append(records(1, 5, 10)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	old.AppendAsync(records(6, 2, 10), func(err error) { done <- err })
+	old.Barrier(func(err error) { done <- err })
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lsn, _ := old.Last(); lsn != 7 {
+		t.Fatalf("last lsn %d after a barrier, want 7", lsn)
+	}
+	next := openJournal(t, js, 1, "b", 2)
+	if lsn, slot := next.Last(); lsn != 7 || slot != 107 {
+		t.Fatalf("the next owner reads the tail at %d.%d past a barrier, want 7.107", lsn, slot)
+	}
+	wantRecords(t, replayAll(t, next, 1), 1, 7)
+	if err := barrier(old); !errors.Is(err, persistence.ErrFailed) {
+		t.Fatalf("barrier after another writer's claim: %v", err)
+	}
+	if err := old.Append(records(8, 1, 10)); !errors.Is(err, persistence.ErrFailed) {
+		t.Fatalf("append after a refused barrier: %v", err)
+	}
+	if err := barrier(next); err != nil {
+		t.Fatalf("the new owner's barrier: %v", err)
+	}
+}

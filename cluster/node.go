@@ -76,6 +76,9 @@ type Host interface {
 	Close(k uint32, handOver bool)
 	// Halted says whether shard k has halted here (a journal failure).
 	Halted(k uint32) bool
+	// Confirm returns once a barrier through shard k's journal is stored (nil: no other
+	// node has appended since this one claimed it), after its claim was made again.
+	Confirm(k uint32) error
 }
 
 // Node holds shard claims in the cluster bucket and opens and closes shards on its host
@@ -258,24 +261,37 @@ func (n *Node) Storage(k uint32) (actors.Storage, error) {
 		Epoch: epoch, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }}, nil
 }
 
-// Serving is the actors.Ownership of a cluster node: true while this node's claim
-// on shard k is certainly current.
-func (n *Node) Serving(k uint32) bool {
-	until := n.serveUntil[k].Load()
-	return until != 0 && actors.MonoNow() < until
+// Standing is the actors.Ownership of a cluster node: Leased while this node's claim on
+// shard k was renewed within its serve window, Fenced while it serves the shard on its
+// journal's fence (the claim not renewed lately, not known lost), else NotServing.
+func (n *Node) Standing(k uint32) actors.Standing {
+	switch until := n.serveUntil[k].Load(); {
+	case until == 0:
+		return actors.NotServing
+	case actors.MonoNow() >= until: // fencedOnly among them
+
+		return actors.Fenced
+	}
+	return actors.Leased
 }
 
-// renewMember keeps this node's liveness key; a lost key is created again.
-func (n *Node) renewMember(ctx context.Context) {
+// Serving says whether this node serves shard k (Leased or Fenced).
+func (n *Node) Serving(k uint32) bool { return n.Standing(k) != actors.NotServing }
+
+// renewMember keeps this node's liveness key (a lost key is created again) and says
+// whether the bucket answered.
+func (n *Node) renewMember(ctx context.Context) bool {
 	val, _ := json.Marshal(member{Node: n.cfg.Node})
 	rev, err := n.renewKey(ctx, memberKey(n.cfg.Node), val, n.memberRev)
 	if err != nil {
+		answered := isWrongLast(err)
 		if rev, err = n.kv.Create(ctx, memberKey(n.cfg.Node), val, jetstream.KeyTTL(n.cfg.OwnershipTTL)); err != nil {
-			n.log.Warn("renewing node liveness", "err", err)
-			return
+			n.log.Debug("renewing node liveness", "err", err)
+			return answered || errors.Is(err, jetstream.ErrKeyExists)
 		}
 	}
 	n.memberRev = rev
+	return true
 }
 
 // renewKey rewrites a key with a fresh TTL if it is still at rev (kv.Update would drop

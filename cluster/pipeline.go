@@ -31,7 +31,6 @@ type outMsg struct {
 	msg      *nats.Msg
 	id       string
 	expected uint64 // the stream's last sequence it expects; it lands at expected+1
-	first    uint64 // its first record's lsn
 	after    position
 	done     func(error) // the batch's, on its last message
 	fut      jetstream.PubAckFuture
@@ -85,12 +84,41 @@ func (j *Journal) AppendAsync(batch []persistence.Record, done func(error)) {
 		m.Header.Set(hdrFirst, strconv.FormatUint(recs[0].LSN, 10))
 		m.Data = persistence.AppendFrames(make([]byte, 0, size), recs)
 		msgs = append(msgs, &outMsg{msg: m, id: fmt.Sprintf("%d-%d-%d", j.cfg.Shard, j.cfg.Epoch, recs[0].LSN),
-			expected: j.subSeq, first: recs[0].LSN, after: after})
+			expected: j.subSeq, after: after})
 		j.subSeq++
 		j.subTail = after
 		batch = batch[n:]
 	}
 	msgs[len(msgs)-1].done = done
+	j.submit(msgs)
+}
+
+// Barrier appends an empty message behind everything submitted, expecting the stream's
+// last sequence like a batch (persistence.Barriered): stored, it proves that no other
+// writer had appended when it landed; refused, the journal fails as for a batch. A
+// replay reads past it (only batch messages hold records).
+func (j *Journal) Barrier(done func(error)) {
+	j.mu.Lock()
+	switch {
+	case j.closed:
+		j.mu.Unlock()
+		done(persistence.ErrClosed)
+		return
+	case j.failed != nil:
+		err := j.failed
+		j.mu.Unlock()
+		done(err)
+		return
+	}
+	m := &outMsg{msg: j.message("barrier", j.subTail), expected: j.subSeq, after: j.subTail, done: done,
+		id: fmt.Sprintf("%d-%d-barrier-%d", j.cfg.Shard, j.cfg.Epoch, j.subSeq+1)}
+	j.subSeq++
+	j.submit([]*outMsg{m})
+}
+
+// submit queues messages for the pipeline (under j.mu, which it unlocks); their done,
+// when the queue is full, is called with the refusal.
+func (j *Journal) submit(msgs []*outMsg) {
 	if j.pipe == nil {
 		j.startPipe()
 	}
@@ -102,7 +130,7 @@ func (j *Journal) AppendAsync(batch []persistence.Record, done func(error)) {
 		j.mu.Unlock()
 	default:
 		j.mu.Unlock()
-		done(fmt.Errorf("%w: more than %d batches waiting", persistence.ErrFailed, cap(j.pipe.in)))
+		report(msgs, fmt.Errorf("%w: more than %d batches waiting", persistence.ErrFailed, cap(j.pipe.in)))
 	}
 }
 

@@ -27,11 +27,12 @@ type bucketView struct {
 
 // hostDone is the end of a shard's open or close made off the ownership goroutine.
 type hostDone struct {
-	shard  uint32
-	opened bool // an open (else a close)
-	how    closeHow
-	err    error
-	took   time.Duration
+	shard   uint32
+	opened  bool   // an open (else a close or a confirm)
+	confirm uint64 // a confirm: the claim made again it is for (claimTable.Recreated)
+	how     closeHow
+	err     error
+	took    time.Duration
 }
 
 // Run drives host until Stop or Abandon: the bucket watch, and the ownership goroutine.
@@ -135,6 +136,11 @@ func (n *Node) Halted(uint32) { n.kickBalance() }
 // ended hands the end of an open or close to the table.
 func (n *Node) ended(d hostDone) {
 	now := actors.MonoNow()
+	if d.confirm != 0 {
+		n.logStanding(d.shard, n.table.Confirmed(now, d.shard, d.confirm, d.err == nil), d.err)
+		n.publish()
+		return
+	}
 	if d.opened {
 		if d.err != nil {
 			n.log.Error("opening claimed shard", "shard", d.shard, "err", d.err)
@@ -180,6 +186,8 @@ func (n *Node) do(acts []act, logArgs ...any) {
 		case actRound:
 			n.log.Warn(a.why, "shard", a.shard)
 			n.askRound()
+		case actConfirm:
+			n.confirm(a)
 		}
 	}
 	n.cfg.Metrics.ShardsOwned(len(n.owned()))
@@ -207,6 +215,17 @@ func (n *Node) hostOp(a act) {
 		}
 		d.took = time.Since(start)
 		n.done <- d
+	}()
+}
+
+// confirm asks the host, off the ownership goroutine, for a barrier through shard k's
+// journal after its claim was made again.
+func (n *Node) confirm(a act) {
+	n.hostOps++
+	go func() {
+		start := time.Now()
+		err := n.host.Confirm(a.shard)
+		n.done <- hostDone{shard: a.shard, confirm: a.rev, err: err, took: time.Since(start)}
 	}()
 }
 
@@ -239,7 +258,13 @@ func (n *Node) releaseKey(k uint32, rev uint64) {
 func (n *Node) renewAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew*2)
 	defer cancel()
-	n.renewMember(ctx)
+	answered := n.renewMember(ctx)
+	switch changed := n.table.Bucket(actors.MonoNow(), answered); {
+	case changed && answered:
+		n.log.Info("the cluster bucket answers renewals again")
+	case changed:
+		n.log.Warn("the cluster bucket does not answer renewals (electing a leader, or out of reach); shards are served on, fenced by their journals")
+	}
 	for _, a := range n.table.Renewals() {
 		n.renewClaim(ctx, a.shard, a.rev)
 	}
@@ -247,21 +272,43 @@ func (n *Node) renewAll() {
 }
 
 // renewClaim extends this node's claim on shard k at revision rev and tells the table
-// how it went. A claim that is gone, or was not renewed before it may have lapsed, is
-// no longer served and the next round gives it up.
+// how it went. A claim refused because its key is gone — it lapsed while the bucket
+// could not renew it — is made again if no other node has made it first (the journal's
+// barrier then confirms that none held it in between); one that is another's is given
+// up. One not answered is served on, fenced by its journal once its window passes.
 func (n *Node) renewClaim(ctx context.Context, k uint32, rev uint64) {
 	sent := actors.MonoNow()
 	newRev, err := n.renewKey(ctx, shardKey(k), n.ownerRecord, rev)
-	how, acts := n.table.Renewed(actors.MonoNow(), k, rev, newRev, sent, actors.MonoNow(), err != nil && isWrongLast(err))
-	n.cfg.Metrics.ClaimRenewed(how == renewedInTime)
-	switch how {
-	case renewedLate:
-		n.log.Warn("claim renewed only as its last revision may have been expiring; not served on until the next renewal confirms it", "shard", k)
-	case renewFailed:
-		n.log.Warn("renewing claim", "shard", k, "err", err)
+	refused := err != nil && isWrongLast(err)
+	if refused {
+		sent = actors.MonoNow()
+		if again, cerr := n.kv.Create(ctx, shardKey(k), n.ownerRecord, jetstream.KeyTTL(n.cfg.OwnershipTTL)); cerr == nil {
+			n.log.Warn("claim lapsed while the cluster bucket could not renew it; made it again, serving fenced until its journal confirms it",
+				"shard", k, "epoch", again)
+			n.do(n.table.Recreated(k, rev, again, sent))
+			return
+		}
 	}
+	how, acts := n.table.Renewed(actors.MonoNow(), k, rev, newRev, sent, actors.MonoNow(), refused)
+	n.cfg.Metrics.ClaimRenewed(how == renewedInTime || how == renewedAgain)
+	n.logStanding(k, how, err)
 	if len(acts) > 0 {
 		n.do(acts)
+	}
+}
+
+// logStanding logs a claim's change of standing, once per change.
+func (n *Node) logStanding(k uint32, how renewal, err error) {
+	switch how {
+	case renewedLate:
+		n.log.Warn("claim renewed only as its last revision may have been expiring; not leased until the next renewal confirms it", "shard", k)
+	case renewFenced:
+		n.log.Warn("claim not renewed within its serve window; serving the shard fenced by its journal, answers that append nothing after a barrier through it",
+			"shard", k, "err", err)
+	case renewedAgain:
+		n.log.Info("claim renewed again; the shard is leased", "shard", k)
+	case renewFailed:
+		n.log.Debug("renewing claim", "shard", k, "err", err)
 	}
 }
 

@@ -37,8 +37,8 @@ type Storage struct {
 	// JournalCall bounds each JetStream call of the journal, and a write of the published
 	// position (contract.Timing); 2 s when 0.
 	JournalCall time.Duration
-	// Valid, when set, says whether the claim at Epoch is still current: the journal is
-	// not claimed on a lapsed claim (its shard may be another node's by now).
+	// Valid, when set, says whether the claim at Epoch is not known lost: the journal is
+	// not claimed on a lost claim (its shard is another node's by now).
 	Valid func() bool
 }
 
@@ -65,7 +65,7 @@ func within(t, def time.Duration) (context.Context, context.CancelFunc) {
 // OpenJournal claims the shard's journal at the storage's epoch.
 func (s *Storage) OpenJournal() (persistence.Journal, error) {
 	if s.Valid != nil && !s.Valid() {
-		return nil, fmt.Errorf("the claim on shard %d at epoch %d lapsed before its journal was claimed", s.Shard, s.Epoch)
+		return nil, fmt.Errorf("the claim on shard %d at epoch %d was lost before its journal was claimed", s.Shard, s.Epoch)
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()

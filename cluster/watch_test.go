@@ -12,10 +12,11 @@ import (
 // nullHost opens and closes shards instantly.
 type nullHost struct{}
 
-func (nullHost) Open(uint32) error   { return nil }
-func (nullHost) Accept(uint32) error { return nil }
-func (nullHost) Close(uint32, bool)  {}
-func (nullHost) Halted(uint32) bool  { return false }
+func (nullHost) Open(uint32) error    { return nil }
+func (nullHost) Accept(uint32) error  { return nil }
+func (nullHost) Close(uint32, bool)   {}
+func (nullHost) Halted(uint32) bool   { return false }
+func (nullHost) Confirm(uint32) error { return nil }
 
 // A node that joins gets its shards as the bucket shows it come, not rounds later: the
 // serving node hands the shard over at once and the joiner claims it as the claim is

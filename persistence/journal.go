@@ -31,6 +31,17 @@ type Journal interface {
 	Close() error
 }
 
+// Barriered is a Journal that can prove it is still its writer's: Barrier's done is
+// called with nil once a barrier, ordered after every batch submitted before it, is
+// stored in the journal as this writer's — no other writer has appended since this one
+// claimed it (cluster.Journal: an empty message expecting the stream's last sequence).
+// An error fails the journal as a failed append does. A shard whose owner cannot renew
+// its claim answers what does not append only after a barrier (actors.Fenced).
+type Barriered interface {
+	Journal
+	Barrier(done func(error))
+}
+
 // Pipelined is a Journal that takes the next batch before the last is durable
 // (cluster.Journal, on a replicated stream): the shard keeps a window of batches in
 // flight (actors.Options.JournalWindow) and applies them as they are reported, in order.

@@ -117,9 +117,10 @@ type nodeHost struct {
 	log *slog.Logger
 }
 
-func (h nodeHost) Open(k uint32) error   { return h.sys.Open(k) }
-func (h nodeHost) Accept(k uint32) error { return h.br.Accept(k) }
-func (h nodeHost) Halted(k uint32) bool  { return h.sys.Halted(k) }
+func (h nodeHost) Open(k uint32) error    { return h.sys.Open(k) }
+func (h nodeHost) Accept(k uint32) error  { return h.br.Accept(k) }
+func (h nodeHost) Halted(k uint32) bool   { return h.sys.Halted(k) }
+func (h nodeHost) Confirm(k uint32) error { return h.sys.Barrier(k) }
 
 // Close stops routing shard k here, answers what it took and closes it. Handing over,
 // it first waits (up to 5 s) for the shard's events to be published and records how far
