@@ -60,6 +60,7 @@ type shard struct {
 	// unreadable costs a longer replay, not the shard.
 	fallbackLSN  uint64
 	pubWriting   bool
+	pubFailing   bool // the last write of the published position failed (logged once)
 	pubWritten   uint64
 	pubWrittenAt time.Time
 
@@ -119,9 +120,16 @@ func (s *shard) Receive(ctx actor.Context) {
 		}
 	case *publishedWritten:
 		s.pubWriting = false
-		if m.err != nil {
-			s.h.log.Error("recording the published position", "shard", s.h.shard, "err", m.err)
-		} else {
+		switch {
+		case m.err != nil && !s.pubFailing:
+			// Said once: the cluster bucket electing a leader fails every try for seconds,
+			// and the position is only a hint for the next owner's republishing.
+			s.h.log.Warn("recording the published position failed; trying again each second", "shard", s.h.shard, "err", m.err)
+		case m.err == nil && s.pubFailing:
+			s.h.log.Info("recording the published position again", "shard", s.h.shard, "lsn", m.lsn)
+		}
+		s.pubFailing = m.err != nil
+		if m.err == nil {
 			s.pubWritten = max(s.pubWritten, m.lsn)
 		}
 		s.pubWrittenAt = time.Now()
