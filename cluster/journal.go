@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,8 @@ type JournalConfig struct {
 	Timeout time.Duration
 	// Window is the journal messages kept in flight at once (DefaultWindow when 0).
 	Window int
+	// Logger says when the stream's leadership is brought back here (nil: nothing).
+	Logger *slog.Logger
 }
 
 // Journal is a shard's journal in a JetStream stream of its own: one message per batch
@@ -72,6 +75,9 @@ type Journal struct {
 	closed   bool
 
 	anchorClaimed, anchorLocal int64
+
+	leadQuit chan struct{} // closed by Close: keepLead's goroutine ends
+	leadDone chan struct{}
 }
 
 type position struct{ lsn, slot uint64 }
@@ -123,48 +129,13 @@ func OpenJournal(ctx context.Context, cfg JournalConfig) (*Journal, error) {
 	for {
 		err := j.claim(ctx)
 		if err == nil {
+			j.keepLead()
 			return j, nil
 		}
 		if !(errors.Is(err, errMoved) || retryable(err)) || time.Now().After(deadline) {
 			return nil, err
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// leadHere asks JetStream to make the NATS server this node is connected to the leader
-// of the shard's journal stream (a leader step-down with a preferred successor), and
-// waits a little for it: the owner's appends then go to a leader on its own server and
-// wait for one follower, not for a round trip to another server first. Best effort: a
-// server that holds no replica of the stream, or a step-down that does not happen,
-// leaves the leader where it is. It takes at most one JetStream call's time (the claim's
-// time is the shard's unavailability): a step-down JetStream does not answer — a leader
-// paused or cut off — must not hold the claim up.
-func (j *Journal) leadHere(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, openCall)
-	defer cancel()
-	nc := j.cfg.JS.Conn()
-	here := nc.ConnectedServerName()
-	info, err := j.stream.Info(ctx)
-	if err != nil || info.Cluster == nil || here == "" || info.Cluster.Leader == here {
-		return
-	}
-	replica := false
-	for _, p := range info.Cluster.Replicas {
-		replica = replica || p.Name == here
-	}
-	if !replica {
-		return
-	}
-	req := fmt.Sprintf(`{"placement":{"preferred":%q}}`, here)
-	if _, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+j.cfg.Names.JournalStream(j.cfg.Shard), []byte(req)); err != nil {
-		return
-	}
-	for ctx.Err() == nil {
-		if info, err := j.stream.Info(ctx); err == nil && info.Cluster != nil && info.Cluster.Leader == here {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -463,6 +434,10 @@ func (j *Journal) Close() error {
 	}
 	j.closed = true
 	j.mu.Unlock()
+	if j.leadQuit != nil {
+		close(j.leadQuit)
+		<-j.leadDone
+	}
 	if j.pipe != nil {
 		close(j.pipe.quit)
 		<-j.pipe.exited

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,3 +408,67 @@ func TestJournalBarrier(t *testing.T) {
 		t.Fatalf("the new owner's barrier: %v", err)
 	}
 }
+
+// An owner keeps its journal's leadership on its own server: moved away after the claim
+// (JetStream moves leaders for reasons of its own), it is brought back, and said so.
+func TestJournalKeepsItsLeadershipHere(t *testing.T) {
+	defer func(d time.Duration) { leadCheckEvery = d }(leadCheckEvery)
+	leadCheckEvery = 200 * time.Millisecond
+	js := connectJS(t, natstest.Start(t, 3).URL())
+	var logged atomic.Int32
+	log := slog.New(countingHandler{&logged})
+	j, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 3,
+		Replicas: 3, Node: "a", Epoch: 1, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	here := js.Conn().ConnectedServerName()
+	leader := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		info, err := j.stream.Info(ctx)
+		if err != nil || info.Cluster == nil {
+			return ""
+		}
+		return info.Cluster.Leader
+	}
+	for deadline := time.Now().Add(10 * time.Second); leader() != here; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("leader %q after the claim, not this node's server %q", leader(), here)
+		}
+	}
+	for round := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		info, err := j.stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := fmt.Sprintf(`{"placement":{"preferred":%q}}`, info.Cluster.Replicas[0].Name)
+		if _, err := js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+j.cfg.Names.JournalStream(j.cfg.Shard), []byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		for deadline := time.Now().Add(10 * time.Second); logged.Load() <= int32(round); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("step-down %d: the leadership was not asked back (leader %q, here %q)", round, leader(), here)
+			}
+		}
+		for deadline := time.Now().Add(10 * time.Second); leader() != here; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("step-down %d: asked back, but the leader is %q, not %q", round, leader(), here)
+			}
+		}
+	}
+	if err := j.Append(records(1, 3, 10)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countingHandler counts the records logged.
+type countingHandler struct{ n *atomic.Int32 }
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (h countingHandler) Handle(context.Context, slog.Record) error { h.n.Add(1); return nil }
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h countingHandler) WithGroup(string) slog.Handler             { return h }

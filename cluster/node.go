@@ -258,7 +258,7 @@ func (n *Node) Storage(k uint32) (actors.Storage, error) {
 		return nil, fmt.Errorf("shard %d is not claimed by node %q", k, n.cfg.Node)
 	}
 	return &Storage{JS: n.cfg.JS, Names: n.cfg.Names, Shard: k, Replicas: n.cfg.Replicas, Node: n.cfg.Node,
-		Epoch: epoch, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }}, nil
+		Epoch: epoch, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }, Logger: n.log}, nil
 }
 
 // Standing is the actors.Ownership of a cluster node: Leased while this node's claim on

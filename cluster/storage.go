@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,8 @@ type Storage struct {
 	// Valid, when set, says whether the claim at Epoch is not known lost: the journal is
 	// not claimed on a lost claim (its shard is another node's by now).
 	Valid func() bool
+	// Logger gets the journal's news (nil: none).
+	Logger *slog.Logger
 }
 
 var _ actors.Storage = (*Storage)(nil)
@@ -70,7 +73,7 @@ func (s *Storage) OpenJournal() (persistence.Journal, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
 	return OpenJournal(ctx, JournalConfig{JS: s.JS, Names: s.Names, Shard: s.Shard, Replicas: s.Replicas,
-		Node: s.Node, Epoch: s.Epoch, Timeout: s.JournalCall})
+		Node: s.Node, Epoch: s.Epoch, Timeout: s.JournalCall, Logger: s.Logger})
 }
 
 func (s *Storage) snapshotPrefix() string { return fmt.Sprintf("shard-%d/", s.Shard) }
