@@ -81,6 +81,8 @@ type benchConfig struct {
 	// noDirect sends the load to the public subjects even where the service routes
 	// directly (benchroute.go).
 	noDirect bool
+	// byShard pins each client to one shard's resources and reports by shard (benchshard.go).
+	byShard bool
 }
 
 // phase is the length of each measured phase: --duration is the whole run, so with
@@ -110,6 +112,7 @@ type benchCmd struct {
 	BystanderTenant string        `name:"bystander-tenant" placeholder:"TENANT" help:"A second tenant that reserves and releases its own resource on the same shard as the first resource, counting every refusal."`
 	Keep            bool          `name:"keep" help:"Leave the resources or runs the bench used (by default it deletes them when done)."`
 	NoDirect        bool          `name:"no-direct" help:"Send every request to the public subject (clients of other languages), not straight to its shard's owner as the Go client does in a cluster."`
+	ByShard         bool          `name:"by-shard" help:"Pin client i to the resources of shard i mod S and report each shard's requests, failures and latency (what a node's loss costs the shards it did not hold)."`
 	connFlags
 }
 
@@ -120,7 +123,7 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 	cfg := &benchConfig{progress: true, cf: b.connFlags, scenario: b.Scenario, checkpoints: b.Checkpoints,
 		clients: b.Clients, resources: b.Resources, duration: b.Duration, ttl: b.TTL, echo: b.Echo, conns: b.Conns,
 		idPrefix: b.IDPrefix, sample: b.Sample, metricsURL: b.MetricsURL, dataDir: b.Data, bystander: b.BystanderTenant,
-		keep: b.Keep, noDirect: b.NoDirect}
+		keep: b.Keep, noDirect: b.NoDirect, byShard: b.ByShard}
 	if err := cfg.cf.validate(); err != nil {
 		return nil, usageError(e, "%v", err)
 	}
@@ -171,6 +174,8 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 		return nil, usageError(e, "invalid --id-prefix %q", cfg.idPrefix)
 	case cfg.sample < 0:
 		return nil, usageError(e, "--sample must not be negative")
+	case cfg.byShard && cfg.scenario != "spread":
+		return nil, usageError(e, "--by-shard needs --scenario spread")
 	case cfg.bystander != "" && (!client.ValidTenant(cfg.bystander) || cfg.bystander == cfg.cf.Tenant):
 		return nil, usageError(e, "--bystander-tenant must be a valid tenant other than --tenant")
 	}
@@ -229,6 +234,8 @@ type benchReport struct {
 	// Samples are the --sample lines; Bystander what the second tenant's writes got.
 	Samples   []benchSample     `json:"samples,omitempty"`
 	Bystander map[string]uint64 `json:"bystander_codes,omitempty"`
+	// Shards is each shard's part, with --by-shard.
+	Shards []shardReport `json:"shards,omitempty"`
 	// Cleanup is what the deletes after the run did; nil with --keep (Kept).
 	Cleanup *cleanupReport `json:"cleanup,omitempty"`
 	Kept    bool           `json:"kept,omitempty"`
@@ -302,6 +309,9 @@ func (r *benchReport) print(w io.Writer) {
 	}
 	if r.Bystander != nil {
 		fmt.Fprintf(w, "  bystander tenant: %s\n", formatCodes(r.Bystander))
+	}
+	if r.Shards != nil {
+		printShards(w, r.Shards)
 	}
 	if r.Echo != nil {
 		fmt.Fprintf(w, "echo: %s\n", r.Echo.Elapsed.Round(time.Millisecond))
@@ -565,6 +575,10 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	if route != nil {
 		rep.Routing = "direct"
 	}
+	pinned, pinnedShard, shards, err := pinBench(cfg, conns[0], route, resources)
+	if err != nil {
+		return nil, err
+	}
 	workers := make([]*benchWorker, cfg.clients)
 	for i := range workers {
 		workers[i] = newBenchWorker(cfg, conns[i%len(conns)], header, "bench-"+runID+"-"+strconv.Itoa(i),
@@ -600,9 +614,12 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 			by.run(ctx, deadline, &live)
 			return
 		}
-		w := workers[i]
+		w, mine := workers[i], resources
+		if pinned != nil {
+			mine = pinned[i]
+		}
 		for ctx.Err() == nil && time.Now().Before(deadline) {
-			w.cycle(subjReserve, subjRelease, resources, &live)
+			w.cycle(subjReserve, subjRelease, mine, &live)
 		}
 	})
 	stopSampling()
@@ -628,6 +645,9 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 			codes["release"][k] += v
 		}
 		cycles += w.cycles
+	}
+	if pinned != nil {
+		rep.Shards = shardReports(workers, pinnedShard, shards)
 	}
 	secs := elapsed.Seconds()
 	rep.Holdfast = phaseReport{

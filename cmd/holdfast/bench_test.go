@@ -368,3 +368,50 @@ func TestBenchCheckpointKeys(t *testing.T) {
 		t.Fatal("a cursor that is not the bench's resumes from 0")
 	}
 }
+
+// --by-shard pins each client to one shard's resources and reports every shard's part:
+// the parts add up to the run, and each shard's clients reserved only its resources.
+func TestBenchByShard(t *testing.T) {
+	srv := testserver.Start(t)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	rep, out := benchRun(t, nc, "--server", srv.URL, "--clients", "16", "--resources", "200", "--duration", "600ms", "--by-shard")
+	if len(rep.Shards) != 8 {
+		t.Fatalf("%d shards reported, want 8:\n%s", len(rep.Shards), out)
+	}
+	var clients int
+	var requests uint64
+	for _, s := range rep.Shards {
+		clients += s.Clients
+		requests += s.Requests
+		if s.Failures != 0 || s.Requests == 0 || s.Latency.Count != s.Requests {
+			t.Errorf("shard %d: %+v", s.Shard, s)
+		}
+	}
+	var total uint64
+	for _, v := range rep.Holdfast.Verbs {
+		total += v.Count
+	}
+	if clients != 16 || requests != total {
+		t.Fatalf("shards add up to %d clients and %d requests; the run had 16 and %d", clients, requests, total)
+	}
+	var printed bytes.Buffer
+	rep.print(&printed)
+	if !strings.Contains(printed.String(), "  shard  clients   requests  failures") {
+		t.Fatalf("no shard table:\n%s", printed.String())
+	}
+	// Pinned: each shard's resources are its own.
+	by := shardResources("bench", []string{"bench-r0", "bench-r1", "bench-r2", "bench-r3"}, 8)
+	pinned, shard := pinWorkers(by, 16)
+	for i, rs := range pinned {
+		for _, r := range rs {
+			req := &messages.ReserveRequest{Members: []*messages.Member{{ResourceId: r}}}
+			if k, _ := client.PlaceRequest("bench", req, 8); k != shard[i] {
+				t.Fatalf("client %d on shard %d got %s of shard %d", i, shard[i], r, k)
+			}
+		}
+	}
+}
