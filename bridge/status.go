@@ -20,6 +20,11 @@ type NodeStatus struct {
 	Node       string
 	RenewalAge time.Duration // behind the freshest node's last renewal
 	Lapsing    bool          // missed a renewal: its claims lapse unless it renews
+	// Lost: its liveness lapsed lately (it serves nothing); LostAgo is how long ago this
+	// node saw it gone, Held the shards it held then.
+	Lost    bool
+	LostAgo time.Duration
+	Held    []uint32
 }
 
 // serveStatus answers cluster.status: the nodes, the owner of every shard and the
@@ -60,6 +65,11 @@ func (b *Bridge) serveStatus(c *call, j *job) {
 	m := &messages.Reply{SlotMs: b.slotMillis}
 	for _, node := range nodes {
 		cn := &messages.ClusterNode{Node: node.Node, Lapsing: node.Lapsing, RenewalAgeMs: uint64(node.RenewalAge.Milliseconds())}
+		if node.Lost {
+			cn = &messages.ClusterNode{Node: node.Node, Lost: true, LostAgoMs: uint64(node.LostAgo.Milliseconds()), Held: node.Held}
+			m.Nodes = append(m.Nodes, cn)
+			continue
+		}
 		for k, o := range owners {
 			if o == node.Node {
 				cn.Shards = append(cn.Shards, uint32(k))

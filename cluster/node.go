@@ -112,6 +112,8 @@ type Node struct {
 	again     bool // and another round was asked for meanwhile
 	hostOps   int  // opens and closes under way
 
+	watch     memberWatch     // the live nodes of the last round, and what each held
+	lost      lostNodes       // nodes lost lately, for cluster.status (its own lock)
 	views     chan bucketView // a round's read, back to the ownership goroutine
 	done      chan hostDone   // an open or close, back to the ownership goroutine
 	abandoned atomic.Bool
@@ -404,9 +406,18 @@ type NodeState struct {
 // Status is the cluster's view for cluster.status: each node with a key in the bucket
 // (lapsing ones included, by name) and the owner of each shard.
 func (n *Node) Status(ctx context.Context) ([]NodeState, []string, error) {
-	entries, err := n.nodeEntries(ctx)
+	nodes, err := n.nodeStates(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	return nodes, n.owners(ctx), nil
+}
+
+// nodeStates is each node with a key in the bucket, sorted by name, with its liveness.
+func (n *Node) nodeStates(ctx context.Context) ([]NodeState, error) {
+	entries, err := n.nodeEntries(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var freshest time.Time
 	for _, e := range entries {
@@ -420,7 +431,7 @@ func (n *Node) Status(ctx context.Context) ([]NodeState, []string, error) {
 		out[i] = NodeState{Node: strings.TrimPrefix(e.Key(), "node."), RenewalAge: age, Lapsing: age > n.cfg.OwnershipTTL/2}
 	}
 	slices.SortFunc(out, func(a, b NodeState) int { return strings.Compare(a.Node, b.Node) })
-	return out, n.owners(ctx), nil
+	return out, nil
 }
 
 // attemptTimeout bounds one JetStream API call at start-up: a replicated asset another

@@ -23,6 +23,7 @@ import (
 // owner; members is nil when it could not be read.
 type bucketView struct {
 	members, owners []string
+	lapsing         map[string]bool // the members that have missed a renewal
 }
 
 // hostDone is the end of a shard's open or close made off the ownership goroutine.
@@ -79,6 +80,7 @@ func (n *Node) run(watching <-chan struct{}) {
 			n.askRound()
 		case v := <-n.views:
 			n.reading = false
+			n.noticeMembers(v)
 			n.do(n.table.Round(actors.MonoNow(), v.members, v.owners, n.host.Halted))
 			if n.again {
 				n.again = false
@@ -119,15 +121,43 @@ func (n *Node) askRound() {
 		ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew*2)
 		defer cancel()
 		var v bucketView
-		members, err := n.members(ctx)
+		nodes, err := n.nodeStates(ctx)
 		if err != nil {
 			n.log.Warn("listing live nodes", "err", err)
 		} else {
-			v = bucketView{members: members, owners: n.owners(ctx)}
+			v = bucketView{members: make([]string, len(nodes)), owners: n.owners(ctx), lapsing: map[string]bool{}}
+			for i, s := range nodes {
+				v.members[i] = s.Node
+				v.lapsing[s.Node] = s.Lapsing
+			}
 		}
 		n.views <- v
 	}()
 }
+
+// noticeMembers logs, once, each node gone since the last round: lost (its key lapsed:
+// it was lapsing when last seen) or left (it stopped and removed its key while live),
+// and keeps the lost ones for cluster.status. Not
+// while the bucket has just answered again after a silence: the survivors' keys that
+// lapsed meanwhile are being made again (the quiet time), and are not news.
+func (n *Node) noticeMembers(v bucketView) {
+	if v.members == nil || actors.MonoNow() < n.table.quietUntil {
+		return
+	}
+	n.lost.back(v.members)
+	for _, g := range n.watch.round(n.cfg.Node, v.members, v.lapsing, v.owners) {
+		if !g.lost {
+			n.log.Info("node left the cluster", "node", g.node)
+			continue
+		}
+		n.log.Warn("node lost: its liveness lapsed; the shards it held are claimed again by the live nodes",
+			"node", g.node, "held", g.held)
+		n.lost.add(LostNode{Node: g.node, Held: g.held, At: time.Now()})
+	}
+}
+
+// Lost is the nodes lost lately (at most 16, for 10 minutes), for cluster.status.
+func (n *Node) Lost() []LostNode { return n.lost.list(time.Now()) }
 
 // Halted is the actors.Ownership's word that a shard halted: a balancing round now, which
 // gives the halted shard up.

@@ -154,6 +154,9 @@ type nodeView struct {
 	Shards       []uint32 `json:"shards"`
 	Lapsing      bool     `json:"lapsing,omitempty"`
 	RenewalAgeMs uint64   `json:"renewal_age_ms"`
+	Lost         bool     `json:"lost,omitempty"` // lost lately: its liveness lapsed
+	LostAgoMs    uint64   `json:"lost_ago_ms,omitempty"`
+	Held         []uint32 `json:"held,omitempty"` // a lost node's shards when it was lost
 }
 
 type fillView struct {
@@ -187,7 +190,8 @@ func (c *Console) status(w http.ResponseWriter, r *http.Request) {
 		v.Problem = "cluster.status: " + problem(err, st)
 	} else {
 		for _, nd := range st.Nodes {
-			v.Nodes = append(v.Nodes, nodeView{Node: nd.Node, Shards: nd.Shards, Lapsing: nd.Lapsing, RenewalAgeMs: nd.RenewalAgeMs})
+			v.Nodes = append(v.Nodes, nodeView{Node: nd.Node, Shards: nd.Shards, Lapsing: nd.Lapsing, RenewalAgeMs: nd.RenewalAgeMs,
+				Lost: nd.Lost, LostAgoMs: nd.LostAgoMs, Held: nd.Held})
 		}
 		for _, sh := range st.Shards {
 			if sh.Shard < n {

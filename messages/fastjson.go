@@ -60,6 +60,11 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 			})
 			w.boolean("lapsing", n.GetLapsing())
 			w.u64("renewal_age_ms", n.GetRenewalAgeMs())
+			w.boolean("lost", n.GetLost())
+			w.u64("lost_ago_ms", n.GetLostAgoMs())
+			list(&w, "held", n.GetHeld(), func(k uint32) {
+				w.b = strconv.AppendUint(w.b, uint64(k), 10)
+			})
 		})
 	})
 	list(&w, "shards", m.Shards, func(s *ClusterShard) {

@@ -4252,7 +4252,14 @@ type ClusterNode struct {
 	Shards  []uint32               `protobuf:"varint,2,rep,packed,name=shards,proto3" json:"shards,omitempty"`
 	Lapsing bool                   `protobuf:"varint,3,opt,name=lapsing,proto3" json:"lapsing,omitempty"`
 	// How much older its last renewal is than the freshest node's.
-	RenewalAgeMs  uint64 `protobuf:"varint,4,opt,name=renewal_age_ms,json=renewalAgeMs,proto3" json:"renewal_age_ms,omitempty"`
+	RenewalAgeMs uint64 `protobuf:"varint,4,opt,name=renewal_age_ms,json=renewalAgeMs,proto3" json:"renewal_age_ms,omitempty"`
+	// A node lost lately (its liveness lapsed: dead or cut off), listed after the
+	// live ones for ten minutes or until it is live again; it serves nothing.
+	Lost bool `protobuf:"varint,5,opt,name=lost,proto3" json:"lost,omitempty"`
+	// How long ago the answering node saw it gone.
+	LostAgoMs uint64 `protobuf:"varint,6,opt,name=lost_ago_ms,json=lostAgoMs,proto3" json:"lost_ago_ms,omitempty"`
+	// The shards it held when it was lost (served by live nodes once claimed).
+	Held          []uint32 `protobuf:"varint,7,rep,packed,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4313,6 +4320,27 @@ func (x *ClusterNode) GetRenewalAgeMs() uint64 {
 		return x.RenewalAgeMs
 	}
 	return 0
+}
+
+func (x *ClusterNode) GetLost() bool {
+	if x != nil {
+		return x.Lost
+	}
+	return false
+}
+
+func (x *ClusterNode) GetLostAgoMs() uint64 {
+	if x != nil {
+		return x.LostAgoMs
+	}
+	return 0
+}
+
+func (x *ClusterNode) GetHeld() []uint32 {
+	if x != nil {
+		return x.Held
+	}
+	return nil
 }
 
 // A shard, the node serving it (empty while it moves) and the position it
@@ -5256,12 +5284,15 @@ const file_holdfast_proto_rawDesc = "" +
 	"leaseEpoch\x12\x1b\n" +
 	"\tsplit_key\x18\x05 \x01(\fR\bsplitKey\";\n" +
 	"\x14ClusterStatusRequest\x12#\n" +
-	"\rplacement_key\x18\x01 \x01(\tR\fplacementKey\"y\n" +
+	"\rplacement_key\x18\x01 \x01(\tR\fplacementKey\"\xc1\x01\n" +
 	"\vClusterNode\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06shards\x18\x02 \x03(\rR\x06shards\x12\x18\n" +
 	"\alapsing\x18\x03 \x01(\bR\alapsing\x12$\n" +
-	"\x0erenewal_age_ms\x18\x04 \x01(\x04R\frenewalAgeMs\"[\n" +
+	"\x0erenewal_age_ms\x18\x04 \x01(\x04R\frenewalAgeMs\x12\x12\n" +
+	"\x04lost\x18\x05 \x01(\bR\x04lost\x12\x1e\n" +
+	"\vlost_ago_ms\x18\x06 \x01(\x04R\tlostAgoMs\x12\x12\n" +
+	"\x04held\x18\a \x03(\rR\x04held\"[\n" +
 	"\fClusterShard\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1f\n" +

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -314,6 +315,21 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 				t.Fatalf("shard %d: %d snapshots, journal starts at stream sequence %d", shard, snaps, info.State.FirstSeq)
 			}
 			waitBalanced(t, survivor, 2)
+			// The survivors name the lost node and what it held.
+			var held []uint32
+			for k, o := range owners {
+				if o == victim {
+					held = append(held, uint32(k))
+				}
+			}
+			st, err = cs.ClusterStatus(ctx, "")
+			if err != nil || !st.OK() || len(st.Nodes) != 3 {
+				t.Fatalf("cluster.status after the loss: %v %+v", err, st)
+			}
+			lost := st.Nodes[2]
+			if !lost.GetLost() || lost.GetNode() != victim || !slices.Equal(lost.GetHeld(), held) || len(lost.GetShards()) != 0 {
+				t.Fatalf("cluster.status names %+v, want %s lost holding %v", lost, victim, held)
+			}
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -269,6 +270,11 @@ func (s *Server) startBridge(ctx context.Context, c *conns, timing contract.Timi
 			nodes := make([]bridge.NodeStatus, len(states))
 			for i, st := range states {
 				nodes[i] = bridge.NodeStatus{Node: st.Node, RenewalAge: st.RenewalAge, Lapsing: st.Lapsing}
+			}
+			for _, l := range s.node.Lost() {
+				if !slices.ContainsFunc(nodes, func(n bridge.NodeStatus) bool { return n.Node == l.Node }) {
+					nodes = append(nodes, bridge.NodeStatus{Node: l.Node, Lost: true, LostAgo: time.Since(l.At), Held: l.Held})
+				}
 			}
 			return nodes, owners, err
 		}

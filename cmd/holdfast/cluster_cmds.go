@@ -27,6 +27,15 @@ func (c *clusterStatusCmd) Run(e *env) error {
 	})
 }
 
+// shardList is shard numbers, space-separated.
+func shardList(ks []uint32) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = fmt.Sprint(k)
+	}
+	return strings.Join(s, " ")
+}
+
 // clusterLines are cluster.status's lines: the nodes, the shards, the key's shard, the slot.
 func clusterLines(res *client.ClusterResult, key string) string {
 	var b strings.Builder
@@ -34,11 +43,12 @@ func clusterLines(res *client.ClusterResult, key string) string {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		shards := make([]string, len(n.GetShards()))
-		for j, k := range n.GetShards() {
-			shards[j] = fmt.Sprint(k)
+		if n.GetLost() {
+			fmt.Fprintf(&b, "node %s: lost %v ago, holding shards %s (its liveness lapsed; they moved to live nodes)",
+				n.GetNode(), (time.Duration(n.GetLostAgoMs()) * time.Millisecond).Round(time.Second), shardList(n.GetHeld()))
+			continue
 		}
-		fmt.Fprintf(&b, "node %s: shards %s", n.GetNode(), strings.Join(shards, " "))
+		fmt.Fprintf(&b, "node %s: shards %s", n.GetNode(), shardList(n.GetShards()))
 		if n.GetLapsing() {
 			fmt.Fprintf(&b, " (lapsing: its last renewal is %v behind; its shards move when it lapses)",
 				time.Duration(n.GetRenewalAgeMs())*time.Millisecond)

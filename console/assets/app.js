@@ -77,7 +77,8 @@ function renderStatus(s) {
   fill($("#nodes tbody"), (s.nodes || []).map((n) => el("tr", { "data-node": n.node },
     el("td", {}, n.node || "(this process)"),
     el("td", {}, (n.shards || []).join(", ") || "—"),
-    el("td", { class: n.lapsing ? "lapsing" : "" }, !s.cluster ? "—" :
+    el("td", { class: n.lapsing || n.lost ? "lapsing" : "" }, !s.cluster ? "—" :
+      n.lost ? "lost " + Math.round((n.lost_ago_ms || 0) / 1000) + " s ago, held " + ((n.held || []).join(", ") || "nothing") :
       n.lapsing ? "lapsing, " + n.renewal_age_ms + " ms behind" : n.renewal_age_ms + " ms behind the freshest"))));
   fill($("#shards tbody"), s.shards.map((sh) => {
     const owner = sh.owner || (sh.here ? "this process" : "no owner");
