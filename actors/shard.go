@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -159,7 +161,11 @@ func (s *shard) start() {
 	if err != nil {
 		s.h.refused.Store(&err)
 		s.halt(fmt.Errorf("recovery: %w", err))
-		s.h.log.Error("shard refuses to start", "shard", s.h.shard, "err", err)
+		if errors.Is(err, context.Canceled) { // its owner stopped its load (a node stopping)
+			s.h.log.Info("shard load stopped", "shard", s.h.shard)
+		} else {
+			s.h.log.Error("shard refuses to start", "shard", s.h.shard, "err", err)
+		}
 		return
 	}
 	if have := rec.kernel.Shape(); rec.kernel.Configured() && have.SlotMillis != s.cfg.SlotMillis {

@@ -116,6 +116,7 @@ type claimTable struct {
 	timing   contract.Timing
 	shards   []shardClaim
 	stopping bool
+	alone    bool // stopping as the last live node: nobody to hand over to
 	// settleUntil: before it, a bucket where no shard is claimed by anybody (a cluster
 	// starting) has none claimed here either (Joined).
 	settleUntil int64
@@ -133,9 +134,9 @@ func newClaimTable(node string, shards uint32, timing contract.Timing) *claimTab
 // held says whether the shard's claim is this node's (or about to be).
 func (c *shardClaim) held() bool { return c.phase != free }
 
-// renewable says whether the claim is renewed: held and not being lost or given up.
+// renewable says whether the claim is renewed: held and not lost, being lost or given up.
 func (c *shardClaim) renewable() bool {
-	return c.phase == opening || c.phase == serving || (c.phase == closing && c.how == handOff)
+	return c.served() && (c.phase == opening || c.phase == serving || (c.phase == closing && c.how == handOff))
 }
 
 // fencedOnly is a serve window over before it began: Fenced, not lost.
@@ -255,11 +256,16 @@ func (t *claimTable) Opened(now int64, k uint32, err error) []act {
 		return nil
 	}
 	switch {
+	case err != nil && t.stopping && t.alone:
+		c.forget() // the last node stops: its claim lapses, as every other one does
+		return nil
 	case err != nil:
 		c.notBefore = now + int64(t.timing.Renew)
 		return []act{t.releaseAct(k, "opening the claimed shard failed: "+err.Error())}
 	case !c.served():
 		return []act{t.closeAct(k, lose, "claim lost while the shard loaded")}
+	case t.stopping && t.alone:
+		return []act{t.closeAct(k, lose, "loaded as the last live node stops")}
 	case t.stopping:
 		return []act{t.closeAct(k, handOff, "loaded as the node stops")}
 	}
@@ -404,19 +410,25 @@ func (t *claimTable) Bucket(now int64, answered bool) (changed bool) {
 	return changed
 }
 
-// Stop hands every served shard over (one known lost is just closed); shards being claimed or
-// loaded are handed over or released when that ends. Done says when nothing is held.
-func (t *claimTable) Stop(now int64) []act {
-	t.stopping = true
+// Stop hands every served shard over (one known lost is just closed); shards being
+// claimed or loaded are handed over or released when that ends. The last live node
+// (alone) has nobody to hand over to — and, with the others' NATS servers gone, often no
+// JetStream quorum to write the hand-over with: it closes every shard and leaves the
+// claims to lapse; the next node to start recovers them from the journals. Done says
+// when nothing is held.
+func (t *claimTable) Stop(now int64, alone bool) []act {
+	t.stopping, t.alone = true, alone
 	var acts []act
 	for k := range t.shards {
 		c := &t.shards[k]
 		switch {
 		case c.phase != serving:
-		case c.served():
-			acts = append(acts, t.closeAct(uint32(k), handOff, "the node stops"))
-		default:
+		case !c.served():
 			acts = append(acts, t.closeAct(uint32(k), lose, "the node stops; claim lost"))
+		case alone:
+			acts = append(acts, t.closeAct(uint32(k), lose, "the last live node stops"))
+		default:
+			acts = append(acts, t.closeAct(uint32(k), handOff, "the node stops"))
 		}
 	}
 	return acts

@@ -111,7 +111,7 @@ func TestClaimTableProperties(t *testing.T) {
 				_, acts = tab.Renewed(now, k, rev, newRev, sent, now, refused)
 			case 8:
 				if rapid.IntRange(0, 9).Draw(t, "stop now") == 9 { // rarely: a stopped table claims nothing more
-					acts = tab.Stop(now)
+					acts = tab.Stop(now, rapid.Bool().Draw(t, "alone"))
 				}
 			}
 			if err := checkClaimTable(tab, acts); err != nil {
@@ -124,7 +124,7 @@ func TestClaimTableProperties(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		step(tab.Stop(now))
+		step(tab.Stop(now, rapid.Bool().Draw(t, "alone at the end")))
 		for range 3 * shards {
 			for k := range uint32(shards) {
 				switch tab.shards[k].phase {

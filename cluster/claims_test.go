@@ -28,7 +28,7 @@ import (
 //	recreated shard=K rev=R new=R2 sent=MS       a refused claim's key made again
 //	confirmed t=MS shard=K n=N [failed]          the N-th claim made again: its barrier's end
 //	bucket t=MS (answered | silent)              whether the bucket answered the node's renewal
-//	stop t=MS                                    the node stops
+//	stop t=MS [alone]                            the node stops (alone: the last live node)
 //
 // Each answer lists the acts, then every shard not free (phase, revision, serve window,
 // no-claim-before), and done once nothing is held after a stop.
@@ -123,7 +123,7 @@ func TestClaimScripts(t *testing.T) {
 				changed := tab.Bucket(now, d.HasArg("answered"))
 				return fmt.Sprintf("changed=%v quiet<%dms", changed, tab.quietUntil/int64(time.Millisecond))
 			case "stop":
-				acts = tab.Stop(now)
+				acts = tab.Stop(now, d.HasArg("alone"))
 			default:
 				t.Fatalf("unknown command %q", d.Cmd)
 			}

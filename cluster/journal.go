@@ -50,6 +50,8 @@ type JournalConfig struct {
 	Window int
 	// Logger says when the stream's leadership is brought back here (nil: nothing).
 	Logger *slog.Logger
+	// Ctx, when set, ends a replay early (the node stops).
+	Ctx context.Context
 }
 
 // Journal is a shard's journal in a JetStream stream of its own: one message per batch
@@ -320,7 +322,11 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 	j.mu.Lock()
 	through := j.claimSeq
 	j.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
+	parent := j.cfg.Ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	// The ordered consumer remakes itself after a lost pull, by default without end (a
 	// stream without a quorum held a load, and the node's stop behind it, for the
@@ -340,6 +346,7 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 		return err
 	}
 	defer it.Stop()
+	defer context.AfterFunc(parent, it.Stop)() // the node stops: the load ends
 	var stalled atomic.Bool
 	watchdog := time.AfterFunc(time.Hour, func() { stalled.Store(true); it.Stop() })
 	defer watchdog.Stop()
@@ -352,6 +359,9 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 		watchdog.Stop()
 		if stalled.Load() {
 			return fmt.Errorf("reading journal of shard %d: no message for %v", j.cfg.Shard, replayStall)
+		}
+		if parent.Err() != nil {
+			return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, parent.Err())
 		}
 		if err != nil {
 			return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, err)

@@ -41,6 +41,11 @@ type Config struct {
 	// StopTimeout bounds Stop's hand-over; what is still held then is left to lapse
 	// (0: DefaultStopTimeout).
 	StopTimeout time.Duration
+	// ServersGoWithNodes: every node embeds its NATS server, so when no other node is
+	// live no other server is either, and a replicated stream has no quorum: the last
+	// node to stop does not try to hand its shards over (it closes them and leaves the
+	// claims to lapse). On a NATS deployment the last node hands over as every other.
+	ServersGoWithNodes bool
 }
 
 // DefaultStopTimeout is Config.StopTimeout's default.
@@ -117,6 +122,11 @@ type Node struct {
 	views     chan bucketView // a round's read, back to the ownership goroutine
 	done      chan hostDone   // an open or close, back to the ownership goroutine
 	abandoned atomic.Bool
+	// loads ends the shards' loading when the node stops (Storage.Ctx): a claim being
+	// loaded as the node stops is given up, not waited for.
+	loads     context.Context
+	stopLoads context.CancelFunc
+	renewing  atomic.Pointer[context.CancelFunc] // ends the renewal pass under way
 	stop      chan struct{}
 	kick      chan struct{}  // a balancing round now, please (capacity 1: kicks coalesce)
 	wg        sync.WaitGroup // the ownership goroutine and the bucket watch
@@ -156,6 +166,7 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 		serveUntil: make([]atomic.Int64, cfg.Shards), epoch: make([]atomic.Uint64, cfg.Shards),
 		views: make(chan bucketView, 1), done: make(chan hostDone, cfg.Shards),
 		stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+	n.loads, n.stopLoads = context.WithCancel(context.Background())
 	n.ownerRecord, _ = json.Marshal(ownerRecord{Node: cfg.Node})
 	n.settingsRev.Store(cfg.Settings.Shape.Version)
 	var err error
@@ -260,7 +271,7 @@ func (n *Node) Storage(k uint32) (actors.Storage, error) {
 		return nil, fmt.Errorf("shard %d is not claimed by node %q", k, n.cfg.Node)
 	}
 	return &Storage{JS: n.cfg.JS, Names: n.cfg.Names, Shard: k, Replicas: n.cfg.Replicas, Node: n.cfg.Node,
-		Epoch: epoch, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }, Logger: n.log}, nil
+		Epoch: epoch, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }, Logger: n.log, Ctx: n.loads}, nil
 }
 
 // Standing is the actors.Ownership of a cluster node: Leased while this node's claim on

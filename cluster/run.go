@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -97,7 +98,13 @@ func (n *Node) run(watching <-chan struct{}) {
 				}
 				return
 			}
-			n.do(n.table.Stop(actors.MonoNow()))
+			_, seen := n.watch.held[n.cfg.Node]
+			// The last round saw no other live node, and their servers went with them.
+			alone := seen && len(n.watch.held) == 1 && n.cfg.ServersGoWithNodes
+			if alone {
+				n.log.Info("the last live node stops: its shards are closed and their claims left to lapse; the next node to start recovers them from their journals")
+			}
+			n.do(n.table.Stop(actors.MonoNow(), alone))
 			overdue = time.After(n.cfg.StopTimeout)
 		}
 		if stop == nil && n.table.Done() && n.hostOps == 0 && !n.reading {
@@ -172,7 +179,10 @@ func (n *Node) ended(d hostDone) {
 		return
 	}
 	if d.opened {
-		if d.err != nil {
+		switch {
+		case d.err != nil && n.loads.Err() != nil:
+			n.log.Info("loading a claimed shard stopped: the node stops", "shard", d.shard)
+		case d.err != nil:
 			n.log.Error("opening claimed shard", "shard", d.shard, "err", d.err)
 		}
 		n.do(n.table.Opened(now, d.shard, d.err), "load", d.took.Round(time.Millisecond))
@@ -206,6 +216,8 @@ func (n *Node) do(acts []act, logArgs ...any) {
 		case actClose:
 			if a.how == handOff {
 				n.log.Info("handing shard over", "shard", a.shard, "why", a.why)
+			} else if n.table.alone {
+				n.log.Info("closing shard", "shard", a.shard, "why", a.why)
 			} else {
 				n.log.Warn("giving shard up", append([]any{"shard", a.shard, "how", a.how.String(), "why", a.why}, logArgs...)...)
 				n.cfg.Metrics.ClaimLost()
@@ -288,6 +300,8 @@ func (n *Node) releaseKey(k uint32, rev uint64) {
 func (n *Node) renewAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew*2)
 	defer cancel()
+	n.renewing.Store(&cancel) // Stop ends a pass the bucket does not answer
+	defer n.renewing.Store(nil)
 	answered := n.renewMember(ctx)
 	switch changed := n.table.Bucket(actors.MonoNow(), answered); {
 	case changed && answered:
@@ -311,10 +325,12 @@ func (n *Node) renewClaim(ctx context.Context, k uint32, rev uint64) {
 	newRev, err := n.renewKey(ctx, shardKey(k), n.ownerRecord, rev)
 	refused := err != nil && isWrongLast(err)
 	if refused {
-		sent = actors.MonoNow()
-		if again, cerr := n.kv.Create(ctx, shardKey(k), n.ownerRecord, jetstream.KeyTTL(n.cfg.OwnershipTTL)); cerr == nil {
-			n.log.Warn("claim lapsed while the cluster bucket could not renew it; made it again, serving fenced until its journal confirms it",
-				"shard", k, "epoch", again)
+		if again, made, why := n.reclaim(ctx, k); again != 0 {
+			n.log.Warn(why+"; serving the shard fenced until its journal confirms it is still this node's", "shard", k, "epoch", again)
+			if !made {
+				// When that renewal was sent is not known: leased only from the next one.
+				sent = 0
+			}
 			n.do(n.table.Recreated(k, rev, again, sent))
 			return
 		}
@@ -325,6 +341,28 @@ func (n *Node) renewClaim(ctx context.Context, k uint32, rev uint64) {
 	if len(acts) > 0 {
 		n.do(acts)
 	}
+}
+
+// reclaim looks at shard k's claim key after a renewal was refused: a renewal of ours
+// that timed out may have landed after all (the key is ours at a later revision), or the
+// key lapsed while the bucket could not renew it (it is gone, and made again here if no
+// other node has made it first). The revision the key is now ours at, whether it was
+// made just now, and why; 0 when it is another node's, or cannot be told.
+func (n *Node) reclaim(ctx context.Context, k uint32) (uint64, bool, string) {
+	e, err := n.kv.Get(ctx, shardKey(k))
+	switch {
+	case err == nil && bytes.Equal(e.Value(), n.ownerRecord):
+		return e.Revision(), false, "claim renewal refused, but the key is this node's at a later revision (a renewal that timed out landed)"
+	case err == nil:
+		return 0, false, ""
+	case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
+		return 0, false, ""
+	}
+	again, err := n.kv.Create(ctx, shardKey(k), n.ownerRecord, jetstream.KeyTTL(n.cfg.OwnershipTTL))
+	if err != nil {
+		return 0, false, ""
+	}
+	return again, true, "claim lapsed while the cluster bucket could not renew it; made it again"
 }
 
 // logStanding logs a claim's change of standing, once per change.
@@ -363,12 +401,16 @@ func (n *Node) Stop() {
 		return
 	default:
 	}
+	n.stopLoads()
+	if c := n.renewing.Load(); c != nil {
+		(*c)() // the hand-over starts now, not after a pass the bucket does not answer
+	}
 	close(n.stop)
 	n.wg.Wait()
 	if n.abandoned.Load() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
 	defer cancel()
 	// A purge whose marker lapses: a plain delete's marker stays under the name for good,
 	// one per node name ever stopped (pods of a Deployment come under new names).
@@ -385,6 +427,7 @@ func (n *Node) Abandon() {
 	default:
 	}
 	n.abandoned.Store(true)
+	n.stopLoads()
 	close(n.stop)
 	n.wg.Wait()
 	for k := range n.serveUntil {

@@ -43,12 +43,24 @@ type Storage struct {
 	Valid func() bool
 	// Logger gets the journal's news (nil: none).
 	Logger *slog.Logger
+	// Ctx, when set, ends the shard's loading (the journal's claim and replay, the
+	// snapshot's read): a node that stops does not wait out a load JetStream cannot
+	// answer (a cluster without quorum).
+	Ctx context.Context
 }
 
 var _ actors.Storage = (*Storage)(nil)
 
 func (s *Storage) ctx() (context.Context, context.CancelFunc) {
-	return within(s.Timeout, 30*time.Second)
+	t := s.Timeout
+	if t == 0 {
+		t = 30 * time.Second
+	}
+	parent := s.Ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	return context.WithTimeout(parent, t)
 }
 
 // callCtx bounds one call made while the shard serves (JournalCall; the journal's own
@@ -73,7 +85,7 @@ func (s *Storage) OpenJournal() (persistence.Journal, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
 	return OpenJournal(ctx, JournalConfig{JS: s.JS, Names: s.Names, Shard: s.Shard, Replicas: s.Replicas,
-		Node: s.Node, Epoch: s.Epoch, Timeout: s.JournalCall, Logger: s.Logger})
+		Node: s.Node, Epoch: s.Epoch, Timeout: s.JournalCall, Logger: s.Logger, Ctx: s.Ctx})
 }
 
 func (s *Storage) snapshotPrefix() string { return fmt.Sprintf("shard-%d/", s.Shard) }

@@ -124,7 +124,7 @@ func TestClusterDirectRouting(t *testing.T) {
 }
 
 // cluster.status names a node that has stopped renewing as lapsing until its key lapses,
-// then no longer lists it.
+// then as lost, holding no shard.
 func TestClusterStatusShowsALapsingNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -139,38 +139,46 @@ func TestClusterStatusShowsALapsingNode(t *testing.T) {
 	}
 	waitBalanced(t, nodes["n1"], 2)
 	c := connectClient(t, nodes["n1"].URL())
-	status := func() map[string]bool {
+	status := func() map[string]string {
 		t.Helper()
 		r, err := c.ClusterStatus(ctx, "")
 		if err != nil || !r.OK() {
 			t.Fatalf("cluster.status: %v %+v", err, r)
 		}
-		out := map[string]bool{}
+		out := map[string]string{}
 		for _, n := range r.Nodes {
-			out[n.GetNode()] = n.GetLapsing()
+			switch {
+			case n.GetLost() && len(n.GetShards()) == 0:
+				out[n.GetNode()] = "lost"
+			case n.GetLost():
+				out[n.GetNode()] = "lost, serving"
+			case n.GetLapsing():
+				out[n.GetNode()] = "lapsing"
+			default:
+				out[n.GetNode()] = "live"
+			}
 		}
 		return out
 	}
-	if st := status(); len(st) != 2 || st["n1"] || st["n2"] {
+	if st := status(); len(st) != 2 || st["n1"] != "live" || st["n2"] != "live" {
 		t.Fatalf("two live nodes: %v", st)
 	}
 	nodes["n2"].crash()
 	sawLapsing := false
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		st := status()
-		if st["n1"] {
-			t.Fatalf("the live node is shown lapsing: %v", st)
+		if st["n1"] != "live" {
+			t.Fatalf("the live node is shown %s: %v", st["n1"], st)
 		}
-		lapsing, listed := st["n2"]
-		sawLapsing = sawLapsing || lapsing
-		if !listed {
+		sawLapsing = sawLapsing || st["n2"] == "lapsing"
+		if st["n2"] == "lost" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("n2 still listed 15 s after it stopped: %v", st)
+			t.Fatalf("n2 not shown lost 15 s after it stopped: %v", st)
 		}
 	}
 	if !sawLapsing {
-		t.Fatal("n2 went from live to gone without being shown lapsing")
+		t.Fatal("n2 went from live to lost without being shown lapsing")
 	}
 }

@@ -301,7 +301,8 @@ func (s *Server) join(ctx context.Context, c *conns, settings cluster.Settings) 
 	var err error
 	s.node, err = cluster.Join(jctx, cluster.Config{NC: c.nc, JS: c.js, Names: cluster.NamesFor(s.cfg.Prefix), Node: s.cfg.Node,
 		Shards: s.cfg.Shards, Replicas: s.cfg.Replicas, OwnershipTTL: s.cfg.OwnershipTTL, Logger: s.log.With("component", "cluster"),
-		Metrics: s.metrics, Settings: settings, OnSettings: s.configure, StopTimeout: StopTimeout})
+		Metrics: s.metrics, Settings: settings, OnSettings: s.configure, StopTimeout: StopTimeout,
+		ServersGoWithNodes: s.embedded})
 	if err != nil {
 		return err
 	}
