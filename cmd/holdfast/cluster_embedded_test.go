@@ -148,4 +148,26 @@ func TestServeEmbeddedCluster(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("n2's shards served again after %v", time.Since(start).Round(time.Millisecond))
+
+	// Then the others, one at a time: each stops within the stop bound and logs nothing
+	// of its own but its hand-over — the last one, whose peers' NATS servers are gone
+	// with them (no quorum), closes its shards and leaves their claims to lapse. (The
+	// embedded NATS server's own lines, component=nats, say it lost its peers.)
+	nc.Close()
+	for _, i := range []int{2, 0} {
+		from := len(runs[i].log.String())
+		start := time.Now()
+		runs[i].stop(t)
+		took := time.Since(start)
+		var complaints []string
+		for _, line := range strings.Split(runs[i].log.String()[from:], "\n") {
+			if (strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR")) && !strings.Contains(line, "component=nats") {
+				complaints = append(complaints, line)
+			}
+		}
+		if took > 30*time.Second || len(complaints) > 0 {
+			t.Fatalf("n%d stopped in %v, logging:\n%s", i+1, took, strings.Join(complaints, "\n"))
+		}
+		t.Logf("n%d stopped in %v", i+1, took.Round(time.Millisecond))
+	}
 }
