@@ -8,12 +8,10 @@ import (
 
 // A node lost. When a node dies with its machine, its liveness key and its claims lapse
 // and its shards move; every survivor says so once, with what the node held, and keeps
-// it for cluster.status for a while. A node that stopped (SIGTERM) handed its shards over
-// and removed its key while it was live: it left, and is logged as such. Which one it was
-// is told by the key's age when it was last seen: a dead node's key goes a TTL after its
-// last renewal and is lapsing (half a TTL old) for the rounds before, one every quarter
-// TTL; a stopped node's key goes fresh. The view is a round's (the bucket read off the
-// ownership goroutine), so it is judged there too.
+// it for cluster.status for a while. A node that stops (SIGTERM) says so in its key
+// (leaving) before it hands its shards over and removes the key: the rounds its hand-
+// over sets off see that, and it is logged as having left. The view is a round's (the
+// bucket read off the ownership goroutine), so it is judged there too.
 
 // lostKept bounds how many lost nodes cluster.status names, and lostFor for how long.
 const (
@@ -25,19 +23,19 @@ const (
 type memberChange struct {
 	node string
 	held []uint32 // the shards it held at the last round that saw it
-	lost bool     // its key lapsed (else it removed it: it left)
+	lost bool     // it was not seen leaving: its key lapsed
 }
 
-// memberWatch remembers the live nodes of the last round, what each held and whether
-// it was lapsing.
+// memberWatch remembers the live nodes of the last round, what each held, and which
+// were seen leaving.
 type memberWatch struct {
 	held    map[string][]uint32
-	lapsing map[string]bool
+	leaving map[string]bool
 }
 
 // round takes a round's view (members, each shard's owner) and says which nodes are gone
 // since the last one, sorted by name. The first view says nothing.
-func (w *memberWatch) round(self string, members []string, lapsing map[string]bool, owners []string) []memberChange {
+func (w *memberWatch) round(self string, members []string, leaving map[string]bool, owners []string) []memberChange {
 	held := make(map[string][]uint32, len(members))
 	for _, m := range members {
 		held[m] = nil
@@ -51,7 +49,7 @@ func (w *memberWatch) round(self string, members []string, lapsing map[string]bo
 	if w.held != nil {
 		for node, shards := range w.held {
 			if _, ok := held[node]; !ok && node != self {
-				gone = append(gone, memberChange{node: node, held: shards, lost: w.lapsing[node]})
+				gone = append(gone, memberChange{node: node, held: shards, lost: !w.leaving[node]})
 			}
 		}
 	}
@@ -64,7 +62,11 @@ func (w *memberWatch) round(self string, members []string, lapsing map[string]bo
 		}
 		return 0
 	})
-	w.held, w.lapsing = held, lapsing
+	seen := map[string]bool{}
+	for m := range held {
+		seen[m] = w.leaving[m] || leaving[m] // once seen leaving, it is leaving
+	}
+	w.held, w.leaving = held, seen
 	return gone
 }
 

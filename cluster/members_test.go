@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// A node gone from the bucket is said once: lost when its key was lapsing at the last
-// round that saw it (it died; with the shards it held then), left when it went fresh (it
-// stopped); this node itself never.
+// A node gone from the bucket is said once: left when a round saw it leaving (it
+// stopped), else lost (with the shards it held at the last round that saw it); this node
+// itself never.
 func TestMemberWatch(t *testing.T) {
 	var w memberWatch
 	say := func(members []string, lapsing map[string]bool, owners []string) string {
@@ -17,10 +17,13 @@ func TestMemberWatch(t *testing.T) {
 	if got := say([]string{"a", "b", "c", "d"}, nil, []string{"a", "b", "c", "b", ""}); got != "[]" {
 		t.Fatalf("first view: %s", got)
 	}
-	if got := say([]string{"a", "b", "c", "d"}, map[string]bool{"b": true}, []string{"a", "b", "c", "b", "d"}); got != "[]" {
+	if got := say([]string{"a", "b", "c", "d"}, map[string]bool{"d": true}, []string{"a", "b", "c", "b", "d"}); got != "[]" {
 		t.Fatalf("nobody gone: %s", got)
 	}
-	// b went while lapsing (its claims lapsed with it), d went fresh.
+	if got := say([]string{"a", "b", "c", "d"}, nil, []string{"a", "b", "c", "b", "d"}); got != "[]" {
+		t.Fatalf("nobody gone: %s", got)
+	}
+	// b's key went (its claims lapsed with it); d was seen leaving a round before.
 	if got := say([]string{"a", "c"}, nil, []string{"a", "", "c", "", ""}); got != "[{b [1 3] true} {d [4] false}]" {
 		t.Fatalf("b lost, d left: %s", got)
 	}

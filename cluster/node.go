@@ -136,6 +136,9 @@ type Node struct {
 type member struct {
 	Node    string `json:"node"`
 	Started string `json:"started"`
+	// Leaving: the node stops and hands its shards over; when its key goes, it left
+	// (else it was lost).
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 type ownerRecord struct {
@@ -294,7 +297,7 @@ func (n *Node) Serving(k uint32) bool { return n.Standing(k) != actors.NotServin
 // renewMember keeps this node's liveness key (a lost key is created again) and says
 // whether the bucket answered.
 func (n *Node) renewMember(ctx context.Context) bool {
-	val, _ := json.Marshal(member{Node: n.cfg.Node})
+	val, _ := json.Marshal(member{Node: n.cfg.Node, Leaving: n.table.stopping})
 	rev, err := n.renewKey(ctx, memberKey(n.cfg.Node), val, n.memberRev)
 	if err != nil {
 		answered := isWrongLast(err)
@@ -412,6 +415,8 @@ type NodeState struct {
 	// TTL; lapsing past half of it): dead, paused or cut off, and its key and claims
 	// lapse a TTL after its last renewal unless it renews again.
 	Lapsing bool
+	// Leaving: it stops, handing its shards over.
+	Leaving bool
 }
 
 // Status is the cluster's view for cluster.status: each node with a key in the bucket
@@ -439,7 +444,10 @@ func (n *Node) nodeStates(ctx context.Context) ([]NodeState, error) {
 	out := make([]NodeState, len(entries))
 	for i, e := range entries {
 		age := freshest.Sub(e.Created())
-		out[i] = NodeState{Node: strings.TrimPrefix(e.Key(), "node."), RenewalAge: age, Lapsing: age > n.cfg.OwnershipTTL/2}
+		var m member
+		_ = json.Unmarshal(e.Value(), &m)
+		out[i] = NodeState{Node: strings.TrimPrefix(e.Key(), "node."), RenewalAge: age, Lapsing: age > n.cfg.OwnershipTTL/2,
+			Leaving: m.Leaving}
 	}
 	slices.SortFunc(out, func(a, b NodeState) int { return strings.Compare(a.Node, b.Node) })
 	return out, nil

@@ -24,7 +24,7 @@ import (
 // owner; members is nil when it could not be read.
 type bucketView struct {
 	members, owners []string
-	lapsing         map[string]bool // the members that have missed a renewal
+	leaving         map[string]bool // the members that said they stop
 }
 
 // hostDone is the end of a shard's open or close made off the ownership goroutine.
@@ -105,6 +105,13 @@ func (n *Node) run(watching <-chan struct{}) {
 				n.log.Info("the last live node stops: its shards are closed and their claims left to lapse; the next node to start recovers them from their journals")
 			}
 			n.do(n.table.Stop(actors.MonoNow(), alone))
+			// Say so in the liveness key (renewMember reads the table's stopping): the
+			// others log this node as having left, not lost, when its key goes.
+			if !alone {
+				lctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
+				n.renewMember(lctx)
+				cancel()
+			}
 			overdue = time.After(n.cfg.StopTimeout)
 		}
 		if stop == nil && n.table.Done() && n.hostOps == 0 && !n.reading {
@@ -132,19 +139,19 @@ func (n *Node) askRound() {
 		if err != nil {
 			n.log.Warn("listing live nodes", "err", err)
 		} else {
-			v = bucketView{members: make([]string, len(nodes)), owners: n.owners(ctx), lapsing: map[string]bool{}}
+			v = bucketView{members: make([]string, len(nodes)), owners: n.owners(ctx), leaving: map[string]bool{}}
 			for i, s := range nodes {
 				v.members[i] = s.Node
-				v.lapsing[s.Node] = s.Lapsing
+				v.leaving[s.Node] = s.Leaving
 			}
 		}
 		n.views <- v
 	}()
 }
 
-// noticeMembers logs, once, each node gone since the last round: lost (its key lapsed:
-// it was lapsing when last seen) or left (it stopped and removed its key while live),
-// and keeps the lost ones for cluster.status. Not
+// noticeMembers logs, once, each node gone since the last round: left (it said it was
+// leaving before its key went) or lost (its key lapsed), and keeps the lost ones for
+// cluster.status. Not
 // while the bucket has just answered again after a silence: the survivors' keys that
 // lapsed meanwhile are being made again (the quiet time), and are not news.
 func (n *Node) noticeMembers(v bucketView) {
@@ -152,7 +159,7 @@ func (n *Node) noticeMembers(v bucketView) {
 		return
 	}
 	n.lost.back(v.members)
-	for _, g := range n.watch.round(n.cfg.Node, v.members, v.lapsing, v.owners) {
+	for _, g := range n.watch.round(n.cfg.Node, v.members, v.leaving, v.owners) {
 		if !g.lost {
 			n.log.Info("node left the cluster", "node", g.node)
 			continue
@@ -324,7 +331,7 @@ func (n *Node) renewClaim(ctx context.Context, k uint32, rev uint64) {
 	sent := actors.MonoNow()
 	newRev, err := n.renewKey(ctx, shardKey(k), n.ownerRecord, rev)
 	refused := err != nil && isWrongLast(err)
-	if refused {
+	if refused && !n.table.stopping { // a stopping node's claims are on their way out
 		if again, made, why := n.reclaim(ctx, k); again != 0 {
 			n.log.Warn(why+"; serving the shard fenced until its journal confirms it is still this node's", "shard", k, "epoch", again)
 			if !made {
@@ -371,6 +378,10 @@ func (n *Node) logStanding(k uint32, how renewal, err error) {
 	case renewedLate:
 		n.log.Warn("claim renewed only as its last revision may have been expiring; not leased until the next renewal confirms it", "shard", k)
 	case renewFenced:
+		if n.table.stopping {
+			n.log.Debug("claim not renewed within its serve window as the node stops", "shard", k, "err", err)
+			return
+		}
 		n.log.Warn("claim not renewed within its serve window; serving the shard fenced by its journal, answers that append nothing after a barrier through it",
 			"shard", k, "err", err)
 	case renewedAgain:
