@@ -229,6 +229,21 @@ func parseLast(v string) (position, error) {
 	return position{lsn: lsn, slot: slot}, nil
 }
 
+// inProcessWait is how many journal calls' time an append still in process is waited
+// for.
+const inProcessWait = 4
+
+// isInProcess says whether a publish was refused because the same message id is still
+// being stored (JetStream's "duplicate message id is in process").
+func isInProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInProcess
+}
+
+// errCodeInProcess is nats-server's JSStreamDuplicateMessageConflict (nats.go names no
+// constant for it).
+const errCodeInProcess jetstream.ErrorCode = 10158
+
 func isWrongLast(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
@@ -262,6 +277,10 @@ func (j *Journal) Append(batch []persistence.Record) error {
 // the expected position: ours means stored, anything else means fenced.
 func (j *Journal) appendMessage(m *outMsg) error {
 	var lastErr error
+	// A send JetStream says is still in process (its replication is under way, as when a
+	// follower has just died) is waited for, not counted as a failed attempt: failing it
+	// would halt a shard whose journal is fine.
+	inProcessUntil := time.Now().Add(inProcessWait * j.cfg.Timeout)
 	for attempt := 0; attempt < 3; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), j.cfg.Timeout)
 		ack, err := j.cfg.JS.PublishMsg(ctx, m.msg, jetstream.WithExpectLastSequence(m.expected), jetstream.WithMsgID(m.id))
@@ -279,6 +298,10 @@ func (j *Journal) appendMessage(m *outMsg) error {
 			return err
 		case stored:
 			return nil
+		}
+		if isInProcess(lastErr) && time.Now().Before(inProcessUntil) {
+			attempt--
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	return fmt.Errorf("append not acknowledged: %w", lastErr)
