@@ -148,6 +148,9 @@ func (c *Cluster) URL() string {
 	return strings.Join(urls, ",")
 }
 
+// ServerURL is server i's client URL alone (a client on that server's side of a cut).
+func (c *Cluster) ServerURL(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].Port) }
+
 // Stop shuts server i down (a lost machine); Restart brings it back with its store.
 func (c *Cluster) Stop(i int) {
 	if s := c.Servers[i]; s != nil {
