@@ -92,7 +92,13 @@ func transient(err error) bool {
 // leader steps down again while the others are still joining.
 func JetStreamForming(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsTemporarilyUnavailable
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsTemporarilyUnavailable {
+		return true
+	}
+	// The object store lists through nats.go's older JetStream API, whose error type is
+	// its own (seen: listing snapshots while the store's stream elected a leader).
+	var oldErr *nats.APIError
+	return errors.As(err, &oldErr) && oldErr.ErrorCode == nats.ErrorCode(jsTemporarilyUnavailable)
 }
 
 // jsTemporarilyUnavailable is JetStream's "JetStream system temporarily unavailable".

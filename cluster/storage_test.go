@@ -3,7 +3,11 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/internal/natstest"
 )
@@ -96,5 +100,22 @@ func TestStorageSnapshotsStayBounded(t *testing.T) {
 	s, ok, err := st.LoadSnapshot()
 	if err != nil || !ok || s.LSN != 59 || s.Payload[0] != 59 {
 		t.Fatalf("loaded lsn %d, ok %v, err %v", s.LSN, ok, err)
+	}
+}
+
+// JetStream's "temporarily unavailable" is retried in either of nats.go's error types:
+// the object store's listing comes through the older API (a shard's load failed on it
+// while the snapshots' stream elected a leader).
+func TestTemporarilyUnavailableIsRetried(t *testing.T) {
+	for _, err := range []error{
+		&jetstream.APIError{ErrorCode: 10008},
+		fmt.Errorf("listing snapshots of shard 0: %w", &nats.APIError{ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}),
+	} {
+		if !retryable(err) {
+			t.Errorf("%v: not retried", err)
+		}
+	}
+	if retryable(&nats.APIError{ErrorCode: 10071}) {
+		t.Error("a wrong last sequence retried")
 	}
 }
