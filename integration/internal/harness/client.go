@@ -22,6 +22,7 @@ import (
 // requests in flight, and the client then dials again.
 type Conn struct {
 	name string
+	side int // which client this is, for a target that places clients (ClientPlacer)
 	srv  Target
 	nc   atomic.Pointer[nats.Conn]
 	gen  atomic.Int64 // the server URL generation the connection was dialed for
@@ -29,6 +30,20 @@ type Conn struct {
 }
 
 func newConn(name string, srv Target) *Conn { return &Conn{name: name, srv: srv} }
+
+// ClientPlacer is a target that says which NATS server each client connects to (a
+// partitioned cluster: clients on both sides of a cut).
+type ClientPlacer interface {
+	ClientURL(client int) string
+}
+
+// url is where this connection dials: its place, or the target's URL.
+func (c *Conn) url() string {
+	if p, ok := c.srv.(ClientPlacer); ok && c.side > 0 {
+		return p.ClientURL(c.side)
+	}
+	return c.srv.URL()
+}
 
 func dial(url, name string) (*nats.Conn, error) {
 	return nats.Connect(url,
@@ -60,7 +75,7 @@ func (c *Conn) get() (*nats.Conn, error) {
 	if nc != nil {
 		nc.Close()
 	}
-	nc, err := dial(c.srv.URL(), c.name)
+	nc, err := dial(c.url(), c.name)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/integration/internal/history"
 )
 
@@ -21,7 +22,17 @@ const (
 	FaultJournal = "journal" // journal writes or fsyncs fail; the operator removes the fault and restarts
 	FaultConns   = "conns"   // client connections closed with requests in flight
 	FaultTerm    = "term"    // SIGTERM under load (a clean stop must drain), restart
+
+	// Partitions of a cluster whose NATS servers talk through a natstest.Net (each node
+	// on its own server, clients on every side), each held past the ownership TTL:
+	FaultIsolate = "isolate" // one server cut from the others (a 2/1 split)
+	FaultBridge  = "bridge"  // two servers cut from each other, both still reaching the third
+	FaultOneWay  = "oneway"  // one server's bytes to another stall; the other way flows
+	FaultFlap    = "flap"    // one server cut and healed over and over
 )
+
+// PartitionFaults are the partition nemeses.
+var PartitionFaults = []string{FaultIsolate, FaultBridge, FaultOneWay, FaultFlap}
 
 // AllFaults lists every fault kind of the brief; MixedFaults adds the rest.
 var (
@@ -178,6 +189,8 @@ func (n *Nemesis) inject(ctx context.Context, kind string) string {
 		took := time.Since(t0)
 		n.restart("term")
 		return fmt.Sprintf("SIGTERM under load: clean %t in %v, up again after %v", clean, took.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	case FaultIsolate, FaultBridge, FaultOneWay, FaultFlap:
+		return n.partition(ctx, kind)
 	case FaultConns:
 		conns := n.Conns()
 		k := 1 + n.Rng.IntN(3)
@@ -192,9 +205,60 @@ func (n *Nemesis) inject(ctx context.Context, kind string) string {
 	return "unknown fault"
 }
 
+// partition cuts the cluster's network as kind says, holds it, and heals it.
+func (n *Nemesis) partition(ctx context.Context, kind string) string {
+	c, ok := n.Srv.(*Cluster)
+	if !ok || c.Net == nil {
+		n.problem("%s: the target has no network to cut", kind)
+		return "no network"
+	}
+	servers := len(c.Nodes)
+	i := n.Rng.IntN(servers)
+	j := (i + 1 + n.Rng.IntN(servers-1)) % servers
+	hold := 1500*time.Millisecond + time.Duration(n.Rng.IntN(2500))*time.Millisecond
+	var what string
+	switch kind {
+	case FaultIsolate:
+		// Long enough for the majority to take the isolated node's shards: their claims
+		// lapse, and their journal streams, led from the isolated server, elect a leader.
+		hold = 5*time.Second + time.Duration(n.Rng.IntN(4000))*time.Millisecond
+		c.Net.Isolate(i)
+		served := make(chan time.Duration, 1)
+		go func() { served <- majorityServes(ctx, c, i, len(c.Nodes), hold) }()
+		n.sleep(ctx, hold)
+		c.Net.Heal()
+		took := <-served
+		if took < 0 {
+			return fmt.Sprintf("server %d isolated for %v, healed; the majority did not answer for every shard meanwhile", i, hold)
+		}
+		return fmt.Sprintf("server %d isolated for %v, healed; the majority answered for every shard %v after the cut", i, hold, took.Round(10*time.Millisecond))
+	case FaultBridge:
+		c.Net.Cut(i, j)
+		what = fmt.Sprintf("servers %d and %d cut from each other (both reach the third)", i, j)
+	case FaultOneWay:
+		c.Net.CutOneWay(i, j)
+		what = fmt.Sprintf("server %d's bytes to server %d stalled", i, j)
+	case FaultFlap:
+		flaps := 4 + n.Rng.IntN(5)
+		for f := 0; f < flaps && ctx.Err() == nil; f++ {
+			c.Net.Isolate(i)
+			n.sleep(ctx, time.Duration(100+n.Rng.IntN(500))*time.Millisecond)
+			c.Net.Heal()
+			n.sleep(ctx, time.Duration(100+n.Rng.IntN(500))*time.Millisecond)
+		}
+		return fmt.Sprintf("server %d isolated and healed %d times", i, flaps)
+	}
+	n.sleep(ctx, hold)
+	c.Net.Heal()
+	return fmt.Sprintf("%s for %v, healed", what, hold)
+}
+
 // Heal undoes every fault: the process runs (resumed or restarted), its clock is right,
-// its journal works.
+// its journal works, its network is whole.
 func (n *Nemesis) Heal() {
+	if c, ok := n.Srv.(*Cluster); ok && c.Net != nil {
+		c.Net.Heal()
+	}
 	_ = n.Srv.SetClockOffset(0)
 	_ = n.Srv.ClearFail()
 	n.Srv.Resume()
@@ -207,4 +271,41 @@ func (n *Nemesis) Heal() {
 		n.Srv.Stop(40 * time.Second)
 		n.restart("heal: halted shard")
 	}
+}
+
+// majorityServes measures, while server isolated is cut off, how long after the cut a
+// client of another server gets a definite answer for every shard (a resource.get of a
+// key placed there: ok or resource_not_found), within limit; -1 when it does not.
+func majorityServes(ctx context.Context, c *Cluster, isolated, servers int, limit time.Duration) time.Duration {
+	start := time.Now()
+	nc, err := dial(c.ClientURLs[(isolated+1)%servers], "majority-probe")
+	if err != nil {
+		return -1
+	}
+	defer nc.Close()
+	const tenant = "probe"
+	shards := uint32(len(c.Nodes))
+	if s := c.Nodes[0].cfg.Shards; s > 0 {
+		shards = uint32(s)
+	}
+	keys := map[uint32]string{}
+	for i := 0; uint32(len(keys)) < shards; i++ {
+		key := fmt.Sprintf("probe-%d", i)
+		if _, ok := keys[contract.ShardOf(tenant, key, shards)]; !ok {
+			keys[contract.ShardOf(tenant, key, shards)] = key
+		}
+	}
+	for time.Since(start) < limit && ctx.Err() == nil {
+		for k, key := range keys {
+			m, err := nc.Request("holdfast.v1."+tenant+".resource.get", fmt.Appendf(nil, `{"resource_id":%q}`, key), 500*time.Millisecond)
+			if err == nil && (strings.Contains(string(m.Data), `"code":"ok"`) || strings.Contains(string(m.Data), `"code":"resource_not_found"`)) {
+				delete(keys, k)
+			}
+		}
+		if len(keys) == 0 {
+			return time.Since(start)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return -1
 }

@@ -40,6 +40,10 @@ var (
 type Cluster struct {
 	Nodes []*Server
 	url   string
+	// Net, when set, is the network between the cluster's NATS servers, which the
+	// partition faults cut; ClientURLs then place client i on server i mod n.
+	Net        Partitioner
+	ClientURLs []string
 
 	mu     sync.Mutex
 	next   int
@@ -49,9 +53,19 @@ type Cluster struct {
 // NewCluster prepares nodes (not started) with the given per-node configs; url is the
 // NATS deployment every node and client uses.
 func NewCluster(url string, cfgs []ServerConfig) (*Cluster, error) {
+	urls := make([]string, len(cfgs))
+	for i := range urls {
+		urls[i] = url
+	}
+	return NewClusterOn(url, urls, cfgs)
+}
+
+// NewClusterOn is NewCluster with node i connected to nodeURLs[i] only (its own NATS
+// server: a partition puts the node on its server's side).
+func NewClusterOn(url string, nodeURLs []string, cfgs []ServerConfig) (*Cluster, error) {
 	c := &Cluster{url: url}
 	for i, cfg := range cfgs {
-		cfg.Extra = append(append([]string(nil), cfg.Extra...), "--nats", url, "--node", fmt.Sprintf("n%d", i+1), "--journal", "jetstream")
+		cfg.Extra = append(append([]string(nil), cfg.Extra...), "--nats", nodeURLs[i], "--node", fmt.Sprintf("n%d", i+1), "--journal", "jetstream")
 		s, err := NewServer(cfg)
 		if err != nil {
 			return nil, err
@@ -81,6 +95,22 @@ func (c *Cluster) last() *Server {
 
 // URL is the NATS deployment's.
 func (c *Cluster) URL() string { return c.url }
+
+// ClientURL places client i on one server (ClientURLs), or on the deployment.
+func (c *Cluster) ClientURL(i int) string {
+	if len(c.ClientURLs) == 0 {
+		return c.url
+	}
+	return c.ClientURLs[i%len(c.ClientURLs)]
+}
+
+// Partitioner cuts and heals the links between a cluster's NATS servers (natstest.Net).
+type Partitioner interface {
+	Isolate(i int)
+	Cut(i, j int)
+	CutOneWay(from, to int)
+	Heal()
+}
 
 // URLGen never changes: the deployment outlives the nodes.
 func (c *Cluster) URLGen() int { return 0 }

@@ -167,6 +167,7 @@ func newClient(r *Round, id int, tenant string, seed int64) *Client {
 	c := &Client{ID: id, Tenant: tenant, Holder: fmt.Sprintf("h%d", id), r: r, rng: rng,
 		own: map[string]*ownLease{}, last: map[uint32]uint64{}}
 	c.Conn = newConn(fmt.Sprintf("round%d-client%d", r.ID, id), r.Srv)
+	c.Conn.side = id
 	c.caller = &Caller{Rec: r.Rec, Round: r.ID, Client: id, Prefix: r.Prefix, Conn: c.Conn, Proto: r.Proto, Rng: rng}
 	return c
 }
