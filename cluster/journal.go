@@ -229,10 +229,6 @@ func parseLast(v string) (position, error) {
 	return position{lsn: lsn, slot: slot}, nil
 }
 
-// inProcessWait is how many journal calls' time an append still in process is waited
-// for.
-const inProcessWait = 4
-
 // isInProcess says whether a publish was refused because the same message id is still
 // being stored (JetStream's "duplicate message id is in process").
 func isInProcess(err error) bool {
@@ -278,9 +274,10 @@ func (j *Journal) Append(batch []persistence.Record) error {
 func (j *Journal) appendMessage(m *outMsg) error {
 	var lastErr error
 	// A send JetStream says is still in process (its replication is under way, as when a
-	// follower has just died) is waited for, not counted as a failed attempt: failing it
-	// would halt a shard whose journal is fine.
-	inProcessUntil := time.Now().Add(inProcessWait * j.cfg.Timeout)
+	// follower has just died), or one whose stream does not answer (it elects a leader),
+	// is waited for, not counted as a failed attempt: failing it would halt a shard whose
+	// journal is fine, and its recovery would wait for the same election.
+	patientUntil := time.Now().Add(streamElectionWait)
 	for attempt := 0; attempt < 3; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), j.cfg.Timeout)
 		ack, err := j.cfg.JS.PublishMsg(ctx, m.msg, jetstream.WithExpectLastSequence(m.expected), jetstream.WithMsgID(m.id))
@@ -293,19 +290,45 @@ func (j *Journal) appendMessage(m *outMsg) error {
 		}
 		lastErr = err
 		// Was it stored after all (a lost ack, or a retry refused because the first try landed)?
-		switch stored, err := j.storedAt(m); {
+		switch stored, err := j.storedAtPatiently(m, patientUntil); {
 		case err != nil:
 			return err
 		case stored:
 			return nil
 		}
-		if isInProcess(lastErr) && time.Now().Before(inProcessUntil) {
+		if (isInProcess(lastErr) || retryable(lastErr)) && time.Now().Before(patientUntil) {
 			attempt--
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	return fmt.Errorf("append not acknowledged: %w", lastErr)
 }
+
+// streamElectionWait bounds how long an append waits for its stream to answer again (a
+// leader's election: 4-9 s with nats-server's default raft timing). Safety does not
+// hang on it — the expected sequence fences every append — only how long the shard's
+// requests wait before it halts and is recovered elsewhere.
+var streamElectionWait = 10 * time.Second
+
+// storedAtPatiently is storedAt, read again while the stream does not answer, until.
+func (j *Journal) storedAtPatiently(m *outMsg, until time.Time) (bool, error) {
+	for {
+		stored, err := j.storedAt(m)
+		var unknown *outcomeUnknown
+		if err == nil || !errors.As(err, &unknown) || !retryable(unknown.err) || time.Now().After(until) {
+			return stored, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// outcomeUnknown is a read-back of an append that failed.
+type outcomeUnknown struct{ err error }
+
+func (e *outcomeUnknown) Error() string {
+	return "append outcome unknown, and reading it back failed: " + e.err.Error()
+}
+func (e *outcomeUnknown) Unwrap() error { return e.err }
 
 // storedAt reads the stream at m's position: true when m is there (ours), false when
 // nothing is, an error when another writer's message is (fenced) or the read failed.
@@ -320,7 +343,7 @@ func (j *Journal) storedAt(m *outMsg) (bool, error) {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return false, nil
 	}
-	return false, fmt.Errorf("append outcome unknown, and reading it back failed: %w", err)
+	return false, &outcomeUnknown{err: err}
 }
 
 func (j *Journal) stored(seq uint64, after position) {

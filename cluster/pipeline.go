@@ -204,7 +204,7 @@ func (j *Journal) runPipe(p *pipe, window int) {
 			err := error(nil)
 			if i > 0 && j.acked(o) {
 				// landed after all
-			} else if stored, serr := j.storedAt(o); serr != nil {
+			} else if stored, serr := j.storedAtPatiently(o, time.Now().Add(streamElectionWait)); serr != nil {
 				err = serr
 			} else if !stored {
 				err = j.appendMessage(o)
