@@ -10,7 +10,7 @@
 # Needs /tmp/holdfast or HOLDFAST=path (go build -o /tmp/holdfast ./cmd/holdfast) and, for the nats-server
 # modes, /tmp/nats-server or NATS_SERVER=path (go build -o /tmp/nats-server github.com/nats-io/nats-server/v2).
 # The nats-servers run with sync_interval: always unless SYNC= (empty) is set (an embedded
-# cluster always does). DUR, CLIENTS, SETTLE, SCENARIO, TTL tune it; BENCHARGS adds bench flags (--by-shard), BENCHURL sets its --server. Each process's pid is
+# cluster always does). DUR, CLIENTS, SETTLE, SCENARIO, TTL tune it; BENCHARGS adds bench flags (--by-shard), BENCHURL sets its --server, SERVEARGS adds serve flags (embedded-three). Each process's pid is
 # in WORK/MODE/pid-NAME (nats-servers n1..n3, nodes a..c, or hf): scripts/cluster-failover.sh
 # signals a node by it. Only the processes started here are stopped, by pid.
 set -u
@@ -57,7 +57,7 @@ embedded-three)
   i=1
   for n in a b c; do
     $HF serve --node $n --data data-$n --listen 127.0.0.1:$((B + i)) --cluster nats://127.0.0.1:$((B + 1000 + i)) \
-      --routes $ROUTES --replicas 3 --metrics-listen "" $TTLFLAG > hf-$n.log 2>&1 & started $n $!
+      --routes $ROUTES --replicas 3 --metrics-listen "" $TTLFLAG ${SERVEARGS:-} > hf-$n.log 2>&1 & started $n $!
     i=$((i + 1))
   done
   URL=nats://127.0.0.1:$P1,nats://127.0.0.1:$P2,nats://127.0.0.1:$P3 ;;

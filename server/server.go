@@ -57,6 +57,11 @@ type Config struct {
 	// --cluster, --routes, --cluster_name): JetStream then spans them, and journals and
 	// snapshots with Replicas 3 survive the loss of one. Zero: a standalone server.
 	NATSCluster EmbeddedCluster
+	// RaftFast runs the embedded NATS server with rafttiming.Fast (elections after
+	// 1.5-3.5 s, not 4-9 s): a lost server's raft groups — the journals it led, the
+	// cluster bucket, the events stream — take writes again sooner. Process-wide; every
+	// node of a cluster should say the same.
+	RaftFast bool
 	// MetricsListen serves /metrics, /livez, /readyz (= /healthz), and with Pprof
 	// /debug/pprof; empty: none.
 	MetricsListen string

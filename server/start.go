@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast/holdfast/console"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/events"
+	"github.com/holdfast/holdfast/internal/rafttiming"
 	"github.com/holdfast/holdfast/metrics"
 	"github.com/holdfast/holdfast/natsconn"
 )
@@ -100,6 +101,11 @@ type conns struct {
 // waits for JetStream to answer.
 func (s *Server) connect(ctx context.Context) (*conns, error) {
 	if s.cfg.NATSURL == "" {
+		if s.cfg.RaftFast {
+			rafttiming.Set(rafttiming.Fast)
+			t := rafttiming.Fast
+			s.log.Info("embedded NATS raft timing", "heartbeat", t.Heartbeat, "election_min", t.ElectionMin, "election_max", t.ElectionMax)
+		}
 		ns, u, err := startEmbeddedNATS(s.cfg.Listen, s.cfg.Data, s.cfg.Node, s.cfg.NATSCluster, s.log.With("component", "nats"))
 		if err != nil {
 			return nil, err
