@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -53,15 +54,7 @@ func (w *memberWatch) round(self string, members []string, leaving map[string]bo
 			}
 		}
 	}
-	slices.SortFunc(gone, func(a, b memberChange) int {
-		switch {
-		case a.node < b.node:
-			return -1
-		case a.node > b.node:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(gone, func(a, b memberChange) int { return strings.Compare(a.node, b.node) })
 	seen := map[string]bool{}
 	for m := range held {
 		seen[m] = w.leaving[m] || leaving[m] // once seen leaving, it is leaving

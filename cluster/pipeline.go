@@ -50,17 +50,12 @@ type pipe struct {
 // or failed journal is refused at once too.
 func (j *Journal) AppendAsync(batch []persistence.Record, done func(error)) {
 	j.mu.Lock()
-	switch {
-	case j.closed:
-		j.mu.Unlock()
-		done(persistence.ErrClosed)
-		return
-	case j.failed != nil:
-		err := j.failed
+	if err := j.refusal(); err != nil {
 		j.mu.Unlock()
 		done(err)
 		return
-	case len(batch) == 0:
+	}
+	if len(batch) == 0 {
 		j.mu.Unlock()
 		done(nil)
 		return
@@ -99,13 +94,7 @@ func (j *Journal) AppendAsync(batch []persistence.Record, done func(error)) {
 // replay reads past it (only batch messages hold records).
 func (j *Journal) Barrier(done func(error)) {
 	j.mu.Lock()
-	switch {
-	case j.closed:
-		j.mu.Unlock()
-		done(persistence.ErrClosed)
-		return
-	case j.failed != nil:
-		err := j.failed
+	if err := j.refusal(); err != nil {
 		j.mu.Unlock()
 		done(err)
 		return
@@ -114,6 +103,14 @@ func (j *Journal) Barrier(done func(error)) {
 		id: fmt.Sprintf("%d-%d-barrier-%d", j.cfg.Shard, j.cfg.Epoch, j.subSeq+1)}
 	j.subSeq++
 	j.submit([]*outMsg{m})
+}
+
+// refusal is why nothing more is taken (under j.mu): the journal closed or failed.
+func (j *Journal) refusal() error {
+	if j.closed {
+		return persistence.ErrClosed
+	}
+	return j.failed
 }
 
 // submit queues messages for the pipeline (under j.mu, which it unlocks); their done,

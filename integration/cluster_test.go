@@ -418,14 +418,20 @@ func TestClusterRoundChecked(t *testing.T) {
 	if err := cl.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := seed()
-	rec := newRecorder(t, t.Name())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	faults := []string{harness.FaultKill, harness.FaultPause, harness.FaultTerm, harness.FaultConns, harness.FaultClock}
-	res, err := harness.RunRound(ctx, cl, rec, harness.RoundConfig{ID: 1, Shards: 3, Clients: 8, Keys: 4,
-		Duration: 12 * time.Second, Seed: s, Faults: faults, Every: 1200 * time.Millisecond, Proto: 0.15,
-		StopWait: 20 * time.Second, Logf: t.Logf})
+	checkClusterRound(t, cl, harness.RoundConfig{Clients: 8, Duration: 12 * time.Second, Faults: faults, Every: 1200 * time.Millisecond})
+}
+
+// checkClusterRound runs one round of cfg (ID, shards, keys, protobuf share and stop
+// wait filled in) against cl and checks its history with every checker.
+func checkClusterRound(t *testing.T, cl *harness.Cluster, cfg harness.RoundConfig) {
+	t.Helper()
+	cfg.ID, cfg.Shards, cfg.Keys, cfg.Proto, cfg.StopWait, cfg.Logf = 1, 3, 4, 0.15, 20*time.Second, t.Logf
+	cfg.Seed = seed()
+	rec := newRecorder(t, t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+5*time.Minute)
+	defer cancel()
+	res, err := harness.RunRound(ctx, cl, rec, cfg)
 	if err != nil {
 		t.Fatalf("round: %v\n%s", err, cl.LogTail())
 	}
@@ -434,9 +440,9 @@ func TestClusterRoundChecked(t *testing.T) {
 	}
 	// Its front doors resend a forward after engine_halted or a timeout (docs/api.md §A.9).
 	rep := check.Round(rec.Records(1), check.Options{Forwarding: true})
-	t.Logf("seed %d, faults %v\n%s  committed codes: %s", s, res.Faults, rep, check.FmtCounts(rep.Stats.Codes))
+	t.Logf("seed %d, faults %v\n%s  committed codes: %s", cfg.Seed, res.Faults, rep, check.FmtCounts(rep.Stats.Codes))
 	if !rep.OK() {
-		t.Errorf("%d violations (seed %d)", len(rep.Violations), s)
+		t.Errorf("%d violations (seed %d)", len(rep.Violations), cfg.Seed)
 	}
 	if t.Failed() {
 		t.Logf("%s", cl.LogTail())

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/holdfast/holdfast/integration/internal/check"
 	"github.com/holdfast/holdfast/integration/internal/harness"
 	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/internal/rafttiming"
@@ -69,27 +67,7 @@ func TestClusterPartitionsChecked(t *testing.T) {
 	if *flagPartitions > 0 {
 		run = *flagPartitions
 	}
-	s := seed()
-	rec := newRecorder(t, t.Name())
-	ctx, cancel := context.WithTimeout(context.Background(), run+5*time.Minute)
-	defer cancel()
-	res, err := harness.RunRound(ctx, cl, rec, harness.RoundConfig{ID: 1, Shards: 3, Clients: 9, Keys: 4,
-		Duration: run, Seed: s, Faults: partitionFaults(), Every: 1500 * time.Millisecond, Proto: 0.15,
-		StopWait: 20 * time.Second, Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("round: %v\n%s", err, cl.LogTail())
-	}
-	for _, p := range res.Problems {
-		t.Errorf("harness: %s", p)
-	}
-	rep := check.Round(rec.Records(1), check.Options{Forwarding: true})
-	t.Logf("seed %d, faults %v\n%s  committed codes: %s", s, res.Faults, rep, check.FmtCounts(rep.Stats.Codes))
-	if !rep.OK() {
-		t.Errorf("%d violations (seed %d)", len(rep.Violations), s)
-	}
-	if t.Failed() {
-		t.Logf("%s", cl.LogTail())
-	}
+	checkClusterRound(t, cl, harness.RoundConfig{Clients: 9, Duration: run, Faults: partitionFaults(), Every: 1500 * time.Millisecond})
 }
 
 // partitionFaults are the partition nemeses, or those -faults names.
