@@ -55,6 +55,14 @@ func (w *memberWatch) round(self string, members []string, leaving map[string]bo
 		}
 	}
 	slices.SortFunc(gone, func(a, b memberChange) int { return strings.Compare(a.node, b.node) })
+	// A dead node's claims can lapse a moment before its liveness key (each key's expiry
+	// is placed on its own): a node that still shows but suddenly holds nothing, without
+	// having said it leaves, keeps what it held, so that its loss names its shards.
+	for m, shards := range held {
+		if len(shards) == 0 && !leaving[m] && !w.leaving[m] {
+			held[m] = w.held[m]
+		}
+	}
 	seen := map[string]bool{}
 	for m := range held {
 		seen[m] = w.leaving[m] || leaving[m] // once seen leaving, it is leaving

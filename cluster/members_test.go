@@ -27,6 +27,14 @@ func TestMemberWatch(t *testing.T) {
 	if got := say([]string{"a", "c"}, nil, []string{"a", "", "c", "", ""}); got != "[{b [1 3] true} {d [4] false}]" {
 		t.Fatalf("b lost, d left: %s", got)
 	}
+	// c's claims lapse a moment before its key: it is still listed, holding nothing...
+	if got := say([]string{"a", "c"}, nil, []string{"a", "", "", "a", ""}); got != "[]" {
+		t.Fatalf("nobody gone: %s", got)
+	}
+	// ...and when its key goes, its loss names what it held.
+	if got := say([]string{"a"}, nil, []string{"a", "a", "a", "a", "a"}); got != "[{c [2] true}]" {
+		t.Fatalf("c lost: %s", got)
+	}
 	if got := say([]string{"a", "c"}, nil, []string{"a", "c", "c", "a", "c"}); got != "[]" {
 		t.Fatalf("said twice: %s", got)
 	}

@@ -225,13 +225,15 @@ func (n *Nemesis) partition(ctx context.Context, kind string) string {
 		c.Net.Isolate(i)
 		served := make(chan time.Duration, 1)
 		go func() { served <- majorityServes(ctx, c, i, len(c.Nodes), hold) }()
+		minority := make(chan string, 1)
+		go func() { minority <- minorityAnswers(ctx, c, i, hold) }()
 		n.sleep(ctx, hold)
 		c.Net.Heal()
-		took := <-served
+		took, minor := <-served, <-minority
 		if took < 0 {
-			return fmt.Sprintf("server %d isolated for %v, healed; the majority did not answer for every shard meanwhile", i, hold)
+			return fmt.Sprintf("server %d isolated for %v, healed; the majority did not answer for every shard meanwhile; %s", i, hold, minor)
 		}
-		return fmt.Sprintf("server %d isolated for %v, healed; the majority answered for every shard %v after the cut", i, hold, took.Round(10*time.Millisecond))
+		return fmt.Sprintf("server %d isolated for %v, healed; the majority answered for every shard %v after the cut; %s", i, hold, took.Round(10*time.Millisecond), minor)
 	case FaultBridge:
 		c.Net.Cut(i, j)
 		what = fmt.Sprintf("servers %d and %d cut from each other (both reach the third)", i, j)
@@ -308,4 +310,37 @@ func majorityServes(ctx context.Context, c *Cluster, isolated, servers int, limi
 		time.Sleep(50 * time.Millisecond)
 	}
 	return -1
+}
+
+// minorityAnswers sends reads for every shard from a client of the isolated server while
+// it is cut off, and says how they were answered: by whom nothing can be served for
+// certain, a definite refusal or an indefinite code, and how long the slowest answer took
+// (the client waits up to 5 s; its attempt budget is 2 s).
+func minorityAnswers(ctx context.Context, c *Cluster, isolated int, limit time.Duration) string {
+	start := time.Now()
+	nc, err := dial(c.ClientURLs[isolated], "minority-probe")
+	if err != nil {
+		return "minority probe: " + err.Error()
+	}
+	defer nc.Close()
+	codes := map[string]int{}
+	var slowest time.Duration
+	for i := 0; time.Since(start) < limit-time.Second && ctx.Err() == nil; i++ {
+		t0 := time.Now()
+		m, err := nc.Request("holdfast.v1.probe.resource.get", fmt.Appendf(nil, `{"resource_id":"probe-%d"}`, i%16), 5*time.Second)
+		slowest = max(slowest, time.Since(t0))
+		switch {
+		case err != nil:
+			codes["no answer: "+err.Error()]++
+		default:
+			code := "?"
+			if k := strings.Index(string(m.Data), `"code":"`); k >= 0 {
+				code = string(m.Data)[k+8:]
+				code = code[:strings.IndexByte(code, '"')]
+			}
+			codes[code]++
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Sprintf("the minority's answers %v, the slowest after %v", codes, slowest.Round(10*time.Millisecond))
 }
