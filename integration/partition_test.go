@@ -15,6 +15,8 @@ import (
 	"github.com/holdfast/holdfast/internal/rafttiming"
 )
 
+var flagRaftFaster = flag.Bool("raft-faster", false, "TestClusterPartitionsChecked: rafttiming.Faster (elections after 0.4-0.9 s)")
+
 var flagRaftDefault = flag.Bool("raft-default", false, "TestClusterPartitionsChecked: keep nats-server's default raft timing")
 
 var flagPartitions = flag.Duration("partitions", 0, "TestClusterPartitionsChecked's workload length (0: 30 s); a long soak: -partitions 10m")
@@ -37,7 +39,11 @@ func TestClusterPartitionsChecked(t *testing.T) {
 	} else {
 		// Elections after 1.5–3.5 s, not 4–9 s (internal/rafttiming): the majority takes the
 		// cut-off node's shards once their claims lapse and their journals elect a leader.
-		prev := rafttiming.Set(rafttiming.Fast)
+		timing := rafttiming.Fast
+		if *flagRaftFaster {
+			timing = rafttiming.Faster
+		}
+		prev := rafttiming.Set(timing)
 		t.Cleanup(func() { rafttiming.Set(prev) }) // after the servers' own cleanup
 	}
 	ns, nw := natstest.StartPartitionable(t, 3)

@@ -34,7 +34,11 @@ func TestNoSpuriousElections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a loaded JetStream cluster")
 	}
-	prev := Set(Fast)
+	timing := Fast
+	if *flagFaster {
+		timing = Faster
+	}
+	prev := Set(timing)
 	defer Set(prev)
 	c := natstest.Start(t, 3)
 	nc, js := natstest.Connect(t, c.URL())
@@ -81,7 +85,7 @@ func TestNoSpuriousElections(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d messages stored on %d R3 streams in %v with heartbeats every %v, elections after %v–%v",
-		written.Load(), streams, *flagSpurious, Fast.Heartbeat, Fast.ElectionMin, Fast.ElectionMax)
+		written.Load(), streams, *flagSpurious, timing.Heartbeat, timing.ElectionMin, timing.ElectionMax)
 	if n := elections.Load(); n != 0 {
 		t.Fatalf("%d leaders elected under load", n)
 	}
@@ -95,5 +99,7 @@ func TestNoSpuriousElections(t *testing.T) {
 		}
 	}
 }
+
+var flagFaster = flag.Bool("faster", false, "TestNoSpuriousElections with Faster, not Fast")
 
 var flagSpurious = flag.Duration("spurious", 10*time.Second, "TestNoSpuriousElections's load")
