@@ -67,7 +67,12 @@ type Journal struct {
 	lastSeq uint64 // stream sequence of the last message, ours since the claim
 	// subSeq and subTail are where the next message submitted goes: the stream's last
 	// sequence and the journal's position once everything submitted is stored.
-	subSeq   uint64
+	subSeq uint64
+	// subID is the message id of the last message submitted (the claim's, first): every
+	// message expects it to be the stream's last, besides the sequence — a sequence alone
+	// can be filled by another writer's claim while this one's message before it was lost,
+	// and the message after would land behind the claim (seen under partitions).
+	subID    string
 	subTail  position
 	pipe     *pipe
 	claimSeq uint64
@@ -181,8 +186,8 @@ func (j *Journal) claim(ctx context.Context) error {
 	msg := j.message("claim", tail)
 	msg.Header.Set(hdrKind, "claim")
 	pctx, cancel := context.WithTimeout(ctx, openCall)
-	ack, err := j.cfg.JS.PublishMsg(pctx, msg, jetstream.WithExpectLastSequence(last),
-		jetstream.WithMsgID(fmt.Sprintf("%d-claim-%d", j.cfg.Shard, j.cfg.Epoch)))
+	claimID := fmt.Sprintf("%d-claim-%d", j.cfg.Shard, j.cfg.Epoch)
+	ack, err := j.cfg.JS.PublishMsg(pctx, msg, jetstream.WithExpectLastSequence(last), jetstream.WithMsgID(claimID))
 	cancel()
 	if isWrongLast(err) {
 		return errMoved
@@ -199,7 +204,7 @@ func (j *Journal) claim(ctx context.Context) error {
 	}
 	j.anchorClaimed, j.anchorLocal = cm.Time.UnixNano(), actors.MonoNow()
 	j.lastSeq, j.claimSeq, j.tail = ack.Sequence, ack.Sequence, tail
-	j.subSeq, j.subTail = ack.Sequence, tail
+	j.subSeq, j.subTail, j.subID = ack.Sequence, tail, claimID
 	return nil
 }
 
@@ -280,7 +285,7 @@ func (j *Journal) appendMessage(m *outMsg) error {
 	patientUntil := time.Now().Add(streamElectionWait)
 	for attempt := 0; attempt < 3; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), j.cfg.Timeout)
-		ack, err := j.cfg.JS.PublishMsg(ctx, m.msg, jetstream.WithExpectLastSequence(m.expected), jetstream.WithMsgID(m.id))
+		ack, err := j.cfg.JS.PublishMsg(ctx, m.msg, m.expectations()...)
 		cancel()
 		if err == nil {
 			if ack.Sequence != m.expected+1 {

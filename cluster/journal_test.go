@@ -472,3 +472,51 @@ func (h countingHandler) Enabled(context.Context, slog.Level) bool  { return tru
 func (h countingHandler) Handle(context.Context, slog.Record) error { h.n.Add(1); return nil }
 func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
 func (h countingHandler) WithGroup(string) slog.Handler             { return h }
+
+// Each journal message expects the stream's last message id besides its last sequence:
+// pipelined messages still land (each expects the one sent before it), and a message
+// whose predecessor was lost is refused even when another writer's message filled the
+// predecessor's place — by sequence alone it would land behind that writer's claim.
+func TestJournalMessagesExpectTheirPredecessor(t *testing.T) {
+	js := connectJS(t, natstest.Start(t, 3).URL())
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "P", Subjects: []string{"p"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(id string, expected uint64, after string) *outMsg {
+		return &outMsg{msg: &nats.Msg{Subject: "p", Data: []byte(id)}, id: id, expected: expected, afterID: after}
+	}
+	var futs []jetstream.PubAckFuture
+	prev := ""
+	for i := range 8 { // a window of eight in flight
+		m := msg(fmt.Sprint("a", i), uint64(i), prev)
+		f, err := js.PublishMsgAsync(m.msg, m.expectations()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		futs = append(futs, f)
+		prev = m.id
+	}
+	for i, f := range futs {
+		select {
+		case ack := <-f.Ok():
+			if ack.Sequence != uint64(i+1) {
+				t.Fatalf("pipelined message %d at sequence %d", i, ack.Sequence)
+			}
+		case err := <-f.Err():
+			t.Fatalf("pipelined message %d refused: %v", i, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no ack")
+		}
+	}
+	// a8 (expecting sequence 8 after a7) is lost; another writer's claim takes sequence 9;
+	// a9, which expects sequence 9 after a8, must not land behind it.
+	claim := msg("claim", 8, "")
+	if _, err := js.PublishMsg(ctx, claim.msg, claim.expectations()...); err != nil {
+		t.Fatal(err)
+	}
+	lost := msg("a9", 9, "a8")
+	if ack, err := js.PublishMsg(ctx, lost.msg, lost.expectations()...); err == nil {
+		t.Fatalf("a message whose predecessor was lost landed at sequence %d behind another writer's claim", ack.Sequence)
+	}
+}

@@ -31,9 +31,20 @@ type outMsg struct {
 	msg      *nats.Msg
 	id       string
 	expected uint64 // the stream's last sequence it expects; it lands at expected+1
+	afterID  string // the message id it expects the stream's last message to have
 	after    position
 	done     func(error) // the batch's, on its last message
 	fut      jetstream.PubAckFuture
+}
+
+// expectations are a message's publish options: its id, and the stream's last sequence
+// and last message id it must follow.
+func (m *outMsg) expectations() []jetstream.PublishOpt {
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequence(m.expected), jetstream.WithMsgID(m.id)}
+	if m.afterID != "" {
+		opts = append(opts, jetstream.WithExpectLastMsgID(m.afterID))
+	}
+	return opts
 }
 
 // pipe is the append pipeline's state, owned by its goroutine.
@@ -78,9 +89,9 @@ func (j *Journal) AppendAsync(batch []persistence.Record, done func(error)) {
 		m := j.message("batch", after)
 		m.Header.Set(hdrFirst, strconv.FormatUint(recs[0].LSN, 10))
 		m.Data = persistence.AppendFrames(make([]byte, 0, size), recs)
-		msgs = append(msgs, &outMsg{msg: m, id: fmt.Sprintf("%d-%d-%d", j.cfg.Shard, j.cfg.Epoch, recs[0].LSN),
-			expected: j.subSeq, after: after})
-		j.subSeq++
+		id := fmt.Sprintf("%d-%d-%d", j.cfg.Shard, j.cfg.Epoch, recs[0].LSN)
+		msgs = append(msgs, &outMsg{msg: m, id: id, expected: j.subSeq, afterID: j.subID, after: after})
+		j.subSeq, j.subID = j.subSeq+1, id
 		j.subTail = after
 		batch = batch[n:]
 	}
@@ -99,9 +110,9 @@ func (j *Journal) Barrier(done func(error)) {
 		done(err)
 		return
 	}
-	m := &outMsg{msg: j.message("barrier", j.subTail), expected: j.subSeq, after: j.subTail, done: done,
-		id: fmt.Sprintf("%d-%d-barrier-%d", j.cfg.Shard, j.cfg.Epoch, j.subSeq+1)}
-	j.subSeq++
+	id := fmt.Sprintf("%d-%d-barrier-%d", j.cfg.Shard, j.cfg.Epoch, j.subSeq+1)
+	m := &outMsg{msg: j.message("barrier", j.subTail), expected: j.subSeq, afterID: j.subID, after: j.subTail, done: done, id: id}
+	j.subSeq, j.subID = j.subSeq+1, id
 	j.submit([]*outMsg{m})
 }
 
@@ -173,7 +184,7 @@ func (j *Journal) runPipe(p *pipe, window int) {
 		for len(flight) < window && len(queued) > 0 {
 			m := queued[0]
 			queued = queued[1:]
-			fut, err := j.cfg.JS.PublishMsgAsync(m.msg, jetstream.WithExpectLastSequence(m.expected), jetstream.WithMsgID(m.id))
+			fut, err := j.cfg.JS.PublishMsgAsync(m.msg, m.expectations()...)
 			if err == nil {
 				m.fut = fut
 			}

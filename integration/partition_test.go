@@ -74,6 +74,7 @@ func TestClusterPartitionsChecked(t *testing.T) {
 		run = *flagPartitions
 	}
 	checkClusterRound(t, cl, harness.RoundConfig{Clients: 9, Duration: run, Faults: partitionFaults(), Every: 1500 * time.Millisecond})
+	checkJournals(t, ns.URL(), 3)
 }
 
 // partitionFaults are the partition nemeses, or those -faults names.
