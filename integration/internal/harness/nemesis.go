@@ -226,7 +226,13 @@ func (n *Nemesis) partition(ctx context.Context, kind string) string {
 		served := make(chan time.Duration, 1)
 		go func() { served <- majorityServes(ctx, c, i, len(c.Nodes), hold) }()
 		minority := make(chan string, 1)
-		go func() { minority <- minorityAnswers(ctx, c, i, hold) }()
+		go func() {
+			summary, unanswered := minorityAnswers(ctx, c, i, hold)
+			if unanswered > 0 {
+				n.problem("isolate: %d requests of a client of the cut-off server got no answer within 5 s (%s)", unanswered, summary)
+			}
+			minority <- summary
+		}()
 		n.sleep(ctx, hold)
 		c.Net.Heal()
 		took, minor := <-served, <-minority
@@ -313,17 +319,19 @@ func majorityServes(ctx context.Context, c *Cluster, isolated, servers int, limi
 }
 
 // minorityAnswers sends reads for every shard from a client of the isolated server while
-// it is cut off, and says how they were answered: by whom nothing can be served for
-// certain, a definite refusal or an indefinite code, and how long the slowest answer took
-// (the client waits up to 5 s; its attempt budget is 2 s).
-func minorityAnswers(ctx context.Context, c *Cluster, isolated int, limit time.Duration) string {
+// it is cut off, and says how they were answered — a definite refusal or an indefinite
+// code, or a read a lease still covered — how long the slowest answer took, and how many
+// got none within 5 s (the Go client's budget is 8 attempts of 2 s: an answer must come
+// well within it).
+func minorityAnswers(ctx context.Context, c *Cluster, isolated int, limit time.Duration) (string, int) {
 	start := time.Now()
 	nc, err := dial(c.ClientURLs[isolated], "minority-probe")
 	if err != nil {
-		return "minority probe: " + err.Error()
+		return "minority probe: " + err.Error(), 0
 	}
 	defer nc.Close()
 	codes := map[string]int{}
+	unanswered := 0
 	var slowest time.Duration
 	for i := 0; time.Since(start) < limit-time.Second && ctx.Err() == nil; i++ {
 		t0 := time.Now()
@@ -332,6 +340,7 @@ func minorityAnswers(ctx context.Context, c *Cluster, isolated int, limit time.D
 		switch {
 		case err != nil:
 			codes["no answer: "+err.Error()]++
+			unanswered++
 		default:
 			code := "?"
 			if k := strings.Index(string(m.Data), `"code":"`); k >= 0 {
@@ -342,5 +351,5 @@ func minorityAnswers(ctx context.Context, c *Cluster, isolated int, limit time.D
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Sprintf("the minority's answers %v, the slowest after %v", codes, slowest.Round(10*time.Millisecond))
+	return fmt.Sprintf("the minority's answers %v, the slowest after %v", codes, slowest.Round(10*time.Millisecond)), unanswered
 }
