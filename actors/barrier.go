@@ -35,11 +35,9 @@ func (s *shard) barrier(m *barrierMsg) {
 		m.reply(rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
 		return
 	}
-	if !s.afterBarrier(m.reply, func() {
+	s.afterBarrier(m.reply, func() {
 		m.reply(&Reply{Code: contract.CodeOK, AppliedLSN: s.applied(), MemberIndex: -1, ItemIndex: -1})
-	}) {
-		m.reply(rejection(contract.CodeOverloaded, "too many answers waiting for a journal barrier", s.applied()))
-	}
+	})
 }
 
 // waitingAnswer is an answer held for a barrier: answer gives it, reply refuses it.
@@ -61,20 +59,33 @@ func (s *shard) standing() Standing {
 	return Leased
 }
 
-// afterBarrier gives answer once a barrier sent from now on is stored; false when too
-// many answers wait (the caller refuses the request: overloaded).
-func (s *shard) afterBarrier(reply replyFunc, answer func()) bool {
+// answerAsStanding gives an answer that appends nothing as the standing allows: now
+// (Leased), once a barrier is stored (Fenced), or not (NotServing: engine_halted).
+func (s *shard) answerAsStanding(reply replyFunc, answer func()) {
+	switch s.standing() {
+	case NotServing:
+		reply(rejection(contract.CodeEngineHalted, notOwner, s.applied()))
+	case Fenced:
+		s.afterBarrier(reply, answer)
+	default:
+		answer()
+	}
+}
+
+// afterBarrier gives answer once a barrier sent from now on is stored; with too many
+// answers waiting already it refuses the request (overloaded).
+func (s *shard) afterBarrier(reply replyFunc, answer func()) {
 	if len(s.barrierHeld)+len(s.barrierNext) >= maxWaitingReads {
-		return false
+		reply(rejection(contract.CodeOverloaded, "too many answers waiting for a journal barrier", s.applied()))
+		return
 	}
 	w := waitingAnswer{reply: reply, answer: answer}
 	if s.barrierSent {
 		s.barrierNext = append(s.barrierNext, w)
-		return true
+		return
 	}
 	s.barrierHeld = append(s.barrierHeld, w)
 	s.sendBarrier()
-	return true
 }
 
 func (s *shard) sendBarrier() {

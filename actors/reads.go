@@ -18,17 +18,7 @@ func (s *shard) read(m *readMsg) {
 		m.reply(rejection(contract.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
 		return
 	}
-	switch s.standing() {
-	case NotServing:
-		m.reply(rejection(contract.CodeEngineHalted, notOwner, s.applied()))
-		return
-	case Fenced:
-		if !s.afterBarrier(m.reply, func() { s.readApplied(m) }) {
-			m.reply(rejection(contract.CodeOverloaded, "too many answers waiting for a journal barrier", s.applied()))
-		}
-		return
-	}
-	s.readApplied(m)
+	s.answerAsStanding(m.reply, func() { s.readApplied(m) })
 }
 
 // readApplied answers a read whose standing allows it: now, or once MinLSN is applied.
@@ -56,7 +46,7 @@ func (s *shard) answerReaders(now time.Time) {
 	for _, r := range s.readers {
 		switch {
 		case r.req.MinLSN <= s.k.LastLSN():
-			s.answerStanding(r)
+			s.answerAsStanding(r.reply, func() { r.reply(s.answer(&r.req)) })
 		case !now.IsZero() && !now.Before(r.deadline):
 			r.reply(rejection(contract.CodeFenceNotApplied, "min_lsn not applied within wait_ms", s.k.LastLSN()))
 		default:
@@ -122,17 +112,3 @@ func (s *shard) answer(q *ReadRequest) *Reply {
 // clock's, never before any slot the shard has stamped or read at), so a lease that
 // has read lease_retired never reads as present again when the clock steps back.
 func (s *shard) readSlot() uint64 { return s.stampSlot() }
-
-// answerStanding answers a read now, after a barrier, or not, as the standing says.
-func (s *shard) answerStanding(r *readMsg) {
-	switch s.standing() {
-	case NotServing:
-		r.reply(rejection(contract.CodeEngineHalted, notOwner, s.k.LastLSN()))
-	case Fenced:
-		if !s.afterBarrier(r.reply, func() { r.reply(s.answer(&r.req)) }) {
-			r.reply(rejection(contract.CodeOverloaded, "too many answers waiting for a journal barrier", s.k.LastLSN()))
-		}
-	default:
-		r.reply(s.answer(&r.req))
-	}
-}

@@ -300,18 +300,12 @@ func (s *shard) write(m *writeMsg) {
 		m.reply(rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", s.applied()))
 		return
 	}
-	standing := s.standing()
-	if standing == NotServing {
+	if s.standing() == NotServing {
 		m.reply(rejection(contract.CodeEngineHalted, notOwner, s.applied()))
 		return
 	}
-	d, r := s.q.Write(m.cmd, s.stampSlot(), m.reply)
-	switch {
-	case d != Answered:
-	case standing == Leased:
-		m.reply(r)
-	case !s.afterBarrier(m.reply, func() { m.reply(r) }):
-		m.reply(rejection(contract.CodeOverloaded, "too many answers waiting for a journal barrier", s.applied()))
+	if d, r := s.q.Write(m.cmd, s.stampSlot(), m.reply); d == Answered {
+		s.answerAsStanding(m.reply, func() { m.reply(r) }) // nothing appended: a barrier when Fenced
 	}
 }
 
