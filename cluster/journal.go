@@ -83,7 +83,7 @@ type Journal struct {
 
 	anchorClaimed, anchorLocal int64
 
-	leadQuit chan struct{} // closed by Close: keepLead's goroutine ends
+	leadStop context.CancelFunc // called by Close: keepLead's goroutine ends
 	leadDone chan struct{}
 }
 
@@ -495,8 +495,8 @@ func (j *Journal) Close() error {
 	}
 	j.closed = true
 	j.mu.Unlock()
-	if j.leadQuit != nil {
-		close(j.leadQuit)
+	if j.leadStop != nil {
+		j.leadStop()
 		<-j.leadDone
 	}
 	if j.pipe != nil {

@@ -63,30 +63,22 @@ func (j *Journal) keepLead() {
 	if j.cfg.Replicas <= 1 {
 		return
 	}
-	j.leadQuit, j.leadDone = make(chan struct{}), make(chan struct{})
+	ctx, stop := context.WithCancel(context.Background()) // Close ends a check under way too
+	j.leadStop, j.leadDone = stop, make(chan struct{})
 	go func() {
 		defer close(j.leadDone)
 		tick := time.NewTicker(leadCheckEvery)
 		defer tick.Stop()
 		for {
 			select {
-			case <-j.leadQuit:
+			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			go func() {
-				select {
-				case <-j.leadQuit:
-				case <-ctx.Done():
-				}
-				cancel()
-			}()
 			if j.leadHere(ctx) && j.cfg.Logger != nil {
 				j.cfg.Logger.Info("asked for the journal stream's leadership back on this node's server", "shard", j.cfg.Shard,
 					"stream", j.cfg.Names.JournalStream(j.cfg.Shard))
 			}
-			cancel()
 		}
 	}()
 }
