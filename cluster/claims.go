@@ -221,7 +221,7 @@ func (t *claimTable) Round(now int64, members, owners []string, halted func(uint
 	}
 	for k := range t.shards {
 		c := &t.shards[k]
-		if desired[k] == t.node && view[k] == "" && c.phase == free && now >= c.notBefore && now >= t.quietUntil {
+		if desired[k] == t.node && view[k] == "" && c.phase == free && now >= c.notBefore && !t.Quiet(now) {
 			c.phase = claiming
 			acts = append(acts, act{kind: actClaim, shard: uint32(k)})
 		}
@@ -394,6 +394,9 @@ func (t *claimTable) Confirmed(now int64, k uint32, confirming uint64, ok bool) 
 	c.fenced = false
 	return renewedAgain
 }
+
+// Quiet says whether now is in the quiet time after the bucket's silence (Bucket).
+func (t *claimTable) Quiet(now int64) bool { return now < t.quietUntil }
 
 // Bucket is whether the bucket answered a renewal of this node's (at now). The first
 // answer after a silence starts a quiet time of two renewal periods, in which no

@@ -151,11 +151,10 @@ func (n *Node) askRound() {
 
 // noticeMembers logs, once, each node gone since the last round: left (it said it was
 // leaving before its key went) or lost (its key lapsed), and keeps the lost ones for
-// cluster.status. Not
-// while the bucket has just answered again after a silence: the survivors' keys that
-// lapsed meanwhile are being made again (the quiet time), and are not news.
+// cluster.status. Not in the quiet time after the bucket's silence: the survivors' keys
+// that lapsed meanwhile are being made again, and are not news.
 func (n *Node) noticeMembers(v bucketView) {
-	if v.members == nil || actors.MonoNow() < n.table.quietUntil {
+	if v.members == nil || n.table.Quiet(actors.MonoNow()) {
 		return
 	}
 	n.lost.back(v.members)
