@@ -4,11 +4,14 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/integration/internal/history"
@@ -224,7 +227,7 @@ func (n *Nemesis) partition(ctx context.Context, kind string) string {
 		hold = 5*time.Second + time.Duration(n.Rng.IntN(4000))*time.Millisecond
 		c.Net.Isolate(i)
 		served := make(chan time.Duration, 1)
-		go func() { served <- majorityServes(ctx, c, i, len(c.Nodes), hold) }()
+		go func() { served <- majorityServes(ctx, c, i, hold) }()
 		minority := make(chan string, 1)
 		go func() {
 			summary, unanswered := minorityAnswers(ctx, c, i, hold)
@@ -284,14 +287,14 @@ func (n *Nemesis) Heal() {
 // majorityServes measures, while server isolated is cut off, how long after the cut a
 // client of another server gets a definite answer for every shard (a resource.get of a
 // key placed there: ok or resource_not_found), within limit; -1 when it does not.
-func majorityServes(ctx context.Context, c *Cluster, isolated, servers int, limit time.Duration) time.Duration {
+func majorityServes(ctx context.Context, c *Cluster, isolated int, limit time.Duration) time.Duration {
 	start := time.Now()
-	nc, err := dial(c.ClientURLs[(isolated+1)%servers], "majority-probe")
+	nc, err := dial(c.ClientURLs[(isolated+1)%len(c.ClientURLs)], "majority-probe")
 	if err != nil {
 		return -1
 	}
 	defer nc.Close()
-	const tenant = "probe"
+	tenant := probeTenant
 	shards := uint32(len(c.Nodes))
 	if s := c.Nodes[0].cfg.Shards; s > 0 {
 		shards = uint32(s)
@@ -305,8 +308,7 @@ func majorityServes(ctx context.Context, c *Cluster, isolated, servers int, limi
 	}
 	for time.Since(start) < limit && ctx.Err() == nil {
 		for k, key := range keys {
-			m, err := nc.Request("holdfast.v1."+tenant+".resource.get", fmt.Appendf(nil, `{"resource_id":%q}`, key), 500*time.Millisecond)
-			if err == nil && (strings.Contains(string(m.Data), `"code":"ok"`) || strings.Contains(string(m.Data), `"code":"resource_not_found"`)) {
+			if code, err := probeGet(nc, key, 500*time.Millisecond); err == nil && (code == "ok" || code == "resource_not_found") {
 				delete(keys, k)
 			}
 		}
@@ -335,21 +337,32 @@ func minorityAnswers(ctx context.Context, c *Cluster, isolated int, limit time.D
 	var slowest time.Duration
 	for i := 0; time.Since(start) < limit-time.Second && ctx.Err() == nil; i++ {
 		t0 := time.Now()
-		m, err := nc.Request("holdfast.v1.probe.resource.get", fmt.Appendf(nil, `{"resource_id":"probe-%d"}`, i%16), 5*time.Second)
+		code, err := probeGet(nc, fmt.Sprintf("probe-%d", i%16), 5*time.Second)
 		slowest = max(slowest, time.Since(t0))
-		switch {
-		case err != nil:
-			codes["no answer: "+err.Error()]++
+		if err != nil {
+			code = "no answer: " + err.Error()
 			unanswered++
-		default:
-			code := "?"
-			if k := strings.Index(string(m.Data), `"code":"`); k >= 0 {
-				code = string(m.Data)[k+8:]
-				code = code[:strings.IndexByte(code, '"')]
-			}
-			codes[code]++
 		}
+		codes[code]++
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Sprintf("the minority's answers %v, the slowest after %v", codes, slowest.Round(10*time.Millisecond)), unanswered
+}
+
+// probeTenant is the partition probes' tenant: it has no objects.
+const probeTenant = "probe"
+
+// probeGet reads resource key of the probe tenant and returns the reply's code.
+func probeGet(nc *nats.Conn, key string, timeout time.Duration) (string, error) {
+	m, err := nc.Request("holdfast.v1."+probeTenant+".resource.get", fmt.Appendf(nil, `{"resource_id":%q}`, key), timeout)
+	if err != nil {
+		return "", err
+	}
+	var r struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return "", err
+	}
+	return r.Code, nil
 }
