@@ -311,7 +311,7 @@ func (j *Journal) appendMessage(m *outMsg) error {
 
 // streamElectionWait bounds how long an append waits for its stream to answer again (a
 // leader's election: 4-9 s with nats-server's default raft timing). Safety does not
-// hang on it — the expected sequence fences every append — only how long the shard's
+// hang on it — each append's expectations fence it — only how long the shard's
 // requests wait before it halts and is recovered elsewhere.
 var streamElectionWait = 10 * time.Second
 

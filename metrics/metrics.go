@@ -174,7 +174,7 @@ func (m *Metrics) clusterMetrics() {
 	}
 	m.claimsLost = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "holdfast_cluster_claims_lost_total",
-		Help: "Shard claims this node gave up without a hand-off (not renewed in time, or taken).",
+		Help: "Shard claims this node gave up without a hand-off (taken by another node, or gone and not made again).",
 	})
 	m.acquisitions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "holdfast_cluster_shards_acquired_total",
