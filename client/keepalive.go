@@ -107,8 +107,6 @@ func (k *KeepAlive) run(lastOK time.Time) {
 		case err == nil:
 			k.fail(r.Err()) // committed: the lease is gone or no longer this holder's
 			return
-		case k.ctx.Err() != nil:
-			return
 		default:
 			var def *DefiniteError
 			if errors.As(err, &def) && def.Code != messages.CodeOverloaded {

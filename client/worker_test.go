@@ -180,18 +180,21 @@ func TestActiveLeaseKeepAlive(t *testing.T) {
 	if _, err := c.CreateResource(ctx, "gpu"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "sched", Activate: true, KeepAlive: 600 * time.Millisecond,
+	// The keep-alive is long enough that a renewal delayed by a busy machine's fsync (a few
+	// hundred ms under the full test run) still lands inside it.
+	const keepAlive = 1500 * time.Millisecond
+	res, err := c.Reserve(ctx, client.ReserveRequest{Holder: "sched", Activate: true, KeepAlive: keepAlive,
 		Members: []*messages.Member{client.Resource("gpu")}})
 	if err != nil || !res.OK() || res.Lease.GetKeepaliveSlots() == 0 {
 		t.Fatalf("reserve: %v %+v", err, res)
 	}
-	ka := c.KeepAlive(ctx, "sched", res.Fence(), 600*time.Millisecond)
-	time.Sleep(1500 * time.Millisecond)
+	ka := c.KeepAlive(ctx, "sched", res.Fence(), keepAlive)
+	time.Sleep(2 * keepAlive)
 	if ka.Context().Err() != nil {
 		t.Fatalf("lost while renewed: %v", ka.Err())
 	}
 	ka.Stop()
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(2 * keepAlive)
 	got, err := c.GetLease(ctx, res.Fence().LeaseID)
 	if err != nil || got.Lease.GetState() != messages.StateRevoking {
 		t.Fatalf("after the keep-alive stopped: %v %+v", err, got.Lease)

@@ -29,20 +29,24 @@ func TestClusterRecoversPastAnUnreadableSnapshot(t *testing.T) {
 			t.Fatalf("create gpu-%d: %v %+v", i, err, r)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // the last snapshot lands, mostly
-	first.crash()
-
 	_, js := natstest.Connect(t, nats_.URL())
 	obs, err := js.ObjectStore(ctx, "HOLDFAST_SNAP")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two snapshots are kept; a third shows when the crash came between storing the newest
-	// and removing the oldest.
-	objs, err := obs.List(ctx)
-	if err != nil || len(objs) < 2 {
-		t.Fatalf("snapshots: %d (%v), want 2 or more", len(objs), err)
+	// Snapshots are stored off the request path: wait until two are kept, then crash. A third
+	// shows when the crash came between storing the newest and removing the oldest.
+	var objs []*jetstream.ObjectInfo
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		objs, err = obs.List(ctx)
+		if err == nil && len(objs) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshots: %d (%v), want 2 or more", len(objs), err)
+		}
 	}
+	first.crash()
 	newest := objs[0]
 	for _, o := range objs {
 		if o.Name > newest.Name {
