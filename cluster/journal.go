@@ -67,12 +67,7 @@ type Journal struct {
 	lastSeq uint64 // stream sequence of the last message, ours since the claim
 	// subSeq and subTail are where the next message submitted goes: the stream's last
 	// sequence and the journal's position once everything submitted is stored.
-	subSeq uint64
-	// subID is the message id of the last message submitted (the claim's, first): every
-	// message expects it to be the stream's last, besides the sequence — a sequence alone
-	// can be filled by another writer's claim while this one's message before it was lost,
-	// and the message after would land behind the claim (seen under partitions).
-	subID    string
+	subSeq   uint64
 	subTail  position
 	pipe     *pipe
 	claimSeq uint64
@@ -175,12 +170,8 @@ func (j *Journal) claim(ctx context.Context) error {
 			return fmt.Errorf("journal %s was purged empty past sequence %d: where it ended is lost, so shard %d cannot be recovered from it",
 				j.cfg.Names.JournalStream(j.cfg.Shard), last, j.cfg.Shard)
 		}
-		m, err := j.getWithin(ctx, last, openCall)
-		if err != nil {
-			return fmt.Errorf("reading the journal's last message %d: %w", last, err)
-		}
-		if tail, err = parseLast(m.Header.Get(hdrLast)); err != nil {
-			return fmt.Errorf("journal message %d: %w", last, err)
+		if tail, err = j.validTail(ctx, last, info.State.FirstSeq); err != nil {
+			return err
 		}
 	}
 	msg := j.message("claim", tail)
@@ -204,7 +195,7 @@ func (j *Journal) claim(ctx context.Context) error {
 	}
 	j.anchorClaimed, j.anchorLocal = cm.Time.UnixNano(), actors.MonoNow()
 	j.lastSeq, j.claimSeq, j.tail = ack.Sequence, ack.Sequence, tail
-	j.subSeq, j.subTail, j.subID = ack.Sequence, tail, claimID
+	j.subSeq, j.subTail = ack.Sequence, tail
 	return nil
 }
 
@@ -404,6 +395,7 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 	var tail position
 	seen := false
 	var index []stored
+	var voids Voids
 	for {
 		watchdog.Reset(replayStall) // times the wait for the next message, not its apply
 		msg, err := it.Next(jetstream.NextMaxWait(replayStall))
@@ -425,7 +417,7 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 		if seq > through {
 			break // written after our claim: cannot happen, as only we append now
 		}
-		if msg.Headers().Get(hdrKind) == "batch" {
+		if !voids.Void(msg.Headers()) && msg.Headers().Get(hdrKind) == "batch" {
 			var last uint64
 			err := persistence.ParseFrames(msg.Data(), j.cfg.MaxRecord, func(r persistence.Record) error {
 				if seen && (r.LSN != tail.lsn+1 || r.Slot < tail.slot) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -473,50 +474,65 @@ func (h countingHandler) Handle(context.Context, slog.Record) error { h.n.Add(1)
 func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler        { return h }
 func (h countingHandler) WithGroup(string) slog.Handler             { return h }
 
-// Each journal message expects the stream's last message id besides its last sequence:
-// pipelined messages still land (each expects the one sent before it), and a message
-// whose predecessor was lost is refused even when another writer's message filled the
-// predecessor's place — by sequence alone it would land behind that writer's claim.
-func TestJournalMessagesExpectTheirPredecessor(t *testing.T) {
-	js := connectJS(t, natstest.Start(t, 3).URL())
-	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "P", Subjects: []string{"p"}, Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
-	msg := func(id string, expected uint64, after string) *outMsg {
-		return &outMsg{msg: &nats.Msg{Subject: "p", Data: []byte(id)}, id: id, expected: expected, afterID: after}
-	}
-	var futs []jetstream.PubAckFuture
-	prev := ""
-	for i := range 8 { // a window of eight in flight
-		m := msg(fmt.Sprint("a", i), uint64(i), prev)
-		f, err := js.PublishMsgAsync(m.msg, m.expectations()...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		futs = append(futs, f)
-		prev = m.id
-	}
-	for i, f := range futs {
-		select {
-		case ack := <-f.Ok():
-			if ack.Sequence != uint64(i+1) {
-				t.Fatalf("pipelined message %d at sequence %d", i, ack.Sequence)
+// A former owner's messages whose predecessor was lost land behind the next owner's
+// claim (by sequence JetStream cannot tell whose message filled the place) and are void:
+// the next owner's append finds them and fails, the stream keeps its leader and takes
+// writes, and the owner after that claims from where the valid journal ends and replays
+// without them. On one server and on a replicated stream of three.
+func TestJournalVoidsAFormerOwnersMessagesBehindAClaim(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("R%d", n), func(t *testing.T) {
+			js := connectJS(t, natstest.Start(t, n).URL())
+			ctx := context.Background()
+			old := openJournal(t, js, n, "a", 1)
+			if err := old.Append(records(1, 5, 10)); err != nil {
+				t.Fatal(err)
 			}
-		case err := <-f.Err():
-			t.Fatalf("pipelined message %d refused: %v", i, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("no ack")
+			next := openJournal(t, js, n, "b", 2)
+			// old's message with lsn 6 was lost; those with 7 and 8, sent after it, land.
+			seq := next.claimSeq
+			for lsn := uint64(7); lsn <= 8; lsn++ {
+				m := old.message("batch", position{lsn: lsn, slot: 100 + lsn})
+				m.Header.Set(hdrFirst, strconv.FormatUint(lsn, 10))
+				m.Data = persistence.AppendFrames(nil, records(lsn, 1, 10))
+				out := &outMsg{msg: m, id: fmt.Sprintf("3-1-%d", lsn), expected: seq}
+				if _, err := js.PublishMsg(ctx, m, out.expectations()...); err != nil {
+					t.Fatal(err)
+				}
+				seq++
+			}
+			if err := next.Append(records(6, 1, 10)); !errors.Is(err, persistence.ErrFailed) {
+				t.Fatalf("the claim's owner appended behind void messages: %v", err)
+			}
+			third := openJournal(t, js, n, "c", 3)
+			if lsn, slot := third.Last(); lsn != 5 || slot != 105 {
+				t.Fatalf("claimed at %d.%d, want 5.105 (where the valid journal ends)", lsn, slot)
+			}
+			wantRecords(t, replayAll(t, third, 1), 1, 5)
+			if err := third.Append(records(6, 3, 10)); err != nil {
+				t.Fatal(err)
+			}
+			wantRecords(t, replayAll(t, openJournal(t, js, n, "d", 4), 1), 1, 8)
+		})
+	}
+}
+
+// Voids: after a claim only its epoch's batches count; before any claim, the first
+// batch's epoch owns the journal; the claim in stream order decides, not the larger epoch.
+func TestVoids(t *testing.T) {
+	msg := func(kind, epoch string) nats.Header { return nats.Header{hdrKind: {kind}, hdrEpoch: {epoch}} }
+	var v Voids
+	steps := []struct {
+		h    nats.Header
+		void bool
+	}{
+		{msg("batch", "4"), false}, {msg("batch", "4"), false}, {msg("batch", "3"), true},
+		{msg("claim", "5"), false}, {msg("batch", "4"), true}, {msg("barrier", "4"), false}, {msg("batch", "5"), false},
+		{msg("claim", "2"), false}, {msg("batch", "5"), true}, {msg("batch", "2"), false},
+	}
+	for i, s := range steps {
+		if got := v.Void(s.h); got != s.void {
+			t.Fatalf("step %d (%v): void %v, want %v", i, s.h, got, s.void)
 		}
-	}
-	// a8 (expecting sequence 8 after a7) is lost; another writer's claim takes sequence 9;
-	// a9, which expects sequence 9 after a8, must not land behind it.
-	claim := msg("claim", 8, "")
-	if _, err := js.PublishMsg(ctx, claim.msg, claim.expectations()...); err != nil {
-		t.Fatal(err)
-	}
-	lost := msg("a9", 9, "a8")
-	if ack, err := js.PublishMsg(ctx, lost.msg, lost.expectations()...); err == nil {
-		t.Fatalf("a message whose predecessor was lost landed at sequence %d behind another writer's claim", ack.Sequence)
 	}
 }

@@ -22,8 +22,11 @@ import (
 // settled the same way, in order, after it. Nothing is reported durable out of order,
 // and a fence fails the journal (the shard halts) for every batch behind it.
 
-// DefaultWindow is the messages a journal keeps in flight.
-const DefaultWindow = 8
+// DefaultWindow is the messages a journal keeps in flight, MaxWindow the most it may.
+const (
+	DefaultWindow = 8
+	MaxWindow     = 64
+)
 
 // outMsg is one journal message: its records, where it must land, and the batch it
 // ends (nil when the batch goes on in a later message).
@@ -31,20 +34,19 @@ type outMsg struct {
 	msg      *nats.Msg
 	id       string
 	expected uint64 // the stream's last sequence it expects; it lands at expected+1
-	afterID  string // the message id it expects the stream's last message to have
 	after    position
 	done     func(error) // the batch's, on its last message
 	fut      jetstream.PubAckFuture
 }
 
 // expectations are a message's publish options: its id, and the stream's last sequence
-// and last message id it must follow.
+// it must follow. Not the last message's id as well: a replicated stream checks that one
+// only as each replica applies the message, and a replica that refuses it there takes it
+// for a write error and stops taking part in the stream for good (observer mode until
+// its server restarts) — a stream that refused on all three had no leader for minutes.
+// A message landing behind another writer's claim is void instead (voids.go).
 func (m *outMsg) expectations() []jetstream.PublishOpt {
-	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequence(m.expected), jetstream.WithMsgID(m.id)}
-	if m.afterID != "" {
-		opts = append(opts, jetstream.WithExpectLastMsgID(m.afterID))
-	}
-	return opts
+	return []jetstream.PublishOpt{jetstream.WithExpectLastSequence(m.expected), jetstream.WithMsgID(m.id)}
 }
 
 // pipe is the append pipeline's state, owned by its goroutine.
@@ -90,8 +92,8 @@ func (j *Journal) AppendAsync(batch []persistence.Record, done func(error)) {
 		m.Header.Set(hdrFirst, strconv.FormatUint(recs[0].LSN, 10))
 		m.Data = persistence.AppendFrames(make([]byte, 0, size), recs)
 		id := fmt.Sprintf("%d-%d-%d", j.cfg.Shard, j.cfg.Epoch, recs[0].LSN)
-		msgs = append(msgs, &outMsg{msg: m, id: id, expected: j.subSeq, afterID: j.subID, after: after})
-		j.subSeq, j.subID = j.subSeq+1, id
+		msgs = append(msgs, &outMsg{msg: m, id: id, expected: j.subSeq, after: after})
+		j.subSeq++
 		j.subTail = after
 		batch = batch[n:]
 	}
@@ -111,8 +113,8 @@ func (j *Journal) Barrier(done func(error)) {
 		return
 	}
 	id := fmt.Sprintf("%d-%d-barrier-%d", j.cfg.Shard, j.cfg.Epoch, j.subSeq+1)
-	m := &outMsg{msg: j.message("barrier", j.subTail), expected: j.subSeq, afterID: j.subID, after: j.subTail, done: done, id: id}
-	j.subSeq, j.subID = j.subSeq+1, id
+	m := &outMsg{msg: j.message("barrier", j.subTail), expected: j.subSeq, after: j.subTail, done: done, id: id}
+	j.subSeq++
 	j.submit([]*outMsg{m})
 }
 
@@ -145,7 +147,7 @@ func (j *Journal) submit(msgs []*outMsg) {
 // startPipe starts the pipeline's goroutine (under j.mu).
 func (j *Journal) startPipe() {
 	j.pipe = &pipe{in: make(chan []*outMsg, 1024), quit: make(chan struct{}), exited: make(chan struct{})}
-	window := j.cfg.Window
+	window := min(j.cfg.Window, MaxWindow) // a void run is at most a window long (voids.go)
 	if window <= 0 {
 		window = DefaultWindow
 	}
