@@ -234,7 +234,7 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, names Names, replic
 			if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
 				return nil, fmt.Errorf("cluster bucket %s exists without per-key TTLs (limit marker TTL); delete it or use another --prefix", names.Bucket())
 			}
-			return kv, nil
+			return withLeaderGets(js, kv, names.Bucket()), nil
 		}
 		if !(notYetVisible(err) || retryable(err)) || ctx.Err() != nil {
 			return nil, fmt.Errorf("cluster bucket %s: %w", names.Bucket(), err)

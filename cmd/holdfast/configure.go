@@ -59,7 +59,7 @@ func (c *clusterConfigureCmd) Run(e *env, kctx *kong.Context) error {
 		return exitCode(exitConnect)
 	}
 	names := cluster.NamesFor(c.Prefix)
-	kv, err := js.KeyValue(ctx, names.Bucket())
+	kv, err := cluster.ExistingBucket(ctx, js, names)
 	if err != nil {
 		e.errorf("prefix %q: no cluster bucket %s (%v): is a Holdfast serving this prefix on this NATS?", c.Prefix, names.Bucket(), err)
 		return exitCode(exitConnect)
