@@ -23,7 +23,8 @@ var leadCheckEvery = 2 * time.Second // a variable for a test
 // waits a little for it: the owner's appends then go to a leader on its own server and
 // wait for one follower, not for a round trip to another server first. Best effort: a
 // server that holds no replica of the stream, or a step-down that does not happen,
-// leaves the leader where it is. It takes at most one JetStream call's time (the claim's
+// leaves the leader where it is, and so does a replica here that is catching up (asked
+// again at the next check). It takes at most one JetStream call's time (the claim's
 // time is the shard's unavailability): a step-down JetStream does not answer — a leader
 // paused or cut off — must not hold the claim up. asked says whether a step-down was
 // asked for and accepted (the stream's API may not answer for a while after it).
@@ -36,11 +37,14 @@ func (j *Journal) leadHere(ctx context.Context) (asked bool) {
 	if err != nil || info.Cluster == nil || here == "" || info.Cluster.Leader == here {
 		return false
 	}
-	replica := false
+	// Only a replica that is current: JetStream hands a leadership to the preferred peer
+	// if it is alive, however far behind — a server back from a partition, still
+	// catching up, would campaign and lose while the stream has no leader at all.
+	current := false
 	for _, p := range info.Cluster.Replicas {
-		replica = replica || p.Name == here
+		current = current || (p.Name == here && p.Current && !p.Offline)
 	}
-	if !replica {
+	if !current {
 		return false
 	}
 	req := fmt.Sprintf(`{"placement":{"preferred":%q}}`, here)
