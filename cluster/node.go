@@ -116,6 +116,8 @@ type Node struct {
 	reading   bool // a round's read of the bucket is under way
 	again     bool // and another round was asked for meanwhile
 	hostOps   int  // opens and closes under way
+	// listFailing: the last round's read of the live nodes failed (logged once a streak).
+	listFailing atomic.Bool
 
 	watch     memberWatch     // the live nodes of the last round, and what each held
 	lost      lostNodes       // nodes lost lately, for cluster.status (its own lock)

@@ -137,8 +137,14 @@ func (n *Node) askRound() {
 		var v bucketView
 		nodes, err := n.nodeStates(ctx)
 		if err != nil {
-			n.log.Warn("listing live nodes", "err", err)
+			// Once per streak: while the bucket elects a leader every round fails alike.
+			if !n.listFailing.Swap(true) {
+				n.log.Warn("listing live nodes failed; the shards are placed again once it answers", "err", err)
+			}
 		} else {
+			if n.listFailing.Swap(false) {
+				n.log.Info("listing live nodes again")
+			}
 			v = bucketView{members: make([]string, len(nodes)), owners: n.owners(ctx), leaving: map[string]bool{}}
 			for i, s := range nodes {
 				v.members[i] = s.Node
