@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -215,6 +216,13 @@ func (n *Nemesis) partition(ctx context.Context, kind string) string {
 		n.problem("%s: the target has no network to cut", kind)
 		return "no network"
 	}
+	waited, behind := c.settle(ctx, 20*time.Second)
+	if ctx.Err() != nil {
+		return "the workload ended"
+	}
+	if behind != "" {
+		n.problem("%s: JetStream not whole %v after the last fault (%s)", kind, waited.Round(10*time.Millisecond), behind)
+	}
 	servers := len(c.Nodes)
 	i := n.Rng.IntN(servers)
 	j := (i + 1 + n.Rng.IntN(servers-1)) % servers
@@ -225,9 +233,14 @@ func (n *Nemesis) partition(ctx context.Context, kind string) string {
 		// Long enough for the majority to take the isolated node's shards: their claims
 		// lapse, and their journal streams, led from the isolated server, elect a leader.
 		hold = 5*time.Second + time.Duration(n.Rng.IntN(4000))*time.Millisecond
+		cut := time.Now()
 		c.Net.Isolate(i)
-		served := make(chan time.Duration, 1)
-		go func() { served <- majorityServes(ctx, c, i, hold) }()
+		type served struct {
+			took    time.Duration
+			missing string
+		}
+		majority := make(chan served, 1)
+		go func() { took, missing := majorityServes(ctx, c, i, hold); majority <- served{took, missing} }()
 		minority := make(chan string, 1)
 		go func() {
 			summary, unanswered := minorityAnswers(ctx, c, i, hold)
@@ -238,11 +251,11 @@ func (n *Nemesis) partition(ctx context.Context, kind string) string {
 		}()
 		n.sleep(ctx, hold)
 		c.Net.Heal()
-		took, minor := <-served, <-minority
-		if took < 0 {
-			return fmt.Sprintf("server %d isolated for %v, healed; the majority did not answer for every shard meanwhile; %s", i, hold, minor)
+		maj, minor := <-majority, <-minority
+		if maj.took < 0 {
+			return fmt.Sprintf("server %d isolated at %s (JetStream whole %v after the last fault) for %v, healed; the majority did not answer for every shard meanwhile (%s); %s", i, cut.Format("15:04:05.000"), waited.Round(10*time.Millisecond), hold, maj.missing, minor)
 		}
-		return fmt.Sprintf("server %d isolated for %v, healed; the majority answered for every shard %v after the cut; %s", i, hold, took.Round(10*time.Millisecond), minor)
+		return fmt.Sprintf("server %d isolated at %s (JetStream whole %v after the last fault) for %v, healed; the majority answered for every shard %v after the cut; %s", i, cut.Format("15:04:05.000"), waited.Round(10*time.Millisecond), hold, maj.took.Round(10*time.Millisecond), minor)
 	case FaultBridge:
 		c.Net.Cut(i, j)
 		what = fmt.Sprintf("servers %d and %d cut from each other (both reach the third)", i, j)
@@ -286,15 +299,60 @@ func (n *Nemesis) Heal() {
 
 // majorityServes measures, while server isolated is cut off, how long after the cut a
 // client of another server gets a definite answer for every shard (a resource.get of a
-// key placed there: ok or resource_not_found), within limit; -1 when it does not.
-func majorityServes(ctx context.Context, c *Cluster, isolated int, limit time.Duration) time.Duration {
+// key placed there: ok or resource_not_found), within limit; -1 when it does not, with
+// what each shard that did not answered last. Every shard is asked on its own, so one
+// shard's slow answers do not delay the others' measurement.
+func majorityServes(ctx context.Context, c *Cluster, isolated int, limit time.Duration) (time.Duration, string) {
 	start := time.Now()
 	nc, err := dial(c.ClientURLs[(isolated+1)%len(c.ClientURLs)], "majority-probe")
 	if err != nil {
-		return -1
+		return -1, err.Error()
 	}
 	defer nc.Close()
-	tenant := probeTenant
+	keys := probeKeys(c)
+	type served struct {
+		shard uint32
+		after time.Duration
+		last  string
+	}
+	results := make(chan served, len(keys))
+	for k, key := range keys {
+		go func() {
+			last := "not asked"
+			for time.Since(start) < limit && ctx.Err() == nil {
+				code, err := probeGet(nc, key, 500*time.Millisecond)
+				if err == nil && (code == "ok" || code == "resource_not_found") {
+					results <- served{k, time.Since(start), code}
+					return
+				}
+				last = code
+				if err != nil {
+					last = err.Error()
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			results <- served{k, -1, last}
+		}()
+	}
+	var slowest time.Duration
+	var missing []string
+	for range keys {
+		r := <-results
+		if r.after < 0 {
+			missing = append(missing, fmt.Sprintf("shard %d: %s", r.shard, r.last))
+			continue
+		}
+		slowest = max(slowest, r.after)
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return -1, strings.Join(missing, "; ")
+	}
+	return slowest, ""
+}
+
+// probeKeys is a key of the probe tenant placed on each shard.
+func probeKeys(c *Cluster) map[uint32]string {
 	shards := uint32(len(c.Nodes))
 	if s := c.Nodes[0].cfg.Shards; s > 0 {
 		shards = uint32(s)
@@ -302,22 +360,11 @@ func majorityServes(ctx context.Context, c *Cluster, isolated int, limit time.Du
 	keys := map[uint32]string{}
 	for i := 0; uint32(len(keys)) < shards; i++ {
 		key := fmt.Sprintf("probe-%d", i)
-		if _, ok := keys[contract.ShardOf(tenant, key, shards)]; !ok {
-			keys[contract.ShardOf(tenant, key, shards)] = key
+		if _, ok := keys[contract.ShardOf(probeTenant, key, shards)]; !ok {
+			keys[contract.ShardOf(probeTenant, key, shards)] = key
 		}
 	}
-	for time.Since(start) < limit && ctx.Err() == nil {
-		for k, key := range keys {
-			if code, err := probeGet(nc, key, 500*time.Millisecond); err == nil && (code == "ok" || code == "resource_not_found") {
-				delete(keys, k)
-			}
-		}
-		if len(keys) == 0 {
-			return time.Since(start)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return -1
+	return keys
 }
 
 // minorityAnswers sends reads for every shard from a client of the isolated server while
@@ -332,21 +379,37 @@ func minorityAnswers(ctx context.Context, c *Cluster, isolated int, limit time.D
 		return "minority probe: " + err.Error(), 0
 	}
 	defer nc.Close()
+	// A request already on a route when the cut comes is lost with the route (its server
+	// may hand a request to a queue member across a route): no server can answer that,
+	// and the client's own attempt timeout covers it. The probe asks from after the cut.
+	time.Sleep(200 * time.Millisecond)
 	codes := map[string]int{}
 	unanswered := 0
 	var slowest time.Duration
+	var slow []string // answers past the Go client's first attempt: which shard, when
+	shards := len(probeKeys(c))
 	for i := 0; time.Since(start) < limit-time.Second && ctx.Err() == nil; i++ {
 		t0 := time.Now()
-		code, err := probeGet(nc, fmt.Sprintf("probe-%d", i%16), 5*time.Second)
-		slowest = max(slowest, time.Since(t0))
+		key := fmt.Sprintf("probe-%d", i%16)
+		code, err := probeGet(nc, key, 5*time.Second)
+		took := time.Since(t0)
+		slowest = max(slowest, took)
 		if err != nil {
 			code = "no answer: " + err.Error()
 			unanswered++
 		}
 		codes[code]++
+		if took > contract.DefaultAttempt && len(slow) < 4 {
+			slow = append(slow, fmt.Sprintf("shard %d sent %v after the cut: %s after %v",
+				contract.ShardOf(probeTenant, key, uint32(shards)), t0.Sub(start).Round(10*time.Millisecond), code, took.Round(10*time.Millisecond)))
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Sprintf("the minority's answers %v, the slowest after %v", codes, slowest.Round(10*time.Millisecond)), unanswered
+	summary := fmt.Sprintf("the minority's answers %v, the slowest after %v", codes, slowest.Round(10*time.Millisecond))
+	if len(slow) > 0 {
+		summary += " (" + strings.Join(slow, "; ") + ")"
+	}
+	return summary, unanswered
 }
 
 // probeTenant is the partition probes' tenant: it has no objects.
