@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
+
 	"github.com/holdfast/holdfast/integration/internal/harness"
 	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/internal/rafttiming"
@@ -18,6 +20,8 @@ import (
 var flagRaftFaster = flag.Bool("raft-faster", false, "TestClusterPartitionsChecked: rafttiming.Faster (elections after 0.4-0.9 s)")
 
 var flagRaftDefault = flag.Bool("raft-default", false, "TestClusterPartitionsChecked: keep nats-server's default raft timing")
+
+var flagNATSLogs = flag.String("natslogs", "", "TestClusterPartitionsChecked: write each NATS server's log, with debug lines (raft elections), to this directory")
 
 var flagPartitions = flag.Duration("partitions", 0, "TestClusterPartitionsChecked's workload length (0: 30 s); a long soak: -partitions 10m")
 
@@ -46,7 +50,14 @@ func TestClusterPartitionsChecked(t *testing.T) {
 		prev := rafttiming.Set(timing)
 		t.Cleanup(func() { rafttiming.Set(prev) }) // after the servers' own cleanup
 	}
-	ns, nw := natstest.StartPartitionable(t, 3)
+	var natsOpts []func(*natsserver.Options)
+	if *flagNATSLogs != "" {
+		natsOpts = append(natsOpts, func(o *natsserver.Options) {
+			o.NoLog, o.Debug, o.Logtime = false, true, true
+			o.LogFile = filepath.Join(*flagNATSLogs, "nats-"+o.ServerName+".log")
+		})
+	}
+	ns, nw := natstest.StartPartitionable(t, 3, natsOpts...)
 	dir := t.TempDir()
 	var cfgs []harness.ServerConfig
 	var urls []string

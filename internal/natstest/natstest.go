@@ -100,6 +100,9 @@ func (c *Cluster) run(o *natsserver.Options) (*natsserver.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !o.NoLog {
+		ns.ConfigureLogger() // an embedded server logs only when asked (LogFile, Debug)
+	}
 	go ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
