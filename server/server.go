@@ -29,6 +29,7 @@ import (
 	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/console"
 	"github.com/holdfast/holdfast/events"
+	"github.com/holdfast/holdfast/internal/rafttiming"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/metrics"
 	"github.com/holdfast/holdfast/persistence"
@@ -57,11 +58,12 @@ type Config struct {
 	// --cluster, --routes, --cluster_name): JetStream then spans them, and journals and
 	// snapshots with Replicas 3 survive the loss of one. Zero: a standalone server.
 	NATSCluster EmbeddedCluster
-	// RaftFast runs the embedded NATS server with rafttiming.Fast (elections after
-	// 1.5-3.5 s, not 4-9 s): a lost server's raft groups — the journals it led, the
-	// cluster bucket, the events stream — take writes again sooner. Process-wide; every
-	// node of a cluster should say the same.
-	RaftFast bool
+	// RaftTiming, when set, is the embedded NATS server's raft timing (rafttiming.Fast:
+	// elections after 1.5-3.5 s; rafttiming.Faster: 0.4-0.9 s; nats-server's own: 4-9 s):
+	// a lost server's raft groups — the journals it led, the cluster bucket, the events
+	// stream — take writes again sooner. Process-wide; every node of a cluster should say
+	// the same. Zero: nats-server's.
+	RaftTiming rafttiming.Timing
 	// MetricsListen serves /metrics, /livez, /readyz (= /healthz), and with Pprof
 	// /debug/pprof; empty: none.
 	MetricsListen string

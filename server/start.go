@@ -101,9 +101,8 @@ type conns struct {
 // waits for JetStream to answer.
 func (s *Server) connect(ctx context.Context) (*conns, error) {
 	if s.cfg.NATSURL == "" {
-		if s.cfg.RaftFast {
-			rafttiming.Set(rafttiming.Fast)
-			t := rafttiming.Fast
+		if t := s.cfg.RaftTiming; t != (rafttiming.Timing{}) {
+			rafttiming.Set(t)
 			s.log.Info("embedded NATS raft timing", "heartbeat", t.Heartbeat, "election_min", t.ElectionMin, "election_max", t.ElectionMax)
 		}
 		ns, u, err := startEmbeddedNATS(s.cfg.Listen, s.cfg.Data, s.cfg.Node, s.cfg.NATSCluster, s.log.With("component", "nats"))

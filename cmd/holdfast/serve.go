@@ -21,6 +21,7 @@ import (
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/events"
+	"github.com/holdfast/holdfast/internal/rafttiming"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/natsconn"
 	"github.com/holdfast/holdfast/server"
@@ -37,11 +38,11 @@ const (
 
 // serveConfig is the parsed command line of `holdfast serve`.
 type serveConfig struct {
-	data     string
-	listen   string
-	natsURL  string
-	natsOpts []nats.Option // credentials and TLS of an external NATS
-	raftFast bool          // --raft-timing fast
+	data       string
+	listen     string
+	natsURL    string
+	natsOpts   []nats.Option     // credentials and TLS of an external NATS
+	raftTiming rafttiming.Timing // --raft-timing (zero: nats-server's)
 	// natsCluster clusters the embedded NATS server (--cluster, --routes, --cluster_name).
 	natsCluster server.EmbeddedCluster
 	prefix      string
@@ -104,7 +105,7 @@ type serveCmd struct {
 	Replicas              int           `name:"replicas" default:"1" help:"JetStream replicas of journals, snapshots and the cluster bucket: 1 or 3."`
 	SnapshotEvery         int           `name:"snapshot-every" default:"${snapshot_every}" placeholder:"COUNT" help:"Entries a shard journals between snapshots; its journal is compacted below each, and a restart or failover replays at most this many."`
 	OwnershipTTL          time.Duration `name:"ownership-ttl" default:"${ownership_ttl}" help:"How long a node's claim on a shard lasts without renewal (whole seconds); a node stops serving a shard before it lapses."`
-	RaftTiming            string        `name:"raft-timing" default:"default" enum:"default,fast" help:"Raft timing of the embedded NATS server (with --cluster): default (nats-server's: elections after 4-9 s without a leader's heartbeat) or fast (1.5-3.5 s, heartbeats every 50 ms): a lost machine's journals, bucket and events stream take writes again sooner. Every node should say the same."`
+	RaftTiming            string        `name:"raft-timing" default:"default" enum:"default,fast,faster" help:"Raft timing of the embedded NATS server (with --cluster): default (nats-server's: elections after 4-9 s without a leader's heartbeat), fast (1.5-3.5 s, heartbeats every 50 ms) or faster (0.4-0.9 s, heartbeats every 50 ms; for disks whose fsync stays well under 400 ms): a lost machine's journals, bucket and events stream take writes again sooner. Every node should say the same."`
 	Holders               string        `name:"holders" default:"names" enum:"names,bound" help:"names: a holder_id is a name, and whoever gives it acts as that holder; bound: a holder_id belongs to the calling NATS user (its name, or one under <user>/), read from the Nats-Request-Info header of a service import with share: true, and views show a holder only to it and to --operators."`
 	Operators             []string      `name:"operators" placeholder:"USERS" sep:"," help:"With --holders bound: NATS users (user or ACCOUNT/user, comma-separated) that act for any holder and see every holder."`
 	authFlags
@@ -220,11 +221,11 @@ func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 		return nil, fmt.Errorf("--snapshot-every: between 1 and %d entries, got %d", maxSnapshotEvery, f.SnapshotEvery)
 	}
 	c.snapshotEvery = f.SnapshotEvery
-	if f.RaftTiming == "fast" {
+	if f.RaftTiming != "default" {
 		if !c.natsCluster.Enabled() {
-			return nil, errors.New("--raft-timing fast: only for an embedded NATS server clustered with --cluster (a NATS deployment's timing is its servers')")
+			return nil, fmt.Errorf("--raft-timing %s: only for an embedded NATS server clustered with --cluster (a NATS deployment's timing is its servers')", f.RaftTiming)
 		}
-		c.raftFast = true
+		c.raftTiming = map[string]rafttiming.Timing{"fast": rafttiming.Fast, "faster": rafttiming.Faster}[f.RaftTiming]
 	}
 	c.holders = bridge.Holders{Bound: f.Holders == "bound", Operators: f.Operators}
 	if len(f.Operators) > 0 && !c.holders.Bound {
@@ -544,7 +545,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		NATSURL: c.natsURL, NATSOptions: c.natsOpts, NATSCluster: c.natsCluster, Listen: c.listen, MetricsListen: c.metricsListen,
 		Events: c.events, Logger: log,
 		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL, Pprof: c.pprof,
-		SnapshotEvery: c.snapshotEvery, Holders: c.holders, RaftFast: c.raftFast}
+		SnapshotEvery: c.snapshotEvery, Holders: c.holders, RaftTiming: c.raftTiming}
 	if c.testHooksDir != "" {
 		hooks := startTestHooks(c.testHooksDir)
 		cleanups = append(cleanups, hooks.close)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/internal/rafttiming"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -250,6 +251,8 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"--holders", "users"}, "--holders"},
 		{[]string{"--holders", "bound"}, "needs --nats"},
 		{[]string{"--operators", "ops"}, "only with --holders bound"},
+		{[]string{"--raft-timing", "faster"}, "only for an embedded NATS server clustered"},
+		{[]string{"--raft-timing", "slow"}, "--raft-timing"},
 	} {
 		var out bytes.Buffer
 		if code := serveMain(context.Background(), c.args, &out); code != 2 || !strings.Contains(out.String(), c.want) {
@@ -265,6 +268,12 @@ func TestServeFlagErrors(t *testing.T) {
 		c.kernel.MaxTTLMillis != 60000 || c.shards != 8 || c.explicitBounds["shards"] || c.kernel.MaxOperations != 1<<23 ||
 		c.snapshotEvery != actors.DefaultSnapshotEvery {
 		t.Fatalf("parsed: %+v", c)
+	}
+	for name, want := range map[string]rafttiming.Timing{"default": {}, "fast": rafttiming.Fast, "faster": rafttiming.Faster} {
+		c, err := parseServeFlags([]string{"--cluster", "nats://127.0.0.1:6222", "--raft-timing", name})
+		if err != nil || c.raftTiming != want {
+			t.Fatalf("--raft-timing %s: %+v, %v", name, c.raftTiming, err)
+		}
 	}
 	// --max-memory is split over the shards: 1 GiB over 4 is 128 MiB for operations and
 	// 128 MiB for leases per shard; an explicit bound wins.

@@ -54,8 +54,9 @@ var Fast = Timing{Heartbeat: 50 * time.Millisecond, ElectionMin: 1500 * time.Mil
 	LostQuorum: 5 * time.Second, LostQuorumCheck: 200 * time.Millisecond}
 
 // Faster is etcd's order of magnitude: heartbeats every 50 ms, elections after
-// 0.4–0.9 s without one, a leader without a quorum for 2 s steps down. Measured, not
-// offered by serve (docs/benchmarks.md "Partitions").
+// 0.4–0.9 s without one, a leader without a quorum for 2 s steps down (serve
+// --raft-timing faster; docs/benchmarks.md "Partitions"). A disk whose fsync takes
+// longer than the election timeout would start spurious elections.
 var Faster = Timing{Heartbeat: 50 * time.Millisecond, ElectionMin: 400 * time.Millisecond, ElectionMax: 900 * time.Millisecond,
 	LostQuorum: 2 * time.Second, LostQuorumCheck: 200 * time.Millisecond}
 
