@@ -9,7 +9,8 @@
 # bucket-leader or events-leader (the node whose server leads the cluster bucket's or the
 # events stream's raft group). With a leader chosen, the bench connects to node c's
 # server only, the leadership is moved off c first if c holds it, and the bench runs
-# --by-shard, so that its table shows what the survivors' shards paid.
+# --by-shard, so that its table shows what the survivors' shards paid, and --audit, so
+# that every lease granted is read back after the load (nothing acknowledged lost).
 cd "$(dirname "$0")"
 MODE=${MODE:-r3-three}
 W=${1:-${WORK:-/tmp/cb}}
@@ -22,7 +23,7 @@ bucket-leader | events-leader)
   STREAM=KV_HOLDFAST_CLUSTER; [ $NODE = events-leader ] && STREAM=HOLDFAST_EVENTS
   (cd .. && go build -o $W/jsleader ./scripts/jsleader) || exit 1
   U=nats://127.0.0.1:$((B + 1)),nats://127.0.0.1:$((B + 2))
-  export BENCHURL=nats://127.0.0.1:$((B + 3)) BENCHARGS="${BENCHARGS:---by-shard}" ;;
+  export BENCHURL=nats://127.0.0.1:$((B + 3)) BENCHARGS="${BENCHARGS:---by-shard --audit}" ;;
 esac
 (
   for i in $(seq 1 1200); do [ -f $W/$MODE/bench-progress.log ] && break; sleep 0.1; done

@@ -78,6 +78,8 @@ type benchConfig struct {
 	checkpoints int
 	// keep leaves the resources or runs in place instead of deleting them when done.
 	keep bool
+	// audit reads every granted lease back after the load (benchaudit.go).
+	audit bool
 	// noDirect sends the load to the public subjects even where the service routes
 	// directly (benchroute.go).
 	noDirect bool
@@ -111,6 +113,7 @@ type benchCmd struct {
 	Data            string        `name:"data" placeholder:"DIR" help:"The server's data directory, whose size --sample prints (empty: not measured)."`
 	BystanderTenant string        `name:"bystander-tenant" placeholder:"TENANT" help:"A second tenant that reserves and releases its own resource on the same shard as the first resource, counting every refusal."`
 	Keep            bool          `name:"keep" help:"Leave the resources or runs the bench used (by default it deletes them when done)."`
+	Audit           bool          `name:"audit" help:"After the load, read back every lease granted: each must be found, and each whose release was answered ok must read released (nothing acknowledged lost through a kill or a partition); a failure exits non-zero. Keeps one lease id per grant: for runs of minutes."`
 	NoDirect        bool          `name:"no-direct" help:"Send every request to the public subject (clients of other languages), not straight to its shard's owner as the Go client does in a cluster."`
 	ByShard         bool          `name:"by-shard" help:"Pin client i to the resources of shard i mod S and report each shard's requests, failures and latency (what a node's loss costs the shards it did not hold)."`
 	connFlags
@@ -123,7 +126,7 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 	cfg := &benchConfig{progress: true, cf: b.connFlags, scenario: b.Scenario, checkpoints: b.Checkpoints,
 		clients: b.Clients, resources: b.Resources, duration: b.Duration, ttl: b.TTL, echo: b.Echo, conns: b.Conns,
 		idPrefix: b.IDPrefix, sample: b.Sample, metricsURL: b.MetricsURL, dataDir: b.Data, bystander: b.BystanderTenant,
-		keep: b.Keep, noDirect: b.NoDirect, byShard: b.ByShard}
+		keep: b.Keep, noDirect: b.NoDirect, byShard: b.ByShard, audit: b.Audit}
 	if err := cfg.cf.validate(); err != nil {
 		return nil, usageError(e, "%v", err)
 	}
@@ -176,6 +179,8 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 		return nil, usageError(e, "--sample must not be negative")
 	case cfg.byShard && cfg.scenario != "spread":
 		return nil, usageError(e, "--by-shard needs --scenario spread")
+	case cfg.audit && cfg.scenario == "claim":
+		return nil, usageError(e, "--audit reads back reserves: not with --scenario claim")
 	case cfg.bystander != "" && (!client.ValidTenant(cfg.bystander) || cfg.bystander == cfg.cf.Tenant):
 		return nil, usageError(e, "--bystander-tenant must be a valid tenant other than --tenant")
 	}
@@ -208,6 +213,12 @@ func (b *benchCmd) Run(e *env, kctx *kong.Context) error {
 	} else {
 		rep.print(e.stdout)
 	}
+	if rep.Audit != nil {
+		if err := rep.Audit.failed(); err != nil {
+			e.errorf("bench: %v", err)
+			return exitCode(exitDomain)
+		}
+	}
 	return nil
 }
 
@@ -236,6 +247,8 @@ type benchReport struct {
 	Bystander map[string]uint64 `json:"bystander_codes,omitempty"`
 	// Shards is each shard's part, with --by-shard.
 	Shards []shardReport `json:"shards,omitempty"`
+	// Audit is what --audit read back.
+	Audit *auditReport `json:"audit,omitempty"`
 	// Cleanup is what the deletes after the run did; nil with --keep (Kept).
 	Cleanup *cleanupReport `json:"cleanup,omitempty"`
 	Kept    bool           `json:"kept,omitempty"`
@@ -321,6 +334,9 @@ func (r *benchReport) print(w io.Writer) {
 			fmt.Fprintf(w, "  codes echo:    %s\n", formatCodes(codes))
 		}
 		fmt.Fprintf(w, "ratio: holdfast requests/s / echo requests/s = %.3f\n", r.Ratio)
+	}
+	if r.Audit != nil {
+		r.Audit.print(w)
 	}
 	what := "resource(s)"
 	if r.Scenario == "claim" {
@@ -423,6 +439,8 @@ type benchWorker struct {
 	reserveCodes           map[string]uint64
 	releaseCodes           map[string]uint64
 	cycles                 uint64
+	grants                 []grant // with --audit: every lease granted, and whether its release was answered ok
+	audit                  bool
 }
 
 // newBenchWorker is a client of a load phase: holder, operation id prefix, reusable requests.
@@ -431,6 +449,7 @@ func newBenchWorker(cfg *benchConfig, nc *nats.Conn, header nats.Header, holder,
 		holder: holder, opPrefix: []byte(opPrefix), reserveCodes: map[string]uint64{}, releaseCodes: map[string]uint64{}}
 	w.reserveReq = messages.ReserveRequest{HolderId: holder, Members: []*messages.Member{&w.member}, TtlMs: uint64(cfg.ttl.Milliseconds())}
 	w.releaseReq.HolderId = holder
+	w.audit = cfg.audit
 	return w
 }
 
@@ -532,6 +551,9 @@ func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string,
 	w.releaseLat.record(d)
 	w.releaseCodes[code]++
 	live.releases.Add(1)
+	if w.audit {
+		w.grants = append(w.grants, grant{lease: w.releaseReq.LeaseId, released: code == messages.CodeOK})
+	}
 	if code != messages.CodeOK {
 		live.failures.Add(1)
 		if strings.HasSuffix(code, "_table_full") {
@@ -669,6 +691,11 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 		rep.Echo = echo
 		if echo.RequestsPS > 0 {
 			rep.Ratio = rep.Holdfast.RequestsPS / echo.RequestsPS
+		}
+	}
+	if cfg.audit {
+		if rep.Audit, err = auditGrants(ctx, cfg, conns, workers); err != nil {
+			return nil, err
 		}
 	}
 	if rep.Kept = cfg.keep; !cfg.keep {

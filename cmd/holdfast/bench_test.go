@@ -415,3 +415,37 @@ func TestBenchByShard(t *testing.T) {
 		}
 	}
 }
+
+// --audit reads back every lease granted: on a real service, all are found and all whose
+// release was answered ok read released; on a service that forgets them (the fake keeps
+// nothing), the run says what is missing and exits non-zero.
+func TestBenchAudit(t *testing.T) {
+	srv := testserver.Start(t)
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	rep, out := benchRun(t, nc, "--resources", "20", "--clients", "4", "--duration", "500ms", "--audit")
+	a := rep.Audit
+	granted := int(rep.Holdfast.Codes["reserve"]["ok"])
+	if a == nil || a.failed() != nil || a.Granted != granted || granted == 0 || a.Released+a.Unanswered != granted ||
+		a.Released != int(rep.Holdfast.Codes["release"]["ok"]) {
+		t.Fatalf("audit %+v of %d grants\n%s", a, granted, out)
+	}
+	var b bytes.Buffer
+	rep.print(&b)
+	if !strings.Contains(b.String(), fmt.Sprintf("audit: %d lease(s) granted, read back: %d released as answered", granted, a.Released)) {
+		t.Fatalf("report:\n%s", b.String())
+	}
+
+	url, fnc := startNATS(t)
+	fakeHoldfast(t, fnc)
+	code, _, errOut := run(t, cmdBench, "--server", url, "--clients", "2", "--resources", "5", "--duration", "300ms", "--audit", "--timeout", "2s")
+	if code == exitOK || !strings.Contains(errOut, "audit: ") || !strings.Contains(errOut, "missing") {
+		t.Fatalf("a service that forgets: exit %d, stderr %s", code, errOut)
+	}
+	if code, _, errOut := run(t, cmdBench, "--server", url, "--scenario", "claim", "--audit"); code != exitUsage || !strings.Contains(errOut, "--audit") {
+		t.Fatalf("--audit with claim: exit %d, %s", code, errOut)
+	}
+}
