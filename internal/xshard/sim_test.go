@@ -1,0 +1,117 @@
+package xshard
+
+import (
+	"flag"
+	"testing"
+)
+
+var flagStates = flag.Int("states", 5_000_000, "the most states one exploration visits")
+
+var flagDeep = flag.Bool("deep", false, "explore with more faults (minutes)")
+
+// faults is the default budget of crashes, lost and duplicated messages, or with -deep the
+// larger one.
+func faults(crashes, drops, dups int, deep ...int) (int, int, int) {
+	if *flagDeep && len(deep) == 3 {
+		return deep[0], deep[1], deep[2]
+	}
+	return crashes, drops, dups
+}
+
+func bundle(id, home, priority int, members map[int]string) *Txn {
+	return &Txn{ID: id, Home: home, Priority: priority, Members: members}
+}
+
+// explore runs one exploration and fails the test on a violation or when the bound cut it.
+func explore(t *testing.T, w *World) {
+	t.Helper()
+	states, bad := Explore(w, *flagStates)
+	if bad != "" {
+		t.Fatalf("after %d states: %s", states, bad)
+	}
+	if states >= *flagStates {
+		t.Fatalf("the exploration was cut at %d states", states)
+	}
+	t.Logf("%d states, every one safe and settling to a decision", states)
+}
+
+// One bundle over two shards: every order of its messages, a crash of either shard at any
+// point (losing what it had not synced and what was in flight to it), a lost message (and
+// with -deep a duplicated one), and every timeout.
+func TestOneBundleTwoShards(t *testing.T) {
+	c, d, u := faults(1, 1, 0, 1, 1, 1)
+	explore(t, NewWorld(2, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b"})}, nil, c, d, u))
+}
+
+// The same with two crashes (the home twice, or each shard once).
+func TestOneBundleTwoShardsTwoCrashes(t *testing.T) {
+	explore(t, NewWorld(2, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b"})}, nil, 2, 0, 0))
+}
+
+// One bundle over three shards: a lost message (with -deep a crash as well).
+func TestOneBundleThreeShards(t *testing.T) {
+	c, d, u := faults(0, 1, 0, 1, 1, 0)
+	explore(t, NewWorld(3, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b", 2: "c"})}, nil, c, d, u))
+}
+
+// A member already held by a granted lease: the bundle is refused, and nothing of it stays.
+func TestBundleMeetsAGrantedLease(t *testing.T) {
+	if *flagDeep {
+		explore(t, NewWorld(3, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b", 2: "c"})}, map[int]string{2: "c"}, 1, 1, 0))
+		return
+	}
+	explore(t, NewWorld(2, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b"})}, map[int]string{1: "b"}, 1, 1, 0))
+}
+
+// Two bundles in opposite orders with a crash, and timeouts at any point (-deep).
+func TestTwoBundlesWithACrash(t *testing.T) {
+	if !*flagDeep {
+		t.Skip("-deep")
+	}
+	explore(t, NewWorld(2, []*Txn{
+		bundle(1, 0, 1, map[int]string{0: "a", 1: "b"}),
+		bundle(2, 1, 2, map[int]string{0: "a", 1: "b"}),
+	}, nil, 1, 0, 0))
+}
+
+// Two bundles over the same two members, from different homes, preparing in opposite
+// orders: every order of their messages. Wait-die keeps them from waiting on each other
+// (settling needs no timeout to decide both), and the older is never told to die.
+func TestTwoBundlesInOppositeOrders(t *testing.T) {
+	w := NewWorld(2, []*Txn{
+		bundle(1, 0, 1, map[int]string{0: "a", 1: "b"}),
+		bundle(2, 1, 2, map[int]string{0: "a", 1: "b"}),
+	}, nil, 0, 0, 0)
+	w.Timers, w.Waitless = false, true
+	explore(t, w)
+}
+
+// Without wait-die the same two bundles can wait on each other until a timeout aborts
+// both: the checker sees it.
+func TestTheSimulationCatchesWaitsOnEachOther(t *testing.T) {
+	w := NewWorld(2, []*Txn{
+		bundle(1, 0, 1, map[int]string{0: "a", 1: "b"}),
+		bundle(2, 1, 2, map[int]string{0: "a", 1: "b"}),
+	}, nil, 0, 0, 0)
+	w.Timers, w.Waitless = false, true
+	noWaitDie = true
+	defer func() { noWaitDie = false }()
+	if _, bad := Explore(w, *flagStates); bad == "" {
+		t.Fatal("bundles that wait on each other passed the simulation")
+	} else {
+		t.Logf("caught: %s", bad)
+	}
+}
+
+// The checker catches a protocol that answers before its commit is durable: the
+// simulation is not vacuous.
+func TestTheSimulationCatchesAnEarlyAnswer(t *testing.T) {
+	w := NewWorld(2, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b"})}, nil, 1, 0, 0)
+	earlyAnswer = true
+	defer func() { earlyAnswer = false }()
+	if _, bad := Explore(w, *flagStates); bad == "" {
+		t.Fatal("a home that answers ok before its commit is durable passed the simulation")
+	} else {
+		t.Logf("caught: %s", bad)
+	}
+}

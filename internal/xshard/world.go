@@ -1,0 +1,288 @@
+package xshard
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// World is the shards of a simulation, the messages in flight and what the clients were
+// answered. Every step is one event; Events lists those enabled.
+type World struct {
+	Txns      map[int]*Txn
+	Nodes     []*Node
+	Net       []Message
+	Submitted map[int]bool
+	Answers   map[int]string // txn → what its client was answered: ok, refused, die
+
+	// Budgets of faults left on this path.
+	Crashes, Drops, Dups int
+	// Timers: the exploration fires timeouts, queries and resends at any point (settling
+	// always does, when nothing else is left). Without faults they only add orders.
+	Timers bool
+	// Waitless: settling must decide every transaction without a timeout (no two wait on
+	// each other); set where no fault is explored.
+	Waitless bool
+}
+
+// NewWorld is shards nodes and the transactions txns, none submitted; granted lists
+// members held by leases granted before (shard → member).
+func NewWorld(shards int, txns []*Txn, granted map[int]string, crashes, drops, dups int) *World {
+	w := &World{Txns: map[int]*Txn{}, Submitted: map[int]bool{}, Answers: map[int]string{},
+		Crashes: crashes, Drops: drops, Dups: dups, Timers: true}
+	for range shards {
+		w.Nodes = append(w.Nodes, newNode())
+	}
+	for _, t := range txns {
+		w.Txns[t.ID] = t
+	}
+	for shard, member := range granted {
+		// A lease outside the model (txn 0 would be "nobody"): its own txn id, committed.
+		id := 100 + shard
+		w.Txns[id] = &Txn{ID: id, Home: shard, Priority: -1, Members: map[int]string{shard: member}}
+		w.Nodes[shard].Durable = append(w.Nodes[shard].Durable, Record{recGranted, id})
+	}
+	return w
+}
+
+func (w *World) clone() *World {
+	c := &World{Txns: w.Txns, Net: slices.Clone(w.Net), Submitted: map[int]bool{}, Answers: map[int]string{},
+		Crashes: w.Crashes, Drops: w.Drops, Dups: w.Dups, Timers: w.Timers, Waitless: w.Waitless}
+	for _, n := range w.Nodes {
+		c.Nodes = append(c.Nodes, n.clone())
+	}
+	for k, v := range w.Submitted {
+		c.Submitted[k] = v
+	}
+	for k, v := range w.Answers {
+		c.Answers[k] = v
+	}
+	return c
+}
+
+// Key identifies the world's state (the simulation visits each once).
+func (w *World) Key() string {
+	var b strings.Builder
+	for _, n := range w.Nodes {
+		n.key(&b)
+		b.WriteByte('#')
+	}
+	net := make([]string, len(w.Net))
+	for i, m := range w.Net {
+		net[i] = m.String()
+	}
+	slices.Sort(net)
+	b.WriteString(strings.Join(net, ","))
+	ids := make([]int, 0, len(w.Txns))
+	for id := range w.Txns {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		fmt.Fprintf(&b, "#%d%v%s", id, w.Submitted[id], w.Answers[id])
+	}
+	fmt.Fprintf(&b, "#%d%d%d", w.Crashes, w.Drops, w.Dups)
+	return b.String()
+}
+
+func (w *World) send(m Message) {
+	if !slices.Contains(w.Net, m) { // a message twice in flight is one more than the protocol needs
+		w.Net = append(w.Net, m)
+	}
+}
+
+// participants of t, in shard order.
+func (t *Txn) participants() []int {
+	var ps []int
+	for s := range t.Members {
+		ps = append(ps, s)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// submit: the client's reserve reaches the home, which sequences the begin and sends the
+// prepares without waiting for its sync.
+func (w *World) submit(t *Txn) {
+	w.Submitted[t.ID] = true
+	home := w.Nodes[t.Home]
+	home.Pending = append(home.Pending, Record{recBegin, t.ID})
+	home.votes[t.ID] = map[int]bool{}
+	for _, p := range t.participants() {
+		w.send(Message{msgPrepare, t.Home, p, t.ID})
+	}
+}
+
+// deliver hands m to its node.
+func (w *World) deliver(m Message) {
+	n, t := w.Nodes[m.To], w.Txns[m.Txn]
+	switch m.Kind {
+	case msgPrepare:
+		w.prepare(m.To, t, m)
+	case msgPrepared:
+		if _, pending := n.votes[t.ID]; pending && n.decided(t.ID, true) == "" {
+			n.votes[t.ID][m.From] = true
+			w.maybeCommit(t)
+		}
+	case msgRefused, msgDie:
+		if _, pending := n.votes[t.ID]; pending && n.decided(t.ID, true) == "" {
+			n.Pending = append(n.Pending, Record{recAbort, t.ID})
+			delete(n.votes, t.ID)
+			w.Answers[t.ID] = "pending-" + m.Kind // answered once the abort is durable
+		}
+	case msgCommit:
+		switch {
+		case n.has(recApplied, t.ID, false):
+			w.send(Message{msgAck, m.To, m.From, t.ID})
+		case n.has(recPrepare, t.ID, true) && n.outcome(t.ID) == "":
+			n.Pending = append(n.Pending, Record{recApplied, t.ID})
+		}
+	case msgAbort:
+		switch {
+		case n.has(recAborted, t.ID, false):
+			w.send(Message{msgAck, m.To, m.From, t.ID})
+		case n.outcome(t.ID) == "":
+			// Also with no intent yet: the tombstone keeps a late prepare from taking one.
+			n.Pending = append(n.Pending, Record{recAborted, t.ID})
+		}
+	case msgAck:
+		if n.acks[t.ID] == nil {
+			n.acks[t.ID] = map[int]bool{}
+		}
+		n.acks[t.ID][m.From] = true
+	case msgQuery:
+		switch d := n.decided(t.ID, false); {
+		case d == recCommit:
+			w.send(Message{msgCommit, m.To, m.From, t.ID})
+		case d == recAbort:
+			w.send(Message{msgAbort, m.To, m.From, t.ID})
+		case n.votes[t.ID] != nil || n.decided(t.ID, true) != "":
+			// Pending in memory (or decided, not yet durable): answered at the decision.
+			if n.queriers[t.ID] == nil {
+				n.queriers[t.ID] = map[int]bool{}
+			}
+			n.queriers[t.ID][m.From] = true
+		default:
+			// Not known: no durable begin and nothing in memory. It can never commit.
+			w.send(Message{msgAbort, m.To, m.From, t.ID})
+		}
+	}
+}
+
+// prepare takes t's member on shard s as an intent, or says why not.
+func (w *World) prepare(s int, t *Txn, m Message) {
+	n := w.Nodes[s]
+	switch {
+	case n.outcome(t.ID) == recAborted:
+		return // decided already; the home knows
+	case n.has(recPrepare, t.ID, false):
+		w.send(Message{msgPrepared, s, t.Home, t.ID}) // a resend: answer again
+		return
+	case n.has(recPrepare, t.ID, true):
+		return // answered at the sync
+	}
+	holder, intent, held := n.holder(t.Members[s], w.Txns, s)
+	switch {
+	case held:
+		w.send(Message{msgRefused, s, t.Home, t.ID})
+	case intent && w.Txns[holder].Priority < t.Priority && !noWaitDie:
+		w.send(Message{msgDie, s, t.Home, t.ID}) // the holder is older: the younger dies
+	case intent:
+		if !slices.Contains(n.parked, m) {
+			n.parked = append(n.parked, m) // the holder is younger: wait for its decision
+		}
+	default:
+		n.Pending = append(n.Pending, Record{recPrepare, t.ID})
+	}
+}
+
+// maybeCommit decides commit once the home's begin is durable and every participant
+// answered prepared.
+func (w *World) maybeCommit(t *Txn) {
+	n := w.Nodes[t.Home]
+	votes, pending := n.votes[t.ID]
+	if !pending || !n.has(recBegin, t.ID, false) || n.decided(t.ID, true) != "" {
+		return
+	}
+	for _, p := range t.participants() {
+		if !votes[p] {
+			return
+		}
+	}
+	n.Pending = append(n.Pending, Record{recCommit, t.ID})
+	delete(n.votes, t.ID)
+	if earlyAnswer {
+		w.Answers[t.ID] = "ok" // the mistake the simulation must catch
+	}
+}
+
+// noWaitDie makes every prepare wait for the intent it meets: a broken protocol (two
+// bundles in opposite orders wait on each other) for the test that shows the checker
+// catches it.
+var noWaitDie bool
+
+// earlyAnswer makes the home answer ok when it decides, before its commit is durable: a
+// broken protocol for the test that shows the checker catches it.
+var earlyAnswer bool
+
+// sync makes shard s's pending records durable and does what waited for them.
+func (w *World) sync(s int) {
+	n := w.Nodes[s]
+	synced := n.Pending
+	n.Durable, n.Pending = append(n.Durable, synced...), nil
+	for _, r := range synced {
+		t := w.Txns[r.Txn]
+		switch r.Kind {
+		case recBegin:
+			w.maybeCommit(t)
+		case recPrepare:
+			w.send(Message{msgPrepared, s, t.Home, t.ID})
+		case recCommit, recAbort:
+			if r.Kind == recCommit {
+				w.Answers[t.ID] = "ok"
+			} else if a := w.Answers[t.ID]; strings.HasPrefix(a, "pending-") {
+				w.Answers[t.ID] = strings.TrimPrefix(a, "pending-")
+			}
+			kind := msgCommit
+			if r.Kind == recAbort {
+				kind = msgAbort
+			}
+			for _, p := range t.participants() {
+				w.send(Message{kind, s, p, t.ID})
+			}
+			delete(n.queriers, t.ID)
+		case recApplied, recAborted:
+			w.send(Message{msgAck, s, t.Home, t.ID})
+			w.unpark(s)
+		}
+	}
+}
+
+// unpark retries the prepares that waited on shard s.
+func (w *World) unpark(s int) {
+	n := w.Nodes[s]
+	parked := n.parked
+	n.parked = nil
+	for _, m := range parked {
+		w.prepare(s, w.Txns[m.Txn], m)
+	}
+}
+
+// crash loses shard s's pending records, its memory and the messages in flight to it;
+// it restarts at once from its durable journal. A home aborts every transaction it
+// began and did not decide: it answered none of them, and their votes are gone.
+func (w *World) crash(s int) {
+	n := w.Nodes[s]
+	w.Nodes[s] = &Node{Durable: n.Durable, votes: map[int]map[int]bool{}, queriers: map[int]map[int]bool{}, acks: map[int]map[int]bool{}}
+	w.Net = slices.DeleteFunc(w.Net, func(m Message) bool { return m.To == s })
+	for _, r := range n.Durable {
+		if r.Kind == recBegin && w.Nodes[s].decided(r.Txn, true) == "" {
+			w.Nodes[s].Pending = append(w.Nodes[s].Pending, Record{recAbort, r.Txn})
+		}
+	}
+	for id, a := range w.Answers {
+		if strings.HasPrefix(a, "pending-") && w.Txns[id].Home == s {
+			delete(w.Answers, id) // the client's request got no answer (indefinite)
+		}
+	}
+}
