@@ -25,7 +25,7 @@ import (
 // DefaultWindow is the messages a journal keeps in flight, MaxWindow the most it may.
 const (
 	DefaultWindow = 8
-	MaxWindow     = 64
+	MaxWindow     = 16
 )
 
 // outMsg is one journal message: its records, where it must land, and the batch it

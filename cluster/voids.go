@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Voids tells, message by message in stream order, which journal batches are void.
@@ -50,19 +52,42 @@ const maxVoidRun = MaxWindow
 // run. Reading back from the last message (last, the stream's first being first): a run
 // of one epoch's messages that starts with that epoch's claim, reaches the stream's
 // start or is longer than any void run is valid; one that follows another epoch's
-// message is void (Voids: an owner's messages follow its own claim).
+// message is void (Voids: an owner's messages follow its own claim). The messages a walk
+// may need are read at once, in parallel: the claim expects the tail not to move
+// meanwhile, and one read after another left an owner that appends steadily unclaimable.
 func (j *Journal) validTail(ctx context.Context, last, first uint64) (position, error) {
+	got := map[uint64]*jetstream.RawStreamMsg{}
+	read := func(seq uint64) (*jetstream.RawStreamMsg, error) {
+		if m, ok := got[seq]; ok {
+			return m, nil
+		}
+		lo := max(first, seq-min(seq, maxVoidRun+1)) // the window a walk from seq may need
+		msgs := make([]*jetstream.RawStreamMsg, seq-lo+1)
+		errs := make([]error, len(msgs))
+		var wg sync.WaitGroup
+		for i := range msgs {
+			wg.Go(func() { msgs[i], errs[i] = j.getWithin(ctx, lo+uint64(i), openCall) })
+		}
+		wg.Wait()
+		for i, m := range msgs {
+			if errs[i] != nil {
+				return nil, fmt.Errorf("reading journal message %d: %w", lo+uint64(i), errs[i])
+			}
+			got[lo+uint64(i)] = m
+		}
+		return got[seq], nil
+	}
 	end := last // the message whose recorded position is the tail
 	for {
-		m, err := j.getWithin(ctx, end, openCall)
+		m, err := read(end)
 		if err != nil {
-			return position{}, fmt.Errorf("reading journal message %d: %w", end, err)
+			return position{}, err
 		}
-		epoch := m.Header.Get(hdrEpoch)
+		epoch, tailOf := m.Header.Get(hdrEpoch), m
 		void, before := false, end
 		for n := 0; before > first && n <= maxVoidRun && m.Header.Get(hdrKind) != "claim"; n++ {
-			if m, err = j.getWithin(ctx, before-1, openCall); err != nil {
-				return position{}, fmt.Errorf("reading journal message %d: %w", before-1, err)
+			if m, err = read(before - 1); err != nil {
+				return position{}, err
 			}
 			before--
 			if m.Header.Get(hdrEpoch) != epoch {
@@ -71,11 +96,7 @@ func (j *Journal) validTail(ctx context.Context, last, first uint64) (position, 
 			}
 		}
 		if !void {
-			m, err := j.getWithin(ctx, end, openCall)
-			if err != nil {
-				return position{}, fmt.Errorf("reading journal message %d: %w", end, err)
-			}
-			tail, err := parseLast(m.Header.Get(hdrLast))
+			tail, err := parseLast(tailOf.Header.Get(hdrLast))
 			if err != nil {
 				return position{}, fmt.Errorf("journal message %d: %w", end, err)
 			}
