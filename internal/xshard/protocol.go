@@ -116,22 +116,18 @@ func (n *Node) has(kind string, txn int, pending bool) bool {
 
 // decided is the home's decision on txn as its journal holds it ("" none).
 func (n *Node) decided(txn int, pending bool) string {
-	switch {
-	case n.has(recCommit, txn, pending):
-		return recCommit
-	case n.has(recAbort, txn, pending):
-		return recAbort
-	}
-	return ""
+	return n.firstOf(txn, pending, recCommit, recAbort)
 }
 
 // outcome is a participant's end of txn ("" none: an intent, or nothing).
-func (n *Node) outcome(txn int) string {
-	switch {
-	case n.has(recApplied, txn, true):
-		return recApplied
-	case n.has(recAborted, txn, true):
-		return recAborted
+func (n *Node) outcome(txn int) string { return n.firstOf(txn, true, recApplied, recAborted) }
+
+// firstOf is the first of kinds the journal holds for txn ("" none).
+func (n *Node) firstOf(txn int, pending bool, kinds ...string) string {
+	for _, k := range kinds {
+		if n.has(k, txn, pending) {
+			return k
+		}
 	}
 	return ""
 }
