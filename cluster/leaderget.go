@@ -87,34 +87,23 @@ func (kv *leaderKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntr
 	case resp.Message == nil:
 		return nil, fmt.Errorf("reading %s from the bucket's leader: an answer with no message", key)
 	}
-	e := &leaderEntry{bucket: kv.bucket, key: key, value: resp.Message.Data, revision: resp.Message.Sequence, created: resp.Message.Time}
 	if len(resp.Message.Header) > 0 {
 		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s from the bucket's leader: %w", key, err)
 		}
-		if e.op = entryOp(h); e.op != jetstream.KeyValuePut {
+		if removed(h) {
 			return nil, jetstream.ErrKeyNotFound
 		}
 	}
-	return e, nil
+	return &leaderEntry{bucket: kv.bucket, key: key, value: resp.Message.Data, revision: resp.Message.Sequence,
+		created: resp.Message.Time}, nil
 }
 
-// entryOp is what a bucket message's headers make of it, as the KV client reads them.
-func entryOp(h nats.Header) jetstream.KeyValueOp {
-	switch h.Get("KV-Operation") {
-	case "DEL":
-		return jetstream.KeyValueDelete
-	case "PURGE":
-		return jetstream.KeyValuePurge
-	}
-	switch h.Get(jetstream.MarkerReasonHeader) {
-	case "MaxAge", "Purge":
-		return jetstream.KeyValuePurge
-	case "Remove":
-		return jetstream.KeyValueDelete
-	}
-	return jetstream.KeyValuePut
+// removed says whether a bucket message's headers make it a delete, a purge or a TTL's
+// expiry marker, as the KV client reads them.
+func removed(h nats.Header) bool {
+	return h.Get("KV-Operation") != "" || h.Get(jetstream.MarkerReasonHeader) != ""
 }
 
 // leaderEntry is an entry read from the leader.
@@ -124,7 +113,6 @@ type leaderEntry struct {
 	value    []byte
 	revision uint64
 	created  time.Time
-	op       jetstream.KeyValueOp
 }
 
 func (e *leaderEntry) Bucket() string                  { return e.bucket }
@@ -133,4 +121,4 @@ func (e *leaderEntry) Value() []byte                   { return e.value }
 func (e *leaderEntry) Revision() uint64                { return e.revision }
 func (e *leaderEntry) Created() time.Time              { return e.created }
 func (e *leaderEntry) Delta() uint64                   { return 0 }
-func (e *leaderEntry) Operation() jetstream.KeyValueOp { return e.op }
+func (e *leaderEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }

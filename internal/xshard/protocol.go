@@ -24,14 +24,13 @@ type Txn struct {
 
 // Record kinds of a shard's journal.
 const (
-	recBegin    = "begin"    // home: the transaction record, durable before any commit
-	recCommit   = "commit"   // home: the decision
-	recAbort    = "abort"    // home: the decision (also written by recovery)
-	recPrepare  = "prepare"  // participant: the members held as intents
-	recApplied  = "applied"  // participant: the intents became the lease's members
-	recAborted  = "aborted"  // participant: the intents were freed (or never taken)
-	recGranted  = "granted"  // participant: a member held by a lease granted outside the model
-	recReleased = "released" // (unused by the model's transactions; reserved for lease ends)
+	recBegin   = "begin"   // home: the transaction record, durable before any commit
+	recCommit  = "commit"  // home: the decision
+	recAbort   = "abort"   // home: the decision (also written by recovery)
+	recPrepare = "prepare" // participant: the members held as intents
+	recApplied = "applied" // participant: the intents became the lease's members
+	recAborted = "aborted" // participant: the intents were freed (or never taken)
+	recGranted = "granted" // participant: a member held by a lease granted outside the model
 )
 
 // Record is one journal entry.
@@ -145,7 +144,7 @@ func (n *Node) holder(member string, txns map[int]*Txn, shard int) (txn int, int
 			txn, intent, held = r.Txn, true, false
 		case recApplied, recGranted:
 			txn, intent, held = r.Txn, false, true
-		case recAborted, recReleased:
+		case recAborted:
 			if txn == r.Txn {
 				txn, intent, held = 0, false, false
 			}

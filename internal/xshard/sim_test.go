@@ -18,6 +18,15 @@ func faults(crashes, drops, dups int, deep ...int) (int, int, int) {
 	return crashes, drops, dups
 }
 
+// opposite is two bundles over the same two members from different homes, preparing in
+// opposite orders, with crashes to explore.
+func opposite(crashes int) *World {
+	return NewWorld(2, []*Txn{
+		bundle(1, 0, 1, map[int]string{0: "a", 1: "b"}),
+		bundle(2, 1, 2, map[int]string{0: "a", 1: "b"}),
+	}, nil, crashes, 0, 0)
+}
+
 func bundle(id, home, priority int, members map[int]string) *Txn {
 	return &Txn{ID: id, Home: home, Priority: priority, Members: members}
 }
@@ -67,10 +76,7 @@ func TestBundleMeetsAGrantedLease(t *testing.T) {
 // queries fire when settling; with them at every point as well, more than five million
 // states).
 func TestTwoBundlesWithACrash(t *testing.T) {
-	w := NewWorld(2, []*Txn{
-		bundle(1, 0, 1, map[int]string{0: "a", 1: "b"}),
-		bundle(2, 1, 2, map[int]string{0: "a", 1: "b"}),
-	}, nil, 1, 0, 0)
+	w := opposite(1)
 	w.Timers = false
 	explore(t, w)
 }
@@ -79,10 +85,7 @@ func TestTwoBundlesWithACrash(t *testing.T) {
 // orders: every order of their messages. Wait-die keeps them from waiting on each other
 // (settling needs no timeout to decide both), and the older is never told to die.
 func TestTwoBundlesInOppositeOrders(t *testing.T) {
-	w := NewWorld(2, []*Txn{
-		bundle(1, 0, 1, map[int]string{0: "a", 1: "b"}),
-		bundle(2, 1, 2, map[int]string{0: "a", 1: "b"}),
-	}, nil, 0, 0, 0)
+	w := opposite(0)
 	w.Timers, w.Waitless = false, true
 	explore(t, w)
 }
@@ -90,10 +93,7 @@ func TestTwoBundlesInOppositeOrders(t *testing.T) {
 // Without wait-die the same two bundles can wait on each other until a timeout aborts
 // both: the checker sees it.
 func TestTheSimulationCatchesWaitsOnEachOther(t *testing.T) {
-	w := NewWorld(2, []*Txn{
-		bundle(1, 0, 1, map[int]string{0: "a", 1: "b"}),
-		bundle(2, 1, 2, map[int]string{0: "a", 1: "b"}),
-	}, nil, 0, 0, 0)
+	w := opposite(0)
 	w.Timers, w.Waitless = false, true
 	noWaitDie = true
 	defer func() { noWaitDie = false }()

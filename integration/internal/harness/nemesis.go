@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -345,7 +345,7 @@ func majorityServes(ctx context.Context, c *Cluster, isolated int, limit time.Du
 		slowest = max(slowest, r.after)
 	}
 	if len(missing) > 0 {
-		sort.Strings(missing)
+		slices.Sort(missing)
 		return -1, strings.Join(missing, "; ")
 	}
 	return slowest, ""
