@@ -97,7 +97,7 @@ func objectView(c *call, m *messages.Reply) {
 	switch r.Object {
 	case kernel.ObjectResource:
 		if r.Resource.Tenant == c.tenant {
-			m.Resource = wire.Resource(c.op.shard, &r.Resource)
+			m.Resource = wire.Resource(&r.Resource)
 		}
 	case kernel.ObjectPool:
 		if r.Pool.Tenant == c.tenant {

@@ -46,7 +46,7 @@ func spanningReply(c *call, m *messages.Reply) *messages.Reply {
 func pageReply(c *call, p *kernel.ListPage, m *messages.Reply) {
 	for i := range p.Resources {
 		if v := &p.Resources[i]; v.Tenant == c.tenant {
-			m.Resources = append(m.Resources, wire.Resource(c.b.objectShard(c.tenant, v.ID), v))
+			m.Resources = append(m.Resources, wire.Resource(v))
 		}
 	}
 	for i := range p.Pools {

@@ -71,6 +71,15 @@ const (
 	// VerbSkip is internal: an empty entry whose lsn a lease.import's lease takes as its
 	// id (an import of n leases follows n-1 of them).
 	VerbSkip
+	// VerbPrepare is internal: a participant shard of a bundle across shards holds its
+	// members for the transaction as intents (docs/design.md "Bundles across shards").
+	VerbPrepare
+	// VerbDecide is internal: a bundle's home shard records its transaction's outcome,
+	// commit or abort; the one place that outcome is decided.
+	VerbDecide
+	// VerbMirror is internal: a participant shard learns its part of a bundle's new state
+	// from the home (granted, activated, revoking, ended; aborted frees the intents).
+	VerbMirror
 	// VerbCount is how many verbs there are: one past the last.
 	VerbCount
 )
@@ -236,6 +245,10 @@ var verbs = [VerbCount]VerbInfo{
 	VerbListWork: {Object: "work", Action: "list", Kind: KindRead, Target: TargetObject, Method: "ListWork",
 		Codes: []Code{CodeRunNotFound}},
 	VerbSkip: {Object: "lease", Action: "skip", Kind: KindInternal, Codes: []Code{CodeNoop}},
+	VerbPrepare: {Object: "bundle", Action: "prepare", Kind: KindInternal,
+		Codes: codes(verbs0Reserve(), CodeRunNotFound, CodeNoneAvailable, CodeOverloaded, CodeNoop)},
+	VerbDecide: {Object: "bundle", Action: "decide", Kind: KindInternal, Codes: []Code{CodeNoop}},
+	VerbMirror: {Object: "bundle", Action: "mirror", Kind: KindInternal, Codes: []Code{CodeNoop}},
 }
 
 // verbs0Reserve are lease.reserve's codes for resources, pools and ranges (an import's

@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 
 	"github.com/holdfast/holdfast/contract"
 )
@@ -21,6 +22,9 @@ const (
 	commandFormatConfigure  = 3
 	commandFormatAllocators = 4
 	commandFormatKeeps      = 5
+	// commandFormatBundle is 4's body and the bundle fields after it (Command.usesBundle):
+	// a reserve begun across shards and the internal bundle steps.
+	commandFormatBundle = 6
 )
 
 // Bounds that decoding enforces before trusting a length from disk.
@@ -42,6 +46,8 @@ func (c *Command) AppendBinary(b []byte) []byte {
 		return appendShape(append(b, commandFormatConfigure, byte(c.Verb)), &c.Settings)
 	}
 	switch {
+	case c.usesBundle():
+		return appendBundle(appendCommandBody(append(b, commandFormatBundle), c, true), c)
 	case c.KeepFirst || c.KeepLast:
 		b = append(b, commandFormatKeeps)
 	case c.usesAllocators():
@@ -66,8 +72,21 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, 0)
 }
 
+// appendBundle appends format 6's fields after the body.
+func appendBundle(b []byte, c *Command) []byte {
+	b = appendUvarint(b, uint64(len(c.Shards)))
+	for _, s := range c.Shards {
+		b = appendUvarint(b, uint64(s))
+	}
+	b = appendUvarint(appendUvarint(b, uint64(c.Txn.Shard)), c.Txn.LSN)
+	b = appendUvarint(b, c.Priority)
+	b = appendBool(b, c.Commit)
+	b = appendUvarint(appendUvarint(b, uint64(c.Refusal)), uint64(c.RefusalMember))
+	return append(b, byte(c.State))
+}
+
 func appendCommandBody(b []byte, c *Command, derived bool) []byte {
-	alloc := c.usesAllocators()
+	alloc := c.usesAllocators() || c.usesBundle()
 	work := alloc || c.usesWork()
 	b = append(b, byte(c.Verb))
 	b = appendString(b, c.Tenant)
@@ -247,12 +266,13 @@ func DecodeCommand(b []byte, c *Command) error {
 	if format == commandFormatConfigure {
 		return decodeConfigure(&d, c)
 	}
-	if format != commandFormat && format != commandFormatWork && format != commandFormatAllocators && format != commandFormatKeeps {
+	if format < commandFormat || format > commandFormatBundle {
 		return ErrBadCommand
 	}
 	c.Settings = Shape{}
 	keeps := format == commandFormatKeeps
-	alloc := format == commandFormatAllocators || keeps
+	bundle := format == commandFormatBundle
+	alloc := format == commandFormatAllocators || keeps || bundle
 	work := format == commandFormatWork || alloc
 	c.Verb = Verb(d.byte())
 	c.Tenant = d.string(maxEncodedString)
@@ -312,8 +332,18 @@ func DecodeCommand(b []byte, c *Command) error {
 			d.fail()
 		}
 	}
+	c.Shards, c.Txn, c.Priority, c.Commit, c.Refusal, c.RefusalMember, c.State = c.Shards[:0], TxnRef{}, 0, false, 0, 0, 0
+	if bundle {
+		d.bundleFields(c)
+	}
 	if d.err != nil {
 		return d.err
+	}
+	if bundle {
+		if len(d.b) != 0 || !c.usesBundle() {
+			return ErrBadCommand
+		}
+		return nil
 	}
 	if len(d.b) != 0 || !(c.Verb.IsWrite() || c.Verb.IsInternal()) || c.Verb == contract.VerbConfigure || c.Strategy >= strategyCount {
 		return ErrBadCommand
@@ -363,6 +393,23 @@ func (d *decoder) count(max uint64) uint64 {
 		return 0
 	}
 	return n
+}
+
+// bundleFields reads format 6's fields after format 4's body.
+func (d *decoder) bundleFields(c *Command) {
+	n := d.count(maxEncodedMembers)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		c.Shards = append(c.Shards, uint32(d.count(math.MaxUint32)))
+	}
+	c.Txn = TxnRef{Shard: uint32(d.count(math.MaxUint32)), LSN: d.uvarint()}
+	c.Priority = d.uvarint()
+	c.Commit = d.bool()
+	c.Refusal = Code(d.count(255))
+	c.RefusalMember = uint32(d.count(maxEncodedMembers))
+	c.State = LeaseState(d.byte())
+	if c.State > LeaseConsumed || (len(c.Shards) > 0 && len(c.Shards) != len(c.Members)) {
+		d.fail()
+	}
 }
 
 // allocatorFields reads format 4's fields after format 2's.

@@ -140,6 +140,40 @@ type Command struct {
 	KeepFirst bool
 	KeepLast  bool
 	Imports   []ImportLease // lease.import: one lease each
+
+	// Bundles across shards (docs/design.md "Bundles across shards"), in command format 6.
+	// A lease.reserve begun at its home carries Shards, the shard of each member (parallel
+	// to Members; at least one is not the home's); without it a reserve is one shard's.
+	Shards []uint32
+	// bundle.prepare, bundle.decide, bundle.mirror: the transaction — its home shard and
+	// the lsn of its begin there, which is also the lease id.
+	Txn TxnRef
+	// A begun lease.reserve and bundle.prepare: the transaction's wait-die priority
+	// (lower is older), kept when the bundle is run again.
+	Priority uint64
+	// bundle.decide: commit or abort. A commit carries the bundle's members resolved
+	// (Members: every range value chosen); an abort for a participant's definite refusal
+	// carries its code and the member's index in the reserve, remembered for retries
+	// (an abort without one — a bundle its home never finished — is not remembered).
+	Commit        bool
+	Refusal       Code
+	RefusalMember uint32
+	// bundle.mirror: the lease's state from now on (terminal: the members are freed) and
+	// its deadline at the home, for display.
+	State LeaseState
+}
+
+// TxnRef names a transaction across shards: its home shard and its begin's lsn there.
+type TxnRef struct {
+	Shard uint32
+	LSN   uint64
+}
+
+// usesBundle reports whether the command is a step of a bundle across shards, which
+// only command format 6 encodes.
+func (c *Command) usesBundle() bool {
+	return len(c.Shards) > 0 || c.Verb == contract.VerbPrepare || c.Verb == contract.VerbDecide ||
+		c.Verb == contract.VerbMirror
 }
 
 // Label is one key/value pair of a lease (docs/api.md Part IV).

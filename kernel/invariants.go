@@ -46,6 +46,7 @@ func (k *Kernel) checkInvariants(indexes bool) error {
 		func() error { return k.checkHolders(t) },
 		func() error { return k.checkWorkTables(graves[graveRun]) },
 		k.checkLabels,
+		k.checkBundles,
 	} {
 		if err := check(); err != nil {
 			return err
@@ -99,7 +100,12 @@ func (k *Kernel) checkLease(i int32, l *lease, t *tally, graves *[graveKindEnd][
 	if l.epoch != wantEpoch {
 		return fmt.Errorf("lease %d: %s with epoch %d", l.lsn, l.state, l.epoch)
 	}
+	listed := k.leaseLike(l.lsn) // else a bundle's intents or a participant's part
 	switch {
+	case !listed:
+		if l.heapPos >= 0 || l.keepalive != 0 || l.prevLive >= 0 || l.nextLive >= 0 {
+			return fmt.Errorf("lease record %d of a bundle: expiring or listed", l.lsn)
+		}
 	case l.state == LeaseReserved || (l.state == LeaseActive && l.keepalive > 0):
 		t.reserved++
 		if l.heapPos < 0 || int(l.heapPos) >= k.expiry.len() || k.expiry.h[l.heapPos] != i {
@@ -116,7 +122,9 @@ func (k *Kernel) checkLease(i int32, l *lease, t *tally, graves *[graveKindEnd][
 	if !l.state.Live() {
 		return fmt.Errorf("lease %d: unknown state %d", l.lsn, l.state)
 	}
-	t.holderLive[l.holder]++
+	if listed {
+		t.holderLive[l.holder]++
+	}
 	for _, m := range l.members {
 		if !k.validMemberRef(m.kind, uint64(m.obj)) || m.kind != MemberWork && graves[graveOf(m.kind)][m.obj] {
 			return fmt.Errorf("lease %d: a member names a deleted object", l.lsn)
@@ -168,7 +176,7 @@ func (k *Kernel) tallyMember(l *lease, m leaseMember, t *tally) error {
 func (k *Kernel) checkLeaseCounts(t *tally, indexes bool) error {
 	var byState [LeaseRevoking + 1]int
 	for i := range k.leases {
-		if l := &k.leases[i]; l.lsn != 0 && l.state.Live() {
+		if l := &k.leases[i]; l.lsn != 0 && l.state.Live() && k.leaseLike(l.lsn) {
 			byState[l.state]++
 		}
 	}

@@ -80,6 +80,15 @@ type Kernel struct {
 	ended  endedTable // terminal leases within their history window
 	ops    retryCache // remembered outcomes within the dedupe window
 
+	// Bundles across shards (bundle.go): the bundle records by lease record lsn (at the
+	// home: live and ended leases and undecided begins; at a participant: its parts), a
+	// participant's records by transaction, the home's undecided begins by operation,
+	// and every undecided record (at most MaxPendingBundles).
+	bundles    map[uint64]*bundle
+	txns       map[TxnRef]uint64
+	pendingOps map[opKey]uint64
+	pending    map[uint64]bool
+
 	// fresh says the entry being applied is the first this kernel applies.
 	fresh bool
 	// skipRun counts the skip entries applied last, one after another (a lease.import
@@ -151,6 +160,10 @@ func New(cfg Config) (*Kernel, error) {
 		ix:        newIndex(),
 
 		endedLabels: make(map[uint64]int32),
+		bundles:     make(map[uint64]*bundle),
+		txns:        make(map[TxnRef]uint64),
+		pendingOps:  make(map[opKey]uint64),
+		pending:     make(map[uint64]bool),
 	}
 	k.raiseCeilings()
 	return k, nil
@@ -192,6 +205,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 	apply := applierOf(c.Verb)
 	if c.Verb.IsInternal() {
 		apply(k, e, out)
+		k.noteMirror(out)
 		return
 	}
 	// The request-shape rules again, so a journal can never smuggle in a command they
@@ -219,6 +233,13 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		return
 	}
 	apply(k, e, out)
+	k.noteMirror(out)
+	if out.Pending || out.Undecided || out.Elsewhere {
+		// A bundle begun but not decided (bundle.decide remembers it), a member that an
+		// undecided bundle holds (the caller waits and tries again), or a lease whose
+		// home answers: nothing to remember here.
+		return
+	}
 	if out.Code.IsRejection() {
 		// A request-shape rule only the shard can decide (a range.resize whose kept bound
 		// crosses the given one): rejected, definite, no effect and not remembered, as

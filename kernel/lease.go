@@ -147,7 +147,7 @@ type leaseRef struct {
 // the retired watermark that is not held, reads lease_retired; any other unknown id
 // lease_not_found.
 func (k *Kernel) findLease(tenant string, lsn, slot uint64) (leaseRef, Code) {
-	if idx, ok := k.leaseIdx[lsn]; ok {
+	if idx, ok := k.leaseIdx[lsn]; ok && k.leaseLike(lsn) {
 		if t, _ := splitKey(k.holders[k.leases[idx].holder].key); t == tenant {
 			return leaseRef{idx: idx}, contract.CodeOK
 		}
@@ -163,6 +163,13 @@ func (k *Kernel) findLease(tenant string, lsn, slot uint64) (leaseRef, Code) {
 		return leaseRef{idx: -1}, contract.CodeLeaseRetired
 	}
 	return leaseRef{idx: -1}, contract.CodeLeaseNotFound
+}
+
+// leaseLike reports whether live record lsn is a lease a client may name: not a bundle's
+// undecided begin, nor a participant's part of a bundle whose lease lives at its home.
+func (k *Kernel) leaseLike(lsn uint64) bool {
+	b := k.bundles[lsn]
+	return b == nil || (!b.pending && b.home(k.shard, lsn))
 }
 
 // view fills the current view of a found lease.
@@ -199,8 +206,10 @@ func (k *Kernel) viewLease(idx int32, out *Output) {
 	for _, m := range l.members {
 		members = append(members, k.memberView(m))
 	}
-	out.Lease = LeaseView{Shard: k.shard, LSN: l.lsn, Tenant: t, HolderID: h, State: l.state,
-		Epoch: l.epoch, CreatedLSN: l.lsn, DeadlineSlot: l.deadline, KeepAliveSlots: l.keepalive, Members: members,
+	members = k.remoteViews(l.lsn, members)
+	shard, lsn := k.leaseID(l.lsn) // a participant's part shows the lease at its home
+	out.Lease = LeaseView{Shard: shard, LSN: lsn, Tenant: t, HolderID: h, State: l.state,
+		Epoch: l.epoch, CreatedLSN: lsn, DeadlineSlot: l.deadline, KeepAliveSlots: l.keepalive, Members: members,
 		Labels: k.labelsOf(l.labels), AllocatedAtMillis: k.slotMillis(l.created)}
 }
 
@@ -211,6 +220,7 @@ func (k *Kernel) viewEnded(e *endedLease, out *Output) {
 	for i := 0; i < int(e.members); i++ {
 		members = append(members, k.memberView(k.ended.member(e, i)))
 	}
+	members = k.remoteViews(e.lsn, members)
 	out.Lease = LeaseView{Shard: k.shard, LSN: e.lsn, Tenant: t, HolderID: h, State: e.state,
 		Epoch: uint64(e.epoch), CreatedLSN: e.lsn, DeadlineSlot: e.deadline, ReleasedLSN: e.releasedLSN,
 		RetireAfterSlot: e.retireAfter, Members: members, Labels: k.labelsOf(k.endedLabels[e.lsn]),

@@ -290,7 +290,7 @@ func (m *refModel) reservedCount() int {
 func (m *refModel) resourceView(tenant, id string) ResourceView {
 	v := ResourceView{Tenant: tenant, ID: id, Version: m.resources[mKey(tenant, id)]}
 	if l := m.resourceLease(tenant, id); l != nil {
-		v.State, v.LeaseLSN = mResourceState(l.state), l.lsn
+		v.State, v.LeaseLSN, v.LeaseShard = mResourceState(l.state), l.lsn, m.cfg.Shard
 	}
 	return v
 }

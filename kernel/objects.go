@@ -76,7 +76,8 @@ func (k *Kernel) viewResource(idx int32, out *Output) {
 	r := &k.res[idx]
 	t, id := splitKey(r.key)
 	out.Object = ObjectResource
-	out.Resource = ResourceView{Tenant: t, ID: id, State: r.state, LeaseLSN: r.lease, Version: r.version}
+	shard, lsn := k.leaseID(r.lease)
+	out.Resource = ResourceView{Tenant: t, ID: id, State: r.state, LeaseLSN: lsn, LeaseShard: shard, Version: r.version}
 }
 
 func (k *Kernel) viewPool(idx int32, out *Output) {

@@ -317,6 +317,9 @@ func (k *Kernel) valueVerb(e Entry, out *Output) {
 		out.Code = contract.CodeValueFree
 		return
 	}
+	if k.awayFrom(lsn, out) {
+		return
+	}
 	li := k.leaseIdx[lsn]
 	l := &k.leases[li]
 	v := byValue[c.Verb] // the lease verb this one does by value

@@ -20,6 +20,10 @@ type pick struct {
 // only when everything holds does it change state, so a failed reserve changes nothing.
 func (k *Kernel) reserve(e Entry, out *Output) {
 	c := e.Cmd
+	if len(c.Shards) > 0 {
+		k.begin(e, out)
+		return
+	}
 	picks := k.picks[:0]
 	defer func() { k.picks = picks[:0] }()
 	for i := range c.Members {
@@ -27,6 +31,7 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 		p, code := k.check(c.Tenant, m, picks, e.LSN, i)
 		if code != contract.CodeOK {
 			out.Code, out.MemberIndex, out.EarliestDeadlineSlot = code, i, k.blocked
+			k.noteIntent(c.Tenant, m, code, out)
 			return
 		}
 		picks = append(picks, p)
@@ -61,15 +66,24 @@ func (k *Kernel) grant(lsn, slot uint64, tenant, holderID string, labels []Label
 	idx := k.newLease(lsn, k.tenantKey(tenant, holderID))
 	l := &k.leases[idx]
 	l.labels, l.created = k.internLabels(labels), slot
+	k.holdMembers(idx, picks, state)
+	k.goLive(idx, slot, activate, ttlSlots, keepAliveSlots)
+	return idx
+}
+
+// holdMembers makes the lease record idx the holder of picks, in state: what a granted
+// lease and a bundle's intents share.
+func (k *Kernel) holdMembers(idx int32, picks []pick, state LeaseState) {
+	l := &k.leases[idx]
 	for _, p := range picks {
 		l.members = append(l.members, leaseMember(p))
 		switch p.kind {
 		case MemberResource:
 			r := &k.res[p.obj]
-			r.state, r.lease = resourceStateOf(state), lsn
+			r.state, r.lease = resourceStateOf(state), l.lsn
 			r.version++
 		case MemberPool:
-			if activate {
+			if state == LeaseActive {
 				k.pools[p.obj].active += p.quantity
 			} else {
 				k.pools[p.obj].reserved += p.quantity
@@ -78,13 +92,19 @@ func (k *Kernel) grant(lsn, slot uint64, tenant, holderID string, labels []Label
 			k.allocateValue(&k.ranges[p.obj], p.value)
 		case MemberWork:
 			k.dequeue(p.obj, qReady)
-			k.works[p.obj].lease = lsn
+			k.works[p.obj].lease = l.lsn
 			k.works[p.obj].claims++
 		}
 	}
 	k.members += len(picks)
 	l.state = state
-	k.live[state]++
+}
+
+// goLive makes a lease holding its members visible: counted, in its holder's list and the
+// index, and with its deadline (reserved, or active with a keep-alive) in the expiry heap.
+func (k *Kernel) goLive(idx int32, slot uint64, activate bool, ttlSlots, keepAliveSlots uint64) {
+	l := &k.leases[idx]
+	k.live[l.state]++
 	k.linkLive(idx)
 	k.indexLease(idx)
 	switch {
@@ -95,7 +115,6 @@ func (k *Kernel) grant(lsn, slot uint64, tenant, holderID string, labels []Label
 		l.deadline = slot + ttlSlots
 		k.expiry.push(k, idx)
 	}
-	return idx
 }
 
 // check resolves one member: existence first, then availability. When a claim is in the
@@ -325,6 +344,15 @@ func (k *Kernel) setMembersState(idx int32, to LeaseState) {
 	l := &k.leases[idx]
 	k.indexBulk(idx, false)
 	defer k.indexBulk(idx, true)
+	k.live[l.state]--
+	k.live[to]++
+	k.moveMembers(idx, to)
+}
+
+// moveMembers moves a lease record and its members to a new live state: a live lease's
+// (setMembersState), or a bundle's record that no listing or count knows.
+func (k *Kernel) moveMembers(idx int32, to LeaseState) {
+	l := &k.leases[idx]
 	for _, m := range l.members {
 		switch m.kind {
 		case MemberResource:
@@ -339,8 +367,6 @@ func (k *Kernel) setMembersState(idx int32, to LeaseState) {
 			}
 		}
 	}
-	k.live[l.state]--
-	k.live[to]++
 	l.state = to
 }
 

@@ -30,6 +30,9 @@ func Restore(cfg Config, b []byte) (*Kernel, error) {
 			r.err = e
 		}
 	}
+	if r.format >= 9 {
+		r.bundles()
+	}
 	r.leases()
 	r.endedLeases()
 	r.outcomes()
@@ -268,9 +271,12 @@ func (r *restorer) leases() {
 		idx := k.newLease(lsn, []byte(hkey))
 		l := &k.leases[idx]
 		l.state, l.epoch, l.deadline, l.keepalive, l.labels, l.created = state, epoch, deadline, keepalive, labels, created
-		k.live[state]++
 		l.members = append(l.members, ms...)
 		k.members += len(l.members)
+		if !k.leaseLike(lsn) {
+			continue // a bundle's record: counted, listed and expired by nobody
+		}
+		k.live[state]++
 		k.linkLive(idx)
 		if l.state == LeaseReserved || (l.state == LeaseActive && l.keepalive > 0) {
 			k.expiry.push(k, idx)

@@ -36,6 +36,7 @@ func (k *Kernel) retireLease(slot uint64) bool {
 		k.releaseLabels(ref)
 		delete(k.endedLabels, e.lsn)
 	}
+	delete(k.bundles, e.lsn)
 	k.ended.popFront()
 	return true
 }

@@ -21,8 +21,9 @@ import (
 // after its members, and the allocator state (pools' consumed units; ranges' exclusions,
 // static band and format); outcomes carry the lease a value verb named. 8: each work
 // shard's endedBy (the claim that ended it) after its reason; each lease's created slot
-// (allocated_at) after its labels, live and ended.
-const snapshotFormat = 8
+// (allocated_at) after its labels, live and ended. 9: the bundle records (bundles across
+// shards) before the live leases, which they tell apart from the leases a client names.
+const snapshotFormat = 9
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
 // the ended leases refer to), leases by lsn, retention queues in retirement order, so the same state always
@@ -78,6 +79,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	b = k.appendPools(b)
 	b = k.appendRanges(b)
 	b = k.appendWork(b)
+	b = k.appendBundles(b)
 	b = k.appendLeases(b)
 	c.head = b
 	return c

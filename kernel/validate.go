@@ -190,7 +190,7 @@ func validateReserve(c *Command) *Rejection {
 		pk := contract.PlacementKey(m.ID)
 		if i == 0 {
 			key = pk
-		} else if pk != key {
+		} else if pk != key && len(c.Shards) == 0 { // a bundle begun across shards takes any keys
 			return reject(contract.CodeCrossShard, "members[%d].%s: placement key %q differs from %q; a bundle takes members of one placement key", i, field, pk, key)
 		}
 		if j := duplicateOf(c.Members, i, seen); j >= 0 {

@@ -83,7 +83,10 @@ var kverbs = [contract.VerbCount]kverb{
 	contract.VerbConfigure: {apply: func(k *Kernel, e Entry, out *Output) {
 		k.configure(e.Cmd, !k.fresh, out)
 	}},
-	contract.VerbSkip: {apply: (*Kernel).skip},
+	contract.VerbSkip:    {apply: (*Kernel).skip},
+	contract.VerbPrepare: {apply: (*Kernel).prepare},
+	contract.VerbDecide:  {apply: (*Kernel).decide},
+	contract.VerbMirror:  {apply: (*Kernel).mirror},
 }
 
 // The rows' building blocks.

@@ -140,7 +140,8 @@ type ResourceView struct {
 	Tenant   string
 	ID       string
 	State    ResourceState
-	LeaseLSN uint64 // the current lease (its lsn in this shard); 0 when available
+	LeaseLSN   uint64 // the current lease (with LeaseShard, its id); 0 when available
+	LeaseShard uint32 // this shard, or a bundle's home when the lease lives there
 	Version  uint64
 }
 
@@ -239,6 +240,27 @@ type Output struct {
 	// More says whether more carry the label (another call continues).
 	Count int
 	More  bool
+
+	// Bundles across shards (docs/design.md "Bundles across shards").
+	// Pending says the entry left a transaction undecided: a begun reserve (Lease is the
+	// lease it will be, holding the home's members) or a prepare (Lease holds the
+	// participant's members, every range value chosen). Its outcome is not remembered yet.
+	Pending bool
+	// Undecided says a member was refused only because an undecided bundle holds it as
+	// an intent: Txn is that transaction and TxnPriority its priority (both zero when the
+	// member is a pool's units or a range's "any" value, whose intents are not told
+	// apart). The refusal is neither remembered nor final: the caller waits for the
+	// decision and tries again.
+	Undecided   bool
+	Txn         TxnRef
+	TxnPriority uint64
+	// Elsewhere says a verb by value found the value held by a bundle whose lease lives
+	// at another shard, its home (Txn): the verb is for the home to answer. Nothing
+	// changed here and nothing is remembered.
+	Elsewhere bool
+	// Mirror says the lease the entry changed (Lease) is a bundle's at its home: its
+	// participants (Kernel.BundleShards) learn the new state by a bundle.mirror.
+	Mirror bool
 }
 
 // LeaseChange is one lease an entry changed, and how.

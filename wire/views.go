@@ -14,11 +14,11 @@ import (
 	"github.com/holdfast/holdfast/messages"
 )
 
-// Resource is a resource's wire view; shard names its current lease.
-func Resource(shard uint32, v *kernel.ResourceView) *messages.Resource {
+// Resource is a resource's wire view.
+func Resource(v *kernel.ResourceView) *messages.Resource {
 	r := &messages.Resource{ResourceId: v.ID, State: v.State.String(), Version: v.Version}
 	if v.LeaseLSN != 0 {
-		r.CurrentLeaseId = contract.FormatLeaseID(shard, v.LeaseLSN)
+		r.CurrentLeaseId = contract.FormatLeaseID(v.LeaseShard, v.LeaseLSN)
 	}
 	return r
 }
@@ -91,7 +91,7 @@ func Event(e *actors.Event) *messages.Event {
 	m := &messages.Event{Event: e.Kind.String(), Tenant: e.Tenant, Shard: e.Shard, Lsn: e.LSN, Slot: e.Slot, Reason: e.Reason}
 	switch e.Object {
 	case kernel.ObjectResource:
-		m.Resource = Resource(e.Shard, &e.Resource)
+		m.Resource = Resource(&e.Resource)
 	case kernel.ObjectPool:
 		m.Pool = Pool(&e.Pool)
 	case kernel.ObjectRange:

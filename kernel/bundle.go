@@ -1,0 +1,501 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/holdfast/holdfast/contract"
+)
+
+// Bundles across shards (docs/design.md "Bundles across shards"): a reserve whose members
+// fall on several shards is a transaction. Its home — the shard of its first member —
+// journals the begin (its own members held as intents) and the decision; every other
+// shard journals a prepare (its members held as intents) and then mirrors of the lease's
+// state. This file is the kernel's part: the entries and what they do to one shard. The
+// runtime carries the messages between shards.
+
+// MaxPendingBundles bounds the undecided transactions one shard holds intents for, as
+// home or participant: past it a begin or a prepare is answered overloaded and holds
+// nothing.
+const MaxPendingBundles = 1024
+
+// bundle is what a lease record of a bundle across shards keeps besides an ordinary
+// lease's fields: at the home, the transaction, its members on other shards and, while
+// undecided, what its commit needs; at a participant, the transaction whose members the
+// record holds.
+type bundle struct {
+	txn      TxnRef
+	pending  bool // undecided: the members are intents, listed and expired by nobody
+	priority uint64
+	// The home's: the members on other shards, in the reserve's order (values as chosen
+	// once committed), and what the commit needs.
+	remote         []remoteMember
+	op             opKey
+	hash           uint64
+	activate       bool
+	ttlSlots       uint64
+	keepAliveSlots uint64
+}
+
+// remoteMember is a member of a home's bundle that another shard holds.
+type remoteMember struct {
+	index    uint32 // in the reserve's members
+	shard    uint32
+	kind     MemberKind
+	id, name string
+	quantity uint64
+	value    uint64
+}
+
+// home reports whether record lsn is its transaction's home record.
+func (b *bundle) home(shard uint32, lsn uint64) bool { return b.txn == TxnRef{Shard: shard, LSN: lsn} }
+
+// begin is a reserve over members of several shards, at its home: it holds the home's
+// members as intents (checked as a reserve checks them) under the lease the bundle will
+// be, undecided and seen by nobody until bundle.decide. A retry of a begun bundle changes
+// nothing and is told Pending again.
+func (k *Kernel) begin(e Entry, out *Output) {
+	c := e.Cmd
+	if len(c.Shards) != len(c.Members) || c.Shards[0] != k.shard || !slices.ContainsFunc(c.Shards, k.foreign) {
+		out.Code = contract.CodeInvalidRequest // a runtime fault: not a bundle this shard is home of
+		return
+	}
+	key := makeOpKey(c.Tenant, c.OperationID)
+	if lsn, ok := k.pendingOps[key]; ok {
+		out.Pending = true
+		k.viewLease(k.leaseIdx[lsn], out)
+		return
+	}
+	idx, ok := k.holdIntents(e, out, func(i int) bool { return c.Shards[i] == k.shard })
+	if !ok {
+		return
+	}
+	b := &bundle{txn: TxnRef{Shard: k.shard, LSN: e.LSN}, pending: true, priority: c.Priority, op: key,
+		activate: c.Activate, ttlSlots: c.TTLSlots, keepAliveSlots: c.KeepAliveSlots}
+	b.hash, k.hashBuf = commandHash(c, k.hashBuf)
+	for i := range c.Members {
+		if m := &c.Members[i]; c.Shards[i] != k.shard {
+			b.remote = append(b.remote, remoteMember{index: uint32(i), shard: c.Shards[i], kind: m.Kind, id: m.ID,
+				name: m.Name, quantity: m.Quantity, value: m.Value})
+		}
+	}
+	k.leases[idx].labels = k.internLabels(c.Labels)
+	k.bundles[e.LSN] = b
+	k.pendingOps[key] = e.LSN
+	k.pending[e.LSN] = true
+	k.viewLease(idx, out)
+}
+
+func (k *Kernel) foreign(s uint32) bool { return s != k.shard }
+
+// prepare holds a participant's members of transaction c.Txn as intents, or refuses as a
+// reserve would (the member's index in c.Members). A prepare of a transaction it already
+// holds changes nothing and answers the same.
+func (k *Kernel) prepare(e Entry, out *Output) {
+	c := e.Cmd
+	if lsn, ok := k.txns[c.Txn]; ok {
+		out.Pending = k.bundles[lsn].pending
+		k.viewLease(k.leaseIdx[lsn], out)
+		return
+	}
+	if c.Txn.Shard == k.shard || len(c.Members) == 0 {
+		out.Code = contract.CodeInvalidRequest // a runtime fault: a shard is never its own participant
+		return
+	}
+	idx, ok := k.holdIntents(e, out, func(int) bool { return true })
+	if !ok {
+		return
+	}
+	k.bundles[e.LSN] = &bundle{txn: c.Txn, pending: true, priority: c.Priority}
+	k.txns[c.Txn] = e.LSN
+	k.pending[e.LSN] = true
+	k.viewLease(idx, out)
+}
+
+// holdIntents checks the members of e's command that mine selects, as a reserve does, and
+// holds them as intents under a new, undecided lease record lsn e.LSN: counted against
+// the tables' bounds and the undecided bound, indexed by member, listed by nobody.
+func (k *Kernel) holdIntents(e Entry, out *Output, mine func(int) bool) (int32, bool) {
+	c := e.Cmd
+	if len(k.pending) >= MaxPendingBundles {
+		out.Code = contract.CodeOverloaded
+		return 0, false
+	}
+	picks := k.picks[:0]
+	defer func() { k.picks = picks[:0] }()
+	for i := range c.Members {
+		if !mine(i) {
+			continue
+		}
+		p, code := k.check(c.Tenant, &c.Members[i], picks, e.LSN, i)
+		if code != contract.CodeOK {
+			out.Code, out.MemberIndex, out.EarliestDeadlineSlot = code, i, k.blocked
+			k.noteIntent(c.Tenant, &c.Members[i], code, out)
+			return 0, false
+		}
+		picks = append(picks, p)
+	}
+	if code := k.checkBounds(len(picks), c.Activate && c.KeepAliveSlots == 0, e.Slot); code != contract.CodeOK {
+		out.Code = code
+		return 0, false
+	}
+	idx := k.newLease(e.LSN, k.tenantKey(c.Tenant, c.HolderID))
+	k.leases[idx].created = e.Slot
+	k.holdMembers(idx, picks, LeaseReserved)
+	k.indexMembers(idx, true)
+	out.Pending = true
+	return idx, true
+}
+
+// decide records transaction c.Txn's outcome at its home. A commit makes the lease live
+// with every member (the remote ones as c.Members resolves them), its deadline counted
+// from this entry, and remembers ok for retries; an abort frees the intents and drops the
+// record, remembering the participant's refusal when c.Refusal names one. A transaction
+// not undecided here is a no-op.
+func (k *Kernel) decide(e Entry, out *Output) {
+	c := e.Cmd
+	b := k.bundles[c.Txn.LSN]
+	if c.Txn.Shard != k.shard || b == nil || !b.pending || !b.home(k.shard, c.Txn.LSN) {
+		out.Code = contract.CodeNoop
+		return
+	}
+	idx := k.leaseIdx[c.Txn.LSN]
+	b.pending = false
+	delete(k.pendingOps, b.op)
+	delete(k.pending, c.Txn.LSN)
+	if !c.Commit {
+		k.dropIntents(idx, false)
+		if c.Refusal != contract.CodeOK {
+			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember), 0, e.Slot)
+		}
+		return
+	}
+	for i := range b.remote {
+		r := &b.remote[i]
+		if int(r.index) < len(c.Members) {
+			m := &c.Members[r.index]
+			r.quantity, r.value = m.Quantity, m.Value
+		}
+	}
+	out.Event = EventLeaseReserved
+	if b.activate {
+		k.moveMembers(idx, LeaseActive)
+		out.Event = EventLeaseActivated
+	}
+	k.indexMembers(idx, false) // goLive indexes owner and members together
+	k.goLive(idx, e.Slot, b.activate, b.ttlSlots, b.keepAliveSlots)
+	k.viewLease(idx, out)
+	out.Mirror = true
+	k.rememberDecision(b, contract.CodeOK, -1, 1, e.Slot)
+}
+
+// rememberDecision remembers a decided reserve's outcome for its retries, as Apply does a
+// one-shard reserve's.
+func (k *Kernel) rememberDecision(b *bundle, code Code, member int16, epoch uint8, slot uint64) {
+	if !k.opRoom(slot) {
+		return
+	}
+	k.ops.push(outcome{keyHi: b.op.hi, keyLo: b.op.lo, hash: b.hash, code: code, member: member,
+		lsn: b.txn.LSN, epoch: epoch, retireAfter: satAdd(slot, k.shape.DedupeWindowSlots)})
+}
+
+// mirror applies the home's state of transaction c.Txn to this participant's part: a
+// live state (the first one also decides it: committed) moves its members, a terminal
+// one — or an abort, State 0 — frees them and drops the record. A transaction this shard
+// does not hold is a no-op.
+func (k *Kernel) mirror(e Entry, out *Output) {
+	c := e.Cmd
+	lsn, ok := k.txns[c.Txn]
+	if !ok {
+		out.Code = contract.CodeNoop
+		return
+	}
+	idx := k.leaseIdx[lsn]
+	b := k.bundles[lsn]
+	if !c.State.Live() {
+		k.dropIntents(idx, c.State == LeaseConsumed)
+		delete(k.txns, c.Txn)
+		return
+	}
+	b.pending = false
+	delete(k.pending, lsn)
+	l := &k.leases[idx]
+	l.deadline = c.Deadline
+	if c.State != l.state {
+		if c.State == LeaseRevoking {
+			l.epoch++
+		}
+		k.moveMembers(idx, c.State)
+	}
+	k.viewLease(idx, out)
+}
+
+// dropIntents frees the members of a record that never went live (an aborted bundle's
+// intents, at home or a participant) or of a participant's part (whatever its state),
+// and forgets the record: the lease, if it ever was one, lives on at its home.
+func (k *Kernel) dropIntents(idx int32, consume bool) {
+	l := &k.leases[idx]
+	k.indexMembers(idx, false)
+	k.freeMembers(idx, consume)
+	k.members -= len(l.members)
+	if l.labels != 0 {
+		k.releaseLabels(l.labels)
+	}
+	delete(k.bundles, l.lsn)
+	delete(k.pending, l.lsn)
+	k.releaseHolder(l.holder)
+	k.freeLiveSlot(idx)
+}
+
+// noteIntent marks a refusal of member m (code) as caused by an undecided bundle's
+// intents when it is: the member is held by one, or without the intents the pool would
+// have the units or the range a free value.
+func (k *Kernel) noteIntent(tenant string, m *Member, code Code, out *Output) {
+	var holder uint64
+	switch {
+	case m.Kind == MemberResource && code == contract.CodeResourceBusy:
+		holder = k.res[k.resIdx[string(k.tenantKey(tenant, m.ID))]].lease
+	case m.Kind == MemberRange && m.HasValue && code == contract.CodeValueBusy:
+		obj := k.rangeIdx[string(k.tenantKey(tenant, m.ID))]
+		holder = k.ix.values[valueKey{obj, m.Value}]
+	case m.Kind == MemberPool && code == contract.CodeInsufficientCapacity:
+		p := &k.pools[k.poolIdx[string(k.tenantKey(tenant, m.ID))]]
+		out.Undecided = p.capacity-p.reserved-p.active-p.consumed+k.intentUnits(MemberPool, p.key) >= m.Quantity
+		return
+	case m.Kind == MemberRange && code == contract.CodeRangeExhausted:
+		out.Undecided = k.intentUnits(MemberRange, k.ranges[k.rangeIdx[string(k.tenantKey(tenant, m.ID))]].key) > 0
+		return
+	default:
+		return
+	}
+	if b := k.bundles[holder]; b != nil && b.pending {
+		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, b.priority
+	}
+}
+
+// intentUnits is how many units of pool key (or values of range key) undecided intents
+// hold. It walks the undecided records, at most MaxPendingBundles of them, only when a
+// member is refused.
+func (k *Kernel) intentUnits(kind MemberKind, key string) uint64 {
+	var n uint64
+	for lsn := range k.pending { // a sum: the order cannot reach the output
+		for _, m := range k.leases[k.leaseIdx[lsn]].members {
+			switch {
+			case m.kind == kind && kind == MemberPool && k.pools[m.obj].key == key:
+				n += m.quantity
+			case m.kind == kind && kind == MemberRange && k.ranges[m.obj].key == key:
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// awayFrom reports whether record lsn, holding a value a verb by value names, is not a
+// lease this shard answers for, and says why in out: an undecided bundle's intent
+// (Undecided) or a participant's part of a lease living at its home (Elsewhere).
+func (k *Kernel) awayFrom(lsn uint64, out *Output) bool {
+	b := k.bundles[lsn]
+	switch {
+	case b == nil || k.leaseLike(lsn):
+		return false
+	case b.pending:
+		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, b.priority
+	default:
+		out.Elsewhere, out.Txn = true, b.txn
+	}
+	out.Code = contract.CodeNoop // never an answer: the flags say what to do
+	return true
+}
+
+// leaseID is the lease id (shard, lsn) of record lsn: its own, or for a participant's
+// part of a bundle the lease's at its home.
+// No lease (lsn 0) is (0, 0).
+func (k *Kernel) leaseID(lsn uint64) (uint32, uint64) {
+	if lsn == 0 {
+		return 0, 0
+	}
+	if b := k.bundles[lsn]; b != nil {
+		return b.txn.Shard, b.txn.LSN
+	}
+	return k.shard, lsn
+}
+
+// noteMirror sets out.Mirror when the entry changed a bundle's lease at its home (Lease,
+// or one of Changes): its participants are to learn the new state.
+func (k *Kernel) noteMirror(out *Output) {
+	if len(k.bundles) == 0 || out.Event == EventNone {
+		return
+	}
+	mine := func(l *LeaseView) bool {
+		b := k.bundles[l.LSN]
+		return l.Shard == k.shard && b != nil && b.home(k.shard, l.LSN) && !b.pending
+	}
+	if out.Object == ObjectLease && mine(&out.Lease) {
+		out.Mirror = true
+	}
+	for i := range out.Changes {
+		if mine(&out.Changes[i].Lease) {
+			out.Mirror = true
+		}
+	}
+}
+
+// BundleShards appends the shards other than this one that hold members of lease lsn, a
+// bundle's at its home, ascending: where a bundle.mirror goes. Nothing for any other lease.
+func (k *Kernel) BundleShards(lsn uint64, dst []uint32) []uint32 {
+	b := k.bundles[lsn]
+	if b == nil || !b.home(k.shard, lsn) {
+		return dst
+	}
+	start := len(dst)
+	for _, r := range b.remote {
+		if !slices.Contains(dst[start:], r.shard) {
+			dst = append(dst, r.shard)
+		}
+	}
+	slices.Sort(dst[start:])
+	return dst
+}
+
+// Undecided appends the transactions this shard holds undecided intents for, at home or
+// as a participant, ordered: what the runtime decides, asks or resends after a restart.
+func (k *Kernel) Undecided(dst []TxnRef) []TxnRef {
+	start := len(dst)
+	for lsn := range k.pending { // sorted below: the order cannot reach the output
+		dst = append(dst, k.bundles[lsn].txn)
+	}
+	slices.SortFunc(dst[start:], func(a, b TxnRef) int {
+		if a.Shard != b.Shard {
+			return int(a.Shard) - int(b.Shard)
+		}
+		switch {
+		case a.LSN < b.LSN:
+			return -1
+		case a.LSN > b.LSN:
+			return 1
+		}
+		return 0
+	})
+	return dst
+}
+
+// remoteViews appends the remote members of bundle lease lsn, at its home, to a view's
+// members in the reserve's order (the home's own members first kept their relative order).
+func (k *Kernel) remoteViews(lsn uint64, members []MemberView) []MemberView {
+	b := k.bundles[lsn]
+	if b == nil || !b.home(k.shard, lsn) {
+		return members
+	}
+	for _, r := range b.remote {
+		members = slices.Insert(members, min(int(r.index), len(members)),
+			MemberView{Kind: r.kind, ID: r.id, Name: r.name, Quantity: r.quantity, Value: r.value})
+	}
+	return members
+}
+
+// checkBundles verifies the bundle records: each names a lease record (live, or ended at
+// its home) and its transaction — the home's own, or another shard's at a participant,
+// found by it; undecided ones are live records, at most MaxPendingBundles, and an
+// undecided begin is found by its operation.
+func (k *Kernel) checkBundles() error {
+	for lsn, b := range k.bundles { // every record is checked: the order reaches no output
+		idx, live := k.leaseIdx[lsn]
+		_, ended := k.ended.find(lsn)
+		home := b.home(k.shard, lsn)
+		switch {
+		case !live && (ended == nil || !home || b.pending):
+			return fmt.Errorf("bundle record %d: no lease record", lsn)
+		case b.pending != k.pending[lsn]:
+			return fmt.Errorf("bundle record %d: undecided %v, counted %v", lsn, b.pending, k.pending[lsn])
+		case home && b.pending && k.pendingOps[b.op] != lsn:
+			return fmt.Errorf("bundle record %d: undecided begin not found by its operation", lsn)
+		case !home && (b.txn.Shard == k.shard || k.txns[b.txn] != lsn || len(b.remote) != 0):
+			return fmt.Errorf("bundle record %d: a participant's part not found by its transaction", lsn)
+		case live && b.pending && k.leases[idx].state != LeaseReserved:
+			return fmt.Errorf("bundle record %d: undecided intents in state %s", lsn, k.leases[idx].state)
+		}
+	}
+	switch {
+	case len(k.pending) > MaxPendingBundles:
+		return fmt.Errorf("%d undecided bundles, bound %d", len(k.pending), MaxPendingBundles)
+	case len(k.pendingOps)+len(k.txns) > len(k.bundles):
+		return fmt.Errorf("bundle lookups hold more than the records")
+	}
+	for lsn := range k.pending {
+		if k.bundles[lsn] == nil {
+			return fmt.Errorf("undecided bundle %d without a record", lsn)
+		}
+	}
+	return nil
+}
+
+// appendBundles writes the bundle records in lsn order (snapshot format 9).
+func (k *Kernel) appendBundles(b []byte) []byte {
+	lsns := make([]uint64, 0, len(k.bundles))
+	for lsn := range k.bundles {
+		lsns = append(lsns, lsn)
+	}
+	slices.Sort(lsns)
+	b = appendUvarint(b, uint64(len(lsns)))
+	for _, lsn := range lsns {
+		r := k.bundles[lsn]
+		b = appendUvarint(b, lsn)
+		b = appendUvarint(appendUvarint(b, uint64(r.txn.Shard)), r.txn.LSN)
+		b = appendBool(b, r.pending)
+		b = appendUvarint(b, r.priority)
+		b = appendUvarint(b, uint64(len(r.remote)))
+		for _, m := range r.remote {
+			b = appendUvarint(appendUvarint(b, uint64(m.index)), uint64(m.shard))
+			b = append(b, byte(m.kind))
+			b = appendString(appendString(b, m.id), m.name)
+			b = appendUvarint(appendUvarint(b, m.quantity), m.value)
+		}
+		b = appendUvarint(appendUvarint(b, r.op.hi), uint64(r.op.lo))
+		b = appendUvarint(b, r.hash)
+		b = appendBool(b, r.activate)
+		b = appendUvarint(appendUvarint(b, r.ttlSlots), r.keepAliveSlots)
+	}
+	return b
+}
+
+// bundles reads what appendBundles wrote and rebuilds the lookups by transaction and by
+// operation; the invariants check the records against the leases once those are back.
+func (r *restorer) bundles() {
+	k, d := r.k, &r.d
+	var prev uint64
+	for i, n := 0, r.count("bundles"); i < n && d.err == nil; i++ {
+		lsn := d.uvarint()
+		if lsn <= prev {
+			d.fail()
+			return
+		}
+		prev = lsn
+		b := &bundle{txn: TxnRef{Shard: uint32(d.count(math.MaxUint32)), LSN: d.uvarint()}, pending: d.bool(), priority: d.uvarint()}
+		m := d.count(maxEncodedMembers)
+		for j := uint64(0); j < m && d.err == nil; j++ {
+			rm := remoteMember{index: uint32(d.count(maxEncodedMembers)), shard: uint32(d.count(math.MaxUint32)),
+				kind: MemberKind(d.byte()), id: d.string(maxEncodedString), name: d.string(maxEncodedString)}
+			rm.quantity, rm.value = d.uvarint(), d.uvarint()
+			b.remote = append(b.remote, rm)
+		}
+		b.op = opKey{hi: d.uvarint(), lo: uint32(d.count(math.MaxUint32))}
+		b.hash, b.activate = d.uvarint(), d.bool()
+		b.ttlSlots, b.keepAliveSlots = d.uvarint(), d.uvarint()
+		if d.err != nil {
+			return
+		}
+		k.bundles[lsn] = b
+		home := b.home(k.shard, lsn)
+		if !home {
+			k.txns[b.txn] = lsn
+		}
+		if b.pending {
+			k.pending[lsn] = true
+			if home {
+				k.pendingOps[b.op] = lsn
+			}
+		}
+	}
+}

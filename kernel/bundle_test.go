@@ -1,0 +1,245 @@
+package kernel
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/holdfast/holdfast/contract"
+)
+
+// bshard is one shard of a bundle test: a kernel driven entry by entry, its invariants
+// checked after each, and its journal kept to be replayed.
+type bshard struct {
+	t       *testing.T
+	k       *Kernel
+	slot    uint64
+	journal [][]byte
+}
+
+func newBShard(t *testing.T, shard uint32) *bshard {
+	cfg := DefaultConfig()
+	cfg.Shard = shard
+	k, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bshard{t: t, k: k, slot: 1000}
+}
+
+func (s *bshard) apply(c *Command) Output {
+	s.t.Helper()
+	Normalize(&s.k.shape, c)
+	b := c.AppendBinary(nil)
+	var dc Command
+	if err := DecodeCommand(b, &dc); err != nil {
+		s.t.Fatalf("%s: decode: %v", c.Verb, err)
+	}
+	if again := dc.AppendBinary(nil); !bytes.Equal(again, b) {
+		s.t.Fatalf("%s: encoding not canonical", c.Verb)
+	}
+	s.journal = append(s.journal, b)
+	var out Output
+	s.k.Apply(Entry{LSN: s.k.LastLSN() + 1, Slot: s.slot, Cmd: &dc}, &out)
+	if err := s.k.CheckInvariants(); err != nil {
+		s.t.Fatalf("after %s: %v", c.Verb, err)
+	}
+	// Every state survives a snapshot: restored, it snapshots to the same bytes.
+	snap := s.k.Snapshot(nil)
+	cfg := DefaultConfig()
+	cfg.Shard = s.k.Shard()
+	r, err := Restore(cfg, snap)
+	if err != nil {
+		s.t.Fatalf("after %s: restore: %v", c.Verb, err)
+	}
+	if !bytes.Equal(r.Snapshot(nil), snap) {
+		s.t.Fatalf("after %s: a restored snapshot differs", c.Verb)
+	}
+	return out
+}
+
+func (s *bshard) create(ids ...string) {
+	s.t.Helper()
+	for _, id := range ids {
+		if out := s.apply(&Command{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: "c-" + id, ObjectID: id}); out.Code != contract.CodeOK {
+			s.t.Fatalf("create %s: %s", id, out.Code)
+		}
+	}
+}
+
+func (s *bshard) resource(id string) ResourceView {
+	var out Output
+	s.k.GetResource("t", id, &out)
+	return out.Resource
+}
+
+// replayed rebuilds the shard from its journal and checks it answers the same reads.
+func (s *bshard) replayed(ids ...string) {
+	s.t.Helper()
+	r := newBShard(s.t, s.k.Shard())
+	for i, b := range s.journal {
+		var c Command
+		if err := DecodeCommand(b, &c); err != nil {
+			s.t.Fatal(err)
+		}
+		var out Output
+		r.k.Apply(Entry{LSN: uint64(i + 1), Slot: s.slot, Cmd: &c}, &out)
+	}
+	for _, id := range ids {
+		if got, want := r.resource(id), s.resource(id); got != want {
+			s.t.Fatalf("replayed %s: %+v, want %+v", id, got, want)
+		}
+	}
+}
+
+func resources(ids ...string) []Member {
+	ms := make([]Member, len(ids))
+	for i, id := range ids {
+		ms[i] = Member{Kind: MemberResource, ID: id}
+	}
+	return ms
+}
+
+func begin(op string, shards []uint32, ids ...string) *Command {
+	return &Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: op, HolderID: "h", TTLMillis: 30_000,
+		Members: resources(ids...), Shards: shards, Priority: 7}
+}
+
+func TestBundleCommitsAcrossShards(t *testing.T) {
+	home, part := newBShard(t, 0), newBShard(t, 1)
+	home.create("a")
+	part.create("b", "c")
+
+	out := home.apply(begin("op1", []uint32{0, 1, 1}, "a", "b", "c"))
+	if out.Code != contract.CodeOK || !out.Pending || out.Event != EventNone {
+		t.Fatalf("begin: %s pending=%v event=%s", out.Code, out.Pending, out.Event)
+	}
+	txn := TxnRef{Shard: 0, LSN: out.Lease.LSN}
+	// Undecided: the lease is nobody's to see or name yet, its member nobody's to take.
+	var got Output
+	home.k.GetLease("t", txn.LSN, home.slot, &got)
+	if got.Code != contract.CodeLeaseNotFound {
+		t.Fatalf("lease.get of an undecided bundle: %s", got.Code)
+	}
+	plain := home.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "other", HolderID: "x",
+		TTLMillis: 1000, Members: resources("a")})
+	if !plain.Undecided || plain.Txn != txn || plain.TxnPriority != 7 {
+		t.Fatalf("a reserve of an intent: undecided=%v txn=%+v", plain.Undecided, plain.Txn)
+	}
+	if again := home.apply(begin("op1", []uint32{0, 1, 1}, "a", "b", "c")); !again.Pending || again.Lease.LSN != txn.LSN {
+		t.Fatalf("begin again: pending=%v lease %d", again.Pending, again.Lease.LSN)
+	}
+
+	prep := part.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Members: resources("b", "c"),
+		Txn: txn, Priority: 7})
+	if prep.Code != contract.CodeOK || !prep.Pending {
+		t.Fatalf("prepare: %s pending=%v", prep.Code, prep.Pending)
+	}
+	if r := part.resource("b"); r.LeaseShard != 0 || r.LeaseLSN != txn.LSN {
+		t.Fatalf("participant's member names lease %d-%d, want the home's", r.LeaseShard, r.LeaseLSN)
+	}
+
+	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: resources("a", "b", "c")})
+	if dec.Code != contract.CodeOK || dec.Event != EventLeaseReserved || !dec.Mirror || len(dec.Lease.Members) != 3 {
+		t.Fatalf("commit: %s event=%s mirror=%v members=%d", dec.Code, dec.Event, dec.Mirror, len(dec.Lease.Members))
+	}
+	if ids := []string{dec.Lease.Members[0].ID, dec.Lease.Members[1].ID, dec.Lease.Members[2].ID}; ids[0] != "a" || ids[1] != "b" || ids[2] != "c" {
+		t.Fatalf("members in the reserve's order: %v", ids)
+	}
+	if sh := home.k.BundleShards(txn.LSN, nil); len(sh) != 1 || sh[0] != 1 {
+		t.Fatalf("participants: %v", sh)
+	}
+	// The retry is answered from the outcome, with every member.
+	retry := home.apply(begin("op1", []uint32{0, 1, 1}, "a", "b", "c"))
+	if !retry.FromRetryCache || retry.Lease.LSN != txn.LSN || len(retry.Lease.Members) != 3 {
+		t.Fatalf("retry: cache=%v lease %d members %d", retry.FromRetryCache, retry.Lease.LSN, len(retry.Lease.Members))
+	}
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: LeaseReserved, Deadline: dec.Lease.DeadlineSlot})
+	if r := part.resource("c"); r.State != ResourceReserved {
+		t.Fatalf("participant after commit: %s", r.State)
+	}
+
+	// Activate and release at the home; the participant follows by mirrors.
+	act := home.apply(&Command{Verb: contract.VerbActivate, Tenant: "t", OperationID: "act", HolderID: "h", LeaseLSN: txn.LSN, Epoch: 1})
+	if act.Code != contract.CodeOK || !act.Mirror {
+		t.Fatalf("activate: %s mirror=%v", act.Code, act.Mirror)
+	}
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: act.Lease.State})
+	if r := part.resource("b"); r.State != ResourceActive {
+		t.Fatalf("participant after activate: %s", r.State)
+	}
+	rel := home.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: "rel", HolderID: "h", LeaseLSN: txn.LSN, Epoch: 1})
+	if rel.Code != contract.CodeOK || !rel.Mirror || rel.Lease.State != LeaseReleased || len(rel.Lease.Members) != 3 {
+		t.Fatalf("release: %s mirror=%v %s members %d", rel.Code, rel.Mirror, rel.Lease.State, len(rel.Lease.Members))
+	}
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: LeaseReleased})
+	for _, id := range []string{"b", "c"} {
+		if r := part.resource(id); r.State != ResourceAvailable || r.LeaseLSN != 0 {
+			t.Fatalf("participant's %s after release: %+v", id, r)
+		}
+	}
+	if r := home.resource("a"); r.State != ResourceAvailable {
+		t.Fatalf("home's a after release: %+v", r)
+	}
+	// A mirror again, or a stale one, changes nothing.
+	if o := part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: LeaseActive}); o.Code != contract.CodeNoop {
+		t.Fatalf("mirror after the end: %s", o.Code)
+	}
+	home.replayed("a")
+	part.replayed("b", "c")
+}
+
+func TestBundleAbortsOnARefusal(t *testing.T) {
+	home, part := newBShard(t, 0), newBShard(t, 1)
+	home.create("a")
+	part.create("b")
+	part.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "taken", HolderID: "y", Activate: true,
+		Members: resources("b")})
+
+	out := home.apply(begin("op1", []uint32{0, 1}, "a", "b"))
+	txn := TxnRef{Shard: 0, LSN: out.Lease.LSN}
+	prep := part.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Members: resources("b"), Txn: txn, Priority: 7})
+	if prep.Code != contract.CodeResourceBusy || prep.MemberIndex != 0 || prep.Undecided {
+		t.Fatalf("prepare of a held member: %s member %d undecided %v", prep.Code, prep.MemberIndex, prep.Undecided)
+	}
+	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Refusal: prep.Code, RefusalMember: 1})
+	if dec.Code != contract.CodeOK || dec.Event != EventNone {
+		t.Fatalf("abort: %s %s", dec.Code, dec.Event)
+	}
+	if r := home.resource("a"); r.State != ResourceAvailable {
+		t.Fatalf("home's intent after the abort: %+v", r)
+	}
+	retry := home.apply(begin("op1", []uint32{0, 1}, "a", "b"))
+	if !retry.FromRetryCache || retry.Code != contract.CodeResourceBusy || retry.MemberIndex != 1 {
+		t.Fatalf("retry after a refusal: cache=%v %s member %d", retry.FromRetryCache, retry.Code, retry.MemberIndex)
+	}
+	// An abort without a refusal (the home never finished) is not remembered: the retry
+	// runs the bundle again.
+	out = home.apply(begin("op2", []uint32{0, 1}, "a", "b"))
+	home.apply(&Command{Verb: contract.VerbDecide, Txn: TxnRef{Shard: 0, LSN: out.Lease.LSN}})
+	if again := home.apply(begin("op2", []uint32{0, 1}, "a", "b")); again.FromRetryCache || !again.Pending {
+		t.Fatalf("retry after an unremembered abort: cache=%v pending=%v", again.FromRetryCache, again.Pending)
+	}
+	// A participant's abort frees its intents.
+	part2 := newBShard(t, 2)
+	part2.create("z")
+	z := TxnRef{Shard: 0, LSN: 99}
+	part2.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Members: resources("z"), Txn: z, Priority: 1})
+	if u := part2.k.Undecided(nil); len(u) != 1 || u[0] != z {
+		t.Fatalf("undecided: %v", u)
+	}
+	part2.apply(&Command{Verb: contract.VerbMirror, Txn: z})
+	if r := part2.resource("z"); r.State != ResourceAvailable || len(part2.k.Undecided(nil)) != 0 {
+		t.Fatalf("after the abort: %+v", r)
+	}
+	home.replayed("a")
+	part2.replayed("z")
+}
+
+func TestBundleCodecRejectsMismatchedShards(t *testing.T) {
+	c := begin("op", []uint32{0, 1}, "a", "b")
+	c.Shards = c.Shards[:1]
+	var d Command
+	if err := DecodeCommand(c.AppendBinary(nil), &d); err == nil {
+		t.Fatal("a begin whose shards do not match its members decoded")
+	}
+}
