@@ -137,12 +137,12 @@ const (
 // ResourceView is the read form of a resource. Strings point into kernel storage and stay
 // valid; the view is a copy as of the entry that produced it.
 type ResourceView struct {
-	Tenant   string
-	ID       string
-	State    ResourceState
+	Tenant     string
+	ID         string
+	State      ResourceState
 	LeaseLSN   uint64 // the current lease (with LeaseShard, its id); 0 when available
 	LeaseShard uint32 // this shard, or a bundle's home when the lease lives there
-	Version  uint64
+	Version    uint64
 }
 
 // PoolView is the read form of a pool.
