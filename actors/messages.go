@@ -39,6 +39,11 @@ type Reply struct {
 	Children             []kernel.WorkView
 	Capacity             kernel.CapacityView
 	EarliestDeadlineSlot uint64
+	// Bundles across shards (kernel.Output's fields of the same names): never sent to a
+	// client — the shard acts on them (bundles.go).
+	Pending, Undecided, Elsewhere bool
+	Txn                           kernel.TxnRef
+	TxnPriority                   uint64
 }
 
 // Event is one change of an applied entry, for publishing.
@@ -132,7 +137,8 @@ func replyFromOutput(o *kernel.Output, applied uint64) *Reply {
 	r := &Reply{Code: o.Code, LSN: o.LSN, AppliedLSN: applied, FromRetryCache: o.FromRetryCache,
 		MemberIndex: o.MemberIndex, Object: o.Object, Resource: o.Resource, Pool: o.Pool, Range: o.Range,
 		Run: o.Run, HasWork: o.HasWork, Capacity: o.Capacity, EarliestDeadlineSlot: o.EarliestDeadlineSlot,
-		ItemIndex: o.ItemIndex, Count: o.Count, More: o.More, Value: o.Value}
+		ItemIndex: o.ItemIndex, Count: o.Count, More: o.More, Value: o.Value,
+		Pending: o.Pending, Undecided: o.Undecided, Elsewhere: o.Elsewhere, Txn: o.Txn, TxnPriority: o.TxnPriority}
 	if o.Object == kernel.ObjectLease || (o.Object == kernel.ObjectWork && o.Lease.LSN != 0) {
 		r.Lease = copyLease(o.Lease)
 	}

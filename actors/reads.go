@@ -36,7 +36,7 @@ func (s *shard) readApplied(m *readMsg) {
 		s.readers = append(s.readers, m)
 		return
 	}
-	m.reply(s.answer(&m.req))
+	s.replyRead(m)
 }
 
 // answerReaders answers parked reads whose lsn has been applied, and, given a time,
@@ -46,7 +46,7 @@ func (s *shard) answerReaders(now time.Time) {
 	for _, r := range s.readers {
 		switch {
 		case r.req.MinLSN <= s.k.LastLSN():
-			s.answerAsStanding(r.reply, func() { r.reply(s.answer(&r.req)) })
+			s.answerAsStanding(r.reply, func() { s.replyRead(r) })
 		case !now.IsZero() && !now.Before(r.deadline):
 			r.reply(rejection(contract.CodeFenceNotApplied, "min_lsn not applied within wait_ms", s.k.LastLSN()))
 		default:

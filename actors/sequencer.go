@@ -43,10 +43,11 @@ type seqEntry[W any] struct {
 	waiters []W
 }
 
-// Answer is a reply owed to a waiting client.
+// Answer is a reply owed to a waiting client, and the command it answers.
 type Answer[W any] struct {
 	To    W
 	Reply *Reply
+	Cmd   *kernel.Command
 }
 
 // NewSequencer sequences after the journal's last record (lastLSN, lastSlot) over k,
@@ -102,6 +103,22 @@ func (q *Sequencer[W]) Write(c *kernel.Command, slot uint64, w W) (Decision, *Re
 	q.pending = append(q.pending, en)
 	return Sequenced, nil
 }
+
+// Internal sequences an entry the shard itself writes with a waiter: a step of a bundle
+// across shards (bundle.prepare, bundle.decide, bundle.mirror), whose result w gets once
+// it is durable and applied. False when halted or out of log positions.
+func (q *Sequencer[W]) Internal(c *kernel.Command, slot uint64, w W) bool {
+	if q.halted || q.nextLSN == math.MaxUint64 {
+		return false
+	}
+	q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c},
+		payload: c.AppendBinary(nil), waiters: []W{w}})
+	q.nextLSN++
+	return true
+}
+
+// Sequenced is the lsn of the last entry sequenced.
+func (q *Sequencer[W]) Sequenced() uint64 { return q.nextLSN - 1 }
 
 // seqInFlight shows the sequenced, unapplied writes to admission.
 type seqInFlight[W any] map[string]*seqEntry[W]
@@ -216,7 +233,7 @@ func (q *Sequencer[W]) Durable(applied func(e kernel.Entry, out *kernel.Output))
 		if len(en.waiters) > 0 {
 			r := replyFromOutput(&q.out, en.e.LSN)
 			for _, w := range en.waiters {
-				answers = append(answers, Answer[W]{To: w, Reply: r})
+				answers = append(answers, Answer[W]{To: w, Reply: r, Cmd: en.e.Cmd})
 			}
 		}
 	}

@@ -70,6 +70,9 @@ type shard struct {
 	anchorClaimed int64 // claim time, Unix ns
 	anchorLocal   int64 // monoNow at the claim
 
+	// b is the shard's part in bundles across shards (bundles.go).
+	b bundleState
+
 	dueBuf []kernel.Due
 	events []Event
 	// occupiedAt is when the fullest ranges and pools were last published.
@@ -110,6 +113,12 @@ func (s *shard) Receive(ctx actor.Context) {
 		}
 	case *tick:
 		s.tick()
+	case *prepareMsg, *voteMsg, *mirrorMsg, *queryMsg:
+		if s.q != nil && s.halted == nil {
+			s.receiveBundle(ctx)
+		} else if p, ok := m.(*prepareMsg); ok {
+			s.sendShard(p.txn.Shard, &voteMsg{txn: p.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
+		}
 	case *reconfigureMsg:
 		if s.halted == nil && s.q != nil {
 			s.reconfigure(s.h.sys.Config())
@@ -196,6 +205,7 @@ func (s *shard) start() {
 		sink.Events(s.h.shard, s.k.LastLSN(), rec.events) // republish what may not have been published
 	}
 	s.reconfigure(s.cfg)
+	s.recoverBundles()
 }
 
 // reconfigure takes the limits of want for the writes to come, and brings the shape the
@@ -304,6 +314,10 @@ func (s *shard) write(m *writeMsg) {
 		m.reply(rejection(contract.CodeEngineHalted, notOwner, s.applied()))
 		return
 	}
+	if len(m.cmd.Shards) > 0 {
+		s.beginBundle(m.cmd, m.reply)
+		return
+	}
 	if d, r := s.q.Write(m.cmd, s.stampSlot(), m.reply); d == Answered {
 		s.answerAsStanding(m.reply, func() { m.reply(r) }) // nothing appended: a barrier when Fenced
 	}
@@ -363,6 +377,7 @@ func (s *shard) applyInflight(err error) {
 		if sink != nil {
 			s.events = appendEvents(s.events, s.h.shard, e, out)
 		}
+		s.noteMirrors(out)
 		if obs != nil && e.Cmd.Verb == contract.VerbExpire && out.Code == contract.CodeOK && e.Slot >= e.Cmd.Deadline {
 			obs.Expired(s.h.shard, time.Duration(e.Slot-e.Cmd.Deadline)*s.h.sys.opts.Slot)
 		}
@@ -374,14 +389,20 @@ func (s *shard) applyInflight(err error) {
 	// (cluster.status, metrics) sees at least its entry.
 	s.publishGauges()
 	for _, a := range answers {
-		a.To(a.Reply)
+		if !s.held(a) {
+			a.To(a.Reply)
+		}
 	}
+	s.sendMirrors()
 	s.sinceSnapshot += n
 	if sink != nil && n > 0 {
 		sink.Events(s.h.shard, s.k.LastLSN(), s.events)
 		s.events = nil // the sink keeps the slice
 	}
 	s.answerReaders(time.Time{})
+	if len(s.b.reads) > 0 {
+		s.retryReads(time.Time{})
+	}
 	s.maybeSnapshot()
 }
 
@@ -440,6 +461,7 @@ func (s *shard) tick() {
 		return
 	}
 	s.answerReaders(s.now())
+	s.bundleTick(s.now())
 	slot := s.stampSlot()
 	perTick := s.h.sys.opts.ExpirePerTick
 	if s.q.Expiring() >= perTick {

@@ -266,8 +266,6 @@ func TestRejectionsCarryErrorHeaders(t *testing.T) {
 	check(s.req("t", "resource.get", `{"resource_id":"a","min_lsn":"1000000","wait_ms":20}`), "fence_not_applied", "412", "min_lsn")
 	check(s.req("t", "lease.reserve", `{"operation_id":"r1","holder_id":"h","ttl_ms":1000,"members":[{"resource_id":"a"},{"resource_id":"a"}]}`),
 		"duplicate_member", "400", "members[1]")
-	check(s.req("t", "lease.reserve", `{"operation_id":"r1","holder_id":"h","ttl_ms":1000,"members":[{"resource_id":"a/x"},{"resource_id":"b/x"}]}`),
-		"cross_shard", "400", "members[1]")
 	check(s.req("t", "lease.reserve", `{"operation_id":"r1","holder_id":"h","ttl_ms":3600001,"members":[{"resource_id":"a"}]}`),
 		"ttl_out_of_range", "400", "ttl_ms")
 	check(s.req("t", "lease.reserve", `{"operation_id":"r1","holder_id":"h","members":[{"resource_id":"a"}]}`),

@@ -290,7 +290,24 @@ func prepReserve(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejec
 		shard = b.objectShard(tenant, members[0].ID)
 	}
 	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: r.OperationId, HolderID: r.HolderId,
-		Members: members, TTLMillis: r.TtlMs, Activate: r.Activate, KeepAliveMillis: r.KeepaliveMs, Labels: labelsOf(r.Labels)}}
+		Members: members, TTLMillis: r.TtlMs, Activate: r.Activate, KeepAliveMillis: r.KeepaliveMs, Labels: labelsOf(r.Labels),
+		Shards: b.bundleShards(tenant, members)}}
+	return nil
+}
+
+// bundleShards is each member's shard when the members have more than one placement key
+// (a bundle across keys: its home is the first member's shard), else nil.
+func (b *Bridge) bundleShards(tenant string, members []kernel.Member) []uint32 {
+	for i := range members {
+		if contract.PlacementKey(members[i].ID) == contract.PlacementKey(members[0].ID) {
+			continue
+		}
+		shards := make([]uint32, len(members))
+		for j := range members {
+			shards[j] = b.objectShard(tenant, members[j].ID)
+		}
+		return shards
+	}
 	return nil
 }
 

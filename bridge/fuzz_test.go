@@ -152,9 +152,18 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 			want = contract.ShardOf(tenant, contract.PlacementKey(cmd.Imports[0].Members[0].ID), fuzzShards)
 		case contract.VerbReserve:
 			want = contract.ShardOf(tenant, contract.PlacementKey(cmd.Members[0].ID), fuzzShards)
+			// A bundle of several placement keys goes to its first member's shard, its
+			// home, knowing each member's shard; one of a single key knows none.
+			several := false
 			for i := range cmd.Members {
-				if contract.PlacementKey(cmd.Members[i].ID) != contract.PlacementKey(cmd.Members[0].ID) {
-					t.Fatalf("accepted a bundle of several placement keys")
+				several = several || contract.PlacementKey(cmd.Members[i].ID) != contract.PlacementKey(cmd.Members[0].ID)
+			}
+			if several != (len(cmd.Shards) > 0) {
+				t.Fatalf("a bundle of several placement keys: %v, shards %v", several, cmd.Shards)
+			}
+			for i, sh := range cmd.Shards {
+				if sh != contract.ShardOf(tenant, contract.PlacementKey(cmd.Members[i].ID), fuzzShards) {
+					t.Fatalf("members[%d] placed on shard %d", i, sh)
 				}
 			}
 		default:

@@ -499,3 +499,42 @@ func (r *restorer) bundles() {
 		}
 	}
 }
+
+// BundleState is what the home knows of transaction lsn, for a participant that asks: its
+// lease's state and deadline (terminal once ended), pending while undecided, or state 0
+// when no bundle of that lsn is known here (never begun, aborted, or retired): its
+// intents are to be freed.
+func (k *Kernel) BundleState(lsn uint64) (state LeaseState, deadline uint64, pending bool) {
+	b := k.bundles[lsn]
+	if b == nil || !b.home(k.shard, lsn) {
+		return 0, 0, false
+	}
+	if b.pending {
+		return 0, 0, true
+	}
+	if idx, ok := k.leaseIdx[lsn]; ok {
+		return k.leases[idx].state, k.leases[idx].deadline, false
+	}
+	if _, e := k.ended.find(lsn); e != nil {
+		return e.state, e.deadline, false
+	}
+	return 0, 0, false
+}
+
+// ShowsIntents reports whether a read's view (a resource, pool or range) counts a member
+// an undecided bundle holds: the read waits for the decision rather than show it.
+func (k *Kernel) ShowsIntents(out *Output) bool {
+	if len(k.pending) == 0 {
+		return false
+	}
+	switch out.Object {
+	case ObjectResource:
+		idx, ok := k.resIdx[string(k.tenantKey(out.Resource.Tenant, out.Resource.ID))]
+		return ok && k.pending[k.res[idx].lease]
+	case ObjectPool:
+		return k.intentUnits(MemberPool, string(k.tenantKey(out.Pool.Tenant, out.Pool.ID))) > 0
+	case ObjectRange:
+		return k.intentUnits(MemberRange, string(k.tenantKey(out.Range.Tenant, out.Range.ID))) > 0
+	}
+	return false
+}

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"math"
+	"slices"
 
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel/internal/valueset"
@@ -20,7 +21,7 @@ type pick struct {
 // only when everything holds does it change state, so a failed reserve changes nothing.
 func (k *Kernel) reserve(e Entry, out *Output) {
 	c := e.Cmd
-	if len(c.Shards) > 0 {
+	if slices.ContainsFunc(c.Shards, k.foreign) {
 		k.begin(e, out)
 		return
 	}

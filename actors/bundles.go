@@ -1,0 +1,610 @@
+package actors
+
+import (
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// Bundles across shards (docs/design.md "Bundles across shards"): a reserve whose members
+// fall on several shards is begun at its home shard, prepared at the others, and decided
+// in the home's journal alone. This file is the shard actor's part — the home's
+// coordinator and the participant's replies — over actor messages between the shards of
+// this process; the kernel (kernel/bundle.go) holds the state. Every message is
+// idempotent by transaction and may be lost with a shard: participants that hold
+// intents past the prepare bound ask the home, which answers from its journal.
+
+const (
+	// prepareBound is how long a home waits for its participants' votes before it aborts,
+	// and how long a participant holds intents before it asks the home.
+	prepareBound = 2 * time.Second
+	// undecidedBound is how long a write or read waits for an undecided bundle holding
+	// what it names before it is answered timeout (indefinite).
+	undecidedBound = 2 * prepareBound
+	// maxParked bounds the writes and reads waiting for undecided bundles.
+	maxParked = 4096
+)
+
+// prepareMsg asks a participant to hold its members of a transaction.
+type prepareMsg struct {
+	txn      kernel.TxnRef
+	priority uint64
+	tenant   string
+	holder   string
+	activate bool
+	members  []kernel.Member
+}
+
+// voteMsg is a participant's answer: prepared (its members as held), or refused — a code
+// and the member (an index into the prepare's members), or die (an older bundle holds one).
+type voteMsg struct {
+	txn      kernel.TxnRef
+	shard    uint32
+	prepared bool
+	die      bool
+	code     contract.Code
+	member   int
+	members  []kernel.MemberView
+}
+
+// mirrorMsg tells a participant the state of a transaction's lease (0: aborted, free).
+type mirrorMsg struct {
+	txn      kernel.TxnRef
+	state    kernel.LeaseState
+	deadline uint64
+}
+
+// queryMsg is a participant asking the home about a transaction it holds intents for.
+type queryMsg struct {
+	txn   kernel.TxnRef
+	shard uint32
+}
+
+// coord is the home's view of one transaction it began.
+type coord struct {
+	txn      kernel.TxnRef
+	cmd      *kernel.Command
+	waiters  []replyFunc
+	parts    []*coordPart
+	own      []kernel.MemberView // the home's members as the begin held them
+	begun    bool                // the begin is applied: the home's members are held
+	deciding bool                // a decide is sequenced
+	started  time.Time
+}
+
+type coordPart struct {
+	shard   uint32
+	index   []int // the reserve's members this shard holds
+	voted   bool
+	members []kernel.MemberView
+}
+
+// parkedWrite is a client write that found a member an undecided bundle holds, or a
+// bundle to run again: sequenced again on a tick.
+type parkedWrite struct {
+	cmd   *kernel.Command
+	reply replyFunc
+	since time.Time
+	txn   kernel.TxnRef
+}
+
+// bundleState is a shard's coordinator and participant state.
+type bundleState struct {
+	coords   map[uint64]*coord // the home's transactions by begin lsn
+	parked   []parkedWrite
+	waiting  []*prepareMsg               // prepares waiting for a younger bundle's decision
+	asked    map[kernel.TxnRef]time.Time // undecided intents held here: when first seen or last asked
+	reads    []*readMsg                  // reads waiting for an undecided bundle
+	waitedAt map[*prepareMsg]time.Time   // when each waiting prepare began to wait
+	mirrors  []mirrorMsg                 // mirrors of the batch being applied, to send after it
+	txnBuf   []kernel.TxnRef
+}
+
+func (b *bundleState) init() {
+	if b.coords == nil {
+		b.coords = make(map[uint64]*coord)
+		b.asked = make(map[kernel.TxnRef]time.Time)
+		b.waitedAt = make(map[*prepareMsg]time.Time)
+	}
+}
+
+// sendShard sends msg to shard k's actor in this process; false when k is not open here.
+func (s *shard) sendShard(k uint32, msg any) bool {
+	if int(k) >= len(s.h.sys.hosts) {
+		return false
+	}
+	pid := s.h.sys.hosts[k].pid.Load()
+	if pid == nil {
+		return false
+	}
+	s.h.sys.root.Send(pid, msg)
+	return true
+}
+
+// beginBundle takes a reserve whose members fall on several shards (Shards set by the
+// router): it is sequenced as the begin here, and the prepares go to the participants at
+// once, in parallel with the begin's journal write.
+func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
+	s.b.init()
+	var parts []*coordPart
+	for i, sh := range c.Shards {
+		if sh == s.h.shard {
+			continue
+		}
+		j := slices.IndexFunc(parts, func(p *coordPart) bool { return p.shard == sh })
+		if j < 0 {
+			if !s.h.sys.IsOpen(sh) {
+				reply(rejection(contract.CodeCrossShard, "members on shards of other nodes: a bundle across nodes is not served yet; one placement key's members (or this node's shards) can be bundled", s.applied()))
+				return
+			}
+			parts = append(parts, &coordPart{shard: sh})
+			j = len(parts) - 1
+		}
+		parts[j].index = append(parts[j].index, i)
+	}
+	if c.Priority == 0 && len(parts) > 0 {
+		c.Priority = s.stampSlot() // kept when the bundle runs again: wait-die's age
+	}
+	d, r := s.q.Write(c, s.stampSlot(), reply)
+	switch {
+	case d == Answered:
+		s.answerAsStanding(reply, func() { reply(r) })
+		return
+	case d == Joined || len(parts) == 0: // several keys, one shard: a reserve like any other
+		return
+	}
+	co := &coord{txn: kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced()}, cmd: c, parts: parts, started: time.Now()}
+	s.b.coords[co.txn.LSN] = co
+	for _, p := range parts {
+		m := &prepareMsg{txn: co.txn, priority: c.Priority, tenant: c.Tenant, holder: c.HolderID, activate: c.Activate}
+		for _, i := range p.index {
+			m.members = append(m.members, c.Members[i])
+		}
+		s.sendShard(p.shard, m)
+	}
+}
+
+// held takes an answer the kernel did not give the client: a begun bundle (Pending), a
+// member an undecided bundle holds (Undecided), or a verb by value for a lease whose home
+// is another shard (Elsewhere). It reports false for any other answer.
+func (s *shard) held(a Answer[replyFunc]) bool {
+	r := a.Reply
+	if a.Cmd.Verb.IsInternal() || !(r.Pending || r.Undecided || r.Elsewhere) {
+		if len(a.Cmd.Shards) > 0 {
+			s.beginAnswered(r.LSN) // refused or answered at once: its prepares are void
+		}
+		return false
+	}
+	s.b.init()
+	switch {
+	case r.Pending:
+		co := s.b.coords[r.Lease.LSN]
+		if r.Lease.LSN != r.LSN {
+			s.beginAnswered(r.LSN) // a retry of a bundle still undecided: joins it
+		}
+		if co == nil {
+			a.To(rejection(contract.CodeTimeout, "the bundle is being decided; retry the same operation_id", s.applied()))
+			return true
+		}
+		co.waiters = append(co.waiters, a.To) // answered with the decision
+		if r.Lease.LSN == r.LSN {
+			co.begun = true
+			co.own = append(co.own[:0], r.Lease.Members...)
+		}
+		s.maybeDecide(co)
+	case r.Undecided:
+		if len(a.Cmd.Shards) > 0 {
+			s.beginAnswered(r.LSN)
+		}
+		s.park(parkedWrite{cmd: a.Cmd, reply: a.To, since: time.Now(), txn: r.Txn})
+	case r.Elsewhere:
+		s.forwardByValue(a.Cmd, r.Txn, a.To)
+	}
+	return true
+}
+
+// beginAnswered drops the transaction begun at lsn when its begin did not hold the home's
+// members (refused, or another begin's retry): its participants free what they prepared.
+func (s *shard) beginAnswered(lsn uint64) {
+	co := s.b.coords[lsn]
+	if co == nil || co.begun {
+		return
+	}
+	delete(s.b.coords, lsn)
+	for _, p := range co.parts {
+		s.sendShard(p.shard, &mirrorMsg{txn: co.txn})
+	}
+}
+
+// park holds a write until the bundle in its way is decided (or for a tick).
+func (s *shard) park(p parkedWrite) {
+	if len(s.b.parked) >= maxParked {
+		p.reply(rejection(contract.CodeOverloaded, "too many writes waiting for undecided bundles", s.applied()))
+		return
+	}
+	s.b.parked = append(s.b.parked, p)
+}
+
+// vote takes a participant's answer at the home.
+func (s *shard) vote(m *voteMsg) {
+	s.b.init()
+	co := s.b.coords[m.txn.LSN]
+	if co == nil {
+		if m.prepared { // a transaction decided or dropped here: the participant frees its intents
+			state, deadline, pending := s.k.BundleState(m.txn.LSN)
+			if !pending && m.txn.LSN <= s.k.LastLSN() {
+				s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline})
+			}
+		}
+		return
+	}
+	if co.deciding {
+		return
+	}
+	p := co.part(m.shard)
+	if p == nil || p.voted {
+		return
+	}
+	switch {
+	case m.prepared:
+		p.voted, p.members = true, m.members
+		s.maybeDecide(co)
+	case m.die:
+		s.abort(co, 0, 0, true)
+	default:
+		member := 0
+		if m.member >= 0 && m.member < len(p.index) {
+			member = p.index[m.member]
+		}
+		s.abort(co, m.code, member, false)
+	}
+}
+
+func (co *coord) part(shard uint32) *coordPart {
+	for _, p := range co.parts {
+		if p.shard == shard {
+			return p
+		}
+	}
+	return nil
+}
+
+// maybeDecide journals the commit once the begin is applied and every participant has
+// prepared; the client is answered when the commit is durable.
+func (s *shard) maybeDecide(co *coord) {
+	if co.deciding || !co.begun {
+		return
+	}
+	for _, p := range co.parts {
+		if !p.voted {
+			return
+		}
+	}
+	members := slices.Clone(co.cmd.Members)
+	for _, p := range co.parts {
+		for j, i := range p.index {
+			if j < len(p.members) {
+				members[i].Quantity, members[i].Value, members[i].HasValue = p.members[j].Quantity, p.members[j].Value, members[i].Kind == kernel.MemberRange
+			}
+		}
+	}
+	co.deciding = true
+	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Commit: true, Members: members}
+	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, nil, true) }) {
+		s.answerCoord(co, rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
+	}
+	s.flushLater()
+}
+
+// abort journals the transaction's abort and frees the participants' intents at once (no
+// commit can follow: the decision is made). refusal, when set, is the participant's
+// definite answer, remembered for retries; die runs the bundle again once decided.
+func (s *shard) abort(co *coord, refusal contract.Code, member int, die bool) {
+	co.deciding = true
+	for _, p := range co.parts {
+		s.sendShard(p.shard, &mirrorMsg{txn: co.txn})
+	}
+	var answer *Reply
+	switch {
+	case die:
+	case refusal == contract.CodeOK:
+		answer = rejection(contract.CodeTimeout, "the bundle's shards did not all answer within the prepare bound; nothing was held, retry the same operation_id", 0)
+	case refusal.IsRejection():
+		answer = rejection(refusal, "a shard of the bundle could not take it; nothing was held", 0)
+		refusal = contract.CodeOK // not the bundle's outcome: not remembered
+	default:
+		answer = &Reply{Code: refusal, LSN: co.txn.LSN, MemberIndex: member, ItemIndex: -1}
+	}
+	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Refusal: refusal, RefusalMember: uint32(member)}
+	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, answer, false) }) {
+		s.answerCoord(co, rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
+	}
+	s.flushLater()
+}
+
+// decided answers a transaction's clients once its decision is durable: the lease
+// (commit), the refusal or timeout (abort), or — a bundle that died — runs it again.
+func (s *shard) decided(co *coord, r *Reply, answer *Reply, commit bool) {
+	switch {
+	case r.Code != contract.CodeOK:
+		s.answerCoord(co, rejection(contract.CodeTimeout, "the bundle's decision was not recorded; retry the same operation_id", s.applied()))
+	case commit:
+		r.LSN, r.AppliedLSN = co.txn.LSN, s.applied()
+		s.answerCoord(co, r)
+	case answer != nil:
+		answer.AppliedLSN = s.applied()
+		s.answerCoord(co, answer)
+	default: // died: run it again, keeping its priority, once the conflict is decided
+		delete(s.b.coords, co.txn.LSN)
+		for _, w := range co.waiters {
+			s.park(parkedWrite{cmd: co.cmd, reply: w, since: co.started})
+		}
+	}
+}
+
+func (s *shard) answerCoord(co *coord, r *Reply) {
+	delete(s.b.coords, co.txn.LSN)
+	for _, w := range co.waiters {
+		w(r)
+	}
+	co.waiters = nil
+}
+
+// prepareIntents journals a participant's prepare and votes once it is applied.
+func (s *shard) prepareIntents(m *prepareMsg) {
+	s.b.init()
+	home := m.txn.Shard
+	if s.halted != nil || s.standing() == NotServing {
+		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
+		return
+	}
+	c := &kernel.Command{Verb: contract.VerbPrepare, Tenant: m.tenant, HolderID: m.holder, Activate: m.activate,
+		Members: m.members, Txn: m.txn, Priority: m.priority}
+	ok := s.q.Internal(c, s.stampSlot(), func(r *Reply) {
+		v := &voteMsg{txn: m.txn, shard: s.h.shard, member: r.MemberIndex, code: r.Code}
+		switch {
+		case r.Undecided && older(m.priority, m.txn, r.TxnPriority, r.Txn) && r.Txn != (kernel.TxnRef{}):
+			if _, seen := s.b.waitedAt[m]; !seen {
+				s.b.waitedAt[m] = time.Now()
+			}
+			s.b.waiting = append(s.b.waiting, m) // wait for the younger one's decision
+			return
+		case r.Undecided:
+			v.die = true
+		case r.Code == contract.CodeOK:
+			v.prepared, v.members = true, r.Lease.Members
+			s.b.asked[m.txn] = time.Now()
+		}
+		delete(s.b.waitedAt, m)
+		s.sendShard(home, v)
+	})
+	if !ok {
+		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
+	}
+	s.flushLater()
+}
+
+// older reports whether transaction (p, t) is older than (q, u): wait-die's order.
+func older(p uint64, t kernel.TxnRef, q uint64, u kernel.TxnRef) bool {
+	if p != q {
+		return p < q
+	}
+	if t.Shard != u.Shard {
+		return t.Shard < u.Shard
+	}
+	return t.LSN < u.LSN
+}
+
+// mirror journals the home's state of a transaction at this participant.
+func (s *shard) mirror(m *mirrorMsg) {
+	if s.halted != nil || s.q == nil {
+		return
+	}
+	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline}
+	s.q.Internal(c, s.stampSlot(), func(*Reply) {})
+	s.flushLater()
+}
+
+// query answers a participant's question from the home's journal; an undecided
+// transaction is answered when it is decided.
+func (s *shard) query(m *queryMsg) {
+	if s.halted != nil || s.k == nil || m.txn.LSN > s.k.LastLSN() {
+		return
+	}
+	if co := s.b.coords[m.txn.LSN]; co != nil {
+		return
+	}
+	state, deadline, pending := s.k.BundleState(m.txn.LSN)
+	if !pending {
+		s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline})
+	}
+}
+
+// noteMirrors collects the mirrors an applied entry owes its participants (Output.Mirror).
+func (s *shard) noteMirrors(o *kernel.Output) {
+	if !o.Mirror {
+		return
+	}
+	add := func(l *kernel.LeaseView) {
+		s.b.mirrors = append(s.b.mirrors, mirrorMsg{txn: kernel.TxnRef{Shard: l.Shard, LSN: l.LSN}, state: l.State, deadline: l.DeadlineSlot})
+	}
+	if o.Object == kernel.ObjectLease {
+		add(&o.Lease)
+	}
+	for i := range o.Changes {
+		add(&o.Changes[i].Lease)
+	}
+}
+
+// sendMirrors sends the mirrors the last batch owes, each to its lease's participants.
+func (s *shard) sendMirrors() {
+	var shards []uint32
+	for i := range s.b.mirrors {
+		m := s.b.mirrors[i]
+		shards = s.k.BundleShards(m.txn.LSN, shards[:0])
+		for _, sh := range shards {
+			s.sendShard(sh, &m)
+		}
+	}
+	s.b.mirrors = s.b.mirrors[:0]
+}
+
+// bundleTick runs once a slot: the home aborts what its participants did not all answer
+// within the prepare bound; parked writes and waiting prepares try again; participants
+// ask about intents held past the bound; reads waiting for a decision try again.
+func (s *shard) bundleTick(now time.Time) {
+	if s.b.coords == nil && len(s.b.reads) == 0 {
+		return
+	}
+	s.b.init()
+	for _, co := range s.b.coords {
+		if !co.deciding && now.Sub(co.started) > prepareBound {
+			s.abort(co, 0, 0, false)
+		}
+	}
+	parked := s.b.parked
+	s.b.parked = nil
+	for _, p := range parked {
+		if now.Sub(p.since) > undecidedBound {
+			p.reply(rejection(contract.CodeTimeout, "a member is held by a bundle across shards not decided in time; retry the same operation_id", s.applied()))
+			continue
+		}
+		if len(p.cmd.Shards) > 0 {
+			s.beginBundle(p.cmd, p.reply)
+		} else if d, r := s.q.Write(p.cmd, s.stampSlot(), p.reply); d == Answered {
+			p.reply(r)
+		}
+	}
+	waiting := s.b.waiting
+	s.b.waiting = nil
+	for _, m := range waiting {
+		if now.Sub(s.b.waitedAt[m]) > prepareBound {
+			delete(s.b.waitedAt, m)
+			s.sendShard(m.txn.Shard, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
+			continue
+		}
+		s.prepareIntents(m)
+	}
+	s.askHomes(now)
+	s.retryReads(now)
+}
+
+// askHomes asks the home of every transaction this participant holds undecided intents
+// for, once per prepare bound; what the home has forgotten is aborted.
+func (s *shard) askHomes(now time.Time) {
+	s.b.txnBuf = s.k.Undecided(s.b.txnBuf[:0])
+	for _, txn := range s.b.txnBuf {
+		if txn.Shard == s.h.shard {
+			continue
+		}
+		at, ok := s.b.asked[txn]
+		if !ok {
+			s.b.asked[txn] = now
+			continue
+		}
+		if now.Sub(at) > prepareBound {
+			s.b.asked[txn] = now
+			s.sendShard(txn.Shard, &queryMsg{txn: txn, shard: s.h.shard})
+		}
+	}
+	if len(s.b.asked) > len(s.b.txnBuf) {
+		for txn := range s.b.asked {
+			if !slices.Contains(s.b.txnBuf, txn) {
+				delete(s.b.asked, txn)
+			}
+		}
+	}
+}
+
+// recoverBundles aborts, after a restart, every transaction this home began and never
+// decided: it never answered them, and its memory of their votes is gone.
+func (s *shard) recoverBundles() {
+	for _, txn := range s.k.Undecided(nil) {
+		if txn.Shard != s.h.shard {
+			continue
+		}
+		s.q.Internal(&kernel.Command{Verb: contract.VerbDecide, Txn: txn}, s.stampSlot(), func(*Reply) {})
+	}
+	s.flush()
+}
+
+// forwardByValue sends a verb by value that found a participant's part of a bundle to
+// the lease's home as the lease verb (a bundle always has other members: a release of
+// the value alone is refused here, never partial).
+func (s *shard) forwardByValue(c *kernel.Command, txn kernel.TxnRef, reply replyFunc) {
+	v := map[contract.Verb]contract.Verb{contract.VerbReleaseValue: contract.VerbRelease,
+		contract.VerbRevokeValue: contract.VerbRevoke, contract.VerbReclaimValue: contract.VerbReclaim}[c.Verb]
+	if v == contract.VerbRelease && !c.WholeLease {
+		reply(rejection(contract.CodeLeaseHasOtherMembers, "the value's lease has other members; release it whole (whole_lease) or by lease id", s.applied()))
+		return
+	}
+	fwd := &kernel.Command{Verb: v, Tenant: c.Tenant, OperationID: c.OperationID, HolderID: c.HolderID, LeaseLSN: txn.LSN}
+	if v == contract.VerbRelease {
+		fwd.Epoch = 1 // a releasable lease has not been revoked
+	}
+	s.h.sys.Write(txn.Shard, fwd, reply)
+}
+
+// flushLater hands what the bundle steps sequenced to the journal after the mailbox's
+// current messages.
+func (s *shard) flushLater() {
+	if s.self != nil && !s.flushQueued && s.q != nil && s.q.Pending() {
+		s.flushQueued = true
+		s.h.sys.root.Send(s.self, &flushNow{gen: s.gen})
+	}
+}
+
+// receiveBundle handles the bundle messages between shards.
+func (s *shard) receiveBundle(ctx actor.Context) bool {
+	switch m := ctx.Message().(type) {
+	case *prepareMsg:
+		s.prepareIntents(m)
+	case *voteMsg:
+		s.vote(m)
+	case *mirrorMsg:
+		s.mirror(m)
+	case *queryMsg:
+		s.query(m)
+	default:
+		return false
+	}
+	return true
+}
+
+// replyRead answers a read now, or — a resource, pool or range whose view would count an
+// undecided bundle's members — once the bundle is decided (undecidedBound at most).
+func (s *shard) replyRead(m *readMsg) {
+	r := s.answer(&m.req)
+	switch m.req.Verb {
+	case contract.VerbGetResource, contract.VerbGetPool, contract.VerbGetRange:
+		if s.k.ShowsIntents(&s.out) {
+			if len(s.b.reads) >= maxParked {
+				m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for undecided bundles", s.applied()))
+				return
+			}
+			if m.deadline.IsZero() {
+				m.deadline = s.now().Add(undecidedBound)
+			}
+			s.b.reads = append(s.b.reads, m)
+			return
+		}
+	}
+	m.reply(r)
+}
+
+// retryReads answers the reads waiting for undecided bundles that are decided now, and
+// those whose wait ran out (timeout: indefinite).
+func (s *shard) retryReads(now time.Time) {
+	reads := s.b.reads
+	s.b.reads = nil
+	for _, m := range reads {
+		if !now.IsZero() && !now.Before(m.deadline) {
+			m.reply(rejection(contract.CodeTimeout, "the read names what an undecided bundle holds; retry", s.applied()))
+			continue
+		}
+		s.replyRead(m)
+	}
+}

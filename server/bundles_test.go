@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/messages"
+)
+
+// keysOnShards returns n placement keys that fall on n different shards of tenant.
+func keysOnShards(t *testing.T, tenant string, shards uint32, n int) []string {
+	seen := map[uint32]bool{}
+	var keys []string
+	for i := 0; len(keys) < n && i < 1000; i++ {
+		k := fmt.Sprintf("node%d", i)
+		if s := contract.ShardOf(tenant, k, shards); !seen[s] {
+			seen[s] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) < n {
+		t.Fatalf("no %d keys on different shards", n)
+	}
+	return keys
+}
+
+func bundleClient(t *testing.T, url string) *client.Client {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cl, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// A reserve over members of three placement keys on three shards is one lease, every
+// member or none; its members name that lease wherever they live; a conflicting bundle
+// is refused naming its member and holds nothing; release frees every member; and all of
+// it survives a restart from the journals.
+func TestBundleAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Shards = 8
+	srv, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Shutdown(ctx) }()
+	cl := bundleClient(t, srv.URL())
+	k := keysOnShards(t, client.DefaultTenant, cfg.Shards, 3)
+	gpu, port, vni, other, nic := k[0]+"/gpu0", k[1]+"/console", k[2]+"/vxlan", k[0]+"/gpu1", k[2]+"/nic"
+	must := func(r interface{ OK() bool }, err error) {
+		t.Helper()
+		if err != nil || !r.OK() {
+			t.Fatalf("%v %+v", err, r)
+		}
+	}
+	must(cl.CreateResource(ctx, gpu))
+	must(cl.CreateResource(ctx, other))
+	must(cl.CreateResource(ctx, nic))
+	must(cl.CreateRange(ctx, port, 30000, 30009, "lowest_free"))
+	must(cl.CreatePool(ctx, vni, 10))
+
+	req := client.ReserveRequest{Holder: "vm-1", TTL: time.Minute,
+		Members: []*messages.Member{client.Resource(gpu), client.RangeAny(port), client.PoolUnits(vni, 4), client.Resource(nic)}}
+	r, err := cl.Reserve(ctx, req, client.WithOperationID("start-vm-1"))
+	if err != nil || !r.OK() {
+		t.Fatalf("reserve across shards: %v %+v", err, r)
+	}
+	lease := r.Lease.GetLeaseId()
+	if ms := r.Lease.GetMembers(); len(ms) != 4 || ms[0].GetResourceId() != gpu || ms[1].GetRangeId() != port || ms[1].GetValue() != 30000 {
+		t.Fatalf("members: %v", ms)
+	}
+	for _, id := range []string{gpu, nic} {
+		if got, err := cl.GetResource(ctx, id); err != nil || got.Resource.GetCurrentLeaseId() != lease {
+			t.Fatalf("member %s names %q, want %q (%v)", id, got.Resource.GetCurrentLeaseId(), lease, err)
+		}
+	}
+	if p, err := cl.GetPool(ctx, vni); err != nil || p.Pool.GetReserved() != 4 {
+		t.Fatalf("participant's pool: %+v %v", p, err)
+	}
+	again, err := cl.Reserve(ctx, req, client.WithOperationID("start-vm-1"))
+	if err != nil || !again.OK() || again.Lease.GetLeaseId() != lease || !again.FromRetryCache {
+		t.Fatalf("retry: %v %+v", err, again)
+	}
+
+	// A bundle over a free member and a held one is refused by the held one; the free
+	// one stays free.
+	busy, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "vm-2", TTL: time.Minute,
+		Members: []*messages.Member{client.Resource(other), client.PoolUnits(vni, 7)}})
+	if err != nil || busy.Code != messages.CodeInsufficientCapacity {
+		t.Fatalf("conflicting bundle: %v %+v", err, busy)
+	}
+	if got, _ := cl.GetResource(ctx, other); got.Resource.GetState() != messages.StateAvailable {
+		t.Fatalf("a refused bundle's free member: %s", got.Resource.GetState())
+	}
+
+	rel, err := cl.Release(ctx, "vm-1", r.Fence())
+	if err != nil || !rel.OK() || len(rel.Lease.GetMembers()) != 4 {
+		t.Fatalf("release: %v %+v", err, rel)
+	}
+	waitFor(t, func() bool {
+		p, err := cl.GetPool(ctx, vni)
+		return err == nil && p.Pool.GetReserved() == 0
+	})
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv, err = Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl = bundleClient(t, srv.URL())
+	got, err := cl.GetLease(ctx, lease)
+	if err != nil || got.Lease.GetState() != messages.StateReleased || len(got.Lease.GetMembers()) != 4 {
+		t.Fatalf("after a restart: %v %+v", err, got)
+	}
+	if p, err := cl.GetPool(ctx, vni); err != nil || p.Pool.GetReserved() != 0 {
+		t.Fatalf("participant after a restart: %+v %v", p, err)
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatal("not within 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
