@@ -17,16 +17,32 @@ import (
 // idempotent by transaction and may be lost with a shard: participants that hold
 // intents past the prepare bound ask the home, which answers from its journal.
 
+// maxParked bounds the writes and reads waiting for undecided bundles; past it: overloaded.
+const maxParked = 4096
+
+// The steps of a bundle a test can stop a process at (Options.BundleStep).
 const (
-	// prepareBound is how long a home waits for its participants' votes before it aborts,
-	// and how long a participant holds intents before it asks the home.
-	prepareBound = 2 * time.Second
-	// undecidedBound is how long a write or read waits for an undecided bundle holding
-	// what it names before it is answered timeout (indefinite).
-	undecidedBound = 2 * prepareBound
-	// maxParked bounds the writes and reads waiting for undecided bundles.
-	maxParked = 4096
+	StepBegun     = "begun"     // home: the begin sequenced, prepares not sent yet
+	StepPrepared  = "prepared"  // participant: its prepare applied, its vote not sent yet
+	StepVoted     = "voted"     // home: every vote in, the commit not sequenced yet
+	StepCommitted = "committed" // home: the commit applied, client and participants not told yet
+	StepMirrored  = "mirrored"  // participant: a mirror applied
 )
+
+// step tells the test hook a bundle reached step.
+func (s *shard) step(name string) {
+	if f := s.h.sys.opts.BundleStep; f != nil {
+		f(name, s.h.shard)
+	}
+}
+
+// prepareBound is how long a home waits for its participants' votes before it aborts,
+// and how long a participant holds intents before it asks the home.
+func (s *shard) prepareBound() time.Duration { return s.h.sys.opts.PrepareBound }
+
+// undecidedBound is how long a write or read waits for an undecided bundle holding what
+// it names before it is answered timeout (indefinite).
+func (s *shard) undecidedBound() time.Duration { return 2 * s.h.sys.opts.PrepareBound }
 
 // prepareMsg asks a participant to hold its members of a transaction.
 type prepareMsg struct {
@@ -83,12 +99,13 @@ type coordPart struct {
 }
 
 // parkedWrite is a client write that found a member an undecided bundle holds, or a
-// bundle to run again: sequenced again on a tick.
+// bundle to run again: sequenced again on a tick from notBefore on.
 type parkedWrite struct {
-	cmd   *kernel.Command
-	reply replyFunc
-	since time.Time
-	txn   kernel.TxnRef
+	cmd       *kernel.Command
+	reply     replyFunc
+	since     time.Time
+	notBefore time.Time
+	txn       kernel.TxnRef
 }
 
 // bundleState is a shard's coordinator and participant state.
@@ -100,6 +117,7 @@ type bundleState struct {
 	reads    []*readMsg                  // reads waiting for an undecided bundle
 	waitedAt map[*prepareMsg]time.Time   // when each waiting prepare began to wait
 	mirrors  []mirrorMsg                 // mirrors of the batch being applied, to send after it
+	decided  bool                        // the batch being applied decided a bundle here
 	txnBuf   []kernel.TxnRef
 }
 
@@ -158,6 +176,7 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
 	}
 	co := &coord{txn: kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced()}, cmd: c, parts: parts, started: time.Now()}
 	s.b.coords[co.txn.LSN] = co
+	s.step(StepBegun)
 	for _, p := range parts {
 		m := &prepareMsg{txn: co.txn, priority: c.Priority, tenant: c.Tenant, holder: c.HolderID, activate: c.Activate}
 		for _, i := range p.index {
@@ -291,6 +310,7 @@ func (s *shard) maybeDecide(co *coord) {
 			}
 		}
 	}
+	s.step(StepVoted)
 	co.deciding = true
 	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Commit: true, Members: members}
 	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, nil, true) }) {
@@ -332,15 +352,17 @@ func (s *shard) decided(co *coord, r *Reply, answer *Reply, commit bool) {
 	case r.Code != contract.CodeOK:
 		s.answerCoord(co, rejection(contract.CodeTimeout, "the bundle's decision was not recorded; retry the same operation_id", s.applied()))
 	case commit:
+		s.step(StepCommitted)
 		r.LSN, r.AppliedLSN = co.txn.LSN, s.applied()
 		s.answerCoord(co, r)
 	case answer != nil:
 		answer.AppliedLSN = s.applied()
 		s.answerCoord(co, answer)
-	default: // died: run it again, keeping its priority, once the conflict is decided
+	default: // died: run it again, keeping its priority, after the older bundle's turn
 		delete(s.b.coords, co.txn.LSN)
+		later := time.Now().Add(s.prepareBound() / 4)
 		for _, w := range co.waiters {
-			s.park(parkedWrite{cmd: co.cmd, reply: w, since: co.started})
+			s.park(parkedWrite{cmd: co.cmd, reply: w, since: co.started, notBefore: later})
 		}
 	}
 }
@@ -377,6 +399,7 @@ func (s *shard) prepareIntents(m *prepareMsg) {
 		case r.Code == contract.CodeOK:
 			v.prepared, v.members = true, r.Lease.Members
 			s.b.asked[m.txn] = time.Now()
+			s.step(StepPrepared)
 		}
 		delete(s.b.waitedAt, m)
 		s.sendShard(home, v)
@@ -404,7 +427,7 @@ func (s *shard) mirror(m *mirrorMsg) {
 		return
 	}
 	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline}
-	s.q.Internal(c, s.stampSlot(), func(*Reply) {})
+	s.q.Internal(c, s.stampSlot(), func(*Reply) { s.step(StepMirrored) })
 	s.flushLater()
 }
 
@@ -461,14 +484,18 @@ func (s *shard) bundleTick(now time.Time) {
 	}
 	s.b.init()
 	for _, co := range s.b.coords {
-		if !co.deciding && now.Sub(co.started) > prepareBound {
+		if !co.deciding && now.Sub(co.started) > s.prepareBound() {
 			s.abort(co, 0, 0, false)
 		}
 	}
 	parked := s.b.parked
 	s.b.parked = nil
 	for _, p := range parked {
-		if now.Sub(p.since) > undecidedBound {
+		if now.Before(p.notBefore) {
+			s.b.parked = append(s.b.parked, p)
+			continue
+		}
+		if now.Sub(p.since) > s.undecidedBound() {
 			p.reply(rejection(contract.CodeTimeout, "a member is held by a bundle across shards not decided in time; retry the same operation_id", s.applied()))
 			continue
 		}
@@ -478,18 +505,41 @@ func (s *shard) bundleTick(now time.Time) {
 			p.reply(r)
 		}
 	}
+	s.retryWaiting(now)
+	s.askHomes(now)
+	s.retryReads(now)
+}
+
+// retryWaiting sequences again the prepares waiting for a younger bundle's decision: on
+// a tick, and as soon as a batch decided a bundle here (the older one goes first).
+func (s *shard) retryWaiting(now time.Time) {
 	waiting := s.b.waiting
 	s.b.waiting = nil
 	for _, m := range waiting {
-		if now.Sub(s.b.waitedAt[m]) > prepareBound {
+		if now.Sub(s.b.waitedAt[m]) > s.prepareBound() {
 			delete(s.b.waitedAt, m)
 			s.sendShard(m.txn.Shard, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
 			continue
 		}
 		s.prepareIntents(m)
 	}
-	s.askHomes(now)
-	s.retryReads(now)
+}
+
+// noteDecided notes an applied entry that may have freed intents here.
+func (s *shard) noteDecided(v contract.Verb) {
+	if v == contract.VerbDecide || v == contract.VerbMirror {
+		s.b.decided = true
+	}
+}
+
+// afterDecided lets the prepares waiting here try again once a batch decided a bundle.
+func (s *shard) afterDecided() {
+	if s.b.decided {
+		s.b.decided = false
+		if len(s.b.waiting) > 0 {
+			s.retryWaiting(time.Now())
+		}
+	}
 }
 
 // askHomes asks the home of every transaction this participant holds undecided intents
@@ -505,7 +555,7 @@ func (s *shard) askHomes(now time.Time) {
 			s.b.asked[txn] = now
 			continue
 		}
-		if now.Sub(at) > prepareBound {
+		if now.Sub(at) > s.prepareBound() {
 			s.b.asked[txn] = now
 			s.sendShard(txn.Shard, &queryMsg{txn: txn, shard: s.h.shard})
 		}
@@ -585,8 +635,8 @@ func (s *shard) replyRead(m *readMsg) {
 				m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for undecided bundles", s.applied()))
 				return
 			}
-			if m.deadline.IsZero() {
-				m.deadline = s.now().Add(undecidedBound)
+			if m.undecidedUntil.IsZero() {
+				m.undecidedUntil = time.Now().Add(s.undecidedBound())
 			}
 			s.b.reads = append(s.b.reads, m)
 			return
@@ -601,7 +651,7 @@ func (s *shard) retryReads(now time.Time) {
 	reads := s.b.reads
 	s.b.reads = nil
 	for _, m := range reads {
-		if !now.IsZero() && !now.Before(m.deadline) {
+		if !now.IsZero() && !now.Before(m.undecidedUntil) {
 			m.reply(rejection(contract.CodeTimeout, "the read names what an undecided bundle holds; retry", s.applied()))
 			continue
 		}

@@ -94,6 +94,8 @@ type readMsg struct {
 	req      ReadRequest
 	reply    replyFunc
 	deadline time.Time
+	// undecidedUntil is how long the read waits for an undecided bundle (bundles.go).
+	undecidedUntil time.Time
 }
 
 // reconfigureMsg asks a shard to serve under System.Config (System.Configure).

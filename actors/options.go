@@ -71,6 +71,13 @@ type Options struct {
 	// Observer receives batch sizes and append latencies (metrics); may be nil.
 	Observer Observer
 	Logger   *slog.Logger
+
+	// PrepareBound is how long a bundle's home waits for its participants' votes, and a
+	// participant holding intents before it asks the home (bundles.go). 2 s when 0.
+	PrepareBound time.Duration
+	// BundleStep, when set, is called (on the shard's goroutine) at each step of a bundle
+	// across shards, named as in docs/design.md — tests stop a process exactly there.
+	BundleStep func(step string, shard uint32)
 }
 
 // Ownership is who decides which shards this process serves: a cluster node
@@ -117,6 +124,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Slot == 0 {
 		o.Slot = 100 * time.Millisecond
+	}
+	if o.PrepareBound <= 0 {
+		o.PrepareBound = 2 * time.Second
 	}
 	if o.Slot < time.Millisecond {
 		return o, fmt.Errorf("actors: slot %v shorter than 1ms", o.Slot)

@@ -378,6 +378,7 @@ func (s *shard) applyInflight(err error) {
 			s.events = appendEvents(s.events, s.h.shard, e, out)
 		}
 		s.noteMirrors(out)
+		s.noteDecided(e.Cmd.Verb)
 		if obs != nil && e.Cmd.Verb == contract.VerbExpire && out.Code == contract.CodeOK && e.Slot >= e.Cmd.Deadline {
 			obs.Expired(s.h.shard, time.Duration(e.Slot-e.Cmd.Deadline)*s.h.sys.opts.Slot)
 		}
@@ -394,6 +395,7 @@ func (s *shard) applyInflight(err error) {
 		}
 	}
 	s.sendMirrors()
+	s.afterDecided()
 	s.sinceSnapshot += n
 	if sink != nil && n > 0 {
 		sink.Events(s.h.shard, s.k.LastLSN(), s.events)
@@ -461,7 +463,7 @@ func (s *shard) tick() {
 		return
 	}
 	s.answerReaders(s.now())
-	s.bundleTick(s.now())
+	s.bundleTick(time.Now()) // bundle bounds are durations: the monotonic clock
 	slot := s.stampSlot()
 	perTick := s.h.sys.opts.ExpirePerTick
 	if s.q.Expiring() >= perTick {

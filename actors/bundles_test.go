@@ -1,0 +1,228 @@
+package actors
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// Bundles across shards, in one process: resources "s<k>/<name>" live on shard k.
+
+func bundleOptions(dir string) Options {
+	o := testOptions(dir)
+	o.Shards = 3
+	o.PrepareBound = 300 * time.Millisecond
+	return o
+}
+
+func shardOfID(id string) uint32 { return uint32(id[1] - '0') }
+
+// bundle is a reserve of the resources ids, each on its shard; its home is the first's.
+func bundle(op, holder string, ids ...string) *kernel.Command {
+	c := &kernel.Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: op, HolderID: holder, TTLMillis: 600_000}
+	for _, id := range ids {
+		c.Members = append(c.Members, kernel.Member{Kind: kernel.MemberResource, ID: id})
+		c.Shards = append(c.Shards, shardOfID(id))
+	}
+	return c
+}
+
+func createOn(t testing.TB, sys *System, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		wantCode(t, do(t, sys, shardOfID(id), createResource("create-"+id, id)), contract.CodeOK)
+	}
+}
+
+// holderOf reads resource id: the lease holding it as (shard, lsn), zero when free.
+func holderOf(t testing.TB, sys *System, id string) (kernel.Code, kernel.TxnRef) {
+	r := read(t, sys, shardOfID(id), ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: id})
+	return r.Code, kernel.TxnRef{Shard: r.Resource.LeaseShard, LSN: r.Resource.LeaseLSN}
+}
+
+// settled waits until the members of a bundle are all held by one lease, or all free,
+// and returns that lease (zero: free).
+func settled(t testing.TB, sys *System, ids ...string) kernel.TxnRef {
+	t.Helper()
+	var last []kernel.TxnRef
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		last = last[:0]
+		ok := true
+		for _, id := range ids {
+			code, l := holderOf(t, sys, id)
+			ok = ok && code == contract.CodeOK
+			last = append(last, l)
+		}
+		same := ok
+		for _, l := range last {
+			same = same && l == last[0]
+		}
+		if same {
+			return last[0]
+		}
+	}
+	t.Fatalf("members of %v never held by one lease or all free: %v", ids, last)
+	return kernel.TxnRef{}
+}
+
+func TestBundleGrantsEveryMemberOrNone(t *testing.T) {
+	sys := startSystem(t, bundleOptions(t.TempDir()))
+	defer sys.Stop()
+	createOn(t, sys, "s0/x", "s1/y", "s2/z", "s0/w")
+
+	r := do(t, sys, 0, bundle("b1", "h", "s0/x", "s1/y", "s2/z"))
+	wantCode(t, r, contract.CodeOK)
+	lease := kernel.TxnRef{Shard: r.Lease.Shard, LSN: r.Lease.LSN}
+	if len(r.Lease.Members) != 3 || lease.Shard != 0 || r.LSN != lease.LSN {
+		t.Fatalf("granted %+v", r.Lease)
+	}
+	if got := settled(t, sys, "s0/x", "s1/y", "s2/z"); got != lease {
+		t.Fatalf("members held by %+v, want %+v", got, lease)
+	}
+	wantCode(t, do(t, sys, 1, reserve("plain", "o", "s1/y", 1000)), contract.CodeResourceBusy)
+	busy := do(t, sys, 0, bundle("b2", "o", "s0/w", "s1/y"))
+	if busy.Code != contract.CodeResourceBusy || busy.MemberIndex != 1 {
+		t.Fatalf("a bundle over a held member: %s member %d", busy.Code, busy.MemberIndex)
+	}
+	if _, l := holderOf(t, sys, "s0/w"); l.LSN != 0 {
+		t.Fatalf("a refused bundle's free member is held by %+v", l)
+	}
+	again := do(t, sys, 0, bundle("b2", "o", "s0/w", "s1/y"))
+	if again.Code != contract.CodeResourceBusy || !again.FromRetryCache || again.MemberIndex != 1 {
+		t.Fatalf("the refusal's retry: %s cache %v", again.Code, again.FromRetryCache)
+	}
+	retry := do(t, sys, 0, bundle("b1", "h", "s0/x", "s1/y", "s2/z"))
+	if !retry.FromRetryCache || retry.Lease.LSN != lease.LSN || len(retry.Lease.Members) != 3 {
+		t.Fatalf("retry: %+v", retry)
+	}
+	got := read(t, sys, 0, ReadRequest{Verb: contract.VerbGetLease, Tenant: "t", Lease: lease.LSN})
+	if got.Code != contract.CodeOK || len(got.Lease.Members) != 3 {
+		t.Fatalf("lease.get at the home: %s %+v", got.Code, got.Lease)
+	}
+	wantCode(t, do(t, sys, 0, release("rel", "h", lease.LSN, 1)), contract.CodeOK)
+	if got := settled(t, sys, "s0/x", "s1/y", "s2/z"); got.LSN != 0 {
+		t.Fatalf("after release, held by %+v", got)
+	}
+}
+
+// Two bundles over the same members in opposite orders, at once, many times: exactly one
+// is granted and the other refused by the member the winner holds — never both refused
+// by each other's undecided intents, never a member left held by a bundle not granted.
+func TestBundlesInOppositeOrders(t *testing.T) {
+	sys := startSystem(t, bundleOptions(t.TempDir()))
+	defer sys.Stop()
+	for i := 0; i < 20; i++ {
+		a, b := fmt.Sprintf("s0/a%d", i), fmt.Sprintf("s1/b%d", i)
+		createOn(t, sys, a, b)
+		var wg sync.WaitGroup
+		replies := make([]*Reply, 2)
+		for j, ids := range [][]string{{a, b}, {b, a}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				replies[j] = do(t, sys, shardOfID(ids[0]), bundle(fmt.Sprintf("o%d-%d", i, j), fmt.Sprintf("h%d", j), ids...))
+			}()
+		}
+		wg.Wait()
+		won := -1
+		for j, r := range replies {
+			switch r.Code {
+			case contract.CodeOK:
+				if won >= 0 {
+					t.Fatalf("round %d: both granted", i)
+				}
+				won = j
+			case contract.CodeResourceBusy:
+			default:
+				t.Fatalf("round %d: bundle %d answered %s (%s)", i, j, r.Code, r.Message)
+			}
+		}
+		if won < 0 {
+			t.Fatalf("round %d: both refused", i)
+		}
+		w := replies[won].Lease
+		if got := settled(t, sys, a, b); got != (kernel.TxnRef{Shard: w.Shard, LSN: w.LSN}) {
+			t.Fatalf("round %d: members held by %+v, the winner is %d-%d", i, got, w.Shard, w.LSN)
+		}
+	}
+}
+
+// The crash test of bundles: a child process runs one bundle over three shards and is
+// killed exactly at a step of the protocol (Options.BundleStep). After a restart from
+// the journals alone the bundle is wholly granted or wholly absent within the bound, and
+// its retry with the same operation_id ends granted once: the same lease when the
+// commit was durable.
+
+const (
+	bundleCrashDir  = "HOLDFAST_BUNDLE_CRASH_DIR"
+	bundleCrashStep = "HOLDFAST_BUNDLE_CRASH_STEP"
+)
+
+var bundleCrashIDs = []string{"s0/x", "s1/y", "s2/z"}
+
+func TestBundleCrashChild(t *testing.T) {
+	dir := os.Getenv(bundleCrashDir)
+	if dir == "" {
+		t.Skip("runs only as the bundle crash test's child process")
+	}
+	o := bundleOptions(dir)
+	step := os.Getenv(bundleCrashStep)
+	o.BundleStep = func(s string, _ uint32) {
+		if s == step {
+			fmt.Println("KILLED AT", s)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	sys := startSystem(t, o)
+	createOn(t, sys, bundleCrashIDs...)
+	do(t, sys, 0, bundle("crash", "h", bundleCrashIDs...))
+	if step == StepMirrored {
+		time.Sleep(5 * time.Second) // the mirror comes after the answer
+	}
+	t.Fatalf("never reached step %s", step)
+}
+
+func TestBundleCrashAtEveryStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns child processes")
+	}
+	for _, step := range []string{StepBegun, StepPrepared, StepVoted, StepCommitted, StepMirrored} {
+		t.Run(step, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBundleCrashChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), bundleCrashDir+"="+dir, bundleCrashStep+"="+step)
+			out, _ := cmd.CombinedOutput()
+			if !strings.Contains(string(out), "KILLED AT "+step) {
+				t.Fatalf("the child did not stop at %s:\n%s", step, out)
+			}
+			sys := startSystem(t, bundleOptions(dir))
+			defer sys.Stop()
+			before := settled(t, sys, bundleCrashIDs...)
+			committed := step == StepCommitted || step == StepMirrored
+			if committed != (before.LSN != 0) {
+				t.Fatalf("killed at %s: after recovery the members are held by %+v", step, before)
+			}
+			r := do(t, sys, 0, bundle("crash", "h", bundleCrashIDs...))
+			wantCode(t, r, contract.CodeOK)
+			if committed && (!r.FromRetryCache || r.Lease.LSN != before.LSN) {
+				t.Fatalf("killed at %s: the retry of a durable commit got %+v", step, r)
+			}
+			if got := settled(t, sys, bundleCrashIDs...); got.LSN != r.Lease.LSN {
+				t.Fatalf("killed at %s: after the retry the members are held by %+v, want %d", step, got, r.Lease.LSN)
+			}
+			again := do(t, sys, 0, bundle("crash", "h", bundleCrashIDs...))
+			if !again.FromRetryCache || again.Lease.LSN != r.Lease.LSN {
+				t.Fatalf("killed at %s: executed twice: %+v then %+v", step, r, again)
+			}
+		})
+	}
+}
