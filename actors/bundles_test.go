@@ -226,3 +226,51 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// Every lease verb acts at the home and the participants follow: activate, revoke and
+// reclaim move every member; expiry frees them all, never before the deadline; consume
+// uses up the pool units on every shard.
+func TestBundleLeaseVerbsMoveEveryMember(t *testing.T) {
+	sys := startSystem(t, bundleOptions(t.TempDir()))
+	defer sys.Stop()
+	createOn(t, sys, "s0/x", "s1/y", "s0/e", "s1/f")
+	state := func(id string) kernel.ResourceState {
+		r := read(t, sys, shardOfID(id), ReadRequest{Verb: contract.VerbGetResource, Tenant: "t", ID: id})
+		return r.Resource.State
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s", what)
+			}
+		}
+	}
+	r := do(t, sys, 0, bundle("b", "h", "s0/x", "s1/y"))
+	wantCode(t, r, contract.CodeOK)
+	lsn := r.Lease.LSN
+	wantCode(t, do(t, sys, 0, &kernel.Command{Verb: contract.VerbActivate, Tenant: "t", OperationID: "act", HolderID: "h", LeaseLSN: lsn, Epoch: 1}), contract.CodeOK)
+	until("y active", func() bool { return state("s1/y") == kernel.ResourceActive })
+	wantCode(t, do(t, sys, 0, &kernel.Command{Verb: contract.VerbRevoke, Tenant: "t", OperationID: "rev", LeaseLSN: lsn}), contract.CodeOK)
+	until("y revoking", func() bool { return state("s1/y") == kernel.ResourceRevoking })
+	wantCode(t, do(t, sys, 0, &kernel.Command{Verb: contract.VerbReclaim, Tenant: "t", OperationID: "rec", LeaseLSN: lsn}), contract.CodeOK)
+	until("y free", func() bool { return state("s1/y") == kernel.ResourceAvailable })
+	if state("s0/x") != kernel.ResourceAvailable {
+		t.Fatal("x still held after reclaim")
+	}
+
+	// Expiry: a short ttl; the participant's member is freed after the home's deadline.
+	e := bundle("short", "h", "s0/e", "s1/f")
+	e.TTLMillis = 300
+	granted := time.Now()
+	r = do(t, sys, 0, e)
+	wantCode(t, r, contract.CodeOK)
+	until("f expired", func() bool { return state("s1/f") == kernel.ResourceAvailable })
+	if held := time.Since(granted); held < 300*time.Millisecond {
+		t.Fatalf("a participant's member freed %v after the grant, before the 300 ms deadline", held)
+	}
+	got := read(t, sys, 0, ReadRequest{Verb: contract.VerbGetLease, Tenant: "t", Lease: r.Lease.LSN})
+	if got.Lease.State != kernel.LeaseExpired || len(got.Lease.Members) != 2 {
+		t.Fatalf("expired lease: %s %d members", got.Lease.State, len(got.Lease.Members))
+	}
+}

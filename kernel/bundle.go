@@ -342,6 +342,19 @@ func (k *Kernel) noteMirror(out *Output) {
 	}
 }
 
+// remoteAll reports whether every member of lease lsn on another shard (none: any lease
+// but a bundle's at its home) is of kind.
+func (k *Kernel) remoteAll(lsn uint64, kind MemberKind) bool {
+	if b := k.bundles[lsn]; b != nil {
+		for _, r := range b.remote {
+			if r.kind != kind {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // BundleShards appends the shards other than this one that hold members of lease lsn, a
 // bundle's at its home, ascending: where a bundle.mirror goes. Nothing for any other lease.
 func (k *Kernel) BundleShards(lsn uint64, dst []uint32) []uint32 {

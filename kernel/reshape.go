@@ -187,6 +187,10 @@ func (k *Kernel) consume(e Entry, out *Output) {
 			return
 		}
 	}
+	if !k.remoteAll(l.lsn, MemberPool) {
+		out.Code = contract.CodeInvalidState // a bundle's members on other shards too
+		return
+	}
 	k.viewEnded(k.end(r.idx, e, LeaseConsumed, true), out)
 	out.Event = EventLeaseConsumed
 }
