@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -88,6 +89,7 @@ type coord struct {
 	own      []kernel.MemberView // the home's members as the begin held them
 	begun    bool                // the begin is applied: the home's members are held
 	deciding bool                // a decide is sequenced
+	aborting bool                // ... and it is an abort
 	started  time.Time
 }
 
@@ -165,6 +167,10 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
 	}
 	if c.Priority == 0 && len(parts) > 0 {
 		c.Priority = s.stampSlot() // kept when the bundle runs again: wait-die's age
+	}
+	if len(parts) > 0 && s.yields(c.Priority, kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced() + 1}, c.Tenant, c.Members, c.Shards) {
+		s.dieLater(c, []replyFunc{reply}, time.Now())
+		return
 	}
 	d, r := s.q.Write(c, s.stampSlot(), reply)
 	switch {
@@ -261,6 +267,9 @@ func (s *shard) vote(m *voteMsg) {
 		return
 	}
 	if co.deciding {
+		if co.aborting && m.prepared { // prepared after the abort went out: free it again
+			s.sendShard(m.shard, &mirrorMsg{txn: m.txn})
+		}
 		return
 	}
 	p := co.part(m.shard)
@@ -323,7 +332,7 @@ func (s *shard) maybeDecide(co *coord) {
 // commit can follow: the decision is made). refusal, when set, is the participant's
 // definite answer, remembered for retries; die runs the bundle again once decided.
 func (s *shard) abort(co *coord, refusal contract.Code, member int, die bool) {
-	co.deciding = true
+	co.deciding, co.aborting = true, true
 	for _, p := range co.parts {
 		s.sendShard(p.shard, &mirrorMsg{txn: co.txn})
 	}
@@ -360,11 +369,40 @@ func (s *shard) decided(co *coord, r *Reply, answer *Reply, commit bool) {
 		s.answerCoord(co, answer)
 	default: // died: run it again, keeping its priority, after the older bundle's turn
 		delete(s.b.coords, co.txn.LSN)
-		later := time.Now().Add(s.prepareBound() / 4)
-		for _, w := range co.waiters {
-			s.park(parkedWrite{cmd: co.cmd, reply: w, since: co.started, notBefore: later})
+		s.dieLater(co.cmd, co.waiters, co.started)
+	}
+}
+
+// dieLater parks a bundle that gave way to an older one (wait-die's die) and runs it
+// again, with its priority, after a short random backoff.
+func (s *shard) dieLater(c *kernel.Command, waiters []replyFunc, since time.Time) {
+	backoff := time.Millisecond * time.Duration(2+rand.IntN(8))
+	for _, w := range waiters {
+		s.park(parkedWrite{cmd: c, reply: w, since: since, notBefore: time.Now().Add(backoff)})
+	}
+	self, root := s.self, s.h.sys.root
+	time.AfterFunc(backoff, func() { root.Send(self, &parkedDue{}) })
+}
+
+// yields reports whether a bundle (priority, txn) gives way here: an older bundle's
+// prepare waits on this shard for one of the members it names here (shards, when set,
+// says which members are this shard's). Without it a stream of younger bundles could take
+// each member the moment it is freed, before the older one's turn: wait-die would starve.
+func (s *shard) yields(priority uint64, txn kernel.TxnRef, tenant string, members []kernel.Member, shards []uint32) bool {
+	for _, w := range s.b.waiting {
+		if w.tenant != tenant || !older(w.priority, w.txn, priority, txn) {
+			continue
+		}
+		for i := range members {
+			if shards != nil && shards[i] != s.h.shard {
+				continue
+			}
+			if slices.ContainsFunc(w.members, func(m kernel.Member) bool { return m.Kind == members[i].Kind && m.ID == members[i].ID }) {
+				return true
+			}
 		}
 	}
+	return false
 }
 
 func (s *shard) answerCoord(co *coord, r *Reply) {
@@ -381,6 +419,10 @@ func (s *shard) prepareIntents(m *prepareMsg) {
 	home := m.txn.Shard
 	if s.halted != nil || s.standing() == NotServing {
 		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
+		return
+	}
+	if s.yields(m.priority, m.txn, m.tenant, m.members, nil) {
+		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
 		return
 	}
 	c := &kernel.Command{Verb: contract.VerbPrepare, Tenant: m.tenant, HolderID: m.holder, Activate: m.activate,
@@ -425,6 +467,9 @@ func older(p uint64, t kernel.TxnRef, q uint64, u kernel.TxnRef) bool {
 func (s *shard) mirror(m *mirrorMsg) {
 	if s.halted != nil || s.q == nil {
 		return
+	}
+	if !m.state.Live() { // aborted or ended: a prepare still waiting for it is moot
+		s.b.waiting = slices.DeleteFunc(s.b.waiting, func(w *prepareMsg) bool { return w.txn == m.txn })
 	}
 	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline}
 	s.q.Internal(c, s.stampSlot(), func(*Reply) { s.step(StepMirrored) })
@@ -479,8 +524,8 @@ func (s *shard) sendMirrors() {
 // within the prepare bound; parked writes and waiting prepares try again; participants
 // ask about intents held past the bound; reads waiting for a decision try again.
 func (s *shard) bundleTick(now time.Time) {
-	if s.b.coords == nil && len(s.b.reads) == 0 {
-		return
+	if s.b.coords == nil && len(s.b.reads) == 0 && len(s.b.parked) == 0 && len(s.b.waiting) == 0 && s.k.UndecidedBundles() == 0 {
+		return // this shard takes no part in a bundle
 	}
 	s.b.init()
 	for _, co := range s.b.coords {
@@ -488,6 +533,15 @@ func (s *shard) bundleTick(now time.Time) {
 			s.abort(co, 0, 0, false)
 		}
 	}
+	s.retryParked(now)
+	s.retryWaiting(now)
+	s.askHomes(now)
+	s.retryReads(now)
+}
+
+// retryParked sequences again the parked writes that are due: on a tick, when a batch
+// decided a bundle here, and when a died bundle's backoff ends (parkedDue).
+func (s *shard) retryParked(now time.Time) {
 	parked := s.b.parked
 	s.b.parked = nil
 	for _, p := range parked {
@@ -505,16 +559,23 @@ func (s *shard) bundleTick(now time.Time) {
 			p.reply(r)
 		}
 	}
-	s.retryWaiting(now)
-	s.askHomes(now)
-	s.retryReads(now)
+	s.flushLater()
 }
+
+// parkedDue is a shard's note to itself: a died bundle's backoff ended.
+type parkedDue struct{}
 
 // retryWaiting sequences again the prepares waiting for a younger bundle's decision: on
 // a tick, and as soon as a batch decided a bundle here (the older one goes first).
 func (s *shard) retryWaiting(now time.Time) {
 	waiting := s.b.waiting
 	s.b.waiting = nil
+	slices.SortFunc(waiting, func(a, b *prepareMsg) int { // the oldest first: the others yield to it
+		if older(a.priority, a.txn, b.priority, b.txn) {
+			return -1
+		}
+		return 1
+	})
 	for _, m := range waiting {
 		if now.Sub(s.b.waitedAt[m]) > s.prepareBound() {
 			delete(s.b.waitedAt, m)
@@ -532,12 +593,16 @@ func (s *shard) noteDecided(v contract.Verb) {
 	}
 }
 
-// afterDecided lets the prepares waiting here try again once a batch decided a bundle.
+// afterDecided lets the prepares and writes waiting here try again once a batch decided
+// a bundle.
 func (s *shard) afterDecided() {
 	if s.b.decided {
 		s.b.decided = false
 		if len(s.b.waiting) > 0 {
 			s.retryWaiting(time.Now())
+		}
+		if len(s.b.parked) > 0 {
+			s.retryParked(time.Now())
 		}
 	}
 }
@@ -618,6 +683,8 @@ func (s *shard) receiveBundle(ctx actor.Context) bool {
 		s.mirror(m)
 	case *queryMsg:
 		s.query(m)
+	case *parkedDue:
+		s.retryParked(time.Now())
 	default:
 		return false
 	}

@@ -372,6 +372,9 @@ func (k *Kernel) BundleShards(lsn uint64, dst []uint32) []uint32 {
 	return dst
 }
 
+// UndecidedBundles is how many transactions this shard holds undecided intents for.
+func (k *Kernel) UndecidedBundles() int { return len(k.pending) }
+
 // Undecided appends the transactions this shard holds undecided intents for, at home or
 // as a participant, ordered: what the runtime decides, asks or resends after a restart.
 func (k *Kernel) Undecided(dst []TxnRef) []TxnRef {

@@ -85,6 +85,10 @@ type benchConfig struct {
 	noDirect bool
 	// byShard pins each client to one shard's resources and reports by shard (benchshard.go).
 	byShard bool
+	// bundle is the members per reserve: distinct resources, each its own placement key
+	// (a bundle across shards), or with oneKey the members of one key.
+	bundle int
+	oneKey bool
 }
 
 // phase is the length of each measured phase: --duration is the whole run, so with
@@ -116,6 +120,8 @@ type benchCmd struct {
 	Audit           bool          `name:"audit" help:"After the load, read back every lease granted: each must be found, and each whose release was answered ok must read released (nothing acknowledged lost through a kill or a partition); a failure exits non-zero. Keeps one lease id per grant: for runs of minutes."`
 	NoDirect        bool          `name:"no-direct" help:"Send every request to the public subject (clients of other languages), not straight to its shard's owner as the Go client does in a cluster."`
 	ByShard         bool          `name:"by-shard" help:"Pin client i to the resources of shard i mod S and report each shard's requests, failures and latency (what a node's loss costs the shards it did not hold)."`
+	Bundle          int           `name:"bundle" default:"1" placeholder:"N" help:"Members per reserve (1-16): N distinct resources, each its own placement key, so a bundle across shards; with --one-key, the N members of one key (R keys of N resources each)."`
+	OneKey          bool          `name:"one-key" help:"With --bundle N: each reserve takes the N members of one placement key (one shard), for comparing with bundles across shards."`
 	connFlags
 }
 
@@ -126,7 +132,7 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 	cfg := &benchConfig{progress: true, cf: b.connFlags, scenario: b.Scenario, checkpoints: b.Checkpoints,
 		clients: b.Clients, resources: b.Resources, duration: b.Duration, ttl: b.TTL, echo: b.Echo, conns: b.Conns,
 		idPrefix: b.IDPrefix, sample: b.Sample, metricsURL: b.MetricsURL, dataDir: b.Data, bystander: b.BystanderTenant,
-		keep: b.Keep, noDirect: b.NoDirect, byShard: b.ByShard, audit: b.Audit}
+		keep: b.Keep, noDirect: b.NoDirect, byShard: b.ByShard, audit: b.Audit, bundle: b.Bundle, oneKey: b.OneKey}
 	if err := cfg.cf.validate(); err != nil {
 		return nil, usageError(e, "%v", err)
 	}
@@ -179,6 +185,14 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 		return nil, usageError(e, "--sample must not be negative")
 	case cfg.byShard && cfg.scenario != "spread":
 		return nil, usageError(e, "--by-shard needs --scenario spread")
+	case cfg.bundle < 1 || cfg.bundle > 16:
+		return nil, usageError(e, "--bundle must be 1-16")
+	case cfg.bundle > 1 && (cfg.byShard || cfg.scenario == "claim"):
+		return nil, usageError(e, "--bundle needs --scenario spread or hotspot, without --by-shard")
+	case cfg.oneKey && cfg.bundle == 1:
+		return nil, usageError(e, "--one-key needs --bundle 2 or more")
+	case !cfg.oneKey && cfg.bundle > cfg.resources:
+		return nil, usageError(e, "--bundle must not exceed --resources")
 	case cfg.audit && cfg.scenario == "claim":
 		return nil, usageError(e, "--audit reads back reserves: not with --scenario claim")
 	case cfg.bystander != "" && (!client.ValidTenant(cfg.bystander) || cfg.bystander == cfg.cf.Tenant):
@@ -224,7 +238,8 @@ func (b *benchCmd) Run(e *env, kctx *kong.Context) error {
 
 func newBenchReport(cfg *benchConfig) *benchReport {
 	return &benchReport{Scenario: cfg.scenario, Clients: cfg.clients, Resources: cfg.resources, Duration: cfg.duration,
-		Encoding: cfg.encoding.String(), Conns: cfg.conns, Tenant: cfg.cf.Tenant, RunID: client.NewOperationID()[:10]}
+		Encoding: cfg.encoding.String(), Conns: cfg.conns, Tenant: cfg.cf.Tenant, RunID: client.NewOperationID()[:10],
+		Bundle: cfg.bundle, OneKey: cfg.oneKey}
 }
 
 // benchReport is the outcome of a bench run (printed, or as JSON with --json).
@@ -236,9 +251,12 @@ type benchReport struct {
 	Encoding  string        `json:"encoding"`
 	Conns     int           `json:"conns"`
 	Routing   string        `json:"routing"` // direct (to each shard's owner) or public
-	Setup     setupReport   `json:"setup"`
-	Holdfast  phaseReport   `json:"holdfast"`
-	Echo      *phaseReport  `json:"echo,omitempty"`
+	// Bundle is the members per reserve (--bundle), OneKey whether they share a key.
+	Bundle   int          `json:"bundle"`
+	OneKey   bool         `json:"one_key,omitempty"`
+	Setup    setupReport  `json:"setup"`
+	Holdfast phaseReport  `json:"holdfast"`
+	Echo     *phaseReport `json:"echo,omitempty"`
 	// Ratio is holdfast requests/s divided by echo requests/s (0 without
 	// --echo).
 	Ratio float64 `json:"ratio_holdfast_to_echo_requests,omitempty"`
@@ -291,6 +309,12 @@ func verbOf(name string, h *histogram) verbReport {
 func (r *benchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "holdfast bench: scenario=%s clients=%d resources=%d duration=%s encoding=%s conns=%d routing=%s\n",
 		r.Scenario, r.Clients, r.Resources, r.Duration, r.Encoding, r.Conns, r.Routing)
+	switch {
+	case r.Bundle > 1 && r.OneKey:
+		fmt.Fprintf(w, "bundles: %d members of one placement key each\n", r.Bundle)
+	case r.Bundle > 1:
+		fmt.Fprintf(w, "bundles: %d members of distinct placement keys each (across shards)\n", r.Bundle)
+	}
 	fmt.Fprintf(w, "setup: %d resource(s) ready in %s (%d created, %d existed)\n",
 		r.Setup.Created+r.Setup.Existed, r.Setup.Elapsed.Round(time.Millisecond), r.Setup.Created, r.Setup.Existed)
 	h := r.Holdfast
@@ -427,7 +451,8 @@ type benchWorker struct {
 	opPrefix []byte
 	seq      uint64
 
-	member     messages.Member
+	members    []messages.Member // --bundle: the reserve's members
+	oneKey     bool
 	reserveReq messages.ReserveRequest
 	releaseReq messages.ReleaseRequest
 	reply      messages.Reply
@@ -447,7 +472,11 @@ type benchWorker struct {
 func newBenchWorker(cfg *benchConfig, nc *nats.Conn, header nats.Header, holder, opPrefix string, rng *rand.Rand) *benchWorker {
 	w := &benchWorker{nc: nc, enc: cfg.encoding, header: header, timeout: cfg.cf.Timeout, rng: rng,
 		holder: holder, opPrefix: []byte(opPrefix), reserveCodes: map[string]uint64{}, releaseCodes: map[string]uint64{}}
-	w.reserveReq = messages.ReserveRequest{HolderId: holder, Members: []*messages.Member{&w.member}, TtlMs: uint64(cfg.ttl.Milliseconds())}
+	w.members, w.oneKey = make([]messages.Member, cfg.bundle), cfg.oneKey
+	w.reserveReq = messages.ReserveRequest{HolderId: holder, TtlMs: uint64(cfg.ttl.Milliseconds())}
+	for i := range w.members {
+		w.reserveReq.Members = append(w.reserveReq.Members, &w.members[i])
+	}
 	w.releaseReq.HolderId = holder
 	w.audit = cfg.audit
 	return w
@@ -524,8 +553,40 @@ func (w *benchWorker) send(public, direct string, directHeader nats.Header, req 
 	return code, d + d2
 }
 
+// pick chooses the next reserve's members: one resource, N distinct ones, or (oneKey) the
+// N members of one key, which resources lists together.
+func (w *benchWorker) pick(resources []string) {
+	n := len(w.members)
+	if w.oneKey {
+		g := w.rng.IntN(len(resources) / n)
+		for j := range w.members {
+			w.members[j].ResourceId = resources[g*n+j]
+		}
+		return
+	}
+	for j := range w.members {
+		for {
+			id := resources[w.rng.IntN(len(resources))]
+			if !w.picked(j, id) {
+				w.members[j].ResourceId = id
+				break
+			}
+		}
+	}
+}
+
+// picked reports whether one of the first j members is id.
+func (w *benchWorker) picked(j int, id string) bool {
+	for i := range j {
+		if w.members[i].ResourceId == id {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *benchWorker) cycle(subjReserve, subjRelease string, resources []string, live *liveCounters) {
-	w.member.ResourceId = resources[w.rng.IntN(len(resources))]
+	w.pick(resources)
 	w.reserveReq.OperationId = w.nextOp()
 	direct, h := w.route.to(&w.reserveReq)
 	code, d := w.send(subjReserve, direct, h, &w.reserveReq)
@@ -572,6 +633,15 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	resources := make([]string, cfg.resources)
 	for i := range resources {
 		resources[i] = cfg.idPrefix + "-r" + strconv.Itoa(i)
+	}
+	if cfg.oneKey { // R placement keys of N members each, listed key by key
+		keys := resources
+		resources = make([]string, 0, len(keys)*cfg.bundle)
+		for _, k := range keys {
+			for j := 0; j < cfg.bundle; j++ {
+				resources = append(resources, k+"/m"+strconv.Itoa(j))
+			}
+		}
 	}
 
 	// Setup: create the resources, idempotently (already_exists is fine).

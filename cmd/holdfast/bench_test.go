@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -447,5 +448,33 @@ func TestBenchAudit(t *testing.T) {
 	}
 	if code, _, errOut := run(t, cmdBench, "--server", url, "--scenario", "claim", "--audit"); code != exitUsage || !strings.Contains(errOut, "--audit") {
 		t.Fatalf("--audit with claim: exit %d, %s", code, errOut)
+	}
+}
+
+// --bundle takes N members per reserve: distinct keys, or with --one-key the members of one.
+func TestBenchBundleFlags(t *testing.T) {
+	var out bytes.Buffer
+	e := &env{stdout: &out, stderr: &out, ctx: context.Background()}
+	cfg, code := parseBench(e, []string{"--bundle", "3", "--one-key"})
+	if code >= 0 || cfg.bundle != 3 || !cfg.oneKey {
+		t.Fatalf("code %d cfg %+v (%s)", code, cfg, out.String())
+	}
+	for _, args := range [][]string{{"--one-key"}, {"--bundle", "17"}, {"--bundle", "0"}, {"--bundle", "2", "--by-shard"},
+		{"--bundle", "2", "--scenario", "claim"}, {"--bundle", "3", "--resources", "2"}} {
+		if _, code := parseBench(e, args); code != exitUsage {
+			t.Errorf("%v: exit %d, want a usage error", args, code)
+		}
+	}
+	w := newBenchWorker(&benchConfig{bundle: 3}, nil, nil, "h", "op", rand.New(rand.NewPCG(1, 2)))
+	for range 100 {
+		w.pick([]string{"a", "b", "c", "d"})
+		if a, b, c := w.members[0].ResourceId, w.members[1].ResourceId, w.members[2].ResourceId; a == b || b == c || a == c {
+			t.Fatalf("a bundle of %s, %s, %s repeats a member", a, b, c)
+		}
+	}
+	w = newBenchWorker(&benchConfig{bundle: 2, oneKey: true}, nil, nil, "h", "op", rand.New(rand.NewPCG(1, 2)))
+	w.pick([]string{"k0/m0", "k0/m1"})
+	if w.members[0].ResourceId != "k0/m0" || w.members[1].ResourceId != "k0/m1" {
+		t.Fatalf("one key's members: %v", w.members)
 	}
 }
