@@ -325,7 +325,7 @@ func (k *Kernel) leaseID(lsn uint64) (uint32, uint64) {
 // noteMirror sets out.Mirror when the entry changed a bundle's lease at its home (Lease,
 // or one of Changes): its participants are to learn the new state.
 func (k *Kernel) noteMirror(out *Output) {
-	if len(k.bundles) == 0 || out.Event == EventNone {
+	if len(k.bundles) == 0 || (out.Event == EventNone && len(out.Changes) == 0) {
 		return
 	}
 	mine := func(l *LeaseView) bool {

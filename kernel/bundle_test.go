@@ -243,3 +243,19 @@ func TestBundleCodecRejectsMismatchedShards(t *testing.T) {
 		t.Fatal("a begin whose shards do not match its members decoded")
 	}
 }
+
+// A bulk verb that ends a bundle's lease at its home (lease.revoke_all by label, with
+// reclaim) tells its participants too.
+func TestBundleBulkVerbMirrors(t *testing.T) {
+	home := newBShard(t, 0)
+	home.create("a")
+	c := begin("op", []uint32{0, 1}, "a", "b")
+	c.Activate, c.Labels = true, []Label{{Key: "owner", Value: "vm"}}
+	txn := TxnRef{Shard: 0, LSN: home.apply(c).Lease.LSN}
+	home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: resources("a", "b")})
+	out := home.apply(&Command{Verb: contract.VerbRevokeAll, Tenant: "t", OperationID: "all", Label: Label{Key: "owner", Value: "vm"},
+		Limit: 10, Reclaim: true})
+	if out.Code != contract.CodeOK || out.Count != 1 || !out.Mirror {
+		t.Fatalf("revoke_all: %s count %d mirror %v", out.Code, out.Count, out.Mirror)
+	}
+}

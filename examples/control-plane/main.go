@@ -11,7 +11,8 @@
 //   - an address pool per network: the CIDR's hosts, the gateway excluded.
 //
 // It imports the allocations of an existing deployment (the migration's cut-over), boots
-// an instance (its ports, CID, MAC and address, each a lease labelled with the owner),
+// an instance in one call (its ports, CID, MAC and address: one lease labelled with the
+// owner, over four placement keys),
 // answers who holds a MAC seen on the wire, hard-deletes the instance by its owner label,
 // runs 64 concurrent allocators against one pool and checks no value went twice, and
 // grows a node's port range while they run.
@@ -183,42 +184,29 @@ func (p *plane) migrate(ctx context.Context) error {
 	return nil
 }
 
-// instance is what one boot took: a lease per allocator.
+// instance is what one boot took: one lease over every allocator's values, whatever
+// shards they live on — the node's ports, the cloud-wide vsock CID and MAC, the network's
+// address — so one fence, and nothing to clean up when a boot fails half-way.
 type instance struct {
 	uuid                    string
-	ports, cid, mac, addr   client.Lease
+	lease                   client.Lease
 	portValues              []uint64
 	cidValue, macV, addrVal uint64
 }
 
 func value(l client.Lease, i int) uint64 { return l.Members[i].GetValue() }
 
+// boot takes everything an instance needs in one call: all of it or none of it.
 func (p *plane) boot(ctx context.Context, uuid, node string) (*instance, error) {
-	labels := owner("instance", uuid)
-	take := func(what string, ms ...*messages.Member) (client.Lease, error) {
-		r, err := must(p.hf.Reserve(ctx, client.ReserveRequest{Holder: "compute", Members: ms, Activate: true, Labels: labels}))
-		if err != nil {
-			return client.Lease{}, err
-		}
-		return r.Lease, nil
-	}
-	in := &instance{uuid: uuid}
-	var err error
-	if in.ports, err = take("ports", client.RangeAny(p.ports(node)), client.RangeAny(p.ports(node)), client.RangeAny(p.ports(node))); err != nil {
+	r, err := must(p.hf.Reserve(ctx, client.ReserveRequest{Holder: "compute", Activate: true, Labels: owner("instance", uuid),
+		Members: []*messages.Member{client.RangeAny(p.ports(node)), client.RangeAny(p.ports(node)), client.RangeAny(p.ports(node)),
+			client.RangeAny(p.vsock), client.RangeAny(p.mac), client.RangeAny(p.addrs("net-blue"))}}))
+	if err != nil {
 		return nil, err
 	}
-	in.portValues = []uint64{value(in.ports, 0), value(in.ports, 1), value(in.ports, 2)}
-	if in.cid, err = take("vsock", client.RangeAny(p.vsock)); err != nil {
-		return nil, err
-	}
-	if in.mac, err = take("mac", client.RangeAny(p.mac)); err != nil {
-		return nil, err
-	}
-	if in.addr, err = take("address", client.RangeAny(p.addrs("net-blue"))); err != nil {
-		return nil, err
-	}
-	in.cidValue, in.macV, in.addrVal = value(in.cid, 0), value(in.mac, 0), value(in.addr, 0)
-	return in, nil
+	l := r.Lease
+	return &instance{uuid: uuid, lease: l, portValues: []uint64{value(l, 0), value(l, 1), value(l, 2)},
+		cidValue: value(l, 3), macV: value(l, 4), addrVal: value(l, 5)}, nil
 }
 
 func (p *plane) bootAndDelete(ctx context.Context) error {
@@ -231,8 +219,8 @@ func (p *plane) bootAndDelete(ctx context.Context) error {
 			return fmt.Errorf("a boot took port %d: the band and the excluded ports are not for 'any'", v)
 		}
 	}
-	fmt.Fprintf(p.out, "boot vm-7f3a: ports %v (one lease), cid %d, mac %s, address %s\n",
-		in.portValues, in.cidValue, client.FormatMAC(in.macV), client.FormatIPv4(in.addrVal))
+	fmt.Fprintf(p.out, "boot vm-7f3a in one call: ports %v, cid %d, mac %s, address %s: one lease, %d members\n",
+		in.portValues, in.cidValue, client.FormatMAC(in.macV), client.FormatIPv4(in.addrVal), len(in.lease.Members))
 
 	// A MAC seen on the wire: who holds it?
 	who, err := must(p.hf.LookupValue(ctx, p.mac, in.macV))
@@ -241,11 +229,11 @@ func (p *plane) bootAndDelete(ctx context.Context) error {
 	}
 	fmt.Fprintf(p.out, "who holds %s: %s lease %s owner %s/%s\n", client.FormatMAC(in.macV), who.State, who.Lease.LeaseId,
 		who.Lease.Labels["owner_type"], who.Lease.Labels["owner_uuid"])
-	if who.Lease.LeaseId != in.mac.LeaseId {
-		return fmt.Errorf("lookup names lease %s, the boot took %s", who.Lease.LeaseId, in.mac.LeaseId)
+	if who.Lease.LeaseId != in.lease.LeaseId {
+		return fmt.Errorf("lookup names lease %s, the boot took %s", who.Lease.LeaseId, in.lease.LeaseId)
 	}
 	// A console port is freed by its number, as a port release does — but it shares its
-	// lease with the VDI ports, and a hold is never released in part.
+	// lease with the instance's other values, and a hold is never released in part.
 	part, err := p.hf.ReleaseValue(ctx, "compute", p.ports("node1"), in.portValues[0], 0, false)
 	if err != nil {
 		return err
@@ -269,17 +257,30 @@ func (p *plane) bootAndDelete(ctx context.Context) error {
 		rng string
 		v   uint64
 	}{{p.ports("node1"), in.portValues[2]}, {p.vsock, in.cidValue}, {p.mac, in.macV}, {p.addrs("net-blue"), in.addrVal}} {
-		l, err := must(p.hf.LookupValue(ctx, c.rng, c.v))
+		if err := p.freed(ctx, c.rng, c.v); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(p.out, "hard delete vm-7f3a: %d lease freed in %d calls; %d left; its ports, cid, mac and address are free\n",
+		freed, calls, len(left.Leases))
+	return nil
+}
+
+// freed waits until value v of range rng is free: the values a lease holds on other
+// shards than its home are freed a moment after the home ends the lease.
+func (p *plane) freed(ctx context.Context, rng string, v uint64) error {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		l, err := must(p.hf.LookupValue(ctx, rng, v))
 		if err != nil {
 			return err
 		}
-		if l.State != client.ValueFree {
-			return fmt.Errorf("%s %d is %s after the hard delete", c.rng, c.v, l.State)
+		if l.State == client.ValueFree {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s %d is %s after the hard delete", rng, v, l.State)
 		}
 	}
-	fmt.Fprintf(p.out, "hard delete vm-7f3a: %d leases freed in %d calls; %d left; its ports, cid, mac and address are free\n",
-		freed, calls, len(left.Leases))
-	return nil
 }
 
 // concurrent runs n allocators against one pool (node2's ports): each boots and frees

@@ -16,10 +16,10 @@ func TestControlPlane(t *testing.T) {
 		"allocators: vxlan, vsock, mac (52:54:00:00:00:00..52:54:00:ff:ff:ff), node1/ports, node2/ports, net-blue/addresses (10.20.0.1..10.20.0.254, gateway 10.20.0.1 excluded)",
 		"migration: imported 300 networks (vxlan allocated=300) and 40 instances' ports (node1 allocated=120); a clashing import: value_busy at leases[1]",
 		"reconciliation: 300 vxlan allocations listed",
-		"boot vm-7f3a: ports [30010 30011 30012] (one lease), cid ", ", address 10.20.0.2",
+		"boot vm-7f3a in one call: ports [30010 30011 30012], cid ", ", address 10.20.0.2: one lease, 6 members",
 		"who holds 52:54:00:", ": held lease ", " owner instance/vm-7f3a",
 		"release port 30010 alone: lease_has_other_members",
-		"hard delete vm-7f3a: 4 leases freed in ", "; 0 left; its ports, cid, mac and address are free",
+		"hard delete vm-7f3a: 1 lease freed in ", "; 0 left; its ports, cid, mac and address are free",
 		"64 concurrent allocators: 384 boots, no port handed out twice, 192 held; range resized under load to [30000..60000]",
 	)
 }
