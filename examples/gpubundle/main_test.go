@@ -15,7 +15,7 @@ func TestGPUBundle(t *testing.T) {
 		"job A: gpu0 + 48 GiB, lease ",
 		"job B: gpu1 + 48 GiB: insufficient_capacity; gpu1 stays available, 32 GiB available",
 		"pool active=80 available=0",
-		"job C across two nodes: rejected cross_shard",
+		"job C across two nodes, one pool missing: pool_not_found; gpu2 stays available",
 		"job C with gpu2 twice: rejected duplicate_member",
 		"job-b released ",
 		": 80 GiB available",
