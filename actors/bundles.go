@@ -691,13 +691,15 @@ func (s *shard) receiveBundle(ctx actor.Context) bool {
 	return true
 }
 
-// replyRead answers a read now, or — a resource, pool or range whose view would count an
-// undecided bundle's members — once the bundle is decided (undecidedBound at most).
+// replyRead answers a read now, or — a resource, pool or range, or a listing's page of
+// them, whose view would count an undecided bundle's members — once the bundle is decided
+// (undecidedBound at most).
 func (s *shard) replyRead(m *readMsg) {
 	r := s.answer(&m.req)
 	switch m.req.Verb {
-	case contract.VerbGetResource, contract.VerbGetPool, contract.VerbGetRange:
-		if s.k.ShowsIntents(&s.out) {
+	case contract.VerbGetResource, contract.VerbGetPool, contract.VerbGetRange, contract.VerbListResources,
+		contract.VerbListPools, contract.VerbListRanges, contract.VerbListAllocations, contract.VerbListHoldings:
+		if (r.Page == nil && s.k.ShowsIntents(&s.out)) || (r.Page != nil && s.k.PageShowsIntents(r.Page)) {
 			if len(s.b.reads) >= maxParked {
 				m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for undecided bundles", s.applied()))
 				return

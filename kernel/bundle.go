@@ -554,3 +554,42 @@ func (k *Kernel) ShowsIntents(out *Output) bool {
 	}
 	return false
 }
+
+// PageShowsIntents reports whether a listing's page counts a member an undecided bundle
+// holds (a resource, a pool's or range's units, a lease record of one): the listing waits
+// for the decision rather than show it.
+func (k *Kernel) PageShowsIntents(p *ListPage) bool {
+	if len(k.pending) == 0 {
+		return false
+	}
+	var out Output
+	for i := range p.Resources {
+		out.Object, out.Resource = ObjectResource, p.Resources[i]
+		if k.ShowsIntents(&out) {
+			return true
+		}
+	}
+	for i := range p.Pools {
+		out.Object, out.Pool = ObjectPool, p.Pools[i]
+		if k.ShowsIntents(&out) {
+			return true
+		}
+	}
+	for i := range p.Ranges {
+		out.Object, out.Range = ObjectRange, p.Ranges[i]
+		if k.ShowsIntents(&out) {
+			return true
+		}
+	}
+	for i := range p.Leases {
+		l := &p.Leases[i]
+		lsn := l.LSN
+		if l.Shard != k.shard {
+			lsn = k.txns[TxnRef{Shard: l.Shard, LSN: l.LSN}]
+		}
+		if k.pending[lsn] {
+			return true
+		}
+	}
+	return false
+}

@@ -137,6 +137,19 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 	if r := part.resource("b"); r.LeaseShard != 0 || r.LeaseLSN != txn.LSN {
 		t.Fatalf("participant's member names lease %d-%d, want the home's", r.LeaseShard, r.LeaseLSN)
 	}
+	shows := func(s *bshard) (one, page bool) {
+		var o Output
+		s.k.GetResource("t", "b", &o)
+		if o.Object != ObjectResource {
+			s.k.GetResource("t", "a", &o)
+		}
+		var p ListPage
+		s.k.List(&ListQuery{Verb: contract.VerbListResources, Tenant: "t", Limit: 10}, &p)
+		return s.k.ShowsIntents(&o), s.k.PageShowsIntents(&p)
+	}
+	if one, page := shows(part); !one || !page {
+		t.Fatalf("an undecided member is shown by a read (%v) or a listing (%v)", !one, !page)
+	}
 
 	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: resources("a", "b", "c")})
 	if dec.Code != contract.CodeOK || dec.Event != EventLeaseReserved || !dec.Mirror || len(dec.Lease.Members) != 3 {
@@ -153,7 +166,13 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 	if !retry.FromRetryCache || retry.Lease.LSN != txn.LSN || len(retry.Lease.Members) != 3 {
 		t.Fatalf("retry: cache=%v lease %d members %d", retry.FromRetryCache, retry.Lease.LSN, len(retry.Lease.Members))
 	}
+	if one, page := shows(home); one || page {
+		t.Fatal("a committed bundle's member waits for a decision")
+	}
 	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: LeaseReserved, Deadline: dec.Lease.DeadlineSlot})
+	if one, page := shows(part); one || page {
+		t.Fatal("a mirrored member waits for a decision")
+	}
 	if r := part.resource("c"); r.State != ResourceReserved {
 		t.Fatalf("participant after commit: %s", r.State)
 	}

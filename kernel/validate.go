@@ -193,6 +193,9 @@ func validateReserve(c *Command) *Rejection {
 		} else if pk != key && len(c.Shards) == 0 { // a bundle begun across shards takes any keys
 			return reject(contract.CodeCrossShard, "members[%d].%s: placement key %q differs from %q; a bundle takes members of one placement key", i, field, pk, key)
 		}
+		if m.Kind == MemberWork && len(c.Shards) > 0 {
+			return reject(contract.CodeCrossShard, "members[%d].%s: a work claim bundles only members of its run's placement key", i, field)
+		}
 		if j := duplicateOf(c.Members, i, seen); j >= 0 {
 			return reject(contract.CodeDuplicateMember, "members[%d]: duplicates members[%d]", i, j)
 		}
