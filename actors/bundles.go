@@ -345,7 +345,7 @@ func (s *shard) abort(co *coord, refusal contract.Code, member int, die bool) {
 		answer = rejection(refusal, "a shard of the bundle could not take it; nothing was held", 0)
 		refusal = contract.CodeOK // not the bundle's outcome: not remembered
 	default:
-		answer = &Reply{Code: refusal, LSN: co.txn.LSN, MemberIndex: member, ItemIndex: -1}
+		answer = &Reply{Code: refusal, MemberIndex: member, ItemIndex: -1}
 	}
 	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Refusal: refusal, RefusalMember: uint32(member)}
 	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, answer, false) }) {
@@ -360,12 +360,16 @@ func (s *shard) decided(co *coord, r *Reply, answer *Reply, commit bool) {
 	switch {
 	case r.Code != contract.CodeOK:
 		s.answerCoord(co, rejection(contract.CodeTimeout, "the bundle's decision was not recorded; retry the same operation_id", s.applied()))
-	case commit:
+	case commit: // r.LSN is the commit's: the change's position, where its event is
 		s.step(StepCommitted)
-		r.LSN, r.AppliedLSN = co.txn.LSN, s.applied()
+		r.AppliedLSN = s.applied()
 		s.answerCoord(co, r)
 	case answer != nil:
-		answer.AppliedLSN = s.applied()
+		if answer.Code.IsRejection() {
+			answer.AppliedLSN = s.applied()
+		} else {
+			answer.LSN, answer.AppliedLSN = r.LSN, s.applied() // a refusal, committed by the abort
+		}
 		s.answerCoord(co, answer)
 	default: // died: run it again, keeping its priority, after the older bundle's turn
 		delete(s.b.coords, co.txn.LSN)

@@ -145,7 +145,7 @@ func malformed(rng *rand.Rand, tenant string) hostile {
 		verb = "lease.reserve"
 		h.subject, h.verb = "holdfast.v1."+tenant+"."+verb, verb
 		h.data = []byte([]string{
-			`{"operation_id":"x","holder_id":"h","ttl_ms":100,"members":[{"resource_id":"n0/r0"},{"resource_id":"n1/r0"}]}`,
+			`{"operation_id":"x","holder_id":"h","ttl_ms":100,"members":[{"resource_id":"n0/r0"},{"resource_id":"n1/r0"},{"resource_id":"n0/r0"}]}`,
 			`{"operation_id":"x","holder_id":"h","ttl_ms":100,"members":[{"resource_id":"n0/r0"},{"resource_id":"n0/r0"}]}`,
 			`{"operation_id":"x","holder_id":"h","ttl_ms":100,"members":[{"pool_id":"n0/mem"}]}`,
 			`{"operation_id":"x","holder_id":"h","ttl_ms":100,"members":[{"range_id":"n0/vx","quantity":2}]}`,

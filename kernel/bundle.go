@@ -143,9 +143,20 @@ func (k *Kernel) holdIntents(e Entry, out *Output, mine func(int) bool) (int32, 
 	idx := k.newLease(e.LSN, k.tenantKey(c.Tenant, c.HolderID))
 	k.leases[idx].created = e.Slot
 	k.holdMembers(idx, picks, LeaseReserved)
+	k.versions(idx, -1) // an intent is no change a reader may see: its resources keep their version
 	k.indexMembers(idx, true)
 	out.Pending = true
 	return idx, true
+}
+
+// versions moves the versions of the resources record idx holds by d: an intent's holding
+// and freeing are no change (-1 after holdMembers, freeMembers), its commit is (+1).
+func (k *Kernel) versions(idx int32, d int) {
+	for _, m := range k.leases[idx].members {
+		if m.kind == MemberResource {
+			k.res[m.obj].version += uint64(d) // two's complement: -1 steps back
+		}
+	}
 }
 
 // decide records transaction c.Txn's outcome at its home. A commit makes the lease live
@@ -167,7 +178,7 @@ func (k *Kernel) decide(e Entry, out *Output) {
 	if !c.Commit {
 		k.dropIntents(idx, false)
 		if c.Refusal != contract.CodeOK {
-			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember), 0, e.Slot)
+			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember), 0, e)
 		}
 		return
 	}
@@ -178,26 +189,30 @@ func (k *Kernel) decide(e Entry, out *Output) {
 			r.quantity, r.value = m.Quantity, m.Value
 		}
 	}
+	k.versions(idx, +1) // the grant is the change
 	out.Event = EventLeaseReserved
 	if b.activate {
 		k.moveMembers(idx, LeaseActive)
+		k.versions(idx, -1) // one change: available → active, as a one-shard reserve
 		out.Event = EventLeaseActivated
 	}
 	k.indexMembers(idx, false) // goLive indexes owner and members together
 	k.goLive(idx, e.Slot, b.activate, b.ttlSlots, b.keepAliveSlots)
 	k.viewLease(idx, out)
 	out.Mirror = true
-	k.rememberDecision(b, contract.CodeOK, -1, 1, e.Slot)
+	k.rememberDecision(b, contract.CodeOK, -1, 1, e)
 }
 
 // rememberDecision remembers a decided reserve's outcome for its retries, as Apply does a
-// one-shard reserve's.
-func (k *Kernel) rememberDecision(b *bundle, code Code, member int16, epoch uint8, slot uint64) {
-	if !k.opRoom(slot) {
+// one-shard reserve's: at the decision's lsn — the entry that made the change, whose event
+// a consumer finds there and whose position a read's min_lsn names — with the lease id,
+// its begin's lsn, as the outcome's ref.
+func (k *Kernel) rememberDecision(b *bundle, code Code, member int16, epoch uint8, e Entry) {
+	if !k.opRoom(e.Slot) {
 		return
 	}
 	k.ops.push(outcome{keyHi: b.op.hi, keyLo: b.op.lo, hash: b.hash, code: code, member: member,
-		lsn: b.txn.LSN, epoch: epoch, retireAfter: satAdd(slot, k.shape.DedupeWindowSlots)})
+		lsn: e.LSN, ref: b.txn.LSN, epoch: epoch, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})
 }
 
 // mirror applies the home's state of transaction c.Txn to this participant's part: a
@@ -218,9 +233,15 @@ func (k *Kernel) mirror(e Entry, out *Output) {
 		delete(k.txns, c.Txn)
 		return
 	}
-	b.pending = false
-	delete(k.pending, lsn)
 	l := &k.leases[idx]
+	if b.pending { // the commit: the grant is the change
+		b.pending = false
+		delete(k.pending, lsn)
+		k.versions(idx, +1)
+		if c.State == LeaseActive {
+			k.versions(idx, -1) // one change, as at the home
+		}
+	}
 	l.deadline = c.Deadline
 	if c.State != l.state {
 		if c.State == LeaseRevoking {
@@ -238,6 +259,9 @@ func (k *Kernel) dropIntents(idx int32, consume bool) {
 	l := &k.leases[idx]
 	k.indexMembers(idx, false)
 	k.freeMembers(idx, consume)
+	if k.pending[l.lsn] {
+		k.versions(idx, -1) // freeing an intent is no change either
+	}
 	k.members -= len(l.members)
 	if l.labels != 0 {
 		k.releaseLabels(l.labels)

@@ -459,7 +459,7 @@ func (c *Client) reserve() {
 		return
 	}
 	switch x := c.rng.IntN(100); {
-	case x < 3 && len(l.Keys) > 1: // another placement key: cross_shard
+	case x < 3 && len(l.Keys) > 1: // another placement key: a bundle across shards
 		other := l.Keys[(indexOf(l.Keys, key)+1)%len(l.Keys)]
 		members = append(members, &messages.Member{ResourceId: l.Res[other][0]})
 	case x < 5 && members[0].ResourceId != "": // the same resource twice: duplicate_member
