@@ -28,6 +28,7 @@ const (
 	StepVoted     = "voted"     // home: every vote in, the commit not sequenced yet
 	StepCommitted = "committed" // home: the commit applied, client and participants not told yet
 	StepMirrored  = "mirrored"  // participant: a mirror applied
+	StepEnding    = "ending"    // home: a bundle's lease ended, its participants not told yet
 )
 
 // step tells the test hook a bundle reached step.
@@ -67,11 +68,13 @@ type voteMsg struct {
 	members  []kernel.MemberView
 }
 
-// mirrorMsg tells a participant the state of a transaction's lease (0: aborted, free).
+// mirrorMsg tells a participant the state of a transaction's lease (0: aborted, free),
+// and the lease's lsn at the home (its commit's).
 type mirrorMsg struct {
 	txn      kernel.TxnRef
 	state    kernel.LeaseState
 	deadline uint64
+	lease    uint64
 }
 
 // queryMsg is a participant asking the home about a transaction it holds intents for.
@@ -118,7 +121,8 @@ type bundleState struct {
 	asked    map[kernel.TxnRef]time.Time // undecided intents held here: when first seen or last asked
 	reads    []*readMsg                  // reads waiting for an undecided bundle
 	waitedAt map[*prepareMsg]time.Time   // when each waiting prepare began to wait
-	mirrors  []mirrorMsg                 // mirrors of the batch being applied, to send after it
+	mirrors  []mirrorMsg
+	owed     map[uint64]*owed // the home's mirrors not acknowledged yet, by lease                 // mirrors of the batch being applied, to send after it
 	decided  bool                        // the batch being applied decided a bundle here
 	txnBuf   []kernel.TxnRef
 }
@@ -126,6 +130,7 @@ type bundleState struct {
 func (b *bundleState) init() {
 	if b.coords == nil {
 		b.coords = make(map[uint64]*coord)
+		b.owed = make(map[uint64]*owed)
 		b.asked = make(map[kernel.TxnRef]time.Time)
 		b.waitedAt = make(map[*prepareMsg]time.Time)
 	}
@@ -259,9 +264,9 @@ func (s *shard) vote(m *voteMsg) {
 	co := s.b.coords[m.txn.LSN]
 	if co == nil {
 		if m.prepared { // a transaction decided or dropped here: the participant frees its intents
-			state, deadline, pending := s.k.BundleState(m.txn.LSN)
+			state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
 			if !pending && m.txn.LSN <= s.k.LastLSN() {
-				s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline})
+				s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline, lease: lease})
 			}
 		}
 		return
@@ -475,8 +480,13 @@ func (s *shard) mirror(m *mirrorMsg) {
 	if !m.state.Live() { // aborted or ended: a prepare still waiting for it is moot
 		s.b.waiting = slices.DeleteFunc(s.b.waiting, func(w *prepareMsg) bool { return w.txn == m.txn })
 	}
-	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline}
-	s.q.Internal(c, s.stampSlot(), func(*Reply) { s.step(StepMirrored) })
+	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
+	s.q.Internal(c, s.stampSlot(), func(*Reply) {
+		s.step(StepMirrored)
+		if m.lease != 0 {
+			s.sendShard(m.txn.Shard, &ackMsg{lease: m.lease, state: m.state, shard: s.h.shard})
+		}
+	})
 	s.flushLater()
 }
 
@@ -489,9 +499,9 @@ func (s *shard) query(m *queryMsg) {
 	if co := s.b.coords[m.txn.LSN]; co != nil {
 		return
 	}
-	state, deadline, pending := s.k.BundleState(m.txn.LSN)
+	state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
 	if !pending {
-		s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline})
+		s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline, lease: lease})
 	}
 }
 
@@ -501,7 +511,9 @@ func (s *shard) noteMirrors(o *kernel.Output) {
 		return
 	}
 	add := func(l *kernel.LeaseView) {
-		s.b.mirrors = append(s.b.mirrors, mirrorMsg{txn: kernel.TxnRef{Shard: l.Shard, LSN: l.LSN}, state: l.State, deadline: l.DeadlineSlot})
+		if txn := s.k.BundleTxn(l.LSN); txn.LSN != 0 {
+			s.owe(mirrorMsg{txn: txn, state: l.State, deadline: l.DeadlineSlot, lease: l.LSN})
+		}
 	}
 	if o.Object == kernel.ObjectLease {
 		add(&o.Lease)
@@ -511,17 +523,74 @@ func (s *shard) noteMirrors(o *kernel.Output) {
 	}
 }
 
+// owed is a mirror the home sends until every participant acknowledges it (ackMsg): a
+// mirror lost with a participant's crash, or never sent before the home's, would leave
+// members held for a lease that moved on.
+type owed struct {
+	msg    mirrorMsg
+	shards []uint32 // the participants that have not acknowledged it
+	sent   time.Time
+}
+
+// ackMsg is a participant's acknowledgement that a mirror of the lease is applied.
+type ackMsg struct {
+	lease uint64
+	state kernel.LeaseState
+	shard uint32
+}
+
+// owe records the latest state of a bundle's lease as owed to its participants (an older
+// state still owed is superseded), to be sent after the batch.
+func (s *shard) owe(m mirrorMsg) {
+	s.b.init()
+	o := &owed{msg: m, shards: s.k.BundleShards(m.lease, nil)}
+	if len(o.shards) == 0 {
+		return
+	}
+	s.b.owed[m.lease] = o
+	s.b.mirrors = append(s.b.mirrors, m)
+}
+
 // sendMirrors sends the mirrors the last batch owes, each to its lease's participants.
 func (s *shard) sendMirrors() {
-	var shards []uint32
-	for i := range s.b.mirrors {
-		m := s.b.mirrors[i]
-		shards = s.k.BundleShards(m.txn.LSN, shards[:0])
-		for _, sh := range shards {
-			s.sendShard(sh, &m)
+	for _, m := range s.b.mirrors {
+		if m.state.Terminal() {
+			s.step(StepEnding)
+		}
+		if o := s.b.owed[m.lease]; o != nil && o.msg == m {
+			s.resend(o, time.Now())
 		}
 	}
 	s.b.mirrors = s.b.mirrors[:0]
+}
+
+func (s *shard) resend(o *owed, now time.Time) {
+	o.sent = now
+	for _, sh := range o.shards {
+		m := o.msg
+		s.sendShard(sh, &m)
+	}
+}
+
+// acked takes a participant's acknowledgement: that lease's latest state is applied there.
+func (s *shard) acked(m *ackMsg) {
+	o := s.b.owed[m.lease]
+	if o == nil || o.msg.state != m.state {
+		return
+	}
+	o.shards = slices.DeleteFunc(o.shards, func(sh uint32) bool { return sh == m.shard })
+	if len(o.shards) == 0 {
+		delete(s.b.owed, m.lease)
+	}
+}
+
+// resendOwed sends again what participants have not acknowledged within the prepare bound.
+func (s *shard) resendOwed(now time.Time) {
+	for _, o := range s.b.owed {
+		if now.Sub(o.sent) > s.prepareBound() {
+			s.resend(o, now)
+		}
+	}
 }
 
 // bundleTick runs once a slot: the home aborts what its participants did not all answer
@@ -532,6 +601,7 @@ func (s *shard) bundleTick(now time.Time) {
 		return // this shard takes no part in a bundle
 	}
 	s.b.init()
+	s.resendOwed(now)
 	for _, co := range s.b.coords {
 		if !co.deciding && now.Sub(co.started) > s.prepareBound() {
 			s.abort(co, 0, 0, false)
@@ -639,7 +709,9 @@ func (s *shard) askHomes(now time.Time) {
 }
 
 // recoverBundles aborts, after a restart, every transaction this home began and never
-// decided: it never answered them, and its memory of their votes is gone.
+// decided: it never answered them, and its memory of their votes is gone. And it owes
+// every participant the state of each bundle lease it keeps: which mirrors reached them
+// before the restart is not known here.
 func (s *shard) recoverBundles() {
 	for _, txn := range s.k.Undecided(nil) {
 		if txn.Shard != s.h.shard {
@@ -647,6 +719,11 @@ func (s *shard) recoverBundles() {
 		}
 		s.q.Internal(&kernel.Command{Verb: contract.VerbDecide, Txn: txn}, s.stampSlot(), func(*Reply) {})
 	}
+	for _, lsn := range s.k.BundleLeases(nil) {
+		state, deadline, lease, _ := s.k.BundleState(s.k.BundleTxn(lsn).LSN)
+		s.owe(mirrorMsg{txn: s.k.BundleTxn(lsn), state: state, deadline: deadline, lease: lease})
+	}
+	s.sendMirrors()
 	s.flush()
 }
 
@@ -689,6 +766,8 @@ func (s *shard) receiveBundle(ctx actor.Context) bool {
 		s.query(m)
 	case *parkedDue:
 		s.retryParked(time.Now())
+	case *ackMsg:
+		s.acked(m)
 	default:
 		return false
 	}

@@ -113,7 +113,7 @@ func (s *shard) Receive(ctx actor.Context) {
 		}
 	case *tick:
 		s.tick()
-	case *prepareMsg, *voteMsg, *mirrorMsg, *queryMsg, *parkedDue:
+	case *prepareMsg, *voteMsg, *mirrorMsg, *queryMsg, *parkedDue, *ackMsg:
 		if s.q != nil && s.halted == nil {
 			s.receiveBundle(ctx)
 		} else if p, ok := m.(*prepareMsg); ok {

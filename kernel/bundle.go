@@ -28,6 +28,9 @@ type bundle struct {
 	txn      TxnRef
 	pending  bool // undecided: the members are intents, listed and expired by nobody
 	priority uint64
+	// lease is, at a participant, the lease's lsn at its home once committed (the commit
+	// entry's: a lease id is its committing entry's position); 0 while undecided.
+	lease uint64
 	// The home's: the members on other shards, in the reserve's order (values as chosen
 	// once committed), and what the commit needs.
 	remote         []remoteMember
@@ -48,8 +51,9 @@ type remoteMember struct {
 	value    uint64
 }
 
-// home reports whether record lsn is its transaction's home record.
-func (b *bundle) home(shard uint32, lsn uint64) bool { return b.txn == TxnRef{Shard: shard, LSN: lsn} }
+// home reports whether the record is its transaction's at the home (shard): a shard is
+// never a participant of its own bundles.
+func (b *bundle) home(shard uint32) bool { return b.txn.Shard == shard }
 
 // begin is a reserve over members of several shards, at its home: it holds the home's
 // members as intents (checked as a reserve checks them) under the lease the bundle will
@@ -82,6 +86,7 @@ func (k *Kernel) begin(e Entry, out *Output) {
 	}
 	k.leases[idx].labels = k.internLabels(c.Labels)
 	k.bundles[e.LSN] = b
+	k.begins[e.LSN] = e.LSN
 	k.pendingOps[key] = e.LSN
 	k.pending[e.LSN] = true
 	k.viewLease(idx, out)
@@ -166,8 +171,8 @@ func (k *Kernel) versions(idx int32, d int) {
 // not undecided here is a no-op.
 func (k *Kernel) decide(e Entry, out *Output) {
 	c := e.Cmd
-	b := k.bundles[c.Txn.LSN]
-	if c.Txn.Shard != k.shard || b == nil || !b.pending || !b.home(k.shard, c.Txn.LSN) {
+	b := k.bundles[c.Txn.LSN] // undecided: the record is still at its begin's lsn
+	if c.Txn.Shard != k.shard || b == nil || !b.pending || !b.home(k.shard) {
 		out.Code = contract.CodeNoop
 		return
 	}
@@ -197,22 +202,46 @@ func (k *Kernel) decide(e Entry, out *Output) {
 		out.Event = EventLeaseActivated
 	}
 	k.indexMembers(idx, false) // goLive indexes owner and members together
+	k.rekey(idx, e.LSN)
+	k.leases[idx].created = e.Slot
 	k.goLive(idx, e.Slot, b.activate, b.ttlSlots, b.keepAliveSlots)
 	k.viewLease(idx, out)
 	out.Mirror = true
 	k.rememberDecision(b, contract.CodeOK, -1, 1, e)
 }
 
+// rekey moves a committed bundle's record from its begin's lsn to the commit's, the
+// lease's id (a lease id is its committing entry's position), with every reference to it:
+// the lease table, its resources and work claims, the bundle lookups. Not indexed yet.
+func (k *Kernel) rekey(idx int32, lsn uint64) {
+	l := &k.leases[idx]
+	old := l.lsn
+	delete(k.leaseIdx, old)
+	k.leaseIdx[lsn] = idx
+	l.lsn = lsn
+	for _, m := range l.members {
+		switch m.kind {
+		case MemberResource:
+			k.res[m.obj].lease = lsn
+		case MemberWork:
+			k.works[m.obj].lease = lsn
+		}
+	}
+	b := k.bundles[old]
+	delete(k.bundles, old)
+	k.bundles[lsn] = b
+	k.begins[b.txn.LSN] = lsn
+}
+
 // rememberDecision remembers a decided reserve's outcome for its retries, as Apply does a
-// one-shard reserve's: at the decision's lsn — the entry that made the change, whose event
-// a consumer finds there and whose position a read's min_lsn names — with the lease id,
-// its begin's lsn, as the outcome's ref.
+// one-shard reserve's: at the decision's lsn, the entry that made the change (and, with
+// ok, the lease's id).
 func (k *Kernel) rememberDecision(b *bundle, code Code, member int16, epoch uint8, e Entry) {
 	if !k.opRoom(e.Slot) {
 		return
 	}
 	k.ops.push(outcome{keyHi: b.op.hi, keyLo: b.op.lo, hash: b.hash, code: code, member: member,
-		lsn: e.LSN, ref: b.txn.LSN, epoch: epoch, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})
+		lsn: e.LSN, epoch: epoch, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})
 }
 
 // mirror applies the home's state of transaction c.Txn to this participant's part: a
@@ -234,6 +263,9 @@ func (k *Kernel) mirror(e Entry, out *Output) {
 		return
 	}
 	l := &k.leases[idx]
+	if c.LeaseLSN != 0 {
+		b.lease = c.LeaseLSN
+	}
 	if b.pending { // the commit: the grant is the change
 		b.pending = false
 		delete(k.pending, lsn)
@@ -265,6 +297,9 @@ func (k *Kernel) dropIntents(idx int32, consume bool) {
 	k.members -= len(l.members)
 	if l.labels != 0 {
 		k.releaseLabels(l.labels)
+	}
+	if b := k.bundles[l.lsn]; b != nil && b.home(k.shard) {
+		delete(k.begins, b.txn.LSN)
 	}
 	delete(k.bundles, l.lsn)
 	delete(k.pending, l.lsn)
@@ -340,8 +375,11 @@ func (k *Kernel) leaseID(lsn uint64) (uint32, uint64) {
 	if lsn == 0 {
 		return 0, 0
 	}
-	if b := k.bundles[lsn]; b != nil {
-		return b.txn.Shard, b.txn.LSN
+	if b := k.bundles[lsn]; b != nil && !b.home(k.shard) {
+		if b.lease != 0 {
+			return b.txn.Shard, b.lease
+		}
+		return b.txn.Shard, b.txn.LSN // undecided: its readers wait
 	}
 	return k.shard, lsn
 }
@@ -354,7 +392,7 @@ func (k *Kernel) noteMirror(out *Output) {
 	}
 	mine := func(l *LeaseView) bool {
 		b := k.bundles[l.LSN]
-		return l.Shard == k.shard && b != nil && b.home(k.shard, l.LSN) && !b.pending
+		return l.Shard == k.shard && b != nil && b.home(k.shard) && !b.pending
 	}
 	if out.Object == ObjectLease && mine(&out.Lease) {
 		out.Mirror = true
@@ -383,7 +421,7 @@ func (k *Kernel) remoteAll(lsn uint64, kind MemberKind) bool {
 // bundle's at its home, ascending: where a bundle.mirror goes. Nothing for any other lease.
 func (k *Kernel) BundleShards(lsn uint64, dst []uint32) []uint32 {
 	b := k.bundles[lsn]
-	if b == nil || !b.home(k.shard, lsn) {
+	if b == nil || !b.home(k.shard) {
 		return dst
 	}
 	start := len(dst)
@@ -425,7 +463,7 @@ func (k *Kernel) Undecided(dst []TxnRef) []TxnRef {
 // members in the reserve's order (the home's own members first kept their relative order).
 func (k *Kernel) remoteViews(lsn uint64, members []MemberView) []MemberView {
 	b := k.bundles[lsn]
-	if b == nil || !b.home(k.shard, lsn) {
+	if b == nil || !b.home(k.shard) {
 		return members
 	}
 	for _, r := range b.remote {
@@ -443,7 +481,7 @@ func (k *Kernel) checkBundles() error {
 	for lsn, b := range k.bundles { // every record is checked: the order reaches no output
 		idx, live := k.leaseIdx[lsn]
 		_, ended := k.ended.find(lsn)
-		home := b.home(k.shard, lsn)
+		home := b.home(k.shard)
 		switch {
 		case !live && (ended == nil || !home || b.pending):
 			return fmt.Errorf("bundle record %d: no lease record", lsn)
@@ -451,8 +489,10 @@ func (k *Kernel) checkBundles() error {
 			return fmt.Errorf("bundle record %d: undecided %v, counted %v", lsn, b.pending, k.pending[lsn])
 		case home && b.pending && k.pendingOps[b.op] != lsn:
 			return fmt.Errorf("bundle record %d: undecided begin not found by its operation", lsn)
-		case !home && (b.txn.Shard == k.shard || k.txns[b.txn] != lsn || len(b.remote) != 0):
+		case !home && (k.txns[b.txn] != lsn || len(b.remote) != 0):
 			return fmt.Errorf("bundle record %d: a participant's part not found by its transaction", lsn)
+		case home && (k.begins[b.txn.LSN] != lsn || (b.pending && lsn != b.txn.LSN) || (!b.pending && lsn <= b.txn.LSN)):
+			return fmt.Errorf("bundle record %d: its begin at %d does not lead to it", lsn, b.txn.LSN)
 		case live && b.pending && k.leases[idx].state != LeaseReserved:
 			return fmt.Errorf("bundle record %d: undecided intents in state %s", lsn, k.leases[idx].state)
 		}
@@ -460,7 +500,7 @@ func (k *Kernel) checkBundles() error {
 	switch {
 	case len(k.pending) > MaxPendingBundles:
 		return fmt.Errorf("%d undecided bundles, bound %d", len(k.pending), MaxPendingBundles)
-	case len(k.pendingOps)+len(k.txns) > len(k.bundles):
+	case len(k.pendingOps)+len(k.txns) > len(k.bundles) || len(k.begins)+len(k.txns) != len(k.bundles):
 		return fmt.Errorf("bundle lookups hold more than the records")
 	}
 	for lsn := range k.pending {
@@ -485,6 +525,7 @@ func (k *Kernel) appendBundles(b []byte) []byte {
 		b = appendUvarint(appendUvarint(b, uint64(r.txn.Shard)), r.txn.LSN)
 		b = appendBool(b, r.pending)
 		b = appendUvarint(b, r.priority)
+		b = appendUvarint(b, r.lease)
 		b = appendUvarint(b, uint64(len(r.remote)))
 		for _, m := range r.remote {
 			b = appendUvarint(appendUvarint(b, uint64(m.index)), uint64(m.shard))
@@ -512,7 +553,8 @@ func (r *restorer) bundles() {
 			return
 		}
 		prev = lsn
-		b := &bundle{txn: TxnRef{Shard: uint32(d.count(math.MaxUint32)), LSN: d.uvarint()}, pending: d.bool(), priority: d.uvarint()}
+		b := &bundle{txn: TxnRef{Shard: uint32(d.count(math.MaxUint32)), LSN: d.uvarint()}, pending: d.bool(), priority: d.uvarint(),
+			lease: d.uvarint()}
 		m := d.count(maxEncodedMembers)
 		for j := uint64(0); j < m && d.err == nil; j++ {
 			rm := remoteMember{index: uint32(d.count(maxEncodedMembers)), shard: uint32(d.count(math.MaxUint32)),
@@ -527,8 +569,10 @@ func (r *restorer) bundles() {
 			return
 		}
 		k.bundles[lsn] = b
-		home := b.home(k.shard, lsn)
-		if !home {
+		home := b.home(k.shard)
+		if home {
+			k.begins[b.txn.LSN] = lsn
+		} else {
 			k.txns[b.txn] = lsn
 		}
 		if b.pending {
@@ -540,25 +584,46 @@ func (r *restorer) bundles() {
 	}
 }
 
-// BundleState is what the home knows of transaction lsn, for a participant that asks: its
-// lease's state and deadline (terminal once ended), pending while undecided, or state 0
-// when no bundle of that lsn is known here (never begun, aborted, or retired): its
-// intents are to be freed.
-func (k *Kernel) BundleState(lsn uint64) (state LeaseState, deadline uint64, pending bool) {
-	b := k.bundles[lsn]
-	if b == nil || !b.home(k.shard, lsn) {
-		return 0, 0, false
+// BundleState is what the home knows of the transaction it began at lsn, for a
+// participant that asks: its lease (the commit's lsn), the lease's state and deadline
+// (terminal once ended), pending while undecided, or state 0 when no bundle of that lsn is
+// known here (never begun, aborted, or retired): its intents are to be freed.
+func (k *Kernel) BundleState(lsn uint64) (state LeaseState, deadline, lease uint64, pending bool) {
+	rec, ok := k.begins[lsn]
+	if !ok {
+		return 0, 0, 0, false
 	}
-	if b.pending {
-		return 0, 0, true
+	if k.bundles[rec].pending {
+		return 0, 0, 0, true
 	}
-	if idx, ok := k.leaseIdx[lsn]; ok {
-		return k.leases[idx].state, k.leases[idx].deadline, false
+	if idx, ok := k.leaseIdx[rec]; ok {
+		return k.leases[idx].state, k.leases[idx].deadline, rec, false
 	}
-	if _, e := k.ended.find(lsn); e != nil {
-		return e.state, e.deadline, false
+	if _, e := k.ended.find(rec); e != nil {
+		return e.state, e.deadline, rec, false
 	}
-	return 0, 0, false
+	return 0, 0, 0, false
+}
+
+// BundleLeases appends the leases of the bundles this shard is home of and has decided
+// (live, or ended within their history), ascending.
+func (k *Kernel) BundleLeases(dst []uint64) []uint64 {
+	start := len(dst)
+	for lsn, b := range k.bundles { // sorted below: the order cannot reach the output
+		if b.home(k.shard) && !b.pending {
+			dst = append(dst, lsn)
+		}
+	}
+	slices.Sort(dst[start:])
+	return dst
+}
+
+// BundleTxn is the transaction of lease lsn, a bundle's at its home (zero for any other).
+func (k *Kernel) BundleTxn(lsn uint64) TxnRef {
+	if b := k.bundles[lsn]; b != nil && b.home(k.shard) {
+		return b.txn
+	}
+	return TxnRef{}
 }
 
 // ShowsIntents reports whether a read's view (a resource, pool or range) counts a member

@@ -158,18 +158,25 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 	if ids := []string{dec.Lease.Members[0].ID, dec.Lease.Members[1].ID, dec.Lease.Members[2].ID}; ids[0] != "a" || ids[1] != "b" || ids[2] != "c" {
 		t.Fatalf("members in the reserve's order: %v", ids)
 	}
-	if sh := home.k.BundleShards(txn.LSN, nil); len(sh) != 1 || sh[0] != 1 {
+	lease := dec.Lease.LSN // a lease id is its committing entry's position
+	if lease <= txn.LSN || dec.LSN != lease {
+		t.Fatalf("committed at %d as lease %d, begun at %d", dec.LSN, lease, txn.LSN)
+	}
+	if sh := home.k.BundleShards(lease, nil); len(sh) != 1 || sh[0] != 1 {
 		t.Fatalf("participants: %v", sh)
 	}
 	// The retry is answered from the outcome, with every member.
 	retry := home.apply(begin("op1", []uint32{0, 1, 1}, "a", "b", "c"))
-	if !retry.FromRetryCache || retry.Lease.LSN != txn.LSN || len(retry.Lease.Members) != 3 {
+	if !retry.FromRetryCache || retry.Lease.LSN != lease || retry.LSN != lease || len(retry.Lease.Members) != 3 {
 		t.Fatalf("retry: cache=%v lease %d members %d", retry.FromRetryCache, retry.Lease.LSN, len(retry.Lease.Members))
 	}
 	if one, page := shows(home); one || page {
 		t.Fatal("a committed bundle's member waits for a decision")
 	}
-	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: LeaseReserved, Deadline: dec.Lease.DeadlineSlot})
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: LeaseReserved, Deadline: dec.Lease.DeadlineSlot, LeaseLSN: lease})
+	if r := part.resource("b"); r.LeaseShard != 0 || r.LeaseLSN != lease {
+		t.Fatalf("participant's member names lease %d-%d after the commit, want 0-%d", r.LeaseShard, r.LeaseLSN, lease)
+	}
 	if one, page := shows(part); one || page {
 		t.Fatal("a mirrored member waits for a decision")
 	}
@@ -178,15 +185,15 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 	}
 
 	// Activate and release at the home; the participant follows by mirrors.
-	act := home.apply(&Command{Verb: contract.VerbActivate, Tenant: "t", OperationID: "act", HolderID: "h", LeaseLSN: txn.LSN, Epoch: 1})
+	act := home.apply(&Command{Verb: contract.VerbActivate, Tenant: "t", OperationID: "act", HolderID: "h", LeaseLSN: lease, Epoch: 1})
 	if act.Code != contract.CodeOK || !act.Mirror {
 		t.Fatalf("activate: %s mirror=%v", act.Code, act.Mirror)
 	}
-	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: act.Lease.State})
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: act.Lease.State, LeaseLSN: lease})
 	if r := part.resource("b"); r.State != ResourceActive {
 		t.Fatalf("participant after activate: %s", r.State)
 	}
-	rel := home.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: "rel", HolderID: "h", LeaseLSN: txn.LSN, Epoch: 1})
+	rel := home.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: "rel", HolderID: "h", LeaseLSN: lease, Epoch: 1})
 	if rel.Code != contract.CodeOK || !rel.Mirror || rel.Lease.State != LeaseReleased || len(rel.Lease.Members) != 3 {
 		t.Fatalf("release: %s mirror=%v %s members %d", rel.Code, rel.Mirror, rel.Lease.State, len(rel.Lease.Members))
 	}

@@ -85,6 +85,7 @@ type Kernel struct {
 	// participant's records by transaction, the home's undecided begins by operation,
 	// and every undecided record (at most MaxPendingBundles).
 	bundles    map[uint64]*bundle
+	begins     map[uint64]uint64 // the home's bundles: begin lsn → record lsn (the lease's once committed)
 	txns       map[TxnRef]uint64
 	pendingOps map[opKey]uint64
 	pending    map[uint64]bool
@@ -161,6 +162,7 @@ func New(cfg Config) (*Kernel, error) {
 
 		endedLabels: make(map[uint64]int32),
 		bundles:     make(map[uint64]*bundle),
+		begins:      make(map[uint64]uint64),
 		txns:        make(map[TxnRef]uint64),
 		pendingOps:  make(map[opKey]uint64),
 		pending:     make(map[uint64]bool),

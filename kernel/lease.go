@@ -169,7 +169,7 @@ func (k *Kernel) findLease(tenant string, lsn, slot uint64) (leaseRef, Code) {
 // undecided begin, nor a participant's part of a bundle whose lease lives at its home.
 func (k *Kernel) leaseLike(lsn uint64) bool {
 	b := k.bundles[lsn]
-	return b == nil || (!b.pending && b.home(k.shard, lsn))
+	return b == nil || (!b.pending && b.home(k.shard))
 }
 
 // view fills the current view of a found lease.

@@ -36,7 +36,10 @@ func (k *Kernel) retireLease(slot uint64) bool {
 		k.releaseLabels(ref)
 		delete(k.endedLabels, e.lsn)
 	}
-	delete(k.bundles, e.lsn)
+	if b := k.bundles[e.lsn]; b != nil {
+		delete(k.begins, b.txn.LSN)
+		delete(k.bundles, e.lsn)
+	}
 	k.ended.popFront()
 	return true
 }

@@ -133,16 +133,10 @@ var (
 	retriedCreate  = retriedObject(contract.CodeAlreadyExists)
 	retriedReshape = retriedObject(contract.CodeObjectInUse)
 	// retriedNamed: the lease the command names; retriedValue: the lease that held the
-	// value (outcome.ref); retriedReserve: the lease the reserve created — its entry's, or
-	// a bundle's across shards, decided by a later entry, its begin's (outcome.ref).
+	// value (outcome.ref); retriedReserve: the lease the reserve created.
 	retriedNamed   = leaseOf(func(c *Command, _ *outcome) uint64 { return c.LeaseLSN })
 	retriedValue   = leaseOf(func(_ *Command, op *outcome) uint64 { return op.ref })
-	retriedReserve = leaseOf(func(_ *Command, op *outcome) uint64 {
-		if op.ref != 0 {
-			return op.ref
-		}
-		return op.lsn
-	})
+	retriedReserve = leaseOf(func(_ *Command, op *outcome) uint64 { return op.lsn })
 )
 
 // heldValue is what a by-value verb remembers: the lease that held the value.
