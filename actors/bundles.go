@@ -121,8 +121,8 @@ type bundleState struct {
 	asked    map[kernel.TxnRef]time.Time // undecided intents held here: when first seen or last asked
 	reads    []*readMsg                  // reads waiting for an undecided bundle
 	waitedAt map[*prepareMsg]time.Time   // when each waiting prepare began to wait
-	mirrors  []mirrorMsg
-	owed     map[uint64]*owed // the home's mirrors not acknowledged yet, by lease                 // mirrors of the batch being applied, to send after it
+	mirrors  []mirrorMsg                 // mirrors of the batch being applied, to send after it
+	owed     map[uint64]*owed            // the home's mirrors not acknowledged yet, by lease
 	decided  bool                        // the batch being applied decided a bundle here
 	txnBuf   []kernel.TxnRef
 }

@@ -177,16 +177,17 @@ func (k *Kernel) decide(e Entry, out *Output) {
 		return
 	}
 	idx := k.leaseIdx[c.Txn.LSN]
-	b.pending = false
 	delete(k.pendingOps, b.op)
-	delete(k.pending, c.Txn.LSN)
 	if !c.Commit {
-		k.dropIntents(idx, false)
+		k.dropIntents(idx, false) // still undecided as it frees: no version moves
+		b.pending = false
 		if c.Refusal != contract.CodeOK {
 			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember), 0, e)
 		}
 		return
 	}
+	b.pending = false
+	delete(k.pending, c.Txn.LSN)
 	for i := range b.remote {
 		r := &b.remote[i]
 		if int(r.index) < len(c.Members) {

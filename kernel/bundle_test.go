@@ -221,6 +221,7 @@ func TestBundleAbortsOnARefusal(t *testing.T) {
 	part.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "taken", HolderID: "y", Activate: true,
 		Members: resources("b")})
 
+	before := home.resource("a").Version
 	out := home.apply(begin("op1", []uint32{0, 1}, "a", "b"))
 	txn := TxnRef{Shard: 0, LSN: out.Lease.LSN}
 	prep := part.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Members: resources("b"), Txn: txn, Priority: 7})
@@ -231,8 +232,8 @@ func TestBundleAbortsOnARefusal(t *testing.T) {
 	if dec.Code != contract.CodeOK || dec.Event != EventNone {
 		t.Fatalf("abort: %s %s", dec.Code, dec.Event)
 	}
-	if r := home.resource("a"); r.State != ResourceAvailable {
-		t.Fatalf("home's intent after the abort: %+v", r)
+	if r := home.resource("a"); r.State != ResourceAvailable || r.Version != before {
+		t.Fatalf("home's intent after the abort: %+v (version %d before): a bundle never granted showed", r, before)
 	}
 	retry := home.apply(begin("op1", []uint32{0, 1}, "a", "b"))
 	if !retry.FromRetryCache || retry.Code != contract.CodeResourceBusy || retry.MemberIndex != 1 {
@@ -254,7 +255,7 @@ func TestBundleAbortsOnARefusal(t *testing.T) {
 		t.Fatalf("undecided: %v", u)
 	}
 	part2.apply(&Command{Verb: contract.VerbMirror, Txn: z})
-	if r := part2.resource("z"); r.State != ResourceAvailable || len(part2.k.Undecided(nil)) != 0 {
+	if r := part2.resource("z"); r.State != ResourceAvailable || r.Version != 0 || len(part2.k.Undecided(nil)) != 0 {
 		t.Fatalf("after the abort: %+v", r)
 	}
 	home.replayed("a")
