@@ -161,8 +161,11 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
 		}
 		j := slices.IndexFunc(parts, func(p *coordPart) bool { return p.shard == sh })
 		if j < 0 {
-			if !s.h.sys.IsOpen(sh) {
-				reply(rejection(contract.CodeCrossShard, "members on shards of other nodes: a bundle across nodes is not served yet; one placement key's members (or this node's shards) can be bundled", s.applied()))
+			// A cluster moves shards between nodes, and the protocol's messages do not
+			// travel between nodes yet: a bundle begun with every shard here could lose
+			// its participants to another node. Refused there until they do.
+			if s.h.sys.opts.Ownership != nil || !s.h.sys.IsOpen(sh) {
+				reply(rejection(contract.CodeCrossShard, "a bundle across shards is served by one process, not yet by a cluster; a bundle of one placement key's members is", s.applied()))
 				return
 			}
 			parts = append(parts, &coordPart{shard: sh})
@@ -206,7 +209,7 @@ func (s *shard) held(a Answer[replyFunc]) bool {
 		if len(a.Cmd.Shards) > 0 {
 			s.beginAnswered(r.LSN) // refused or answered at once: its prepares are void
 		}
-		return false
+		return !a.Cmd.Verb.IsInternal() && s.awaitAcks(a)
 	}
 	s.b.init()
 	switch {
@@ -527,9 +530,54 @@ func (s *shard) noteMirrors(o *kernel.Output) {
 // mirror lost with a participant's crash, or never sent before the home's, would leave
 // members held for a lease that moved on.
 type owed struct {
-	msg    mirrorMsg
-	shards []uint32 // the participants that have not acknowledged it
-	sent   time.Time
+	msg     mirrorMsg
+	shards  []uint32 // the participants that have not acknowledged it
+	sent    time.Time
+	waiting []*ackWait // answers held until it is acknowledged
+}
+
+// ackWait is a client's answer to a lease verb that changed bundles' leases (release,
+// revoke, ...): held until every participant has applied the change, so that a read of
+// any member after the answer sees it (the change is one step, as for one shard). Past
+// the prepare bound it is given anyway: the change is durable at the home and the
+// participants follow.
+type ackWait struct {
+	to     replyFunc
+	reply  *Reply
+	leases int // owed mirrors not acknowledged yet
+	since  time.Time
+}
+
+// awaitAcks holds a write's answer while a mirror its entry owes is not acknowledged.
+func (s *shard) awaitAcks(a Answer[replyFunc]) bool {
+	if len(s.b.owed) == 0 || a.Reply.Code != contract.CodeOK {
+		return false
+	}
+	w := &ackWait{to: a.To, reply: a.Reply, since: time.Now()}
+	wait := func(l *kernel.LeaseView) {
+		if o := s.b.owed[l.LSN]; o != nil && l.Shard == s.h.shard && o.msg.state == l.State && len(o.shards) > 0 {
+			o.waiting = append(o.waiting, w)
+			w.leases++
+		}
+	}
+	if a.Reply.Object == kernel.ObjectLease {
+		wait(&a.Reply.Lease)
+	}
+	for i := range a.Reply.Changes {
+		wait(&a.Reply.Changes[i].Lease)
+	}
+	return w.leases > 0
+}
+
+// release answers the held answers of an acknowledged (or given up) mirror whose last
+// owed lease it was.
+func (o *owed) release() {
+	for _, w := range o.waiting {
+		if w.leases--; w.leases == 0 {
+			w.to(w.reply)
+		}
+	}
+	o.waiting = nil
 }
 
 // ackMsg is a participant's acknowledgement that a mirror of the lease is applied.
@@ -546,6 +594,9 @@ func (s *shard) owe(m mirrorMsg) {
 	o := &owed{msg: m, shards: s.k.BundleShards(m.lease, nil)}
 	if len(o.shards) == 0 {
 		return
+	}
+	if old := s.b.owed[m.lease]; old != nil {
+		o.waiting = old.waiting // answered once the newer state is applied, which implies theirs
 	}
 	s.b.owed[m.lease] = o
 	s.b.mirrors = append(s.b.mirrors, m)
@@ -581,12 +632,16 @@ func (s *shard) acked(m *ackMsg) {
 	o.shards = slices.DeleteFunc(o.shards, func(sh uint32) bool { return sh == m.shard })
 	if len(o.shards) == 0 {
 		delete(s.b.owed, m.lease)
+		o.release()
 	}
 }
 
 // resendOwed sends again what participants have not acknowledged within the prepare bound.
 func (s *shard) resendOwed(now time.Time) {
 	for _, o := range s.b.owed {
+		if len(o.waiting) > 0 && now.Sub(o.waiting[0].since) > s.prepareBound() {
+			o.release() // the participants follow; the client has waited long enough
+		}
 		if now.Sub(o.sent) > s.prepareBound() {
 			s.resend(o, now)
 		}

@@ -260,12 +260,19 @@ func TestBundleLeaseVerbsMoveEveryMember(t *testing.T) {
 	r := do(t, sys, 0, bundle("b", "h", "s0/x", "s1/y"))
 	wantCode(t, r, contract.CodeOK)
 	lsn := r.Lease.LSN
+	// Each answer comes once every shard applied the change: a read after it sees it.
+	now := func(what string, want kernel.ResourceState) {
+		t.Helper()
+		if got := state("s1/y"); got != want {
+			t.Fatalf("after the answer to %s, the participant's member is %s", what, got)
+		}
+	}
 	wantCode(t, do(t, sys, 0, &kernel.Command{Verb: contract.VerbActivate, Tenant: "t", OperationID: "act", HolderID: "h", LeaseLSN: lsn, Epoch: 1}), contract.CodeOK)
-	until("y active", func() bool { return state("s1/y") == kernel.ResourceActive })
+	now("activate", kernel.ResourceActive)
 	wantCode(t, do(t, sys, 0, &kernel.Command{Verb: contract.VerbRevoke, Tenant: "t", OperationID: "rev", LeaseLSN: lsn}), contract.CodeOK)
-	until("y revoking", func() bool { return state("s1/y") == kernel.ResourceRevoking })
+	now("revoke", kernel.ResourceRevoking)
 	wantCode(t, do(t, sys, 0, &kernel.Command{Verb: contract.VerbReclaim, Tenant: "t", OperationID: "rec", LeaseLSN: lsn}), contract.CodeOK)
-	until("y free", func() bool { return state("s1/y") == kernel.ResourceAvailable })
+	now("reclaim", kernel.ResourceAvailable)
 	if state("s0/x") != kernel.ResourceAvailable {
 		t.Fatal("x still held after reclaim")
 	}
