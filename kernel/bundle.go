@@ -147,11 +147,28 @@ func (k *Kernel) holdIntents(e Entry, out *Output, mine func(int) bool) (int32, 
 	}
 	idx := k.newLease(e.LSN, k.tenantKey(c.Tenant, c.HolderID))
 	k.leases[idx].created = e.Slot
-	k.holdMembers(idx, picks, LeaseReserved)
+	k.holdMembers(idx, picks, LeaseReserved, true)
 	k.versions(idx, -1) // an intent is no change a reader may see: its resources keep their version
 	k.indexMembers(idx, true)
 	out.Pending = true
 	return idx, true
+}
+
+// commitValues takes a committed bundle's least_recently_freed range values in the
+// range's order of use, as allocateValue does a one-shard grant's.
+func (k *Kernel) commitValues(idx int32) {
+	for _, m := range k.leases[idx].members {
+		if m.kind != MemberRange {
+			continue
+		}
+		if r := &k.ranges[m.obj]; r.strategy == StrategyLeastRecentlyFreed {
+			if r.freed.Remove(m.value) {
+				k.rangeValues--
+			} else {
+				r.used.Add(m.value)
+			}
+		}
+	}
 }
 
 // versions moves the versions of the resources record idx holds by d: an intent's holding
@@ -196,6 +213,7 @@ func (k *Kernel) decide(e Entry, out *Output) {
 		}
 	}
 	k.versions(idx, +1) // the grant is the change
+	k.commitValues(idx)
 	out.Event = EventLeaseReserved
 	if b.activate {
 		k.moveMembers(idx, LeaseActive)
@@ -271,6 +289,7 @@ func (k *Kernel) mirror(e Entry, out *Output) {
 		b.pending = false
 		delete(k.pending, lsn)
 		k.versions(idx, +1)
+		k.commitValues(idx)
 		if c.State == LeaseActive {
 			k.versions(idx, -1) // one change, as at the home
 		}
@@ -291,7 +310,7 @@ func (k *Kernel) mirror(e Entry, out *Output) {
 func (k *Kernel) dropIntents(idx int32, consume bool) {
 	l := &k.leases[idx]
 	k.indexMembers(idx, false)
-	k.freeMembers(idx, consume)
+	k.freeMembers(idx, consume, k.pending[l.lsn])
 	if k.pending[l.lsn] {
 		k.versions(idx, -1) // freeing an intent is no change either
 	}
@@ -682,4 +701,20 @@ func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 		}
 	}
 	return false
+}
+
+// intentValues is the values of range obj that undecided bundles hold (nil: none).
+func (k *Kernel) intentValues(obj int32) map[uint64]bool {
+	var vs map[uint64]bool
+	for lsn := range k.pending { // a set: the order cannot reach an output
+		for _, m := range k.leases[k.leaseIdx[lsn]].members {
+			if m.kind == MemberRange && m.obj == obj {
+				if vs == nil {
+					vs = map[uint64]bool{}
+				}
+				vs[m.value] = true
+			}
+		}
+	}
+	return vs
 }

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/holdfast/holdfast/contract"
@@ -284,5 +285,38 @@ func TestBundleBulkVerbMirrors(t *testing.T) {
 		Limit: 10, Reclaim: true})
 	if out.Code != contract.CodeOK || out.Count != 1 || !out.Mirror {
 		t.Fatalf("revoke_all: %s count %d mirror %v", out.Code, out.Count, out.Mirror)
+	}
+}
+
+// An intent on a least_recently_freed range leaves no trace in its order: a bundle never
+// granted takes the value the order names, and after its abort the next reserve takes the
+// same one; a committed one takes it as a grant does.
+func TestBundleIntentKeepsTheFreedOrder(t *testing.T) {
+	part := newBShard(t, 1)
+	part.apply(&Command{Verb: contract.VerbCreateRange, Tenant: "t", OperationID: "cr", ObjectID: "vx", First: 1, Last: 3,
+		Strategy: StrategyLeastRecentlyFreed})
+	any := func(op string) *Command {
+		return &Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: op, HolderID: "h", TTLMillis: 1000,
+			Members: []Member{{Kind: MemberRange, ID: "vx"}}}
+	}
+	var leases []uint64
+	for _, op := range []string{"a", "b", "c"} { // 1, 2, 3 taken; then freed 2, 3, 1
+		leases = append(leases, part.apply(any(op)).Lease.LSN)
+	}
+	for i, j := range []int{1, 2, 0} {
+		part.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: fmt.Sprint("rel", i), HolderID: "h", LeaseLSN: leases[j], Epoch: 1})
+	}
+	txn := TxnRef{Shard: 0, LSN: 50}
+	prep := part.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Txn: txn, Priority: 1,
+		Members: []Member{{Kind: MemberRange, ID: "vx"}}})
+	if prep.Lease.Members[0].Value != 2 {
+		t.Fatalf("the intent took %d, least recently freed is 2", prep.Lease.Members[0].Value)
+	}
+	if v := part.apply(any("d")).Lease.Members[0].Value; v != 3 {
+		t.Fatalf("beside the intent a reserve took %d, want 3", v)
+	}
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn}) // aborted
+	if v := part.apply(any("e")).Lease.Members[0].Value; v != 2 {
+		t.Fatalf("after the abort a reserve took %d, want 2: the intent moved the order", v)
 	}
 }

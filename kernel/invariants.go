@@ -243,7 +243,7 @@ func (k *Kernel) checkRanges(t *tally, deleted []bool) error {
 			return fmt.Errorf("range %q: %d allocated, leases hold %d", r.key, r.allocated.Len(), t.rangeValues[i])
 		}
 		freed += r.freed.Len()
-		if err := r.check(); err != nil {
+		if err := r.check(k.intentValues(int32(i))); err != nil {
 			return err
 		}
 	}
@@ -254,8 +254,9 @@ func (k *Kernel) checkRanges(t *tally, deleted []bool) error {
 }
 
 // check verifies a range's own state: allocations inside its bounds, its exclusions and
-// band, and for least_recently_freed used = allocated ∪ freed, disjointly.
-func (r *valueRange) check() error {
+// band, and for least_recently_freed used = allocated ∪ freed, disjointly — but for the
+// values undecided bundles hold (intents), which keep their place in that order.
+func (r *valueRange) check(intents map[uint64]bool) error {
 	var bad error
 	r.allocated.Ascend(func(lo, hi uint64) bool {
 		if lo < r.first || hi > r.last {
@@ -279,7 +280,7 @@ func (r *valueRange) check() error {
 	// counts add up.
 	r.allocated.Ascend(func(lo, hi uint64) bool {
 		for v := lo; ; v++ {
-			if !r.used.Contains(v) {
+			if !r.used.Contains(v) && !intents[v] {
 				bad = fmt.Errorf("range %q: allocated value %d not marked used", r.key, v)
 				return false
 			}
@@ -291,11 +292,12 @@ func (r *valueRange) check() error {
 	if bad != nil {
 		return bad
 	}
-	if r.used.Len() != r.allocated.Len()+uint64(r.freed.Len()) {
-		return fmt.Errorf("range %q: used %d != allocated %d + freed %d", r.key, r.used.Len(), r.allocated.Len(), r.freed.Len())
+	if r.used.Len() != r.allocated.Len()-uint64(len(intents))+uint64(r.freed.Len()) {
+		return fmt.Errorf("range %q: used %d != allocated %d - intents %d + freed %d", r.key, r.used.Len(), r.allocated.Len(),
+			len(intents), r.freed.Len())
 	}
 	r.freed.Each(func(v uint64) bool {
-		if r.allocated.Contains(v) || !r.used.Contains(v) {
+		if (r.allocated.Contains(v) && !intents[v]) || !r.used.Contains(v) {
 			bad = fmt.Errorf("range %q: freed value %d allocated or not used", r.key, v)
 		}
 		return bad == nil

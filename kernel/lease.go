@@ -428,7 +428,7 @@ func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) *endedLe
 	if l.labels != 0 {
 		k.endedLabels[l.lsn] = l.labels // the ended lease keeps the reference
 	}
-	k.freeMembers(idx, to == LeaseConsumed)
+	k.freeMembers(idx, to == LeaseConsumed, false)
 	k.unlinkLive(idx)
 	k.live[l.state]--
 	if bumpEpoch {

@@ -82,9 +82,9 @@ func (k *Kernel) chooseShaped(r *valueRange, obj int32, picks []pick, lsn uint64
 		case StrategyRandom:
 			v, ok = r.randomIn(w[0], w[1], obj, picks, &rng)
 		case StrategyLeastRecentlyFreed:
-			if v, ok = r.firstFree(&r.used, w[0], w[1], obj, picks); !ok {
+			if v, ok = r.firstFree(&r.used, w[0], w[1], obj, picks, &r.allocated); !ok {
 				r.freed.Each(func(x uint64) bool {
-					if x < w[0] || x > w[1] || picked(picks, obj, x) {
+					if x < w[0] || x > w[1] || picked(picks, obj, x) || r.allocated.Contains(x) {
 						return true
 					}
 					v, ok = x, true
@@ -92,7 +92,7 @@ func (k *Kernel) chooseShaped(r *valueRange, obj int32, picks []pick, lsn uint64
 				})
 			}
 		default:
-			v, ok = r.firstFree(&r.allocated, w[0], w[1], obj, picks)
+			v, ok = r.firstFree(&r.allocated, w[0], w[1], obj, picks, nil)
 		}
 		if ok {
 			return v, true
@@ -103,7 +103,8 @@ func (k *Kernel) chooseShaped(r *valueRange, obj int32, picks []pick, lsn uint64
 
 // firstFree is the lowest value of [lo, hi] absent from s, not excluded and not picked.
 // Each step passes an interval of s, an exclusion or a pick: bounded by their count.
-func (r *valueRange) firstFree(s *valueset.Set, lo, hi uint64, obj int32, picks []pick) (uint64, bool) {
+// skip, when set, holds more values not to take (firstAbsentExcept).
+func (r *valueRange) firstFree(s *valueset.Set, lo, hi uint64, obj int32, picks []pick, skip *valueset.Set) (uint64, bool) {
 	for {
 		v, ok := s.FirstAbsent(lo, hi)
 		if !ok {
@@ -112,7 +113,7 @@ func (r *valueRange) firstFree(s *valueset.Set, lo, hi uint64, obj int32, picks 
 		next := v
 		if i := r.excludedAt(v); i >= 0 {
 			next = r.excluded[i].Last
-		} else if !picked(picks, obj, v) {
+		} else if !picked(picks, obj, v) && (skip == nil || !skip.Contains(v)) {
 			return v, true
 		}
 		if next >= hi {

@@ -67,14 +67,17 @@ func (k *Kernel) grant(lsn, slot uint64, tenant, holderID string, labels []Label
 	idx := k.newLease(lsn, k.tenantKey(tenant, holderID))
 	l := &k.leases[idx]
 	l.labels, l.created = k.internLabels(labels), slot
-	k.holdMembers(idx, picks, state)
+	k.holdMembers(idx, picks, state, false)
 	k.goLive(idx, slot, activate, ttlSlots, keepAliveSlots)
 	return idx
 }
 
 // holdMembers makes the lease record idx the holder of picks, in state: what a granted
 // lease and a bundle's intents share.
-func (k *Kernel) holdMembers(idx int32, picks []pick, state LeaseState) {
+// An undecided bundle's intent (intent) takes a least_recently_freed range's value without
+// touching the range's order of use: a bundle never granted leaves no trace there either
+// (commitValues takes it in that order at the commit).
+func (k *Kernel) holdMembers(idx int32, picks []pick, state LeaseState, intent bool) {
 	l := &k.leases[idx]
 	for _, p := range picks {
 		l.members = append(l.members, leaseMember(p))
@@ -90,7 +93,11 @@ func (k *Kernel) holdMembers(idx int32, picks []pick, state LeaseState) {
 				k.pools[p.obj].reserved += p.quantity
 			}
 		case MemberRange:
-			k.allocateValue(&k.ranges[p.obj], p.value)
+			if intent {
+				k.ranges[p.obj].allocated.Add(p.value)
+			} else {
+				k.allocateValue(&k.ranges[p.obj], p.value)
+			}
 		case MemberWork:
 			k.dequeue(p.obj, qReady)
 			k.works[p.obj].lease = l.lsn
@@ -213,13 +220,13 @@ func (k *Kernel) chooseValue(r *valueRange, obj int32, picks []pick, lsn uint64,
 	case StrategyRandom:
 		return k.chooseRandom(r, obj, picks, lsn, member)
 	case StrategyLeastRecentlyFreed:
-		if v, ok := firstAbsentExcept(&r.used, r.first, r.last, picks, obj); ok {
+		if v, ok := firstAbsentExcept(&r.used, r.first, r.last, picks, obj, &r.allocated); ok {
 			return v, true
 		}
 		var v uint64
 		found := false
 		r.freed.Each(func(x uint64) bool {
-			if picked(picks, obj, x) {
+			if picked(picks, obj, x) || r.allocated.Contains(x) { // an intent keeps its place
 				return true
 			}
 			v, found = x, true
@@ -227,17 +234,19 @@ func (k *Kernel) chooseValue(r *valueRange, obj int32, picks []pick, lsn uint64,
 		})
 		return v, found
 	}
-	return firstAbsentExcept(&r.allocated, r.first, r.last, picks, obj)
+	return firstAbsentExcept(&r.allocated, r.first, r.last, picks, obj, nil)
 }
 
 // firstAbsentExcept is the lowest value of [lo, hi] absent from s and not picked.
-func firstAbsentExcept(s *valueset.Set, lo, hi uint64, picks []pick, obj int32) (uint64, bool) {
+// skip, when set, holds more values not to take: a least_recently_freed range's values
+// held by undecided bundles, which keep their place in its order (holdMembers).
+func firstAbsentExcept(s *valueset.Set, lo, hi uint64, picks []pick, obj int32, skip *valueset.Set) (uint64, bool) {
 	for {
 		v, ok := s.FirstAbsent(lo, hi)
 		if !ok {
 			return 0, false
 		}
-		if !picked(picks, obj, v) {
+		if !picked(picks, obj, v) && (skip == nil || !skip.Contains(v)) {
 			return v, true
 		}
 		if v == hi {
@@ -373,7 +382,9 @@ func (k *Kernel) moveMembers(idx int32, to LeaseState) {
 
 // freeMembers returns every member of a live lease to use — or, for a lease being
 // consumed, moves its pool units to the pool's consumed (never to be held again).
-func (k *Kernel) freeMembers(idx int32, consume bool) {
+// An intent's (intent) range values are only unallocated: they never took a place in the
+// range's order of use.
+func (k *Kernel) freeMembers(idx int32, consume, intent bool) {
 	l := &k.leases[idx]
 	for _, m := range l.members {
 		switch m.kind {
@@ -392,7 +403,11 @@ func (k *Kernel) freeMembers(idx int32, consume bool) {
 				p.consumed += m.quantity
 			}
 		case MemberRange:
-			k.freeValue(&k.ranges[m.obj], m.value)
+			if intent {
+				k.ranges[m.obj].allocated.Remove(m.value)
+			} else {
+				k.freeValue(&k.ranges[m.obj], m.value)
+			}
 		case MemberWork:
 			if w := &k.works[m.obj]; w.lease == l.lsn {
 				k.dequeue(m.obj, qHeld)
