@@ -120,6 +120,7 @@ type bundleState struct {
 	waiting  []*prepareMsg               // prepares waiting for a younger bundle's decision
 	asked    map[kernel.TxnRef]time.Time // undecided intents held here: when first seen or last asked
 	reads    []*readMsg                  // reads waiting for an undecided bundle
+	answers  []heldAnswer                // write answers waiting for an undecided bundle
 	waitedAt map[*prepareMsg]time.Time   // when each waiting prepare began to wait
 	mirrors  []mirrorMsg                 // mirrors of the batch being applied, to send after it
 	owed     map[uint64]*owed            // the home's mirrors not acknowledged yet, by lease
@@ -205,6 +206,11 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
 // is another shard (Elsewhere). It reports false for any other answer.
 func (s *shard) held(a Answer[replyFunc]) bool {
 	r := a.Reply
+	if !a.Cmd.Verb.IsInternal() && s.showsIntents(r) {
+		s.b.init()
+		s.b.answers = append(s.b.answers, heldAnswer{to: a.To, reply: r, since: time.Now()})
+		return true
+	}
 	if a.Cmd.Verb.IsInternal() || !(r.Pending || r.Undecided || r.Elsewhere) {
 		if len(a.Cmd.Shards) > 0 {
 			s.beginAnswered(r.LSN) // refused or answered at once: its prepares are void
@@ -237,6 +243,60 @@ func (s *shard) held(a Answer[replyFunc]) bool {
 		s.forwardByValue(a.Cmd, r.Txn, a.To)
 	}
 	return true
+}
+
+// heldAnswer is a write's answer whose view of an object (already_exists, object_in_use,
+// a resize's view, ...) would count an undecided bundle's members: given, with the
+// object's view as decided, once the bundle is decided (undecidedBound at most, then
+// timeout: the write is committed and its retry gets the remembered outcome).
+type heldAnswer struct {
+	to    replyFunc
+	reply *Reply
+	since time.Time
+}
+
+// showsIntents reports whether a reply's view of a resource, pool or range counts an
+// undecided bundle's members.
+func (s *shard) showsIntents(r *Reply) bool {
+	if s.k.UndecidedBundles() == 0 {
+		return false
+	}
+	switch r.Object {
+	case kernel.ObjectResource, kernel.ObjectPool, kernel.ObjectRange:
+		o := kernel.Output{Object: r.Object, Resource: r.Resource, Pool: r.Pool, Range: r.Range}
+		return s.k.ShowsIntents(&o)
+	}
+	return false
+}
+
+// retryAnswers gives the held answers whose objects no undecided bundle holds now, with
+// the objects' views as they are.
+func (s *shard) retryAnswers(now time.Time) {
+	held := s.b.answers
+	s.b.answers = nil
+	for _, h := range held {
+		r := h.reply
+		switch r.Object {
+		case kernel.ObjectResource:
+			s.k.GetResource(r.Resource.Tenant, r.Resource.ID, &s.out)
+			r.Resource = s.out.Resource
+		case kernel.ObjectPool:
+			s.k.GetPool(r.Pool.Tenant, r.Pool.ID, &s.out)
+			r.Pool = s.out.Pool
+		case kernel.ObjectRange:
+			s.k.GetRange(r.Range.Tenant, r.Range.ID, &s.out)
+			r.Range = s.out.Range
+		}
+		switch {
+		case !s.showsIntents(r):
+			r.AppliedLSN = s.applied()
+			h.to(r)
+		case !now.IsZero() && now.Sub(h.since) > s.undecidedBound():
+			h.to(rejection(contract.CodeTimeout, "the answer names what an undecided bundle holds; retry the same operation_id", s.applied()))
+		default:
+			s.b.answers = append(s.b.answers, h)
+		}
+	}
 }
 
 // beginAnswered drops the transaction begun at lsn when its begin did not hold the home's
@@ -652,7 +712,8 @@ func (s *shard) resendOwed(now time.Time) {
 // within the prepare bound; parked writes and waiting prepares try again; participants
 // ask about intents held past the bound; reads waiting for a decision try again.
 func (s *shard) bundleTick(now time.Time) {
-	if s.b.coords == nil && len(s.b.reads) == 0 && len(s.b.parked) == 0 && len(s.b.waiting) == 0 && s.k.UndecidedBundles() == 0 {
+	if s.b.coords == nil && len(s.b.reads) == 0 && len(s.b.parked) == 0 && len(s.b.waiting) == 0 && len(s.b.answers) == 0 &&
+		s.k.UndecidedBundles() == 0 {
 		return // this shard takes no part in a bundle
 	}
 	s.b.init()
@@ -666,6 +727,7 @@ func (s *shard) bundleTick(now time.Time) {
 	s.retryWaiting(now)
 	s.askHomes(now)
 	s.retryReads(now)
+	s.retryAnswers(now)
 }
 
 // retryParked sequences again the parked writes that are due: on a tick, when a batch
@@ -732,6 +794,9 @@ func (s *shard) afterDecided() {
 		}
 		if len(s.b.parked) > 0 {
 			s.retryParked(time.Now())
+		}
+		if len(s.b.answers) > 0 {
+			s.retryAnswers(time.Time{})
 		}
 	}
 }

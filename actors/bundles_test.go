@@ -342,3 +342,30 @@ func TestBundleHotspotMakesProgress(t *testing.T) {
 		t.Fatalf("after every release, held by %+v", got)
 	}
 }
+
+// A write whose answer shows an object an undecided bundle holds (resource.create's
+// already_exists) answers once the bundle is decided, with the object as decided: never
+// the intent of a bundle that might not be granted.
+func TestBundleWriteAnswerWaitsForTheDecision(t *testing.T) {
+	o := bundleOptions(t.TempDir())
+	voted := make(chan struct{})
+	o.BundleStep = func(step string, _ uint32) {
+		if step == StepVoted {
+			close(voted)
+			time.Sleep(200 * time.Millisecond) // the home decides late
+		}
+	}
+	sys := startSystem(t, o)
+	defer sys.Stop()
+	createOn(t, sys, "s0/x", "s1/y")
+	granted := make(chan *Reply, 1)
+	go func() { granted <- do(t, sys, 0, bundle("b", "h", "s0/x", "s1/y")) }()
+	<-voted // the participant holds y as an intent now
+	r := do(t, sys, 1, createResource("again", "s1/y"))
+	g := <-granted
+	wantCode(t, g, contract.CodeOK)
+	if r.Code != contract.CodeAlreadyExists || r.Resource.LeaseLSN != g.Lease.LSN || r.Resource.State != kernel.ResourceReserved {
+		t.Fatalf("create's answer shows %s held by %d-%d; the bundle was granted as %d", r.Resource.State,
+			r.Resource.LeaseShard, r.Resource.LeaseLSN, g.Lease.LSN)
+	}
+}
