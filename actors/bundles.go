@@ -89,10 +89,10 @@ type coord struct {
 	cmd      *kernel.Command
 	waiters  []replyFunc
 	parts    []*coordPart
-	own      []kernel.MemberView // the home's members as the begin held them
-	begun    bool                // the begin is applied: the home's members are held
-	deciding bool                // a decide is sequenced
-	aborting bool                // ... and it is an abort
+	begun    bool    // the begin is applied: the home's members are held, or refusal says why not
+	refusal  refusal // the home's own refusal (a member, or a table: member -1)
+	deciding bool    // a decide is sequenced
+	aborting bool    // ... and it is an abort
 	started  time.Time
 }
 
@@ -101,6 +101,32 @@ type coordPart struct {
 	index   []int // the reserve's members this shard holds
 	voted   bool
 	members []kernel.MemberView
+	refusal refusal // a refused prepare's code and member (an index of the reserve; -1: a table)
+}
+
+// refusal is a shard's definite refusal of its part of a bundle (ok: none).
+type refusal struct {
+	code   contract.Code
+	member int
+}
+
+// first is the refusal the bundle answers: the earliest member's in request order, as one
+// shard checks members one by one, and a table's only when no member is refused.
+func first(a, b refusal) refusal {
+	switch {
+	case a.code == contract.CodeOK:
+		return b
+	case b.code == contract.CodeOK:
+		return a
+	case a.member < 0:
+		if b.member >= 0 {
+			return b
+		}
+		return a
+	case b.member >= 0 && b.member < a.member:
+		return b
+	}
+	return a
 }
 
 // parkedWrite is a client write that found a member an undecided bundle holds, or a
@@ -231,7 +257,7 @@ func (s *shard) held(a Answer[replyFunc]) bool {
 		co.waiters = append(co.waiters, a.To) // answered with the decision
 		if r.Lease.LSN == r.LSN {
 			co.begun = true
-			co.own = append(co.own[:0], r.Lease.Members...)
+			co.refusal = refusal{code: r.Code, member: r.MemberIndex} // ok: the home's members are held
 		}
 		s.maybeDecide(co)
 	case r.Undecided:
@@ -347,16 +373,20 @@ func (s *shard) vote(m *voteMsg) {
 	switch {
 	case m.prepared:
 		p.voted, p.members = true, m.members
-		s.maybeDecide(co)
 	case m.die:
-		s.abort(co, 0, 0, true)
+		s.abort(co, refusal{}, true)
+		return
+	case m.code.IsRejection(): // overloaded, halted: not the bundle's answer; nothing to wait for
+		s.abort(co, refusal{code: m.code, member: -1}, false)
+		return
 	default:
-		member := 0
+		member := -1
 		if m.member >= 0 && m.member < len(p.index) {
 			member = p.index[m.member]
 		}
-		s.abort(co, m.code, member, false)
+		p.voted, p.refusal = true, refusal{code: m.code, member: member}
 	}
+	s.maybeDecide(co)
 }
 
 func (co *coord) part(shard uint32) *coordPart {
@@ -374,10 +404,16 @@ func (s *shard) maybeDecide(co *coord) {
 	if co.deciding || !co.begun {
 		return
 	}
+	ref := co.refusal
 	for _, p := range co.parts {
 		if !p.voted {
 			return
 		}
+		ref = first(ref, p.refusal)
+	}
+	if ref.code != contract.CodeOK {
+		s.abort(co, ref, false)
+		return
 	}
 	members := slices.Clone(co.cmd.Members)
 	for _, p := range co.parts {
@@ -399,7 +435,8 @@ func (s *shard) maybeDecide(co *coord) {
 // abort journals the transaction's abort and frees the participants' intents at once (no
 // commit can follow: the decision is made). refusal, when set, is the participant's
 // definite answer, remembered for retries; die runs the bundle again once decided.
-func (s *shard) abort(co *coord, refusal contract.Code, member int, die bool) {
+func (s *shard) abort(co *coord, ref refusal, die bool) {
+	refusal, member := ref.code, ref.member
 	co.deciding, co.aborting = true, true
 	for _, p := range co.parts {
 		s.sendShard(p.shard, &mirrorMsg{txn: co.txn})
@@ -415,7 +452,7 @@ func (s *shard) abort(co *coord, refusal contract.Code, member int, die bool) {
 	default:
 		answer = &Reply{Code: refusal, MemberIndex: member, ItemIndex: -1}
 	}
-	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Refusal: refusal, RefusalMember: uint32(member)}
+	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Refusal: refusal, RefusalMember: uint32(member + 1)}
 	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, answer, false) }) {
 		s.answerCoord(co, rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
 	}
@@ -720,7 +757,7 @@ func (s *shard) bundleTick(now time.Time) {
 	s.resendOwed(now)
 	for _, co := range s.b.coords {
 		if !co.deciding && now.Sub(co.started) > s.prepareBound() {
-			s.abort(co, 0, 0, false)
+			s.abort(co, refusal{}, false)
 		}
 	}
 	s.retryParked(now)

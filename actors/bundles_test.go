@@ -369,3 +369,23 @@ func TestBundleWriteAnswerWaitsForTheDecision(t *testing.T) {
 			r.Resource.LeaseShard, r.Resource.LeaseLSN, g.Lease.LSN)
 	}
 }
+
+// A bundle refused on several shards names its first refused member in request order, as
+// one shard checking members one by one would — not the home's own just because it knows
+// it first — and remembers that answer for its retries.
+func TestBundleRefusalNamesTheFirstMember(t *testing.T) {
+	sys := startSystem(t, bundleOptions(t.TempDir()))
+	defer sys.Stop()
+	createOn(t, sys, "s0/a", "s1/b", "s0/c")
+	wantCode(t, do(t, sys, 1, reserve("hold-b", "o", "s1/b", 60_000)), contract.CodeOK)
+	wantCode(t, do(t, sys, 0, reserve("hold-c", "o", "s0/c", 60_000)), contract.CodeOK)
+	for _, op := range []string{"b1", "b1"} {
+		r := do(t, sys, 0, bundle(op, "h", "s0/a", "s1/b", "s0/c"))
+		if r.Code != contract.CodeResourceBusy || r.MemberIndex != 1 {
+			t.Fatalf("refused by member %d (%s), want member 1 (retry %v)", r.MemberIndex, r.Code, r.FromRetryCache)
+		}
+	}
+	if _, l := holderOf(t, sys, "s0/a"); l.LSN != 0 {
+		t.Fatalf("the refused bundle's free member is held by %+v", l)
+	}
+}

@@ -31,6 +31,12 @@ type bundle struct {
 	// lease is, at a participant, the lease's lsn at its home once committed (the commit
 	// entry's: a lease id is its committing entry's position); 0 while undecided.
 	lease uint64
+	// failed is, for a begin whose own members or tables refused it, the refusal (and
+	// failedMember its member, -1 for a table): not the bundle's answer yet — a member of
+	// another shard earlier in the request may be refused too, and the answer names the
+	// first, as one shard's would. Such a record holds nothing and has no lease record.
+	failed       Code
+	failedMember int16
 	// The home's: the members on other shards, in the reserve's order (values as chosen
 	// once committed), and what the commit needs.
 	remote         []remoteMember
@@ -68,16 +74,26 @@ func (k *Kernel) begin(e Entry, out *Output) {
 	key := makeOpKey(c.Tenant, c.OperationID)
 	if lsn, ok := k.pendingOps[key]; ok {
 		out.Pending = true
-		k.viewLease(k.leaseIdx[lsn], out)
-		return
-	}
-	idx, ok := k.holdIntents(e, out, func(i int) bool { return c.Shards[i] == k.shard })
-	if !ok {
+		if idx, held := k.leaseIdx[lsn]; held {
+			k.viewLease(idx, out)
+		} else {
+			out.Object, out.Lease = ObjectLease, LeaseView{Shard: k.shard, LSN: lsn} // a failed begin's
+		}
 		return
 	}
 	b := &bundle{txn: TxnRef{Shard: k.shard, LSN: e.LSN}, pending: true, priority: c.Priority, op: key,
 		activate: c.Activate, ttlSlots: c.TTLSlots, keepAliveSlots: c.KeepAliveSlots}
 	b.hash, k.hashBuf = commandHash(c, k.hashBuf)
+	idx, ok := k.holdIntents(e, out, func(i int) bool { return c.Shards[i] == k.shard })
+	if !ok {
+		if out.Undecided || out.Code.IsRejection() {
+			return // nothing to decide: the caller waits and tries again, or it is refused
+		}
+		b.failed, b.failedMember = out.Code, int16(out.MemberIndex)
+		k.bundles[e.LSN], k.begins[e.LSN], k.pendingOps[key], k.pending[e.LSN] = b, e.LSN, e.LSN, true
+		out.Pending, out.Object, out.Lease.Shard, out.Lease.LSN = true, ObjectLease, k.shard, e.LSN
+		return
+	}
 	for i := range c.Members {
 		if m := &c.Members[i]; c.Shards[i] != k.shard {
 			b.remote = append(b.remote, remoteMember{index: uint32(i), shard: c.Shards[i], kind: m.Kind, id: m.ID,
@@ -193,13 +209,22 @@ func (k *Kernel) decide(e Entry, out *Output) {
 		out.Code = contract.CodeNoop
 		return
 	}
-	idx := k.leaseIdx[c.Txn.LSN]
 	delete(k.pendingOps, b.op)
+	if b.failed != contract.CodeOK { // held nothing: only the record to forget
+		delete(k.bundles, c.Txn.LSN)
+		delete(k.begins, c.Txn.LSN)
+		delete(k.pending, c.Txn.LSN)
+		if c.Refusal != contract.CodeOK {
+			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember)-1, 0, e)
+		}
+		return
+	}
+	idx := k.leaseIdx[c.Txn.LSN]
 	if !c.Commit {
 		k.dropIntents(idx, false) // still undecided as it frees: no version moves
 		b.pending = false
 		if c.Refusal != contract.CodeOK {
-			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember), 0, e)
+			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember)-1, 0, e)
 		}
 		return
 	}
@@ -359,7 +384,11 @@ func (k *Kernel) noteIntent(tenant string, m *Member, code Code, out *Output) {
 func (k *Kernel) intentUnits(kind MemberKind, key string) uint64 {
 	var n uint64
 	for lsn := range k.pending { // a sum: the order cannot reach the output
-		for _, m := range k.leases[k.leaseIdx[lsn]].members {
+		idx, ok := k.leaseIdx[lsn]
+		if !ok {
+			continue // a failed begin holds nothing
+		}
+		for _, m := range k.leases[idx].members {
 			switch {
 			case m.kind == kind && kind == MemberPool && k.pools[m.obj].key == key:
 				n += m.quantity
@@ -503,7 +532,9 @@ func (k *Kernel) checkBundles() error {
 		_, ended := k.ended.find(lsn)
 		home := b.home(k.shard)
 		switch {
-		case !live && (ended == nil || !home || b.pending):
+		case live == (b.failed != contract.CodeOK) && b.pending:
+			return fmt.Errorf("bundle record %d: undecided, failed %s, with a lease record %v", lsn, b.failed, live)
+		case !live && b.failed == contract.CodeOK && (ended == nil || !home || b.pending):
 			return fmt.Errorf("bundle record %d: no lease record", lsn)
 		case b.pending != k.pending[lsn]:
 			return fmt.Errorf("bundle record %d: undecided %v, counted %v", lsn, b.pending, k.pending[lsn])
@@ -546,6 +577,8 @@ func (k *Kernel) appendBundles(b []byte) []byte {
 		b = appendBool(b, r.pending)
 		b = appendUvarint(b, r.priority)
 		b = appendUvarint(b, r.lease)
+		b = append(b, byte(r.failed))
+		b = appendUvarint(b, uint64(r.failedMember+1))
 		b = appendUvarint(b, uint64(len(r.remote)))
 		for _, m := range r.remote {
 			b = appendUvarint(appendUvarint(b, uint64(m.index)), uint64(m.shard))
@@ -574,7 +607,8 @@ func (r *restorer) bundles() {
 		}
 		prev = lsn
 		b := &bundle{txn: TxnRef{Shard: uint32(d.count(math.MaxUint32)), LSN: d.uvarint()}, pending: d.bool(), priority: d.uvarint(),
-			lease: d.uvarint()}
+			lease: d.uvarint(), failed: Code(d.byte())}
+		b.failedMember = int16(d.count(maxEncodedMembers)) - 1
 		m := d.count(maxEncodedMembers)
 		for j := uint64(0); j < m && d.err == nil; j++ {
 			rm := remoteMember{index: uint32(d.count(maxEncodedMembers)), shard: uint32(d.count(math.MaxUint32)),
@@ -707,7 +741,11 @@ func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 func (k *Kernel) intentValues(obj int32) map[uint64]bool {
 	var vs map[uint64]bool
 	for lsn := range k.pending { // a set: the order cannot reach an output
-		for _, m := range k.leases[k.leaseIdx[lsn]].members {
+		idx, ok := k.leaseIdx[lsn]
+		if !ok {
+			continue // a failed begin holds nothing
+		}
+		for _, m := range k.leases[idx].members {
 			if m.kind == MemberRange && m.obj == obj {
 				if vs == nil {
 					vs = map[uint64]bool{}

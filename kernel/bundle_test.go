@@ -229,7 +229,7 @@ func TestBundleAbortsOnARefusal(t *testing.T) {
 	if prep.Code != contract.CodeResourceBusy || prep.MemberIndex != 0 || prep.Undecided {
 		t.Fatalf("prepare of a held member: %s member %d undecided %v", prep.Code, prep.MemberIndex, prep.Undecided)
 	}
-	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Refusal: prep.Code, RefusalMember: 1})
+	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Refusal: prep.Code, RefusalMember: 2}) // member 1, plus one
 	if dec.Code != contract.CodeOK || dec.Event != EventNone {
 		t.Fatalf("abort: %s %s", dec.Code, dec.Event)
 	}

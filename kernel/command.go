@@ -152,9 +152,10 @@ type Command struct {
 	// (lower is older), kept when the bundle is run again.
 	Priority uint64
 	// bundle.decide: commit or abort. A commit carries the bundle's members resolved
-	// (Members: every range value chosen); an abort for a participant's definite refusal
-	// carries its code and the member's index in the reserve, remembered for retries
-	// (an abort without one — a bundle its home never finished — is not remembered).
+	// (Members: every range value chosen); an abort for a definite refusal carries its
+	// code and the member's index in the reserve plus one (0: a table's refusal, no
+	// member), remembered for retries (an abort without one — a bundle its home never
+	// finished — is not remembered).
 	Commit        bool
 	Refusal       Code
 	RefusalMember uint32
