@@ -389,6 +389,24 @@ func (s *shard) vote(m *voteMsg) {
 	s.maybeDecide(co)
 }
 
+// settles reports whether a member's refusal is already the bundle's answer: every
+// member before it in the request is on a shard that has answered (the home's first
+// member is member 0, so the home has answered unless member is 0).
+func (co *coord) settles(member int) bool {
+	if member < 0 {
+		return false // a table's refusal yields to any member's: wait for every answer
+	}
+	if !co.begun && member > 0 {
+		return false
+	}
+	for _, p := range co.parts {
+		if !p.voted && len(p.index) > 0 && p.index[0] < member {
+			return false
+		}
+	}
+	return true
+}
+
 func (co *coord) part(shard uint32) *coordPart {
 	for _, p := range co.parts {
 		if p.shard == shard {
@@ -401,18 +419,19 @@ func (co *coord) part(shard uint32) *coordPart {
 // maybeDecide journals the commit once the begin is applied and every participant has
 // prepared; the client is answered when the commit is durable.
 func (s *shard) maybeDecide(co *coord) {
-	if co.deciding || !co.begun {
+	if co.deciding {
 		return
 	}
-	ref := co.refusal
+	ref, all := co.refusal, co.begun
 	for _, p := range co.parts {
-		if !p.voted {
-			return
-		}
+		all = all && p.voted
 		ref = first(ref, p.refusal)
 	}
-	if ref.code != contract.CodeOK {
+	if ref.code != contract.CodeOK && (all || co.settles(ref.member)) {
 		s.abort(co, ref, false)
+		return
+	}
+	if !all {
 		return
 	}
 	members := slices.Clone(co.cmd.Members)
