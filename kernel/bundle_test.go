@@ -289,8 +289,8 @@ func TestBundleBulkVerbMirrors(t *testing.T) {
 }
 
 // An intent on a least_recently_freed range leaves no trace in its order: a bundle never
-// granted takes the value the order names, and after its abort the next reserve takes the
-// same one; a committed one takes it as a grant does.
+// granted takes the value the order names, a reserve of any value waits meanwhile, and
+// after the abort the next reserve takes the same one.
 func TestBundleIntentKeepsTheFreedOrder(t *testing.T) {
 	part := newBShard(t, 1)
 	part.apply(&Command{Verb: contract.VerbCreateRange, Tenant: "t", OperationID: "cr", ObjectID: "vx", First: 1, Last: 3,
@@ -312,11 +312,31 @@ func TestBundleIntentKeepsTheFreedOrder(t *testing.T) {
 	if prep.Lease.Members[0].Value != 2 {
 		t.Fatalf("the intent took %d, least recently freed is 2", prep.Lease.Members[0].Value)
 	}
-	if v := part.apply(any("d")).Lease.Members[0].Value; v != 3 {
-		t.Fatalf("beside the intent a reserve took %d, want 3", v)
+	if out := part.apply(any("d")); !out.Undecided {
+		t.Fatalf("beside the intent a reserve of any value answered %s without waiting", out.Code)
 	}
 	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn}) // aborted
 	if v := part.apply(any("e")).Lease.Members[0].Value; v != 2 {
 		t.Fatalf("after the abort a reserve took %d, want 2: the intent moved the order", v)
+	}
+}
+
+// Which value "any" takes depends on the values undecided bundles hold: a reserve of
+// "any" value of such a range waits for the decision (Undecided), then takes what the
+// range gives as if the bundle had never been, when it is aborted.
+func TestBundleAnyValueWaitsForTheDecision(t *testing.T) {
+	part := newBShard(t, 1)
+	part.apply(&Command{Verb: contract.VerbCreateRange, Tenant: "t", OperationID: "cr", ObjectID: "vx", First: 1, Last: 3})
+	txn := TxnRef{Shard: 0, LSN: 50}
+	part.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Txn: txn, Priority: 1,
+		Members: []Member{{Kind: MemberRange, ID: "vx"}}})
+	any := &Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "any", HolderID: "h", TTLMillis: 1000,
+		Members: []Member{{Kind: MemberRange, ID: "vx"}}}
+	if out := part.apply(any); !out.Undecided {
+		t.Fatalf("beside an undecided value, 'any' answered %s (%v) without waiting", out.Code, out.Lease.Members)
+	}
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn}) // aborted
+	if out := part.apply(any); out.Code != contract.CodeOK || out.Lease.Members[0].Value != 1 {
+		t.Fatalf("after the abort: %s %v, want value 1", out.Code, out.Lease.Members)
 	}
 }
