@@ -140,3 +140,56 @@ func waitFor(t *testing.T, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A watcher sees a bundle across shards as one lease: one lease.reserved with every
+// member, from its home, and one event per later change; the other shards publish none.
+func TestBundleEventsAreOneLease(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	cfg.Shards = 8
+	srv, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Shutdown(ctx) }()
+	cl := bundleClient(t, srv.URL())
+	k := keysOnShards(t, client.DefaultTenant, cfg.Shards, 3)
+	ids := []string{k[0] + "/a", k[1] + "/b", k[2] + "/c"}
+	var members []*messages.Member
+	for _, id := range ids {
+		if r, err := cl.CreateResource(ctx, id); err != nil || !r.OK() {
+			t.Fatalf("create %s: %v %+v", id, err, r)
+		}
+		members = append(members, client.Resource(id))
+	}
+	w, err := cl.Watch(ctx, client.WatchOptions{Filter: "lease.>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	r, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "h", TTL: time.Minute, Members: members})
+	if err != nil || !r.OK() {
+		t.Fatalf("reserve: %v %+v", err, r)
+	}
+	if rel, err := cl.Release(ctx, "h", r.Fence()); err != nil || !rel.OK() {
+		t.Fatalf("release: %v %+v", err, rel)
+	}
+	home, _, _ := contract.ParseLeaseID(r.Lease.LeaseId)
+	var got []string
+	for deadline := time.After(2 * time.Second); len(got) < 3; {
+		select {
+		case ev := <-w.Events():
+			if ev.Lease.GetLeaseId() != r.Lease.LeaseId || len(ev.Lease.GetMembers()) != 3 || ev.Shard != home {
+				t.Fatalf("event %s of lease %s from shard %d with %d members; the bundle is %s, home %d",
+					ev.Event.Event, ev.Lease.GetLeaseId(), ev.Shard, len(ev.Lease.GetMembers()), r.Lease.LeaseId, home)
+			}
+			got = append(got, ev.Event.Event)
+		case <-deadline:
+			if len(got) != 2 || got[0] != "lease.reserved" || got[1] != "lease.released" {
+				t.Fatalf("events %v, want lease.reserved then lease.released", got)
+			}
+			return
+		}
+	}
+	t.Fatalf("more than two events: %v", got)
+}
