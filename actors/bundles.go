@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -582,13 +583,7 @@ func (s *shard) prepareIntents(m *prepareMsg) {
 
 // older reports whether transaction (p, t) is older than (q, u): wait-die's order.
 func older(p uint64, t kernel.TxnRef, q uint64, u kernel.TxnRef) bool {
-	if p != q {
-		return p < q
-	}
-	if t.Shard != u.Shard {
-		return t.Shard < u.Shard
-	}
-	return t.LSN < u.LSN
+	return cmp.Or(cmp.Compare(p, q), t.Compare(u)) < 0
 }
 
 // mirror journals the home's state of a transaction at this participant.
@@ -907,8 +902,7 @@ func (s *shard) recoverBundles() {
 // the lease's home as the lease verb (a bundle always has other members: a release of
 // the value alone is refused here, never partial).
 func (s *shard) forwardByValue(c *kernel.Command, txn kernel.TxnRef, reply replyFunc) {
-	v := map[contract.Verb]contract.Verb{contract.VerbReleaseValue: contract.VerbRelease,
-		contract.VerbRevokeValue: contract.VerbRevoke, contract.VerbReclaimValue: contract.VerbReclaim}[c.Verb]
+	v := kernel.LeaseVerbByValue(c.Verb)
 	if v == contract.VerbRelease && !c.WholeLease {
 		reply(rejection(contract.CodeLeaseHasOtherMembers, "the value's lease has other members; release it whole (whole_lease) or by lease id", s.applied()))
 		return
@@ -952,23 +946,19 @@ func (s *shard) receiveBundle(ctx actor.Context) bool {
 
 // replyRead answers a read now, or — a resource, pool or range, or a listing's page of
 // them, whose view would count an undecided bundle's members — once the bundle is decided
-// (undecidedBound at most).
+// (undecidedBound at most). The reply says which: its object, or its page.
 func (s *shard) replyRead(m *readMsg) {
 	r := s.answer(&m.req)
-	switch m.req.Verb {
-	case contract.VerbGetResource, contract.VerbGetPool, contract.VerbGetRange, contract.VerbListResources,
-		contract.VerbListPools, contract.VerbListRanges, contract.VerbListAllocations, contract.VerbListHoldings:
-		if (r.Page == nil && s.k.ShowsIntents(&s.out)) || (r.Page != nil && s.k.PageShowsIntents(r.Page)) {
-			if len(s.b.reads) >= maxParked {
-				m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for undecided bundles", s.applied()))
-				return
-			}
-			if m.undecidedUntil.IsZero() {
-				m.undecidedUntil = time.Now().Add(s.undecidedBound())
-			}
-			s.b.reads = append(s.b.reads, m)
+	if s.showsIntents(r) || (r.Page != nil && s.k.PageShowsIntents(r.Page)) {
+		if len(s.b.reads) >= maxParked {
+			m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for undecided bundles", s.applied()))
 			return
 		}
+		if m.undecidedUntil.IsZero() {
+			m.undecidedUntil = time.Now().Add(s.undecidedBound())
+		}
+		s.b.reads = append(s.b.reads, m)
+		return
 	}
 	m.reply(r)
 }

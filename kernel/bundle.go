@@ -493,18 +493,7 @@ func (k *Kernel) Undecided(dst []TxnRef) []TxnRef {
 	for lsn := range k.pending { // sorted below: the order cannot reach the output
 		dst = append(dst, k.bundles[lsn].txn)
 	}
-	slices.SortFunc(dst[start:], func(a, b TxnRef) int {
-		if a.Shard != b.Shard {
-			return int(a.Shard) - int(b.Shard)
-		}
-		switch {
-		case a.LSN < b.LSN:
-			return -1
-		case a.LSN > b.LSN:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(dst[start:], TxnRef.Compare)
 	return dst
 }
 

@@ -1,6 +1,10 @@
 package kernel
 
-import "github.com/holdfast/holdfast/contract"
+import (
+	"cmp"
+
+	"github.com/holdfast/holdfast/contract"
+)
 
 // Verb names an operation of the contract (contract.Verb); journal payloads store its
 // number.
@@ -168,6 +172,11 @@ type Command struct {
 type TxnRef struct {
 	Shard uint32
 	LSN   uint64
+}
+
+// Compare orders transactions by home shard, then lsn.
+func (t TxnRef) Compare(u TxnRef) int {
+	return cmp.Or(cmp.Compare(t.Shard, u.Shard), cmp.Compare(t.LSN, u.LSN))
 }
 
 // usesBundle reports whether the command is a step of a bundle across shards, which

@@ -348,6 +348,10 @@ func (k *Kernel) valueVerb(e Entry, out *Output) {
 	k.endStep(v, li, e, out)
 }
 
+// LeaseVerbByValue is the lease verb a verb by value (range.release, range.revoke,
+// range.reclaim) does to the lease holding the value; VerbInvalid for any other.
+func LeaseVerbByValue(v Verb) Verb { return byValue[v] }
+
 // byValue is the lease verb each by-value verb does to the lease holding the value.
 var byValue = map[Verb]Verb{contract.VerbReleaseValue: contract.VerbRelease,
 	contract.VerbRevokeValue: contract.VerbRevoke, contract.VerbReclaimValue: contract.VerbReclaim}
