@@ -142,23 +142,25 @@ type parkedWrite struct {
 
 // bundleState is a shard's coordinator and participant state.
 type bundleState struct {
-	coords   map[uint64]*coord // the home's transactions by begin lsn
-	parked   []parkedWrite
-	waiting  []*prepareMsg               // prepares waiting for a younger bundle's decision
-	asked    map[kernel.TxnRef]time.Time // undecided intents held here: when first seen or last asked
-	reads    []*readMsg                  // reads waiting for an undecided bundle
-	answers  []heldAnswer                // write answers waiting for an undecided bundle
-	waitedAt map[*prepareMsg]time.Time   // when each waiting prepare began to wait
-	mirrors  []mirrorMsg                 // mirrors of the batch being applied, to send after it
-	owed     map[uint64]*owed            // the home's mirrors not acknowledged yet, by lease
-	decided  bool                        // the batch being applied decided a bundle here
-	txnBuf   []kernel.TxnRef
+	coords    map[uint64]*coord // the home's transactions by begin lsn
+	parked    []parkedWrite
+	waiting   []*prepareMsg               // prepares waiting for a younger bundle's decision
+	asked     map[kernel.TxnRef]time.Time // undecided intents held here: when first seen or last asked
+	reads     []*readMsg                  // reads waiting for an undecided bundle
+	answers   []heldAnswer                // write answers waiting for an undecided bundle
+	waitedAt  map[*prepareMsg]time.Time   // when each waiting prepare began to wait
+	mirrors   []mirrorMsg                 // mirrors of the batch being applied, to send after it
+	owed      map[uint64]*owed            // the home's mirrors not acknowledged yet, by lease
+	preparing map[kernel.TxnRef]bool      // prepares sequenced and not applied yet
+	decided   bool                        // the batch being applied decided a bundle here
+	txnBuf    []kernel.TxnRef
 }
 
 func (b *bundleState) init() {
 	if b.coords == nil {
 		b.coords = make(map[uint64]*coord)
 		b.owed = make(map[uint64]*owed)
+		b.preparing = make(map[kernel.TxnRef]bool)
 		b.asked = make(map[kernel.TxnRef]time.Time)
 		b.waitedAt = make(map[*prepareMsg]time.Time)
 	}
@@ -556,7 +558,9 @@ func (s *shard) prepareIntents(m *prepareMsg) {
 	}
 	c := &kernel.Command{Verb: contract.VerbPrepare, Tenant: m.tenant, HolderID: m.holder, Activate: m.activate,
 		Members: m.members, Txn: m.txn, Priority: m.priority}
+	s.b.preparing[m.txn] = true // a mirror behind it is journaled behind it
 	ok := s.q.Internal(c, s.stampSlot(), func(r *Reply) {
+		delete(s.b.preparing, m.txn)
 		v := &voteMsg{txn: m.txn, shard: s.h.shard, member: r.MemberIndex, code: r.Code}
 		switch {
 		case r.Undecided && older(m.priority, m.txn, r.TxnPriority, r.Txn) && r.Txn != (kernel.TxnRef{}):
@@ -594,12 +598,19 @@ func (s *shard) mirror(m *mirrorMsg) {
 	if !m.state.Live() { // aborted or ended: a prepare still waiting for it is moot
 		s.b.waiting = slices.DeleteFunc(s.b.waiting, func(w *prepareMsg) bool { return w.txn == m.txn })
 	}
-	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
-	s.q.Internal(c, s.stampSlot(), func(*Reply) {
-		s.step(StepMirrored)
+	ack := func() {
 		if m.lease != 0 {
 			s.sendShard(m.txn.Shard, &ackMsg{lease: m.lease, state: m.state, shard: s.h.shard})
 		}
+	}
+	if !s.b.preparing[m.txn] && !s.k.MirrorChanges(m.txn, m.state, m.deadline, m.lease) {
+		ack() // already so, durably (a resend, or a restarted home's resync): nothing to journal
+		return
+	}
+	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
+	s.q.Internal(c, s.stampSlot(), func(*Reply) {
+		s.step(StepMirrored)
+		ack()
 	})
 	s.flushLater()
 }

@@ -627,6 +627,18 @@ func (r *restorer) bundles() {
 	}
 }
 
+// MirrorChanges reports whether a mirror of transaction txn (the lease's state, deadline
+// and id at its home) would change this participant: its part is undecided, or differs
+// in any of them, or ends. A transaction it holds no part of changes nothing.
+func (k *Kernel) MirrorChanges(txn TxnRef, state LeaseState, deadline, lease uint64) bool {
+	lsn, ok := k.txns[txn]
+	if !ok {
+		return false
+	}
+	b, l := k.bundles[lsn], &k.leases[k.leaseIdx[lsn]]
+	return b.pending || !state.Live() || l.state != state || l.deadline != deadline || (lease != 0 && b.lease != lease)
+}
+
 // BundleState is what the home knows of the transaction it began at lsn, for a
 // participant that asks: its lease (the commit's lsn), the lease's state and deadline
 // (terminal once ended), pending while undecided, or state 0 when no bundle of that lsn is
