@@ -1,0 +1,371 @@
+package actors
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// coord is the home's view of one transaction it began.
+type coord struct {
+	txn      kernel.TxnRef
+	cmd      *kernel.Command
+	waiters  []replyFunc
+	parts    []*coordPart
+	begun    bool    // the begin is applied: the home's members are held, or refusal says why not
+	refusal  refusal // the home's own refusal (a member, or a table: member -1)
+	deciding bool    // a decide is sequenced
+	aborting bool    // ... and it is an abort
+	started  time.Time
+}
+
+type coordPart struct {
+	shard   uint32
+	index   []int // the reserve's members this shard holds
+	voted   bool
+	members []kernel.MemberView
+	refusal refusal // a refused prepare's code and member (an index of the reserve; -1: a table)
+}
+
+// refusal is a shard's definite refusal of its part of a bundle (ok: none).
+type refusal struct {
+	code   contract.Code
+	member int
+}
+
+// first is the refusal the bundle answers: the earliest member's in request order, as one
+// shard checks members one by one, and a table's only when no member is refused.
+func first(a, b refusal) refusal {
+	switch {
+	case a.code == contract.CodeOK:
+		return b
+	case b.code == contract.CodeOK:
+		return a
+	case a.member < 0:
+		if b.member >= 0 {
+			return b
+		}
+		return a
+	case b.member >= 0 && b.member < a.member:
+		return b
+	}
+	return a
+}
+
+// beginBundle takes a reserve whose members fall on several shards (Shards set by the
+// router): it is sequenced as the begin here, and the prepares go to the participants at
+// once, in parallel with the begin's journal write.
+func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
+	s.b.init()
+	var parts []*coordPart
+	for i, sh := range c.Shards {
+		if sh == s.h.shard {
+			continue
+		}
+		j := slices.IndexFunc(parts, func(p *coordPart) bool { return p.shard == sh })
+		if j < 0 {
+			// A cluster moves shards between nodes, and the protocol's messages do not
+			// travel between nodes yet: a bundle begun with every shard here could lose
+			// its participants to another node. Refused there until they do.
+			if s.h.sys.opts.Ownership != nil || !s.h.sys.IsOpen(sh) {
+				reply(rejection(contract.CodeCrossShard, "a bundle across shards is served by one process, not yet by a cluster; a bundle of one placement key's members is", s.applied()))
+				return
+			}
+			parts = append(parts, &coordPart{shard: sh})
+			j = len(parts) - 1
+		}
+		parts[j].index = append(parts[j].index, i)
+	}
+	if c.Priority == 0 && len(parts) > 0 {
+		c.Priority = s.stampSlot() // kept when the bundle runs again: wait-die's age
+	}
+	if len(parts) > 0 && s.yields(c.Priority, kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced() + 1}, c.Tenant, c.Members, c.Shards) {
+		s.dieLater(c, []replyFunc{reply}, time.Now())
+		return
+	}
+	d, r := s.q.Write(c, s.stampSlot(), reply)
+	switch {
+	case d == Answered:
+		s.answerAsStanding(reply, func() { reply(r) })
+		return
+	case d == Joined || len(parts) == 0: // several keys, one shard: a reserve like any other
+		return
+	}
+	co := &coord{txn: kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced()}, cmd: c, parts: parts, started: time.Now()}
+	s.b.coords[co.txn.LSN] = co
+	s.step(StepBegun)
+	for _, p := range parts {
+		m := &prepareMsg{txn: co.txn, priority: c.Priority, tenant: c.Tenant, holder: c.HolderID, activate: c.Activate}
+		for _, i := range p.index {
+			m.members = append(m.members, c.Members[i])
+		}
+		s.sendShard(p.shard, m)
+	}
+}
+
+// held takes an answer the kernel did not give the client: a begun bundle (Pending), a
+// member an undecided bundle holds (Undecided), or a verb by value for a lease whose home
+// is another shard (Elsewhere). It reports false for any other answer.
+func (s *shard) held(a Answer[replyFunc]) bool {
+	r := a.Reply
+	if !a.Cmd.Verb.IsInternal() && s.showsIntents(r) {
+		s.b.init()
+		s.b.answers = append(s.b.answers, heldAnswer{to: a.To, reply: r, since: time.Now()})
+		return true
+	}
+	if a.Cmd.Verb.IsInternal() || !(r.Pending || r.Undecided || r.Elsewhere) {
+		if len(a.Cmd.Shards) > 0 {
+			s.beginAnswered(r.LSN) // refused or answered at once: its prepares are void
+		}
+		return !a.Cmd.Verb.IsInternal() && s.awaitAcks(a)
+	}
+	s.b.init()
+	switch {
+	case r.Pending:
+		co := s.b.coords[r.Lease.LSN]
+		if r.Lease.LSN != r.LSN {
+			s.beginAnswered(r.LSN) // a retry of a bundle still undecided: joins it
+		}
+		if co == nil {
+			a.To(rejection(contract.CodeTimeout, "the bundle is being decided; retry the same operation_id", s.applied()))
+			return true
+		}
+		co.waiters = append(co.waiters, a.To) // answered with the decision
+		if r.Lease.LSN == r.LSN {
+			co.begun = true
+			co.refusal = refusal{code: r.Code, member: r.MemberIndex} // ok: the home's members are held
+		}
+		s.maybeDecide(co)
+	case r.Undecided:
+		if len(a.Cmd.Shards) > 0 {
+			s.beginAnswered(r.LSN)
+		}
+		s.park(parkedWrite{cmd: a.Cmd, reply: a.To, since: time.Now(), txn: r.Txn})
+	case r.Elsewhere:
+		s.forwardByValue(a.Cmd, r.Txn, a.To)
+	}
+	return true
+}
+
+// beginAnswered drops the transaction begun at lsn when its begin did not hold the home's
+// members (refused, or another begin's retry): its participants free what they prepared.
+func (s *shard) beginAnswered(lsn uint64) {
+	co := s.b.coords[lsn]
+	if co == nil || co.begun {
+		return
+	}
+	delete(s.b.coords, lsn)
+	for _, p := range co.parts {
+		s.sendShard(p.shard, &mirrorMsg{txn: co.txn})
+	}
+}
+
+// vote takes a participant's answer at the home.
+func (s *shard) vote(m *voteMsg) {
+	s.b.init()
+	co := s.b.coords[m.txn.LSN]
+	if co == nil {
+		if m.prepared { // a transaction decided or dropped here: the participant frees its intents
+			state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
+			if !pending && m.txn.LSN <= s.k.LastLSN() {
+				s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline, lease: lease})
+			}
+		}
+		return
+	}
+	if co.deciding {
+		if co.aborting && m.prepared { // prepared after the abort went out: free it again
+			s.sendShard(m.shard, &mirrorMsg{txn: m.txn})
+		}
+		return
+	}
+	p := co.part(m.shard)
+	if p == nil || p.voted {
+		return
+	}
+	switch {
+	case m.prepared:
+		p.voted, p.members = true, m.members
+	case m.die:
+		s.abort(co, refusal{}, true)
+		return
+	case m.code.IsRejection(): // overloaded, halted: not the bundle's answer; nothing to wait for
+		s.abort(co, refusal{code: m.code, member: -1}, false)
+		return
+	default:
+		member := -1
+		if m.member >= 0 && m.member < len(p.index) {
+			member = p.index[m.member]
+		}
+		p.voted, p.refusal = true, refusal{code: m.code, member: member}
+	}
+	s.maybeDecide(co)
+}
+
+// settles reports whether a member's refusal is already the bundle's answer: every
+// member before it in the request is on a shard that has answered (the home's first
+// member is member 0, so the home has answered unless member is 0).
+func (co *coord) settles(member int) bool {
+	if member < 0 {
+		return false // a table's refusal yields to any member's: wait for every answer
+	}
+	if !co.begun && member > 0 {
+		return false
+	}
+	for _, p := range co.parts {
+		if !p.voted && len(p.index) > 0 && p.index[0] < member {
+			return false
+		}
+	}
+	return true
+}
+
+func (co *coord) part(shard uint32) *coordPart {
+	for _, p := range co.parts {
+		if p.shard == shard {
+			return p
+		}
+	}
+	return nil
+}
+
+// maybeDecide journals the commit once the begin is applied and every participant has
+// prepared; the client is answered when the commit is durable.
+func (s *shard) maybeDecide(co *coord) {
+	if co.deciding {
+		return
+	}
+	ref, all := co.refusal, co.begun
+	for _, p := range co.parts {
+		all = all && p.voted
+		ref = first(ref, p.refusal)
+	}
+	if ref.code != contract.CodeOK && (all || co.settles(ref.member)) {
+		s.abort(co, ref, false)
+		return
+	}
+	if !all {
+		return
+	}
+	members := slices.Clone(co.cmd.Members)
+	for _, p := range co.parts {
+		for j, i := range p.index {
+			if j < len(p.members) {
+				members[i].Quantity, members[i].Value, members[i].HasValue = p.members[j].Quantity, p.members[j].Value, members[i].Kind == kernel.MemberRange
+			}
+		}
+	}
+	s.step(StepVoted)
+	co.deciding = true
+	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Commit: true, Members: members}
+	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, nil, true) }) {
+		s.answerCoord(co, rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
+	}
+	s.flushLater()
+}
+
+// abort journals the transaction's abort and frees the participants' intents at once (no
+// commit can follow: the decision is made). refusal, when set, is the participant's
+// definite answer, remembered for retries; die runs the bundle again once decided.
+func (s *shard) abort(co *coord, ref refusal, die bool) {
+	refusal, member := ref.code, ref.member
+	co.deciding, co.aborting = true, true
+	for _, p := range co.parts {
+		s.sendShard(p.shard, &mirrorMsg{txn: co.txn})
+	}
+	var answer *Reply
+	switch {
+	case die:
+	case refusal == contract.CodeOK:
+		answer = rejection(contract.CodeTimeout, "the bundle's shards did not all answer within the prepare bound; nothing was held, retry the same operation_id", 0)
+	case refusal.IsRejection():
+		answer = rejection(refusal, "a shard of the bundle could not take it; nothing was held", 0)
+		refusal = contract.CodeOK // not the bundle's outcome: not remembered
+	default:
+		answer = &Reply{Code: refusal, MemberIndex: member, ItemIndex: -1}
+	}
+	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Refusal: refusal, RefusalMember: uint32(member + 1)}
+	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, answer, false) }) {
+		s.answerCoord(co, rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
+	}
+	s.flushLater()
+}
+
+// decided answers a transaction's clients once its decision is durable: the lease
+// (commit), the refusal or timeout (abort), or — a bundle that died — runs it again.
+func (s *shard) decided(co *coord, r *Reply, answer *Reply, commit bool) {
+	switch {
+	case r.Code != contract.CodeOK:
+		s.answerCoord(co, rejection(contract.CodeTimeout, "the bundle's decision was not recorded; retry the same operation_id", s.applied()))
+	case commit: // r.LSN is the commit's: the change's position, where its event is
+		s.step(StepCommitted)
+		r.AppliedLSN = s.applied()
+		s.answerCoord(co, r)
+	case answer != nil:
+		if answer.Code.IsRejection() {
+			answer.AppliedLSN = s.applied()
+		} else {
+			answer.LSN, answer.AppliedLSN = r.LSN, s.applied() // a refusal, committed by the abort
+		}
+		s.answerCoord(co, answer)
+	default: // died: run it again, keeping its priority, after the older bundle's turn
+		delete(s.b.coords, co.txn.LSN)
+		s.dieLater(co.cmd, co.waiters, co.started)
+	}
+}
+
+// dieLater parks a bundle that gave way to an older one (wait-die's die) and runs it
+// again, with its priority, after a short random backoff.
+func (s *shard) dieLater(c *kernel.Command, waiters []replyFunc, since time.Time) {
+	backoff := time.Millisecond * time.Duration(2+rand.IntN(8))
+	for _, w := range waiters {
+		s.park(parkedWrite{cmd: c, reply: w, since: since, notBefore: time.Now().Add(backoff)})
+	}
+	self, root := s.self, s.h.sys.root
+	time.AfterFunc(backoff, func() { root.Send(self, &parkedDue{}) })
+}
+
+func (s *shard) answerCoord(co *coord, r *Reply) {
+	delete(s.b.coords, co.txn.LSN)
+	for _, w := range co.waiters {
+		w(r)
+	}
+	co.waiters = nil
+}
+
+// query answers a participant's question from the home's journal; an undecided
+// transaction is answered when it is decided.
+func (s *shard) query(m *queryMsg) {
+	if s.halted != nil || s.k == nil || m.txn.LSN > s.k.LastLSN() {
+		return
+	}
+	if co := s.b.coords[m.txn.LSN]; co != nil {
+		return
+	}
+	state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
+	if !pending {
+		s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline, lease: lease})
+	}
+}
+
+// recoverBundles aborts, after a restart, every transaction this home began and never
+// decided: it never answered them, and its memory of their votes is gone. And it owes
+// every participant the state of each bundle lease it keeps: which mirrors reached them
+// before the restart is not known here.
+func (s *shard) recoverBundles() {
+	for _, txn := range s.k.Undecided(nil) {
+		if txn.Shard != s.h.shard {
+			continue
+		}
+		s.q.Internal(&kernel.Command{Verb: contract.VerbDecide, Txn: txn}, s.stampSlot(), func(*Reply) {})
+	}
+	for _, lsn := range s.k.BundleLeases(nil) {
+		state, deadline, lease, _ := s.k.BundleState(s.k.BundleTxn(lsn).LSN)
+		s.owe(mirrorMsg{txn: s.k.BundleTxn(lsn), state: state, deadline: deadline, lease: lease})
+	}
+	s.sendMirrors()
+	s.flush()
+}

@@ -1,0 +1,149 @@
+package actors
+
+import (
+	"slices"
+	"time"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// noteMirrors collects the mirrors an applied entry owes its participants (Output.Mirror).
+func (s *shard) noteMirrors(o *kernel.Output) {
+	if !o.Mirror {
+		return
+	}
+	add := func(l *kernel.LeaseView) {
+		if txn := s.k.BundleTxn(l.LSN); txn.LSN != 0 {
+			s.owe(mirrorMsg{txn: txn, state: l.State, deadline: l.DeadlineSlot, lease: l.LSN})
+		}
+	}
+	if o.Object == kernel.ObjectLease {
+		add(&o.Lease)
+	}
+	for i := range o.Changes {
+		add(&o.Changes[i].Lease)
+	}
+}
+
+// owed is a mirror the home sends until every participant acknowledges it (ackMsg): a
+// mirror lost with a participant's crash, or never sent before the home's, would leave
+// members held for a lease that moved on.
+type owed struct {
+	msg     mirrorMsg
+	shards  []uint32 // the participants that have not acknowledged it
+	sent    time.Time
+	waiting []*ackWait // answers held until it is acknowledged
+}
+
+// ackWait is a client's answer to a lease verb that changed bundles' leases (release,
+// revoke, ...): held until every participant has applied the change, so that a read of
+// any member after the answer sees it (the change is one step, as for one shard). Past
+// the prepare bound it is given anyway: the change is durable at the home and the
+// participants follow.
+type ackWait struct {
+	to     replyFunc
+	reply  *Reply
+	leases int // owed mirrors not acknowledged yet
+	since  time.Time
+}
+
+// awaitAcks holds a write's answer while a mirror its entry owes is not acknowledged.
+func (s *shard) awaitAcks(a Answer[replyFunc]) bool {
+	if len(s.b.owed) == 0 || a.Reply.Code != contract.CodeOK {
+		return false
+	}
+	w := &ackWait{to: a.To, reply: a.Reply, since: time.Now()}
+	wait := func(l *kernel.LeaseView) {
+		if o := s.b.owed[l.LSN]; o != nil && l.Shard == s.h.shard && o.msg.state == l.State && len(o.shards) > 0 {
+			o.waiting = append(o.waiting, w)
+			w.leases++
+		}
+	}
+	if a.Reply.Object == kernel.ObjectLease {
+		wait(&a.Reply.Lease)
+	}
+	for i := range a.Reply.Changes {
+		wait(&a.Reply.Changes[i].Lease)
+	}
+	return w.leases > 0
+}
+
+// release answers the held answers of an acknowledged (or given up) mirror whose last
+// owed lease it was.
+func (o *owed) release() {
+	for _, w := range o.waiting {
+		if w.leases--; w.leases == 0 {
+			w.to(w.reply)
+		}
+	}
+	o.waiting = nil
+}
+
+// ackMsg is a participant's acknowledgement that a mirror of the lease is applied.
+type ackMsg struct {
+	lease uint64
+	state kernel.LeaseState
+	shard uint32
+}
+
+// owe records the latest state of a bundle's lease as owed to its participants (an older
+// state still owed is superseded), to be sent after the batch.
+func (s *shard) owe(m mirrorMsg) {
+	s.b.init()
+	o := &owed{msg: m, shards: s.k.BundleShards(m.lease, nil)}
+	if len(o.shards) == 0 {
+		return
+	}
+	if old := s.b.owed[m.lease]; old != nil {
+		o.waiting = old.waiting // answered once the newer state is applied, which implies theirs
+	}
+	s.b.owed[m.lease] = o
+	s.b.mirrors = append(s.b.mirrors, m)
+}
+
+// sendMirrors sends the mirrors the last batch owes, each to its lease's participants.
+func (s *shard) sendMirrors() {
+	for _, m := range s.b.mirrors {
+		if m.state.Terminal() {
+			s.step(StepEnding)
+		}
+		if o := s.b.owed[m.lease]; o != nil && o.msg == m {
+			s.resend(o, time.Now())
+		}
+	}
+	s.b.mirrors = s.b.mirrors[:0]
+}
+
+func (s *shard) resend(o *owed, now time.Time) {
+	o.sent = now
+	for _, sh := range o.shards {
+		m := o.msg
+		s.sendShard(sh, &m)
+	}
+}
+
+// acked takes a participant's acknowledgement: that lease's latest state is applied there.
+func (s *shard) acked(m *ackMsg) {
+	o := s.b.owed[m.lease]
+	if o == nil || o.msg.state != m.state {
+		return
+	}
+	o.shards = slices.DeleteFunc(o.shards, func(sh uint32) bool { return sh == m.shard })
+	if len(o.shards) == 0 {
+		delete(s.b.owed, m.lease)
+		o.release()
+	}
+}
+
+// resendOwed sends again what participants have not acknowledged within the prepare bound.
+func (s *shard) resendOwed(now time.Time) {
+	for _, o := range s.b.owed {
+		if len(o.waiting) > 0 && now.Sub(o.waiting[0].since) > s.prepareBound() {
+			o.release() // the participants follow; the client has waited long enough
+		}
+		if now.Sub(o.sent) > s.prepareBound() {
+			s.resend(o, now)
+		}
+	}
+}

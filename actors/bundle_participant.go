@@ -1,0 +1,166 @@
+package actors
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// yields reports whether a bundle (priority, txn) gives way here: an older bundle's
+// prepare waits on this shard for one of the members it names here (shards, when set,
+// says which members are this shard's). Without it a stream of younger bundles could take
+// each member the moment it is freed, before the older one's turn: wait-die would starve.
+func (s *shard) yields(priority uint64, txn kernel.TxnRef, tenant string, members []kernel.Member, shards []uint32) bool {
+	for _, w := range s.b.waiting {
+		if w.tenant != tenant || !older(w.priority, w.txn, priority, txn) {
+			continue
+		}
+		for i := range members {
+			if shards != nil && shards[i] != s.h.shard {
+				continue
+			}
+			if slices.ContainsFunc(w.members, func(m kernel.Member) bool { return m.Kind == members[i].Kind && m.ID == members[i].ID }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// prepareIntents journals a participant's prepare and votes once it is applied.
+func (s *shard) prepareIntents(m *prepareMsg) {
+	s.b.init()
+	home := m.txn.Shard
+	if s.halted != nil || s.standing() == NotServing {
+		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
+		return
+	}
+	if s.yields(m.priority, m.txn, m.tenant, m.members, nil) {
+		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
+		return
+	}
+	c := &kernel.Command{Verb: contract.VerbPrepare, Tenant: m.tenant, HolderID: m.holder, Activate: m.activate,
+		Members: m.members, Txn: m.txn, Priority: m.priority}
+	s.b.preparing[m.txn] = true // a mirror behind it is journaled behind it
+	ok := s.q.Internal(c, s.stampSlot(), func(r *Reply) {
+		delete(s.b.preparing, m.txn)
+		v := &voteMsg{txn: m.txn, shard: s.h.shard, member: r.MemberIndex, code: r.Code}
+		switch {
+		case r.Undecided && older(m.priority, m.txn, r.TxnPriority, r.Txn) && r.Txn != (kernel.TxnRef{}):
+			if _, seen := s.b.waitedAt[m]; !seen {
+				s.b.waitedAt[m] = time.Now()
+			}
+			s.b.waiting = append(s.b.waiting, m) // wait for the younger one's decision
+			return
+		case r.Undecided:
+			v.die = true
+		case r.Code == contract.CodeOK:
+			v.prepared, v.members = true, r.Lease.Members
+			s.b.asked[m.txn] = time.Now()
+			s.step(StepPrepared)
+		}
+		delete(s.b.waitedAt, m)
+		s.sendShard(home, v)
+	})
+	if !ok {
+		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
+	}
+	s.flushLater()
+}
+
+// older reports whether transaction (p, t) is older than (q, u): wait-die's order.
+func older(p uint64, t kernel.TxnRef, q uint64, u kernel.TxnRef) bool {
+	return cmp.Or(cmp.Compare(p, q), t.Compare(u)) < 0
+}
+
+// mirror journals the home's state of a transaction at this participant.
+func (s *shard) mirror(m *mirrorMsg) {
+	if s.halted != nil || s.q == nil {
+		return
+	}
+	if !m.state.Live() { // aborted or ended: a prepare still waiting for it is moot
+		s.b.waiting = slices.DeleteFunc(s.b.waiting, func(w *prepareMsg) bool { return w.txn == m.txn })
+	}
+	ack := func() {
+		if m.lease != 0 {
+			s.sendShard(m.txn.Shard, &ackMsg{lease: m.lease, state: m.state, shard: s.h.shard})
+		}
+	}
+	if !s.b.preparing[m.txn] && !s.k.MirrorChanges(m.txn, m.state, m.deadline, m.lease) {
+		ack() // already so, durably (a resend, or a restarted home's resync): nothing to journal
+		return
+	}
+	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
+	s.q.Internal(c, s.stampSlot(), func(*Reply) {
+		s.step(StepMirrored)
+		ack()
+	})
+	s.flushLater()
+}
+
+// retryWaiting sequences again the prepares waiting for a younger bundle's decision: on
+// a tick, and as soon as a batch decided a bundle here (the older one goes first).
+func (s *shard) retryWaiting(now time.Time) {
+	waiting := s.b.waiting
+	s.b.waiting = nil
+	slices.SortFunc(waiting, func(a, b *prepareMsg) int { // the oldest first: the others yield to it
+		if older(a.priority, a.txn, b.priority, b.txn) {
+			return -1
+		}
+		return 1
+	})
+	for _, m := range waiting {
+		if now.Sub(s.b.waitedAt[m]) > s.prepareBound() {
+			delete(s.b.waitedAt, m)
+			s.sendShard(m.txn.Shard, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
+			continue
+		}
+		s.prepareIntents(m)
+	}
+}
+
+// askHomes asks the home of every transaction this participant holds undecided intents
+// for, once per prepare bound; what the home has forgotten is aborted.
+func (s *shard) askHomes(now time.Time) {
+	s.b.txnBuf = s.k.Undecided(s.b.txnBuf[:0])
+	for _, txn := range s.b.txnBuf {
+		if txn.Shard == s.h.shard {
+			continue
+		}
+		at, ok := s.b.asked[txn]
+		if !ok {
+			s.b.asked[txn] = now
+			continue
+		}
+		if now.Sub(at) > s.prepareBound() {
+			s.b.asked[txn] = now
+			s.sendShard(txn.Shard, &queryMsg{txn: txn, shard: s.h.shard})
+		}
+	}
+	if len(s.b.asked) > len(s.b.txnBuf) {
+		for txn := range s.b.asked {
+			if !slices.Contains(s.b.txnBuf, txn) {
+				delete(s.b.asked, txn)
+			}
+		}
+	}
+}
+
+// forwardByValue sends a verb by value that found a participant's part of a bundle to
+// the lease's home as the lease verb (a bundle always has other members: a release of
+// the value alone is refused here, never partial).
+func (s *shard) forwardByValue(c *kernel.Command, txn kernel.TxnRef, reply replyFunc) {
+	v := kernel.LeaseVerbByValue(c.Verb)
+	if v == contract.VerbRelease && !c.WholeLease {
+		reply(rejection(contract.CodeLeaseHasOtherMembers, "the value's lease has other members; release it whole (whole_lease) or by lease id", s.applied()))
+		return
+	}
+	fwd := &kernel.Command{Verb: v, Tenant: c.Tenant, OperationID: c.OperationID, HolderID: c.HolderID, LeaseLSN: txn.LSN}
+	if v == contract.VerbRelease {
+		fwd.Epoch = 1 // a releasable lease has not been revoked
+	}
+	s.h.sys.Write(txn.Shard, fwd, reply)
+}

@@ -1,0 +1,186 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// parkedWrite is a client write that found a member an undecided bundle holds, or a
+// bundle to run again: sequenced again on a tick from notBefore on.
+type parkedWrite struct {
+	cmd       *kernel.Command
+	reply     replyFunc
+	since     time.Time
+	notBefore time.Time
+	txn       kernel.TxnRef
+}
+
+// heldAnswer is a write's answer whose view of an object (already_exists, object_in_use,
+// a resize's view, ...) would count an undecided bundle's members: given, with the
+// object's view as decided, once the bundle is decided (undecidedBound at most, then
+// timeout: the write is committed and its retry gets the remembered outcome).
+type heldAnswer struct {
+	to    replyFunc
+	reply *Reply
+	since time.Time
+}
+
+// showsIntents reports whether a reply's view of a resource, pool or range counts an
+// undecided bundle's members.
+func (s *shard) showsIntents(r *Reply) bool {
+	if s.k.UndecidedBundles() == 0 {
+		return false
+	}
+	switch r.Object {
+	case kernel.ObjectResource, kernel.ObjectPool, kernel.ObjectRange:
+		o := kernel.Output{Object: r.Object, Resource: r.Resource, Pool: r.Pool, Range: r.Range}
+		return s.k.ShowsIntents(&o)
+	}
+	return false
+}
+
+// retryAnswers gives the held answers whose objects no undecided bundle holds now, with
+// the objects' views as they are.
+func (s *shard) retryAnswers(now time.Time) {
+	held := s.b.answers
+	s.b.answers = nil
+	for _, h := range held {
+		r := h.reply
+		switch r.Object {
+		case kernel.ObjectResource:
+			s.k.GetResource(r.Resource.Tenant, r.Resource.ID, &s.out)
+			r.Resource = s.out.Resource
+		case kernel.ObjectPool:
+			s.k.GetPool(r.Pool.Tenant, r.Pool.ID, &s.out)
+			r.Pool = s.out.Pool
+		case kernel.ObjectRange:
+			s.k.GetRange(r.Range.Tenant, r.Range.ID, &s.out)
+			r.Range = s.out.Range
+		}
+		switch {
+		case !s.showsIntents(r):
+			r.AppliedLSN = s.applied()
+			h.to(r)
+		case !now.IsZero() && now.Sub(h.since) > s.undecidedBound():
+			h.to(rejection(contract.CodeTimeout, "the answer names what an undecided bundle holds; retry the same operation_id", s.applied()))
+		default:
+			s.b.answers = append(s.b.answers, h)
+		}
+	}
+}
+
+// park holds a write until the bundle in its way is decided (or for a tick).
+func (s *shard) park(p parkedWrite) {
+	if len(s.b.parked) >= maxParked {
+		p.reply(rejection(contract.CodeOverloaded, "too many writes waiting for undecided bundles", s.applied()))
+		return
+	}
+	s.b.parked = append(s.b.parked, p)
+}
+
+// bundleTick runs once a slot: the home aborts what its participants did not all answer
+// within the prepare bound; parked writes and waiting prepares try again; participants
+// ask about intents held past the bound; reads waiting for a decision try again.
+func (s *shard) bundleTick(now time.Time) {
+	if s.b.coords == nil && len(s.b.reads) == 0 && len(s.b.parked) == 0 && len(s.b.waiting) == 0 && len(s.b.answers) == 0 &&
+		s.k.UndecidedBundles() == 0 {
+		return // this shard takes no part in a bundle
+	}
+	s.b.init()
+	s.resendOwed(now)
+	for _, co := range s.b.coords {
+		if !co.deciding && now.Sub(co.started) > s.prepareBound() {
+			s.abort(co, refusal{}, false)
+		}
+	}
+	s.retryParked(now)
+	s.retryWaiting(now)
+	s.askHomes(now)
+	s.retryReads(now)
+	s.retryAnswers(now)
+}
+
+// retryParked sequences again the parked writes that are due: on a tick, when a batch
+// decided a bundle here, and when a died bundle's backoff ends (parkedDue).
+func (s *shard) retryParked(now time.Time) {
+	parked := s.b.parked
+	s.b.parked = nil
+	for _, p := range parked {
+		if now.Before(p.notBefore) {
+			s.b.parked = append(s.b.parked, p)
+			continue
+		}
+		if now.Sub(p.since) > s.undecidedBound() {
+			p.reply(rejection(contract.CodeTimeout, "a member is held by a bundle across shards not decided in time; retry the same operation_id", s.applied()))
+			continue
+		}
+		if len(p.cmd.Shards) > 0 {
+			s.beginBundle(p.cmd, p.reply)
+		} else if d, r := s.q.Write(p.cmd, s.stampSlot(), p.reply); d == Answered {
+			p.reply(r)
+		}
+	}
+	s.flushLater()
+}
+
+// parkedDue is a shard's note to itself: a died bundle's backoff ended.
+type parkedDue struct{}
+
+// noteDecided notes an applied entry that may have freed intents here.
+func (s *shard) noteDecided(v contract.Verb) {
+	if v == contract.VerbDecide || v == contract.VerbMirror {
+		s.b.decided = true
+	}
+}
+
+// afterDecided lets the prepares and writes waiting here try again once a batch decided
+// a bundle.
+func (s *shard) afterDecided() {
+	if s.b.decided {
+		s.b.decided = false
+		if len(s.b.waiting) > 0 {
+			s.retryWaiting(time.Now())
+		}
+		if len(s.b.parked) > 0 {
+			s.retryParked(time.Now())
+		}
+		if len(s.b.answers) > 0 {
+			s.retryAnswers(time.Time{})
+		}
+	}
+}
+
+// replyRead answers a read now, or — a resource, pool or range, or a listing's page of
+// them, whose view would count an undecided bundle's members — once the bundle is decided
+// (undecidedBound at most). The reply says which: its object, or its page.
+func (s *shard) replyRead(m *readMsg) {
+	r := s.answer(&m.req)
+	if s.showsIntents(r) || (r.Page != nil && s.k.PageShowsIntents(r.Page)) {
+		if len(s.b.reads) >= maxParked {
+			m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for undecided bundles", s.applied()))
+			return
+		}
+		if m.undecidedUntil.IsZero() {
+			m.undecidedUntil = time.Now().Add(s.undecidedBound())
+		}
+		s.b.reads = append(s.b.reads, m)
+		return
+	}
+	m.reply(r)
+}
+
+// retryReads answers the reads waiting for undecided bundles that are decided now, and
+// those whose wait ran out (timeout: indefinite).
+func (s *shard) retryReads(now time.Time) {
+	reads := s.b.reads
+	s.b.reads = nil
+	for _, m := range reads {
+		if !now.IsZero() && !now.Before(m.undecidedUntil) {
+			m.reply(rejection(contract.CodeTimeout, "the read names what an undecided bundle holds; retry", s.applied()))
+			continue
+		}
+		s.replyRead(m)
+	}
+}
