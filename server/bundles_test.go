@@ -30,6 +30,16 @@ func keysOnShards(t *testing.T, tenant string, shards uint32, n int) []string {
 	return keys
 }
 
+// bundleServer starts a process with cfg and a client of it, and names three placement
+// keys on three different shards.
+func bundleServer(t *testing.T, cfg Config) (*Server, *client.Client, []string) {
+	srv, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, bundleClient(t, srv.URL()), keysOnShards(t, client.DefaultTenant, cfg.Shards, 3)
+}
+
 func bundleClient(t *testing.T, url string) *client.Client {
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -49,16 +59,10 @@ func bundleClient(t *testing.T, url string) *client.Client {
 // it survives a restart from the journals.
 func TestBundleAcrossShards(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	cfg := testConfig(dir)
+	cfg := testConfig(t.TempDir())
 	cfg.Shards = 8
-	srv, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, cl, k := bundleServer(t, cfg)
 	defer func() { _ = srv.Shutdown(ctx) }()
-	cl := bundleClient(t, srv.URL())
-	k := keysOnShards(t, client.DefaultTenant, cfg.Shards, 3)
 	gpu, port, vni, other, nic := k[0]+"/gpu0", k[1]+"/console", k[2]+"/vxlan", k[0]+"/gpu1", k[2]+"/nic"
 	must := func(r interface{ OK() bool }, err error) {
 		t.Helper()
@@ -147,13 +151,8 @@ func TestBundleEventsAreOneLease(t *testing.T) {
 	ctx := context.Background()
 	cfg := testConfig(t.TempDir())
 	cfg.Shards = 8
-	srv, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, cl, k := bundleServer(t, cfg)
 	defer func() { _ = srv.Shutdown(ctx) }()
-	cl := bundleClient(t, srv.URL())
-	k := keysOnShards(t, client.DefaultTenant, cfg.Shards, 3)
 	ids := []string{k[0] + "/a", k[1] + "/b", k[2] + "/c"}
 	var members []*messages.Member
 	for _, id := range ids {
