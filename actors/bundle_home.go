@@ -143,7 +143,7 @@ func (s *shard) held(a Answer[replyFunc]) bool {
 		if len(a.Cmd.Shards) > 0 {
 			s.beginAnswered(r.LSN)
 		}
-		s.park(parkedWrite{cmd: a.Cmd, reply: a.To, since: time.Now(), txn: r.Txn})
+		s.park(parkedWrite{cmd: a.Cmd, reply: a.To, since: time.Now()})
 	case r.Elsewhere:
 		s.forwardByValue(a.Cmd, r.Txn, a.To)
 	}

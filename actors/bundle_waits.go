@@ -14,7 +14,6 @@ type parkedWrite struct {
 	reply     replyFunc
 	since     time.Time
 	notBefore time.Time
-	txn       kernel.TxnRef
 }
 
 // heldAnswer is a write's answer whose view of an object (already_exists, object_in_use,
