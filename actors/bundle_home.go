@@ -67,13 +67,6 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
 		}
 		j := slices.IndexFunc(parts, func(p *coordPart) bool { return p.shard == sh })
 		if j < 0 {
-			// A cluster moves shards between nodes, and the protocol's messages do not
-			// travel between nodes yet: a bundle begun with every shard here could lose
-			// its participants to another node. Refused there until they do.
-			if s.h.sys.opts.Ownership != nil || !s.h.sys.IsOpen(sh) {
-				reply(rejection(contract.CodeCrossShard, "a bundle across shards is served by one process, not yet by a cluster; a bundle of one placement key's members is", s.applied()))
-				return
-			}
 			parts = append(parts, &coordPart{shard: sh})
 			j = len(parts) - 1
 		}

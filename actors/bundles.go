@@ -11,8 +11,8 @@ import (
 // Bundles across shards (docs/design.md "Bundles across shards"): a reserve whose members
 // fall on several shards is begun at its home shard, prepared at the others, and decided
 // in the home's journal alone. These files are the shard actor's part, over actor
-// messages between the shards of this process; the kernel (kernel/bundle.go) holds the
-// state. This one: the messages, the shard's bundle state and its routing; the home's
+// messages between the shards of this process and, in a cluster, between nodes
+// (peers.go); the kernel (kernel/bundle.go) holds the state. This one: the messages, the shard's bundle state and its routing; the home's
 // coordinator is bundle_home.go, the participant's replies bundle_participant.go, the
 // mirrors of a lease's changes and their acknowledgements bundle_mirrors.go, and what
 // waits for an undecided bundle bundle_waits.go. Every message is idempotent by
@@ -111,17 +111,18 @@ func (b *bundleState) init() {
 	}
 }
 
-// sendShard sends msg to shard k's actor in this process; false when k is not open here.
-func (s *shard) sendShard(k uint32, msg any) bool {
+// sendShard sends msg to shard k's actor: in this process when k is open here, else
+// through Options.Peers to its owner in the cluster; without peers it is dropped, as a
+// message lost on the way.
+func (s *shard) sendShard(k uint32, msg any) {
 	if int(k) >= len(s.h.sys.hosts) {
-		return false
+		return
 	}
-	pid := s.h.sys.hosts[k].pid.Load()
-	if pid == nil {
-		return false
+	if pid := s.h.sys.hosts[k].pid.Load(); pid != nil {
+		s.h.sys.root.Send(pid, msg)
+	} else if p := s.h.sys.opts.Peers; p != nil {
+		p.Send(k, encodePeer(msg))
 	}
-	s.h.sys.root.Send(pid, msg)
-	return true
 }
 
 // flushLater hands what the bundle steps sequenced to the journal after the mailbox's

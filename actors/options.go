@@ -68,6 +68,9 @@ type Options struct {
 	// closes shards one at a time (Open, Close) — and a shard answers only while the
 	// owner says it serves it.
 	Ownership Ownership
+	// Peers carries bundle messages to shards served by other nodes (a cluster); nil: a
+	// shard not open here takes none.
+	Peers Peers
 	// Observer receives batch sizes and append latencies (metrics); may be nil.
 	Observer Observer
 	Logger   *slog.Logger

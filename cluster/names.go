@@ -56,3 +56,8 @@ func (n Names) Bucket() string { return n.base + "_CLUSTER" }
 
 // ShardSubject is where the owner of shard k takes requests forwarded by other nodes.
 func (n Names) ShardSubject(k uint32) string { return contract.ShardSubject(n.Prefix, k) }
+
+// PeerSubject is where the owner of shard k takes the messages of bundles across shards
+// from the other nodes (prepares, votes, mirrors and their acknowledgements, queries).
+// Like the shard subjects it is the service account's own, never a tenant's.
+func (n Names) PeerSubject(k uint32) string { return contract.ShardSubject(n.Prefix, k) + ".peer" }

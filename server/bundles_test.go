@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -191,4 +192,93 @@ func TestBundleEventsAreOneLease(t *testing.T) {
 		}
 	}
 	t.Fatalf("more than two events: %v", got)
+}
+
+// A bundle across shards served by three nodes: its members' shards have different
+// owners, so the prepares, votes and mirrors travel between nodes. One lease, every
+// member; a conflicting bundle holds nothing; when the home's node dies its retry on a
+// survivor answers the same lease, and its release frees every member on every node.
+func TestBundleAcrossNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	ctx := context.Background()
+	nats_ := natstest.Start(t, 3)
+	const shards = 6
+	nodes := map[string]*Server{}
+	for _, name := range []string{"n1", "n2", "n3"} {
+		nodes[name] = clusterNode(t, nats_.URL(), name, shards, 3)
+		defer nodes[name].Shutdown(ctx)
+	}
+	owners := waitBalanced(t, nodes["n1"], 3)
+	// Three keys whose shards three different nodes own.
+	var keys []string
+	seen := map[string]bool{}
+	for _, k := range keysOnShards(t, client.DefaultTenant, shards, shards) {
+		if o := owners[contract.ShardOf(client.DefaultTenant, k, shards)]; !seen[o] {
+			seen[o] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) < 3 {
+		t.Fatalf("owners %v: no three keys on three nodes", owners)
+	}
+	cl := connectClient(t, nodes["n1"].URL())
+	must := func(r interface{ OK() bool }, err error) {
+		t.Helper()
+		if err != nil || !r.OK() {
+			t.Fatalf("%v %+v", err, r)
+		}
+	}
+	gpu, port, vni, other := keys[0]+"/gpu0", keys[1]+"/console", keys[2]+"/vxlan", keys[1]+"/spare"
+	must(cl.CreateResource(ctx, gpu))
+	must(cl.CreateResource(ctx, other))
+	must(cl.CreateRange(ctx, port, 30000, 30009, "lowest_free"))
+	must(cl.CreatePool(ctx, vni, 10))
+	req := client.ReserveRequest{Holder: "vm-1", TTL: time.Minute,
+		Members: []*messages.Member{client.Resource(gpu), client.RangeAny(port), client.PoolUnits(vni, 4)}}
+	r, err := cl.Reserve(ctx, req, client.WithOperationID("start-vm-1"))
+	if err != nil || !r.OK() || len(r.Lease.GetMembers()) != 3 || r.Lease.Members[1].GetValue() != 30000 {
+		t.Fatalf("reserve across nodes: %v %+v", err, r)
+	}
+	if p, err := cl.GetPool(ctx, vni); err != nil || p.Pool.GetReserved() != 4 {
+		t.Fatalf("the pool on another node: %+v %v", p, err)
+	}
+	busy, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "vm-2", TTL: time.Minute,
+		Members: []*messages.Member{client.Resource(other), client.PoolUnits(vni, 7)}})
+	if err != nil || busy.Code != messages.CodeInsufficientCapacity {
+		t.Fatalf("conflicting bundle: %v %+v", err, busy)
+	}
+	if got, _ := cl.GetResource(ctx, other); got.Resource.GetState() != messages.StateAvailable {
+		t.Fatalf("a refused bundle's free member: %s", got.Resource.GetState())
+	}
+
+	home := owners[contract.ShardOf(client.DefaultTenant, keys[0], shards)]
+	nodes[home].crash()
+	var survivor *Server
+	for name, s := range nodes {
+		if name != home {
+			survivor = s
+		}
+	}
+	cs := connectClient(t, survivor.URL())
+	var again *client.LeaseResult
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		again, err = cs.Reserve(ctx, req, client.WithOperationID("start-vm-1"))
+		if err == nil && again.OK() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retry after the home's node died: %v %+v", err, again)
+		}
+	}
+	if again.Fence() != r.Fence() || !again.FromRetryCache {
+		t.Fatalf("retry after failover: %+v, want the lease %+v", again, r.Fence())
+	}
+	must(cs.Release(ctx, "vm-1", r.Fence()))
+	waitFor(t, func() bool {
+		p, err := cs.GetPool(ctx, vni)
+		g, err2 := cs.GetResource(ctx, gpu)
+		return err == nil && err2 == nil && p.Pool.GetReserved() == 0 && g.Resource.GetState() == messages.StateAvailable
+	})
 }

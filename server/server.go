@@ -107,6 +107,7 @@ type Server struct {
 	br         *bridge.Bridge
 	sys        *actors.System
 	node       *cluster.Node
+	peers      *peerLink     // a cluster node's bundle messages to and from the other nodes
 	natsOpts   []nats.Option // every connection's options (dial adds its name)
 
 	mu       sync.Mutex
@@ -118,14 +119,20 @@ type Server struct {
 // events of each shard, composed here so that the node opens and closes a shard in one
 // call each.
 type nodeHost struct {
-	sys *actors.System
-	br  *bridge.Bridge
-	pub *events.Publisher // nil with events disabled
-	log *slog.Logger
+	sys   *actors.System
+	br    *bridge.Bridge
+	peers *peerLink
+	pub   *events.Publisher // nil with events disabled
+	log   *slog.Logger
 }
 
-func (h nodeHost) Open(k uint32) error    { return h.sys.Open(k) }
-func (h nodeHost) Accept(k uint32) error  { return h.br.Accept(k) }
+func (h nodeHost) Open(k uint32) error { return h.sys.Open(k) }
+func (h nodeHost) Accept(k uint32) error {
+	if err := h.peers.Accept(k); err != nil {
+		return err
+	}
+	return h.br.Accept(k)
+}
 func (h nodeHost) Halted(k uint32) bool   { return h.sys.Halted(k) }
 func (h nodeHost) Confirm(k uint32) error { return h.sys.Barrier(k) }
 
@@ -135,6 +142,7 @@ func (h nodeHost) Confirm(k uint32) error { return h.sys.Barrier(k) }
 // published here are forgotten (the next owner publishes them from the position).
 func (h nodeHost) Close(k uint32, handOver bool) {
 	h.br.Release(k)
+	h.peers.Release(k)
 	h.sys.Close(k)
 	if h.pub == nil {
 		return

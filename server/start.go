@@ -75,7 +75,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.startEvents(ctx, c); err != nil {
 		return nil, err
 	}
-	if err := s.startShards(); err != nil {
+	if err := s.startShards(c); err != nil {
 		return nil, err
 	}
 	if err := s.startBridge(ctx, c, timing); err != nil {
@@ -317,13 +317,15 @@ func (s *Server) join(ctx context.Context, c *conns, settings cluster.Settings) 
 
 // startShards starts the shard runtime: a single process recovers every shard from its
 // journal now; a cluster node opens each shard as it claims it.
-func (s *Server) startShards() error {
+func (s *Server) startShards(c *conns) error {
 	s.log.Info("recovering shards", "data", s.cfg.Data, "shards", s.cfg.Shards)
 	opts := actors.Options{Dir: s.cfg.Data, Shards: s.cfg.Shards, Slot: s.cfg.Slot, Kernel: s.cfg.Kernel,
 		Observer: s.metrics, Logger: s.log.With("component", "actors"),
 		Clock: s.cfg.Clock, Faults: s.cfg.Faults, SnapshotEvery: s.cfg.SnapshotEvery}
 	if s.node != nil {
 		opts.Storage, opts.Ownership = s.node.Storage, s.node
+		s.peers = &peerLink{nc: c.nc, names: cluster.NamesFor(s.cfg.Prefix), log: s.log.With("component", "peers")}
+		opts.Peers = s.peers
 	}
 	if s.pub != nil {
 		opts.Events = s.pub
@@ -333,6 +335,9 @@ func (s *Server) startShards() error {
 		return fmt.Errorf("starting the shards: %w", err)
 	}
 	s.add(s.sys.Stop)
+	if s.peers != nil {
+		s.peers.sys = s.sys
+	}
 	s.metrics.Attach(s.sys, s.sys.Options().Kernel.SlotMillis)
 	for i := uint32(0); i < s.cfg.Shards; i++ {
 		if s.sys.Halted(i) {
@@ -363,7 +368,7 @@ func (s *Server) serve(metricsLn net.Listener) error {
 		return err
 	}
 	if s.node != nil {
-		s.node.Run(nodeHost{sys: s.sys, br: s.br, pub: s.pub, log: s.log.With("component", "cluster")})
+		s.node.Run(nodeHost{sys: s.sys, br: s.br, peers: s.peers, pub: s.pub, log: s.log.With("component", "cluster")})
 	}
 	return nil
 }
