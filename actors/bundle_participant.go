@@ -158,6 +158,11 @@ func (s *shard) forwardByValue(c *kernel.Command, txn kernel.TxnRef, reply reply
 		reply(rejection(contract.CodeLeaseHasOtherMembers, "the value's lease has other members; release it whole (whole_lease) or by lease id", s.applied()))
 		return
 	}
+	if s.h.sys.opts.Peers != nil && !s.h.sys.IsOpen(txn.Shard) {
+		// Another node serves the home: the bridge sends the lease verb there.
+		reply(&Reply{Elsewhere: true, Txn: txn, LSN: s.applied(), MemberIndex: -1, ItemIndex: -1})
+		return
+	}
 	fwd := &kernel.Command{Verb: v, Tenant: c.Tenant, OperationID: c.OperationID, HolderID: c.HolderID, LeaseLSN: txn.LSN}
 	if v == contract.VerbRelease {
 		fwd.Epoch = 1 // a releasable lease has not been revoked

@@ -448,6 +448,7 @@ type call struct {
 	proto  bool
 	tenant string
 	start  time.Time
+	bound  time.Duration // how long it may take from start (Bridge.bound)
 	op     op
 
 	forwarded bool // another node's request: that node's $SRV.STATS counts it
@@ -495,7 +496,8 @@ func (b *Bridge) serve(j *job) {
 		c.parts = make([]*actors.Reply, b.cfg.Shards)
 		c.left.Store(int32(b.cfg.Shards))
 	}
-	c.timer = time.AfterFunc(b.bound(j, c), c.expire)
+	c.bound = b.bound(j, c)
+	c.timer = time.AfterFunc(c.bound, c.expire)
 	switch c.op.kind {
 	case opWrite:
 		b.sys.Write(c.op.shard, c.op.cmd, c.answer)
@@ -519,6 +521,10 @@ func (b *Bridge) serve(j *job) {
 func (c *call) answer(r *actors.Reply) {
 	if !c.settle() {
 		return // timed out already: the late answer is dropped
+	}
+	if r.Elsewhere && c.b.cfg.Routing != nil {
+		go c.b.leaseVerbAtHome(c, r)
+		return
 	}
 	c.res = r
 	c.b.enqueue(c)

@@ -411,7 +411,7 @@ func (k *Kernel) awayFrom(lsn uint64, out *Output) bool {
 	case b.pending:
 		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, b.priority
 	default:
-		out.Elsewhere, out.Txn = true, b.txn
+		out.Elsewhere, out.Txn = true, TxnRef{Shard: b.txn.Shard, LSN: b.lease}
 	}
 	out.Code = contract.CodeNoop // never an answer: the flags say what to do
 	return true

@@ -255,7 +255,8 @@ type Output struct {
 	Txn         TxnRef
 	TxnPriority uint64
 	// Elsewhere says a verb by value found the value held by a bundle whose lease lives
-	// at another shard, its home (Txn): the verb is for the home to answer. Nothing
+	// at another shard, its home: Txn is then the lease's id there (the home shard and the
+	// commit's lsn, not the begin's), and the verb is for the home to answer. Nothing
 	// changed here and nothing is remembered.
 	Elsewhere bool
 	// Mirror says the lease the entry changed (Lease) is a bundle's at its home: its

@@ -110,6 +110,7 @@ func TestBundleAcrossShards(t *testing.T) {
 	if got, _ := cl.GetResource(ctx, other); got.Resource.GetState() != messages.StateAvailable {
 		t.Fatalf("a refused bundle's free member: %s", got.Resource.GetState())
 	}
+	releaseByValue(t, cl, k[0]+"/gpu2", port, 30005)
 
 	rel, err := cl.Release(ctx, "vm-1", r.Fence())
 	if err != nil || !rel.OK() || len(rel.Lease.GetMembers()) != 4 {
@@ -134,6 +135,40 @@ func TestBundleAcrossShards(t *testing.T) {
 	if p, err := cl.GetPool(ctx, vni); err != nil || p.Pool.GetReserved() != 0 {
 		t.Fatalf("participant after a restart: %+v %v", p, err)
 	}
+}
+
+// releaseByValue checks a release by the value of a bundle's member on another shard than
+// the lease's home: the whole lease, or a refusal; never the value alone. home is a free
+// resource on the home's shard, port a range with value free.
+func releaseByValue(t *testing.T, cl *client.Client, home, port string, value uint64) {
+	t.Helper()
+	ctx := context.Background()
+	if r, err := cl.CreateResource(ctx, home); err != nil || !r.OK() {
+		t.Fatalf("create %s: %v %+v", home, err, r)
+	}
+	l, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "vm-2", TTL: time.Minute,
+		Members: []*messages.Member{client.Resource(home), client.RangeValue(port, value)}})
+	if err != nil || !l.OK() {
+		t.Fatalf("bundle: %v %+v", err, l)
+	}
+	if rel, err := cl.ReleaseValue(ctx, "vm-2", port, value, 0, false); err != nil || rel.Code != messages.CodeLeaseHasOtherMembers {
+		t.Fatalf("release of one value of a bundle: %v %+v", err, rel)
+	}
+	rel, err := cl.ReleaseValue(ctx, "vm-2", port, value, 0, true, client.WithOperationID("free-"+home))
+	if err != nil || !rel.OK() || rel.Lease.GetLeaseId() != l.Lease.GetLeaseId() || rel.Lease.GetState() != messages.StateReleased ||
+		len(rel.Lease.GetMembers()) != 2 {
+		t.Fatalf("release of the whole lease by a value: %v %+v", err, rel)
+	}
+	// Its retry releases nothing again: the value is free (docs/api.md §2, the one
+	// difference from a lease of one shard, whose range remembers the operation).
+	if again, err := cl.ReleaseValue(ctx, "vm-2", port, value, 0, true, client.WithOperationID("free-"+home)); err != nil ||
+		again.Code != messages.CodeValueFree {
+		t.Fatalf("its retry: %v %+v", err, again)
+	}
+	waitFor(t, func() bool {
+		g, err := cl.GetResource(ctx, home)
+		return err == nil && g.Resource.GetState() == messages.StateAvailable
+	})
 }
 
 func waitFor(t *testing.T, ok func() bool) {
@@ -252,6 +287,9 @@ func TestBundleAcrossNodes(t *testing.T) {
 	if got, _ := cl.GetResource(ctx, other); got.Resource.GetState() != messages.StateAvailable {
 		t.Fatalf("a refused bundle's free member: %s", got.Resource.GetState())
 	}
+
+	// A release by the value of a member whose lease's home another node serves.
+	releaseByValue(t, cl, keys[0]+"/gpu1", port, 30001)
 
 	home := owners[contract.ShardOf(client.DefaultTenant, keys[0], shards)]
 	nodes[home].crash()
