@@ -34,6 +34,7 @@ var flagClusterRun = 30 * time.Second
 // clusterNode is one `holdfast serve` process of a cluster test.
 type clusterNode struct {
 	name, dir, url string
+	hooks          string // --test-hooks-dir, when set
 	t              *testing.T
 	mu             sync.Mutex
 	cmd            *exec.Cmd
@@ -49,6 +50,9 @@ func (n *clusterNode) start() {
 		// Snapshots and compaction of the journals happen all through the faults, so a
 		// failover can land on a journal compacted to its end.
 		"--snapshot-every", "100")
+	if n.hooks != "" {
+		cmd.Args = append(cmd.Args, "--test-hooks-dir", n.hooks)
+	}
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		n.t.Fatal(err)

@@ -93,6 +93,9 @@ type Config struct {
 	// Tests only: the slot clock and journal faults.
 	Clock  actors.Clock
 	Faults *persistence.Faults
+	// BundleStep is called at each step of a bundle across shards (actors.Options.BundleStep;
+	// tests only: the fault harness kills a node exactly there).
+	BundleStep func(step string, shard uint32)
 }
 
 // Server is a started Holdfast process.

@@ -321,7 +321,7 @@ func (s *Server) startShards(c *conns) error {
 	s.log.Info("recovering shards", "data", s.cfg.Data, "shards", s.cfg.Shards)
 	opts := actors.Options{Dir: s.cfg.Data, Shards: s.cfg.Shards, Slot: s.cfg.Slot, Kernel: s.cfg.Kernel,
 		Observer: s.metrics, Logger: s.log.With("component", "actors"),
-		Clock: s.cfg.Clock, Faults: s.cfg.Faults, SnapshotEvery: s.cfg.SnapshotEvery}
+		Clock: s.cfg.Clock, Faults: s.cfg.Faults, SnapshotEvery: s.cfg.SnapshotEvery, BundleStep: s.cfg.BundleStep}
 	if s.node != nil {
 		opts.Storage, opts.Ownership = s.node.Storage, s.node
 		s.peers = &peerLink{nc: c.nc, names: cluster.NamesFor(s.cfg.Prefix), log: s.log.With("component", "peers")}

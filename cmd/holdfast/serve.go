@@ -549,8 +549,8 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 	if c.testHooksDir != "" {
 		hooks := startTestHooks(c.testHooksDir)
 		cleanups = append(cleanups, hooks.close)
-		cfg.Clock, cfg.Faults = hooks, hooks.faults()
-		log.Warn("test hooks enabled: the clock and journal failures are driven from files", "dir", c.testHooksDir)
+		cfg.Clock, cfg.Faults, cfg.BundleStep = hooks, hooks.faults(), hooks.bundleStep
+		log.Warn("test hooks enabled: the clock, journal failures and kills at bundle steps are driven from files", "dir", c.testHooksDir)
 	}
 	log.Info("starting", "data", c.data, "shards", c.shards, "gomaxprocs", procs)
 	srv, err := server.Start(ctx, cfg)
