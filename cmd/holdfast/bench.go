@@ -34,6 +34,10 @@ the count of each code. Request and transport failures count as codes too
 Scenarios set the defaults of --clients and --resources:
   spread   C=64, R=10000 (little contention)
   hotspot  C=64, R=1     (every client wants the same resource)
+  bundles  C=64, R=10000, --bundle 2: each reserve takes two resources of two
+           placement keys, a bundle across shards (--one-key: of one key)
+  bundle-hotspot
+           C=16, R=8, --bundle 4: overlapping bundles across shards
   claim    C=64, R=2048  work shards in runs of 256: each client claims the next
            work shard of a run, checkpoints it --checkpoints times and completes
            it, until every work shard is done or D passes (a worker fleet).
@@ -102,7 +106,7 @@ func (c *benchConfig) phase() time.Duration {
 
 // benchCmd is bench's command line.
 type benchCmd struct {
-	Scenario        string        `name:"scenario" default:"spread" enum:"spread,hotspot,claim" help:"spread (C=64, R=10000), hotspot (C=64, R=1) or claim (C=64, R=2048 work shards)."`
+	Scenario        string        `name:"scenario" default:"spread" enum:"spread,hotspot,bundles,bundle-hotspot,claim" help:"spread (C=64, R=10000), hotspot (C=64, R=1), bundles (C=64, R=10000, --bundle 2), bundle-hotspot (C=16, R=8, --bundle 4) or claim (C=64, R=2048 work shards)."`
 	Checkpoints     int           `name:"checkpoints" default:"3" help:"Checkpoints per claimed work shard (--scenario claim)."`
 	Clients         int           `name:"clients" default:"64" placeholder:"C" help:"Concurrent clients (default from --scenario)."`
 	Resources       int           `name:"resources" default:"10000" placeholder:"R" help:"Resources (default from --scenario)."`
@@ -127,6 +131,20 @@ type benchCmd struct {
 
 func (benchCmd) Help() string { return benchAbout }
 
+// bundleDefaults are a bundle scenario's resources, clients and members per reserve,
+// where the flags do not say.
+func (cfg *benchConfig) bundleDefaults(set map[string]bool, resources, clients, bundle int) {
+	if !set["resources"] {
+		cfg.resources = resources
+	}
+	if !set["clients"] {
+		cfg.clients = clients
+	}
+	if !set["bundle"] {
+		cfg.bundle = bundle
+	}
+}
+
 // config checks the flags (set: the ones given) and applies the scenario's defaults.
 func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 	cfg := &benchConfig{progress: true, cf: b.connFlags, scenario: b.Scenario, checkpoints: b.Checkpoints,
@@ -150,6 +168,10 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 		if !set["resources"] {
 			cfg.resources = 1
 		}
+	case "bundles": // two members of two keys: bundles across shards, little contention
+		cfg.bundleDefaults(set, 10000, 64, 2)
+	case "bundle-hotspot": // sixteen clients fighting for eight resources in bundles of four
+		cfg.bundleDefaults(set, 8, 16, 4)
 	case "claim":
 		if !set["resources"] {
 			cfg.resources = 2048
@@ -158,7 +180,7 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 			return nil, usageError(e, "--checkpoints must be 0-1000")
 		}
 	default:
-		return nil, usageError(e, "unknown --scenario %q (want spread, hotspot or claim)", cfg.scenario)
+		return nil, usageError(e, "unknown --scenario %q (want spread, hotspot, bundles, bundle-hotspot or claim)", cfg.scenario)
 	}
 	switch b.Encoding {
 	case "protobuf":
@@ -188,7 +210,7 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 	case cfg.bundle < 1 || cfg.bundle > 16:
 		return nil, usageError(e, "--bundle must be 1-16")
 	case cfg.bundle > 1 && (cfg.byShard || cfg.scenario == "claim"):
-		return nil, usageError(e, "--bundle needs --scenario spread or hotspot, without --by-shard")
+		return nil, usageError(e, "--bundle needs a scenario other than claim, without --by-shard")
 	case cfg.oneKey && cfg.bundle == 1:
 		return nil, usageError(e, "--one-key needs --bundle 2 or more")
 	case !cfg.oneKey && cfg.bundle > cfg.resources:

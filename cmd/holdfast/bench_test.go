@@ -239,6 +239,9 @@ func TestBenchScenarioDefaults(t *testing.T) {
 		{[]string{"--scenario", "hotspot", "--resources", "3", "--clients", "8"}, 8, 3},
 		{[]string{"--scenario", "spread", "--clients", "2"}, 2, 10000},
 		{[]string{"--scenario", "claim"}, 64, 2048},
+		{[]string{"--scenario", "bundles"}, 64, 10000},
+		{[]string{"--scenario", "bundle-hotspot"}, 16, 8},
+		{[]string{"--scenario", "bundle-hotspot", "--clients", "4"}, 4, 8},
 	} {
 		cfg, code := parseBench(e, c.args)
 		if code >= 0 || cfg.clients != c.clients || cfg.resources != c.resources || cfg.encoding != client.Protobuf {
