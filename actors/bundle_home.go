@@ -15,11 +15,12 @@ type coord struct {
 	cmd      *kernel.Command
 	waiters  []replyFunc
 	parts    []*coordPart
-	begun    bool    // the begin is applied: the home's members are held, or refusal says why not
-	refusal  refusal // the home's own refusal (a member, or a table: member -1)
-	deciding bool    // a decide is sequenced
-	aborting bool    // ... and it is an abort
-	started  time.Time
+	begun    bool      // the begin is applied: the home's members are held, or refusal says why not
+	refusal  refusal   // the home's own refusal (a member, or a table: member -1)
+	deciding bool      // a decide is sequenced
+	aborting bool      // ... and it is an abort
+	started  time.Time // this run's begin: its votes are due within the prepare bound
+	first    time.Time // the first run's: a bundle that keeps giving way ends after the undecided bound
 }
 
 type coordPart struct {
@@ -57,8 +58,9 @@ func first(a, b refusal) refusal {
 
 // beginBundle takes a reserve whose members fall on several shards (Shards set by the
 // router): it is sequenced as the begin here, and the prepares go to the participants at
-// once, in parallel with the begin's journal write.
-func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
+// once, in parallel with the begin's journal write. first is when the bundle first ran
+// (now, unless it runs again after giving way).
+func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time) {
 	s.b.init()
 	var parts []*coordPart
 	for i, sh := range c.Shards {
@@ -76,7 +78,7 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
 		c.Priority = s.stampSlot() // kept when the bundle runs again: wait-die's age
 	}
 	if len(parts) > 0 && s.yields(c.Priority, kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced() + 1}, c.Tenant, c.Members, c.Shards) {
-		s.dieLater(c, []replyFunc{reply}, time.Now())
+		s.dieLater(c, []replyFunc{reply}, first)
 		return
 	}
 	d, r := s.q.Write(c, s.stampSlot(), reply)
@@ -87,7 +89,7 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc) {
 	case d == Joined || len(parts) == 0: // several keys, one shard: a reserve like any other
 		return
 	}
-	co := &coord{txn: kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced()}, cmd: c, parts: parts, started: time.Now()}
+	co := &coord{txn: kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced()}, cmd: c, parts: parts, started: time.Now(), first: first}
 	s.b.coords[co.txn.LSN] = co
 	s.step(StepBegun)
 	for _, p := range parts {
@@ -306,7 +308,7 @@ func (s *shard) decided(co *coord, r *Reply, answer *Reply, commit bool) {
 		s.answerCoord(co, answer)
 	default: // died: run it again, keeping its priority, after the older bundle's turn
 		delete(s.b.coords, co.txn.LSN)
-		s.dieLater(co.cmd, co.waiters, co.started)
+		s.dieLater(co.cmd, co.waiters, co.first)
 	}
 }
 

@@ -116,7 +116,7 @@ func (s *shard) retryParked(now time.Time) {
 			continue
 		}
 		if len(p.cmd.Shards) > 0 {
-			s.beginBundle(p.cmd, p.reply)
+			s.beginBundle(p.cmd, p.reply, p.since)
 		} else if d, r := s.q.Write(p.cmd, s.stampSlot(), p.reply); d == Answered {
 			p.reply(r)
 		}

@@ -315,7 +315,7 @@ func (s *shard) write(m *writeMsg) {
 		return
 	}
 	if len(m.cmd.Shards) > 0 {
-		s.beginBundle(m.cmd, m.reply)
+		s.beginBundle(m.cmd, m.reply, time.Now())
 		return
 	}
 	if d, r := s.q.Write(m.cmd, s.stampSlot(), m.reply); d == Answered {

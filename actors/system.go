@@ -293,30 +293,26 @@ func (s *System) Options() Options { return s.opts }
 // Write hands a client command to its shard. reply runs exactly once, on the shard's
 // goroutine (or at once here when the shard's queue is full): it must not block.
 func (s *System) Write(shard uint32, c *kernel.Command, reply func(*Reply)) {
-	h := s.hosts[shard]
-	pid := h.pid.Load()
-	if pid == nil {
-		reply(rejection(contract.CodeEngineHalted, notServed, 0))
-		return
-	}
-	if !s.admit(h, reply) {
-		return
-	}
-	s.root.Send(pid, &writeMsg{cmd: c, reply: reply})
+	s.hand(shard, &writeMsg{cmd: c, reply: reply}, reply)
 }
 
 // Read hands a read to its shard; the same rules as Write.
 func (s *System) Read(shard uint32, q ReadRequest, reply func(*Reply)) {
+	s.hand(shard, &readMsg{req: q, reply: reply}, reply)
+}
+
+// hand sends a request to its shard, or answers it here: engine_halted when the shard is
+// not open, overloaded past its queue (admit).
+func (s *System) hand(shard uint32, msg any, reply func(*Reply)) {
 	h := s.hosts[shard]
 	pid := h.pid.Load()
 	if pid == nil {
 		reply(rejection(contract.CodeEngineHalted, notServed, 0))
 		return
 	}
-	if !s.admit(h, reply) {
-		return
+	if s.admit(h, reply) {
+		s.root.Send(pid, msg)
 	}
-	s.root.Send(pid, &readMsg{req: q, reply: reply})
 }
 
 // Barrier appends a barrier to shard k's journal behind every batch submitted so far
