@@ -75,13 +75,17 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 		parts[j].index = append(parts[j].index, i)
 	}
 	if c.Priority == 0 && len(parts) > 0 {
-		c.Priority = s.stampSlot() // kept when the bundle runs again: wait-die's age
+		c.Priority = s.bundleAge() // kept when the bundle runs again: wait-die's age
 	}
 	if len(parts) > 0 && s.yields(c.Priority, kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced() + 1}, c.Tenant, c.Members, c.Shards) {
 		s.dieLater(c, []replyFunc{reply}, first)
 		return
 	}
+	s.b.waitedSince[c] = first // held reads it when the begin is answered
 	d, r := s.q.Write(c, s.stampSlot(), reply)
+	if d != Sequenced {
+		delete(s.b.waitedSince, c)
+	}
 	switch {
 	case d == Answered:
 		s.answerAsStanding(reply, func() { reply(r) })
@@ -101,11 +105,33 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 	}
 }
 
+// bundleAge is a new bundle's wait-die priority: the home's clock in microseconds, made
+// strictly increasing per home, so that no two bundles of a home share one and bundles of
+// different homes tie only within a microsecond (then the home shard decides). Wait-die
+// lets only the oldest bundle never give way, so ages must be distinct and kept across
+// runs: with the slot (100 ms) as the age, bundles of one slot were ordered by the lsn
+// of their current run, a bundle that gave way became younger by running again, and under
+// a hotspot each gave way to another in turn while none was granted.
+func (s *shard) bundleAge() uint64 {
+	age := uint64(max(s.now().UnixMicro(), 0))
+	if age <= s.b.lastAge {
+		age = s.b.lastAge + 1
+	}
+	s.b.lastAge = age
+	return age
+}
+
 // held takes an answer the kernel did not give the client: a begun bundle (Pending), a
 // member an undecided bundle holds (Undecided), or a verb by value for a lease whose home
 // is another shard (Elsewhere). It reports false for any other answer.
 func (s *shard) held(a Answer[replyFunc]) bool {
 	r := a.Reply
+	since, waited := s.b.waitedSince[a.Cmd] // a parked write sequenced again: when it first waited
+	if waited {
+		delete(s.b.waitedSince, a.Cmd)
+	} else {
+		since = time.Now()
+	}
 	if !a.Cmd.Verb.IsInternal() && s.showsIntents(r) {
 		s.b.init()
 		s.b.answers = append(s.b.answers, heldAnswer{to: a.To, reply: r, since: time.Now()})
@@ -138,7 +164,7 @@ func (s *shard) held(a Answer[replyFunc]) bool {
 		if len(a.Cmd.Shards) > 0 {
 			s.beginAnswered(r.LSN)
 		}
-		s.park(parkedWrite{cmd: a.Cmd, reply: a.To, since: time.Now()})
+		s.park(parkedWrite{cmd: a.Cmd, reply: a.To, since: since})
 	case r.Elsewhere:
 		s.forwardByValue(a.Cmd, r.Txn, a.To)
 	}
@@ -245,6 +271,12 @@ func (s *shard) maybeDecide(co *coord) {
 	if !all {
 		return
 	}
+	if time.Since(co.first) > s.undecidedBound() {
+		// Its client has been answered timeout: granted now, the lease would hold its
+		// members unknown to anyone until its TTL ends. Undecided, it may still abort.
+		s.abort(co, refusal{}, false)
+		return
+	}
 	members := slices.Clone(co.cmd.Members)
 	for _, p := range co.parts {
 		for j, i := range p.index {
@@ -313,9 +345,13 @@ func (s *shard) decided(co *coord, r *Reply, answer *Reply, commit bool) {
 }
 
 // dieLater parks a bundle that gave way to an older one (wait-die's die) and runs it
-// again, with its priority, after a short random backoff.
+// again, with its priority, after a random backoff that grows with how long it has been
+// giving way (2–10 ms at first, up to 100 ms): each run costs its begin and abort, and
+// the older bundle it gave way to needs the journals more than a run that would give
+// way again.
 func (s *shard) dieLater(c *kernel.Command, waiters []replyFunc, since time.Time) {
-	backoff := time.Millisecond * time.Duration(2+rand.IntN(8))
+	most := min(max(time.Since(since)/4, 10*time.Millisecond), 100*time.Millisecond)
+	backoff := 2*time.Millisecond + rand.N(most-2*time.Millisecond)
 	for _, w := range waiters {
 		s.park(parkedWrite{cmd: c, reply: w, since: since, notBefore: time.Now().Add(backoff)})
 	}

@@ -15,7 +15,7 @@ import (
 // each member the moment it is freed, before the older one's turn: wait-die would starve.
 func (s *shard) yields(priority uint64, txn kernel.TxnRef, tenant string, members []kernel.Member, shards []uint32) bool {
 	for _, w := range s.b.waiting {
-		if w.tenant != tenant || !older(w.priority, w.txn, priority, txn) {
+		if w.tenant != tenant || !older(w.priority, w.txn, priority, txn) || rerun(priority, txn, w.priority, w.txn) {
 			continue
 		}
 		for i := range members {
@@ -42,6 +42,11 @@ func (s *shard) prepareIntents(m *prepareMsg) {
 		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
 		return
 	}
+	if txn, prio, held := s.k.HeldByUndecided(m.tenant, m.members, nil, m.txn); held {
+		// Known before journaling it: the prepare would only be told so.
+		s.undecidedPrepare(m, txn, prio)
+		return
+	}
 	c := &kernel.Command{Verb: contract.VerbPrepare, Tenant: m.tenant, HolderID: m.holder, Activate: m.activate,
 		Members: m.members, Txn: m.txn, Priority: m.priority}
 	s.b.preparing[m.txn] = true // a mirror behind it is journaled behind it
@@ -49,14 +54,9 @@ func (s *shard) prepareIntents(m *prepareMsg) {
 		delete(s.b.preparing, m.txn)
 		v := &voteMsg{txn: m.txn, shard: s.h.shard, member: r.MemberIndex, code: r.Code}
 		switch {
-		case r.Undecided && older(m.priority, m.txn, r.TxnPriority, r.Txn) && r.Txn != (kernel.TxnRef{}):
-			if _, seen := s.b.waitedAt[m]; !seen {
-				s.b.waitedAt[m] = time.Now()
-			}
-			s.b.waiting = append(s.b.waiting, m) // wait for the younger one's decision
-			return
 		case r.Undecided:
-			v.die = true
+			s.undecidedPrepare(m, r.Txn, r.TxnPriority)
+			return
 		case r.Code == contract.CodeOK:
 			v.prepared, v.members = true, r.Lease.Members
 			s.b.asked[m.txn] = time.Now()
@@ -69,6 +69,32 @@ func (s *shard) prepareIntents(m *prepareMsg) {
 		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
 	}
 	s.flushLater()
+}
+
+// undecidedPrepare is wait-die for a prepare an undecided bundle (txn, priority) stands
+// in the way of: an older prepare waits for that younger one's decision; a younger one
+// dies, as does one in the way of intents not told apart (txn zero: a pool's units, a
+// range's "any" value).
+func (s *shard) undecidedPrepare(m *prepareMsg, txn kernel.TxnRef, priority uint64) {
+	if txn != (kernel.TxnRef{}) && (older(m.priority, m.txn, priority, txn) || rerun(m.priority, m.txn, priority, txn)) {
+		if _, seen := s.b.waitedAt[m]; !seen {
+			s.b.waitedAt[m] = time.Now()
+		}
+		s.b.waiting = append(s.b.waiting, m)
+		return
+	}
+	delete(s.b.waitedAt, m)
+	s.sendShard(m.txn.Shard, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
+}
+
+// rerun reports whether (p, t) is a later run of the bundle (q, u): a home runs a bundle
+// again, with its priority (unique per bundle: bundleAge), only once its earlier run is
+// aborted, so the earlier run's intents here are about to be freed by its mirror. The
+// later run waits for that rather than give way to itself (by lsn, its earlier run is
+// older): without this a bundle that gave way once met its own stale intents on every
+// run and gave way again, and was never granted.
+func rerun(p uint64, t kernel.TxnRef, q uint64, u kernel.TxnRef) bool {
+	return p == q && t.Shard == u.Shard && t.LSN > u.LSN
 }
 
 // older reports whether transaction (p, t) is older than (q, u): wait-die's order.

@@ -90,7 +90,7 @@ func (s *shard) bundleTick(now time.Time) {
 	s.b.init()
 	s.resendOwed(now)
 	for _, co := range s.b.coords {
-		if !co.deciding && now.Sub(co.started) > s.prepareBound() {
+		if !co.deciding && (now.Sub(co.started) > s.prepareBound() || now.Sub(co.first) > s.undecidedBound()) {
 			s.abort(co, refusal{}, false)
 		}
 	}
@@ -115,13 +115,38 @@ func (s *shard) retryParked(now time.Time) {
 			p.reply(rejection(contract.CodeTimeout, "a member is held by a bundle across shards not decided in time; retry the same operation_id", s.applied()))
 			continue
 		}
+		if _, _, held := s.k.HeldByUndecided(p.cmd.Tenant, p.cmd.Members, s.here(p.cmd), kernel.TxnRef{}); held {
+			s.b.parked = append(s.b.parked, p) // it would only be told so again: no journal entry
+			continue
+		}
 		if len(p.cmd.Shards) > 0 {
 			s.beginBundle(p.cmd, p.reply, p.since)
-		} else if d, r := s.q.Write(p.cmd, s.stampSlot(), p.reply); d == Answered {
-			p.reply(r)
+		} else {
+			s.writeAgain(p)
 		}
 	}
 	s.flushLater()
+}
+
+// writeAgain sequences a parked write again; when it waits again its first wait counts.
+func (s *shard) writeAgain(p parkedWrite) {
+	s.b.waitedSince[p.cmd] = p.since
+	d, r := s.q.Write(p.cmd, s.stampSlot(), p.reply)
+	if d != Sequenced {
+		delete(s.b.waitedSince, p.cmd) // held will not see its answer
+	}
+	if d == Answered {
+		p.reply(r)
+	}
+}
+
+// here says which of a write's members are this shard's: nil (every one) unless the write
+// is a bundle's begin.
+func (s *shard) here(c *kernel.Command) func(int) bool {
+	if len(c.Shards) == 0 {
+		return nil
+	}
+	return func(i int) bool { return c.Shards[i] == s.h.shard }
 }
 
 // parkedDue is a shard's note to itself: a died bundle's backoff ended.

@@ -45,8 +45,8 @@ func (s *shard) step(name string) {
 func (s *shard) prepareBound() time.Duration { return s.h.sys.opts.PrepareBound }
 
 // undecidedBound is how long a write or read waits for an undecided bundle holding what
-// it names before it is answered timeout (indefinite).
-func (s *shard) undecidedBound() time.Duration { return 2 * s.h.sys.opts.PrepareBound }
+// it names before it is answered timeout (indefinite): Options.WaitBound.
+func (s *shard) undecidedBound() time.Duration { return s.h.sys.opts.WaitBound }
 
 // prepareMsg asks a participant to hold its members of a transaction.
 type prepareMsg struct {
@@ -98,7 +98,11 @@ type bundleState struct {
 	owed      map[uint64]*owed            // the home's mirrors not acknowledged yet, by lease
 	preparing map[kernel.TxnRef]bool      // prepares sequenced and not applied yet
 	decided   bool                        // the batch being applied decided a bundle here
-	txnBuf    []kernel.TxnRef
+	lastAge   uint64                      // the last priority given to a bundle begun here (bundleAge)
+	// waitedSince keeps, for a parked write sequenced again, when it first waited, until
+	// its answer: parked again, it waits within the same bound (one entry a parked write).
+	waitedSince map[*kernel.Command]time.Time
+	txnBuf      []kernel.TxnRef
 }
 
 func (b *bundleState) init() {
@@ -108,6 +112,7 @@ func (b *bundleState) init() {
 		b.preparing = make(map[kernel.TxnRef]bool)
 		b.asked = make(map[kernel.TxnRef]time.Time)
 		b.waitedAt = make(map[*prepareMsg]time.Time)
+		b.waitedSince = make(map[*kernel.Command]time.Time)
 	}
 }
 

@@ -78,6 +78,14 @@ type Options struct {
 	// PrepareBound is how long a bundle's home waits for its participants' votes, and a
 	// participant holding intents before it asks the home (bundles.go). 2 s when 0.
 	PrepareBound time.Duration
+	// WaitBound is how long a request may wait in its shard because of undecided bundles
+	// (a parked write or read, a held answer, a bundle that gave way and runs again, a
+	// home's undecided bundle since its first run): past it, timeout (indefinite). The
+	// server sets the request bound (contract.Timing.Request), when the bridge answers the
+	// client timeout, so that a write is never sequenced after its client was told so —
+	// a bundle granted then would hold its members, unknown to anyone, for its whole TTL.
+	// 2 × PrepareBound when 0.
+	WaitBound time.Duration
 	// BundleStep, when set, is called (on the shard's goroutine) at each step of a bundle
 	// across shards, named as in docs/design.md — tests stop a process exactly there.
 	BundleStep func(step string, shard uint32)
@@ -130,6 +138,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PrepareBound <= 0 {
 		o.PrepareBound = 2 * time.Second
+	}
+	if o.WaitBound <= 0 {
+		o.WaitBound = 2 * o.PrepareBound
 	}
 	if o.Slot < time.Millisecond {
 		return o, fmt.Errorf("actors: slot %v shorter than 1ms", o.Slot)

@@ -344,3 +344,54 @@ func TestBundleAnyValueWaitsForTheDecision(t *testing.T) {
 		t.Fatalf("after the abort: %s %v, want value 1", out.Code, out.Lease.Members)
 	}
 }
+
+// HeldByUndecided answers, without an entry, what a reserve of the same members would be
+// told: held by an undecided bundle (which one, or none told apart for a pool's units and
+// a range's "any" value), or not.
+func TestHeldByUndecidedAgreesWithAReserve(t *testing.T) {
+	part := newBShard(t, 1)
+	part.create("b", "c")
+	part.apply(&Command{Verb: contract.VerbCreatePool, Tenant: "t", OperationID: "cp", ObjectID: "gpu", Capacity: 10})
+	part.apply(&Command{Verb: contract.VerbCreateRange, Tenant: "t", OperationID: "cr", ObjectID: "vx", First: 1, Last: 9})
+	z := TxnRef{Shard: 0, LSN: 40}
+	part.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Txn: z, Priority: 3, Members: []Member{
+		{Kind: MemberResource, ID: "b"}, {Kind: MemberPool, ID: "gpu", Quantity: 8}, {Kind: MemberRange, ID: "vx", Value: 5, HasValue: true}}})
+	for i, c := range []struct {
+		member Member
+		held   bool
+		txn    TxnRef
+	}{
+		{Member{Kind: MemberResource, ID: "b"}, true, z},
+		{Member{Kind: MemberResource, ID: "c"}, false, TxnRef{}},
+		{Member{Kind: MemberResource, ID: "nope"}, false, TxnRef{}},
+		{Member{Kind: MemberRange, ID: "vx", Value: 5, HasValue: true}, true, z},
+		{Member{Kind: MemberRange, ID: "vx", Value: 6, HasValue: true}, false, TxnRef{}},
+		{Member{Kind: MemberRange, ID: "vx"}, true, TxnRef{}},
+		{Member{Kind: MemberPool, ID: "gpu", Quantity: 5}, true, TxnRef{}},
+		{Member{Kind: MemberPool, ID: "gpu", Quantity: 2}, false, TxnRef{}},
+	} {
+		txn, prio, held := part.k.HeldByUndecided("t", []Member{c.member}, nil, TxnRef{})
+		if held != c.held || txn != c.txn || (txn != (TxnRef{}) && prio != 3) {
+			t.Fatalf("%d %+v: held %v by %+v (priority %d), want %v by %+v", i, c.member, held, txn, prio, c.held, c.txn)
+		}
+		out := part.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: fmt.Sprintf("r%d", i), HolderID: "x",
+			TTLMillis: 1000, Members: []Member{c.member}})
+		if out.Undecided != c.held || out.Txn != c.txn {
+			t.Fatalf("%d %+v: a reserve was told undecided=%v by %+v, HeldByUndecided %v", i, c.member, out.Undecided, out.Txn, held)
+		}
+		if out.Code == contract.CodeOK {
+			part.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: fmt.Sprintf("f%d", i), HolderID: "x",
+				LeaseLSN: out.Lease.LSN, Epoch: out.Lease.Epoch})
+		}
+	}
+	if _, _, held := part.k.HeldByUndecided("t", resources("b"), nil, z); held {
+		t.Fatal("a bundle's own intents stand in its way")
+	}
+	if _, _, held := part.k.HeldByUndecided("t", resources("c", "b"), func(i int) bool { return i == 0 }, TxnRef{}); held {
+		t.Fatal("a member of another shard was looked at")
+	}
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: z})
+	if _, _, held := part.k.HeldByUndecided("t", resources("b"), nil, TxnRef{}); held {
+		t.Fatal("held after the abort")
+	}
+}

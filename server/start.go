@@ -75,7 +75,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.startEvents(ctx, c); err != nil {
 		return nil, err
 	}
-	if err := s.startShards(c); err != nil {
+	if err := s.startShards(c, timing); err != nil {
 		return nil, err
 	}
 	if err := s.startBridge(ctx, c, timing); err != nil {
@@ -317,11 +317,12 @@ func (s *Server) join(ctx context.Context, c *conns, settings cluster.Settings) 
 
 // startShards starts the shard runtime: a single process recovers every shard from its
 // journal now; a cluster node opens each shard as it claims it.
-func (s *Server) startShards(c *conns) error {
+func (s *Server) startShards(c *conns, timing contract.Timing) error {
 	s.log.Info("recovering shards", "data", s.cfg.Data, "shards", s.cfg.Shards)
 	opts := actors.Options{Dir: s.cfg.Data, Shards: s.cfg.Shards, Slot: s.cfg.Slot, Kernel: s.cfg.Kernel,
 		Observer: s.metrics, Logger: s.log.With("component", "actors"),
-		Clock: s.cfg.Clock, Faults: s.cfg.Faults, SnapshotEvery: s.cfg.SnapshotEvery, BundleStep: s.cfg.BundleStep}
+		Clock: s.cfg.Clock, Faults: s.cfg.Faults, SnapshotEvery: s.cfg.SnapshotEvery, BundleStep: s.cfg.BundleStep,
+		WaitBound: timing.Request - timing.ForwardRetry} // a shard's timeout reaches the bridge before its own
 	if s.node != nil {
 		opts.Storage, opts.Ownership = s.node.Storage, s.node
 		s.peers = &peerLink{nc: c.nc, names: cluster.NamesFor(s.cfg.Prefix), log: s.log.With("component", "peers")}
