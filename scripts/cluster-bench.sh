@@ -10,7 +10,7 @@
 # Needs /tmp/holdfast or HOLDFAST=path (go build -o /tmp/holdfast ./cmd/holdfast) and, for the nats-server
 # modes, /tmp/nats-server or NATS_SERVER=path (go build -o /tmp/nats-server github.com/nats-io/nats-server/v2).
 # The nats-servers run with sync_interval: always unless SYNC= (empty) is set (an embedded
-# cluster always does). DUR, CLIENTS, SETTLE, SCENARIO, TTL tune it; BENCHARGS adds bench flags (--by-shard), BENCHURL sets its --server, SERVEARGS adds serve flags (embedded-three). Each process's pid is
+# cluster always does). DUR, CLIENTS, SETTLE, SCENARIO, TTL tune it; BENCH=path runs another build's bench client (one client against two servers); BENCHARGS adds bench flags (--by-shard), BENCHURL sets its --server, SERVEARGS adds serve flags (embedded-three). Each process's pid is
 # in WORK/MODE/pid-NAME (nats-servers n1..n3, nodes a..c, or hf): scripts/cluster-failover.sh
 # signals a node by it. Only the processes started here are stopped, by pid.
 set -u
@@ -69,4 +69,4 @@ for i in $(seq 1 120); do
 done
 for f in hf*.log; do grep -q "msg=ready" $f || echo "NOT READY $f" >&2; done
 sleep ${SETTLE:-8}
-$HF bench --server ${BENCHURL:-$URL} --scenario ${SCENARIO:-spread} --duration ${DUR:-20s} --clients ${CLIENTS:-64} ${BENCHARGS:-} 2>bench-progress.log | tail -40
+${BENCH:-$HF} bench --server ${BENCHURL:-$URL} --scenario ${SCENARIO:-spread} --duration ${DUR:-20s} --clients ${CLIENTS:-64} ${BENCHARGS:-} 2>bench-progress.log | tail -40
