@@ -3,6 +3,8 @@ package server
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -22,6 +24,8 @@ type peerLink struct {
 
 	mu   sync.Mutex
 	subs map[uint32]*nats.Subscription
+
+	warned atomic.Int64 // unix nanos of the last unreadable message logged: one a minute
 }
 
 func (p *peerLink) Send(k uint32, msg []byte) {
@@ -34,7 +38,9 @@ func (p *peerLink) Send(k uint32, msg []byte) {
 func (p *peerLink) Accept(k uint32) error {
 	sub, err := p.nc.Subscribe(p.names.PeerSubject(k), func(m *nats.Msg) {
 		if err := p.sys.Deliver(k, m.Data); err != nil {
-			p.log.Warn("a bundle message this build cannot read (a node of another version?)", "shard", k, "err", err)
+			if now, last := time.Now().UnixNano(), p.warned.Load(); now-last > int64(time.Minute) && p.warned.CompareAndSwap(last, now) {
+				p.log.Warn("a bundle message this build cannot read (a node of another version?)", "shard", k, "err", err)
+			}
 		}
 	})
 	if err != nil {

@@ -304,13 +304,16 @@ type setupReport struct {
 }
 
 type phaseReport struct {
-	Elapsed    time.Duration                `json:"elapsed_ns"`
-	AttemptsPS float64                      `json:"attempts_per_s,omitempty"`
-	GrantsPS   float64                      `json:"grants_per_s,omitempty"`
-	RequestsPS float64                      `json:"requests_per_s"`
-	Cycles     uint64                       `json:"cycles,omitempty"`
-	Verbs      []verbReport                 `json:"verbs"`
-	Codes      map[string]map[string]uint64 `json:"codes,omitempty"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	AttemptsPS float64       `json:"attempts_per_s,omitempty"`
+	GrantsPS   float64       `json:"grants_per_s,omitempty"`
+	RequestsPS float64       `json:"requests_per_s"`
+	Cycles     uint64        `json:"cycles,omitempty"`
+	// ClientGrants is the fewest and the most reserves any one client was granted: under
+	// a hotspot, whether some holder starved.
+	ClientGrants [2]uint64                    `json:"client_grants,omitempty"`
+	Verbs        []verbReport                 `json:"verbs"`
+	Codes        map[string]map[string]uint64 `json:"codes,omitempty"`
 }
 
 type verbReport struct {
@@ -350,6 +353,7 @@ func (r *benchReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  attempts/s  %10.1f  (reserve requests)\n", h.AttemptsPS)
 		fmt.Fprintf(w, "  grants/s    %10.1f  (reserves answered ok)\n", h.GrantsPS)
 		fmt.Fprintf(w, "  requests/s  %10.1f  (reserve + release requests)\n", h.RequestsPS)
+		fmt.Fprintf(w, "  per client  %10d  to %d grants (the fewest and the most any client got)\n", h.ClientGrants[0], h.ClientGrants[1])
 	}
 	printVerbs(w, h.Verbs)
 	full := false
@@ -749,7 +753,9 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	var resLat, relLat histogram
 	codes := map[string]map[string]uint64{"reserve": {}, "release": {}}
 	var cycles uint64
+	fewest, most := ^uint64(0), uint64(0)
 	for _, w := range workers {
+		fewest, most = min(fewest, w.reserveCodes[messages.CodeOK]), max(most, w.reserveCodes[messages.CodeOK])
 		resLat.merge(&w.reserveLat)
 		relLat.merge(&w.releaseLat)
 		for k, v := range w.reserveCodes {
@@ -765,13 +771,14 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	}
 	secs := elapsed.Seconds()
 	rep.Holdfast = phaseReport{
-		Elapsed:    elapsed,
-		AttemptsPS: float64(resLat.count()) / secs,
-		GrantsPS:   float64(codes["reserve"]["ok"]) / secs,
-		RequestsPS: float64(resLat.count()+relLat.count()) / secs,
-		Cycles:     cycles,
-		Verbs:      []verbReport{verbOf("reserve", &resLat), verbOf("release", &relLat)},
-		Codes:      codes,
+		Elapsed:      elapsed,
+		AttemptsPS:   float64(resLat.count()) / secs,
+		GrantsPS:     float64(codes["reserve"]["ok"]) / secs,
+		RequestsPS:   float64(resLat.count()+relLat.count()) / secs,
+		Cycles:       cycles,
+		ClientGrants: [2]uint64{fewest, most},
+		Verbs:        []verbReport{verbOf("reserve", &resLat), verbOf("release", &relLat)},
+		Codes:        codes,
 	}
 
 	if cfg.echo && ctx.Err() == nil {

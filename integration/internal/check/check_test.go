@@ -602,3 +602,43 @@ func TestEventsCatchesAWrongDeadline(t *testing.T) {
 		return true
 	})
 }
+
+// A bundle across keys seen held at one member and, by a later read, not yet at another:
+// each object's history is linearizable on its own (the bundle before the first read,
+// after the second), but no one order of the whole is. The pair partition says so.
+func TestLinearizabilityCatchesAHalfSeenBundle(t *testing.T) {
+	b := newHB(t)
+	x, y := &messages.Member{ResourceId: "a/x"}, &messages.Member{ResourceId: "b/y"}
+	for i, id := range []string{"a/x", "b/y"} {
+		r := ok(uint64(i + 1))
+		r.Resource = &messages.Resource{ResourceId: id, State: "available"}
+		op := fmt.Sprintf("c%d", i)
+		b.call(1, "t", VResourceCreate, op, &messages.CreateResourceRequest{OperationId: op, ResourceId: id}, r)
+		b.event(&messages.Event{Event: "resource.created", Tenant: "t", Lsn: uint64(i + 1), Slot: 100, Resource: r.Resource})
+	}
+	r := ok(3)
+	r.Lease = lease("0-3", "h", "reserved", 1, 3, 1100, x, y)
+	res := b.call(1, "t", VReserve, "b1", &messages.ReserveRequest{OperationId: "b1", HolderId: "h", TtlMs: 10000, Members: []*messages.Member{x, y}}, r)
+	b.event(&messages.Event{Event: "lease.reserved", Tenant: "t", Lsn: 3, Slot: 100, Lease: r.Lease})
+	seen := &messages.Reply{Outcome: "committed", Code: "ok", AppliedLsn: 3,
+		Resource: &messages.Resource{ResourceId: "a/x", State: "reserved", CurrentLeaseId: "0-3", Version: 1}}
+	b.call(2, "t", VResourceGet, "g1", &messages.GetResourceRequest{ResourceId: "a/x"}, seen)
+	free := &messages.Reply{Outcome: "committed", Code: "ok", AppliedLsn: 2,
+		Resource: &messages.Resource{ResourceId: "b/y", State: "available"}}
+	b.call(3, "t", VResourceGet, "g2", &messages.GetResourceRequest{ResourceId: "b/y"}, free)
+	res.Return = b.now + 20 // the bundle's answer comes after both reads
+	rep := report(t, b.recs)
+	found := false
+	for _, v := range rep.Violations {
+		if v.Checker == CLinear {
+			if !strings.Contains(v.String(), "the pair") {
+				t.Errorf("an object's own history was found not linearizable: %s", v)
+			}
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the half-seen bundle passed:\n%s", rep)
+	}
+	t.Logf("caught:\n%s", rep)
+}

@@ -228,35 +228,56 @@ func checkLinear(w *World, rep *Report, opt LinOptions) {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	rep.Stats.Partitions = len(keys)
+	pairs, unpaired := pairsOf(w, parts)
+	pkeys := make([]pairKey, 0, len(pairs))
+	for k := range pairs {
+		pkeys = append(pkeys, k)
+	}
+	sort.Slice(pkeys, func(i, j int) bool { return pkeys[i].String() < pkeys[j].String() })
+	rep.Stats.Partitions = len(keys) + len(pkeys)
 	type result struct {
 		res     porcupine.CheckResult
 		excerpt []string
 	}
-	results := make([]result, len(keys))
+	results := make([]result, len(keys)+len(pkeys))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	for i, k := range keys {
+	for i := range results {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res, ex := checkPartition(k, parts[k], opt.Timeout)
-			results[i] = result{res, ex}
+			if i < len(keys) {
+				res, ex := checkPartition(keys[i], parts[keys[i]], opt.Timeout)
+				results[i] = result{res, ex}
+			} else {
+				k := pkeys[i-len(keys)]
+				results[i] = result{res: checkPair(k, pairs[k], opt)}
+			}
 		}()
 	}
 	wg.Wait()
 	inconclusive := 0
-	for i, k := range keys {
+	for i, r := range results {
+		name, n := "", 0
+		if i < len(keys) {
+			name, n = keys[i].String(), len(parts[keys[i]])
+		} else {
+			k := pkeys[i-len(keys)]
+			name, n = "the pair "+k.String(), len(pairs[k])
+		}
 		rep.count(CLinear, 1)
-		switch results[i].res {
+		switch r.res {
 		case porcupine.Illegal:
-			rep.add(CLinear, fmt.Sprintf("%s (%d operations) is not linearizable", k, len(parts[k])), results[i].excerpt...)
+			rep.add(CLinear, fmt.Sprintf("%s (%d operations) is not linearizable", name, n), r.excerpt...)
 		case porcupine.Unknown:
 			inconclusive++
-			rep.Notes = append(rep.Notes, fmt.Sprintf("linearizability of %s (%d operations) inconclusive after %v", k, len(parts[k]), opt.Timeout))
+			rep.Notes = append(rep.Notes, fmt.Sprintf("linearizability of %s (%d operations) inconclusive after %v", name, n, opt.Timeout))
 		}
+	}
+	if unpaired > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d pairs of objects of bundles across keys past the first %d are left out of the pairwise check", unpaired, maxPairs))
 	}
 	if inconclusive > 0 {
 		rep.Checked[CLinear+":inconclusive"] = inconclusive

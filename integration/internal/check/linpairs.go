@@ -1,0 +1,184 @@
+package check
+
+import (
+	"sort"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/holdfast/holdfast/contract"
+)
+
+// A bundle across placement keys is one step for the objects it touches (docs/api.md §2),
+// and linearizability is not compositional for operations on several objects: each
+// object's history can be linearizable on its own while no single order of the whole
+// history is — a reader that saw one member held by a bundle, and a reader after it that
+// saw another member still free, put the bundle after the second read for one object and
+// before the first for the other. So besides each object's partition, every pair of
+// objects that a reserve across keys names together (the first member's object with each
+// other's) is checked as one partition: its state is the pair of the objects' states, and
+// an operation on both — the bundle, a verb on its lease, its expiry — is one step that
+// each object's model must take.
+
+// maxPairs bounds the pair partitions checked in one history (each is a product of two
+// objects' histories); past it the rest are counted in a note.
+const maxPairs = 64
+
+// pairKey names a pair partition: two object partitions.
+type pairKey struct{ a, b partKey }
+
+func (k pairKey) String() string { return k.a.String() + " with " + k.b.String() }
+
+// pairOp is one operation as a pair partition sees it: its view from either object (nil
+// where it does not touch that object).
+type pairOp struct{ a, b *linOp }
+
+func (o *pairOp) one() *linOp {
+	if o.a != nil {
+		return o.a
+	}
+	return o.b
+}
+
+func (o *pairOp) String() string { return o.one().String() }
+
+type pairState struct{ a, b *mState }
+
+// pairsOf builds the pair partitions of the reserves across keys in parts.
+func pairsOf(w *World, parts map[partKey][]*linOp) (map[pairKey][]*pairOp, int) {
+	var keys []pairKey
+	seen := map[pairKey]bool{}
+	for _, op := range w.H.Ops {
+		if op.Verb != VReserve || op.Status != Committed || op.Intent != "" || len(op.Req.Members) < 2 {
+			continue
+		}
+		first := op.Req.Members[0]
+		for _, m := range op.Req.Members[1:] {
+			if contract.PlacementKey(memberID(m)) == contract.PlacementKey(memberID(first)) {
+				continue
+			}
+			k := pairKey{memberPart(op.Tenant, first), memberPart(op.Tenant, m)}
+			if k.a == k.b || seen[k] {
+				continue
+			}
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	left := 0
+	if len(keys) > maxPairs {
+		keys, left = keys[:maxPairs], len(keys)-maxPairs
+	}
+	out := map[pairKey][]*pairOp{}
+	for _, k := range keys {
+		byOp := map[any]*pairOp{}
+		var ops []*pairOp
+		for side, lops := range [2][]*linOp{parts[k.a], parts[k.b]} {
+			for _, o := range lops {
+				var id any = o.op
+				if o.op == nil {
+					id = o.ev
+				}
+				p := byOp[id]
+				if p == nil {
+					p = &pairOp{}
+					byOp[id] = p
+					ops = append(ops, p)
+				}
+				if side == 0 {
+					p.a = o
+				} else {
+					p.b = o
+				}
+			}
+		}
+		out[k] = ops
+	}
+	return out, left
+}
+
+func memberID(m interface {
+	GetResourceId() string
+	GetPoolId() string
+	GetRangeId() string
+}) string {
+	switch {
+	case m.GetResourceId() != "":
+		return m.GetResourceId()
+	case m.GetPoolId() != "":
+		return m.GetPoolId()
+	}
+	return m.GetRangeId()
+}
+
+func memberPart(tenant string, m interface {
+	GetResourceId() string
+	GetPoolId() string
+	GetRangeId() string
+}) partKey {
+	switch {
+	case m.GetResourceId() != "":
+		return partKey{kind: pkResource, tenant: tenant, id: m.GetResourceId()}
+	case m.GetPoolId() != "":
+		return partKey{kind: pkPool, tenant: tenant, id: m.GetPoolId()}
+	}
+	return partKey{kind: pkRange, tenant: tenant, id: m.GetRangeId()}
+}
+
+func pairModel(k pairKey) porcupine.Model {
+	return porcupine.Model{
+		Init: func() interface{} {
+			return &pairState{&mState{leases: map[string]lrec{}}, &mState{leases: map[string]lrec{}}}
+		},
+		Step: func(st, in, _ interface{}) (bool, interface{}) {
+			s, o := st.(*pairState), in.(*pairOp)
+			n := *s
+			if o.a != nil {
+				ok, a, _ := step(k.a, s.a, o.a)
+				if !ok {
+					return false, s
+				}
+				n.a = a
+			}
+			if o.b != nil {
+				ok, b, _ := step(k.b, s.b, o.b)
+				if !ok {
+					return false, s
+				}
+				n.b = b
+			}
+			return true, &n
+		},
+		Equal: func(a, b interface{}) bool {
+			x, y := a.(*pairState), b.(*pairState)
+			return x.a.equal(y.a) && x.b.equal(y.b)
+		},
+		Hash: func(st interface{}) uint64 {
+			s := st.(*pairState)
+			return s.a.hash()*1_000_003 ^ s.b.hash()
+		},
+		DescribeOperation: func(in, _ interface{}) string { return in.(*pairOp).String() },
+		DescribeState: func(st interface{}) string {
+			s := st.(*pairState)
+			return s.a.describe(k.a.kind) + " | " + s.b.describe(k.b.kind)
+		},
+	}
+}
+
+func pairOps(ops []*pairOp) []porcupine.Operation {
+	out := make([]porcupine.Operation, len(ops))
+	for i, p := range ops {
+		o := p.one()
+		c := 0
+		if o.op != nil {
+			c = o.op.Client
+		}
+		out[i] = porcupine.Operation{ClientId: c, Input: p, Call: o.call, Return: o.ret}
+	}
+	return out
+}
+
+// checkPair checks one pair partition.
+func checkPair(k pairKey, ops []*pairOp, opt LinOptions) porcupine.CheckResult {
+	return porcupine.CheckOperationsTimeout(pairModel(k), pairOps(ops), opt.Timeout)
+}
