@@ -39,8 +39,8 @@ type owed struct {
 // ackWait is a client's answer to a lease verb that changed bundles' leases (release,
 // revoke, ...): held until every participant has applied the change, so that a read of
 // any member after the answer sees it (the change is one step, as for one shard). Past
-// the prepare bound it is given anyway: the change is durable at the home and the
-// participants follow.
+// ackBound it is given anyway: the change is durable at the home and the participants
+// follow.
 type ackWait struct {
 	to     replyFunc
 	reply  *Reply
@@ -136,10 +136,17 @@ func (s *shard) acked(m *ackMsg) {
 	}
 }
 
+// ackBound is how long a lease verb's answer waits for its mirrors' acknowledgements: the
+// prepare bound, but given a tick (this runs once a slot) before the request's bound ends,
+// so that the client gets the answer rather than a timeout.
+func (s *shard) ackBound() time.Duration {
+	return max(min(s.prepareBound(), s.undecidedBound()-s.h.sys.opts.Slot), 0)
+}
+
 // resendOwed sends again what participants have not acknowledged within the prepare bound.
 func (s *shard) resendOwed(now time.Time) {
 	for _, o := range s.b.owed {
-		if len(o.waiting) > 0 && now.Sub(o.waiting[0].since) > s.prepareBound() {
+		if len(o.waiting) > 0 && now.Sub(o.waiting[0].since) > s.ackBound() {
 			o.release() // the participants follow; the client has waited long enough
 		}
 		if now.Sub(o.sent) > s.prepareBound() {
