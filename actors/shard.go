@@ -318,7 +318,11 @@ func (s *shard) write(m *writeMsg) {
 		s.beginBundle(m.cmd, m.reply, time.Now())
 		return
 	}
-	if d, r := s.q.Write(m.cmd, s.stampSlot(), m.reply); d == Answered {
+	d, r := s.q.Write(m.cmd, s.stampSlot(), m.reply)
+	switch {
+	case d == Answered && r.Elsewhere: // a retry of a verb by value the lease's home answered
+		s.forwardByValue(m.cmd, r.Txn, m.reply)
+	case d == Answered:
 		s.answerAsStanding(m.reply, func() { m.reply(r) }) // nothing appended: a barrier when Fenced
 	}
 }

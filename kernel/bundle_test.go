@@ -395,3 +395,36 @@ func TestHeldByUndecidedAgreesWithAReserve(t *testing.T) {
 		t.Fatal("held after the abort")
 	}
 }
+
+// A verb by value that finds a participant's part of a bundle names the lease at its
+// home, and remembers that: its retry goes to the same lease under the same operation,
+// even once the value is free or held by another lease.
+func TestVerbByValueAtAParticipantIsRemembered(t *testing.T) {
+	part := newBShard(t, 1)
+	part.apply(&Command{Verb: contract.VerbCreateRange, Tenant: "t", OperationID: "cr", ObjectID: "vx", First: 1, Last: 9})
+	z := TxnRef{Shard: 0, LSN: 40}
+	part.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Txn: z, Priority: 3,
+		Members: []Member{{Kind: MemberRange, ID: "vx", Value: 5, HasValue: true}}})
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: z, State: LeaseReserved, Deadline: 5000, LeaseLSN: 42})
+	release := func() Output {
+		return part.apply(&Command{Verb: contract.VerbReleaseValue, Tenant: "t", OperationID: "rv", ObjectID: "vx", Value: 5,
+			HolderID: "h", WholeLease: true})
+	}
+	home := TxnRef{Shard: 0, LSN: 42} // the lease's id: the commit's lsn, not the begin's
+	if out := release(); !out.Elsewhere || out.Txn != home {
+		t.Fatalf("release by value: elsewhere=%v %+v, want the lease %+v", out.Elsewhere, out.Txn, home)
+	}
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: z, State: LeaseReleased, Deadline: 5000, LeaseLSN: 42})
+	part.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "other", HolderID: "x", TTLMillis: 1000,
+		Members: []Member{{Kind: MemberRange, ID: "vx", Value: 5, HasValue: true}}})
+	if out := release(); !out.Elsewhere || out.Txn != home {
+		t.Fatalf("its retry, the value held by another lease: elsewhere=%v %+v code %s", out.Elsewhere, out.Txn, out.Code)
+	}
+	var out Output
+	c := &Command{Verb: contract.VerbReleaseValue, Tenant: "t", OperationID: "rv", ObjectID: "vx", Value: 5, HolderID: "h", WholeLease: true}
+	Normalize(&part.k.shape, c)
+	if !part.k.LookupOperation(c, part.slot, &out) || !out.Elsewhere || out.Txn != home {
+		t.Fatalf("looked up before sequencing: elsewhere=%v %+v", out.Elsewhere, out.Txn)
+	}
+	part.replayed()
+}

@@ -236,10 +236,18 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 	}
 	apply(k, e, out)
 	k.noteMirror(out)
-	if out.Pending || out.Undecided || out.Elsewhere {
-		// A bundle begun but not decided (bundle.decide remembers it), a member that an
-		// undecided bundle holds (the caller waits and tries again), or a lease whose
-		// home answers: nothing to remember here.
+	if out.Elsewhere {
+		// A verb by value whose lease's home answers: remembered as that (the lease's id
+		// in ref and member), so a retry goes to the same lease at its home under the same
+		// operation_id, where the first answer is remembered — not to whatever the value
+		// holds by then.
+		k.ops.push(outcome{keyHi: key.hi, keyLo: key.lo, hash: hash, code: contract.CodeNoop, member: int16(out.Txn.Shard),
+			lsn: e.LSN, ref: out.Txn.LSN, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})
+		return
+	}
+	if out.Pending || out.Undecided {
+		// A bundle begun but not decided (bundle.decide remembers it), or a member that an
+		// undecided bundle holds (the caller waits and tries again): nothing to remember.
 		return
 	}
 	if out.Code.IsRejection() {

@@ -77,6 +77,10 @@ func (k *Kernel) answerRetry(c *Command, key opKey, hash uint64, slot uint64, ou
 	}
 	out.Code = op.code
 	out.LSN = op.lsn
+	if op.code == contract.CodeNoop { // a verb by value the lease's home answered (Apply)
+		out.Elsewhere, out.Txn = true, TxnRef{Shard: uint32(op.member), LSN: op.ref}
+		return true
+	}
 	out.MemberIndex = int(op.member)
 	out.FromRetryCache = true
 	k.viewRetried(c, op, slot, out)

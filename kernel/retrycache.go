@@ -24,7 +24,7 @@ type outcome struct {
 	// (range.release, ...), or count<<1|more of a bulk verb (lease.release_all, ...).
 	ref    uint64
 	keyLo  uint32
-	member int16 // failing member of a reserve, -1 otherwise: a retry names it too
+	member int16 // failing member of a reserve, -1 otherwise: a retry names it too; with code noop, the lease's home shard
 	epoch  uint8 // the lease_epoch the reply carried (lease verbs with ok): 1 or 2
 	code   Code
 }
@@ -40,7 +40,9 @@ const (
 	forgettableQueue = 1
 )
 
-func forgettable(c Code) bool { return c != contract.CodeOK }
+// A verb by value answered at the lease's home (CodeNoop: outcome of Apply's Elsewhere)
+// is kept as an ok is: forgotten, its retry would act on whatever holds the value then.
+func forgettable(c Code) bool { return c != contract.CodeOK && c != contract.CodeNoop }
 
 // retryCache remembers outcomes in two queues, each in commit order. The dedupe window is
 // the same for all of them, so commit order is also the order they leave the window in:
