@@ -100,16 +100,7 @@ func TestBundleAcrossShards(t *testing.T) {
 		t.Fatalf("retry: %v %+v", err, again)
 	}
 
-	// A bundle over a free member and a held one is refused by the held one; the free
-	// one stays free.
-	busy, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "vm-2", TTL: time.Minute,
-		Members: []*messages.Member{client.Resource(other), client.PoolUnits(vni, 7)}})
-	if err != nil || busy.Code != messages.CodeInsufficientCapacity {
-		t.Fatalf("conflicting bundle: %v %+v", err, busy)
-	}
-	if got, _ := cl.GetResource(ctx, other); got.Resource.GetState() != messages.StateAvailable {
-		t.Fatalf("a refused bundle's free member: %s", got.Resource.GetState())
-	}
+	refusedHoldsNothing(t, cl, other, vni)
 	releaseByValue(t, cl, k[0]+"/gpu2", port, 30005)
 
 	rel, err := cl.Release(ctx, "vm-1", r.Fence())
@@ -134,6 +125,21 @@ func TestBundleAcrossShards(t *testing.T) {
 	}
 	if p, err := cl.GetPool(ctx, vni); err != nil || p.Pool.GetReserved() != 0 {
 		t.Fatalf("participant after a restart: %+v %v", p, err)
+	}
+}
+
+// refusedHoldsNothing checks that a bundle over a free resource and more of a pool than
+// is left is refused by the pool, and the free resource stays free.
+func refusedHoldsNothing(t *testing.T, cl *client.Client, free, pool string) {
+	t.Helper()
+	ctx := context.Background()
+	busy, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "vm-2", TTL: time.Minute,
+		Members: []*messages.Member{client.Resource(free), client.PoolUnits(pool, 7)}})
+	if err != nil || busy.Code != messages.CodeInsufficientCapacity {
+		t.Fatalf("conflicting bundle: %v %+v", err, busy)
+	}
+	if got, _ := cl.GetResource(ctx, free); got.Resource.GetState() != messages.StateAvailable {
+		t.Fatalf("a refused bundle's free member: %s", got.Resource.GetState())
 	}
 }
 
@@ -279,14 +285,7 @@ func TestBundleAcrossNodes(t *testing.T) {
 	if p, err := cl.GetPool(ctx, vni); err != nil || p.Pool.GetReserved() != 4 {
 		t.Fatalf("the pool on another node: %+v %v", p, err)
 	}
-	busy, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "vm-2", TTL: time.Minute,
-		Members: []*messages.Member{client.Resource(other), client.PoolUnits(vni, 7)}})
-	if err != nil || busy.Code != messages.CodeInsufficientCapacity {
-		t.Fatalf("conflicting bundle: %v %+v", err, busy)
-	}
-	if got, _ := cl.GetResource(ctx, other); got.Resource.GetState() != messages.StateAvailable {
-		t.Fatalf("a refused bundle's free member: %s", got.Resource.GetState())
-	}
+	refusedHoldsNothing(t, cl, other, vni)
 
 	// A release by the value of a member whose lease's home another node serves.
 	releaseByValue(t, cl, keys[0]+"/gpu1", port, 30001)
