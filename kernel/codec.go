@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/holdfast/holdfast/contract"
@@ -37,6 +38,11 @@ const (
 
 // ErrBadCommand is returned for bytes that are not a command of this format.
 var ErrBadCommand = errors.New("kernel: malformed command encoding")
+
+// ErrNewerFormat is a journaled command or a snapshot of a format newer than this build
+// reads: written by a newer Holdfast. Refused, naming both formats, never read as an older
+// one; the shard it belongs to does not start (a downgrade past a format change).
+var ErrNewerFormat = errors.New("kernel: written by a newer build of Holdfast")
 
 // AppendBinary appends the journal encoding of c: a version byte, then the fields as
 // uvarints and length-prefixed strings in a fixed order. The encoding is canonical (one
@@ -266,7 +272,10 @@ func DecodeCommand(b []byte, c *Command) error {
 	if format == commandFormatConfigure {
 		return decodeConfigure(&d, c)
 	}
-	if format < commandFormat || format > commandFormatBundle {
+	if format > commandFormatBundle {
+		return fmt.Errorf("%w: command format %d, and this build reads formats %d to %d", ErrNewerFormat, format, commandFormat, commandFormatBundle)
+	}
+	if format < commandFormat {
 		return ErrBadCommand
 	}
 	c.Settings = Shape{}

@@ -77,8 +77,11 @@ type restorer struct {
 func (r *restorer) header() error {
 	k, d := r.k, &r.d
 	r.format = d.byte()
-	if r.format < 2 || r.format > snapshotFormat {
-		return badSnapshot("unknown format")
+	if r.format > snapshotFormat {
+		return fmt.Errorf("%w: snapshot format %d, and this build reads formats 2 to %d", ErrNewerFormat, r.format, snapshotFormat)
+	}
+	if r.format < 2 {
+		return badSnapshot("unknown format %d", r.format)
 	}
 	if shard := d.uvarint(); shard != uint64(k.shard) {
 		return badSnapshot("snapshot of shard %d restored as shard %d", shard, k.shard)

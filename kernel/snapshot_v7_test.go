@@ -1,7 +1,10 @@
 package kernel
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/holdfast/holdfast/contract"
@@ -62,5 +65,29 @@ func TestFixtureStateAnswersAsFormat7(t *testing.T) {
 	}
 	if got := fixtureDump(fixtureState(t)); got != string(want) {
 		t.Fatalf("this build's fixture state answers:\n%s\nthe older build's:\n%s", got, want)
+	}
+}
+
+// A command or snapshot of a format newer than this build reads is refused as such,
+// naming both formats, never read as an older one (a downgrade past a format change).
+func TestNewerFormatsAreRefusedNamingBoth(t *testing.T) {
+	c := Command{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: "o", ObjectID: "r"}
+	b := c.AppendBinary(nil)
+	b[0] = commandFormatBundle + 1
+	err := DecodeCommand(b, &Command{})
+	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("format %d", commandFormatBundle+1)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("to %d", commandFormatBundle)) {
+		t.Fatalf("a newer command: %v", err)
+	}
+	k, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := k.Snapshot(nil)
+	snap[0] = snapshotFormat + 1
+	_, err = Restore(DefaultConfig(), snap)
+	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("format %d", snapshotFormat+1)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("to %d", snapshotFormat)) {
+		t.Fatalf("a newer snapshot: %v", err)
 	}
 }

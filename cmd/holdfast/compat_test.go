@@ -140,3 +140,30 @@ func untar(t *testing.T, file, dir string) {
 		}
 	}
 }
+
+// A data directory written by a newer build (here: its layout file's format) is refused
+// at start, naming both formats, and nothing in it is touched.
+func TestDataDirectoryOfANewerBuildIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	untar(t, "testdata/datadir-0feea80.tar.gz", dir)
+	layout := filepath.Join(dir, "data", "holdfast.json")
+	b, err := os.ReadFile(layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := strings.Replace(string(b), `"format":1`, `"format":2`, 1)
+	if newer == string(b) {
+		t.Fatalf("layout file %s", b)
+	}
+	if err := os.WriteFile(layout, []byte(newer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	code := serveMain(context.Background(), []string{"--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--metrics-listen", ""}, &out)
+	if code == 0 || !strings.Contains(out.String(), "layout format 2, and this build reads format 1") {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	if after, _ := os.ReadFile(layout); string(after) != newer {
+		t.Fatalf("the layout file was rewritten: %s", after)
+	}
+}

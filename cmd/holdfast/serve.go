@@ -386,8 +386,11 @@ func planLayout(dir string, want serveLayout, explicit map[string]bool) (serveLa
 	switch {
 	case err == nil:
 		var l serveLayout
-		if err := json.Unmarshal(b, &l); err != nil || l.Format != serveLayoutV1 || l.Shards == 0 {
+		if err := json.Unmarshal(b, &l); err != nil || l.Format < serveLayoutV1 || l.Shards == 0 {
 			return serveLayout{}, false, fmt.Errorf("%s: not a Holdfast layout file (%v)", path, err)
+		}
+		if l.Format > serveLayoutV1 {
+			return serveLayout{}, false, fmt.Errorf("%s: layout format %d, and this build reads format %d: the data directory was written by a newer Holdfast", path, l.Format, serveLayoutV1)
 		}
 		if explicit["shards"] && l.Shards != want.Shards {
 			return serveLayout{}, false, fmt.Errorf("data directory %s was created with --shards %d; the shard count of a data directory cannot change (got --shards %d)", dir, l.Shards, want.Shards)
