@@ -76,6 +76,11 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 	}
 	if c.Priority == 0 && len(parts) > 0 {
 		c.Priority = s.bundleAge() // kept when the bundle runs again: wait-die's age
+		if run := s.q.InFlight(c.Tenant, c.OperationID); run != nil && run.Priority != 0 {
+			// A retry of a begin still in flight: the same command, byte for byte, so it
+			// joins that run (with an age of its own it was an operation_conflict).
+			c.Priority = run.Priority
+		}
 	}
 	if len(parts) > 0 && s.yields(c.Priority, kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced() + 1}, c.Tenant, c.Members, c.Shards) {
 		s.dieLater(c, []replyFunc{reply}, first)

@@ -389,3 +389,24 @@ func TestBundleRefusalNamesTheFirstMember(t *testing.T) {
 		t.Fatalf("the refused bundle's free member is held by %+v", l)
 	}
 }
+
+// A retry of a bundle sent while its first attempt is still in flight (sequenced, not yet
+// applied) joins it: the same lease for both, never operation_conflict — each attempt was
+// once stamped with an age of its own, so the two commands differed.
+func TestBundleRetryInFlightJoins(t *testing.T) {
+	sys := startSystem(t, bundleOptions(t.TempDir()))
+	defer sys.Stop()
+	for i := 0; i < 20; i++ {
+		ids := []string{fmt.Sprintf("s0/a%d", i), fmt.Sprintf("s1/b%d", i)}
+		createOn(t, sys, ids...)
+		answers := make(chan *Reply, 2)
+		op := fmt.Sprintf("op%d", i)
+		for range 2 {
+			sys.Write(0, bundle(op, "h", ids...), func(r *Reply) { answers <- r })
+		}
+		a, b := <-answers, <-answers
+		if a.Code != contract.CodeOK || b.Code != contract.CodeOK || a.Lease.LSN != b.Lease.LSN {
+			t.Fatalf("%s: first %s lease %d, its retry %s lease %d", op, a.Code, a.Lease.LSN, b.Code, b.Lease.LSN)
+		}
+	}
+}

@@ -117,6 +117,15 @@ func (q *Sequencer[W]) Internal(c *kernel.Command, slot uint64, w W) bool {
 	return true
 }
 
+// InFlight is the client write of operation (tenant, id) sequenced and not yet applied,
+// or nil.
+func (q *Sequencer[W]) InFlight(tenant, id string) *kernel.Command {
+	if en := q.ops[tenant+"\x00"+id]; en != nil {
+		return en.e.Cmd
+	}
+	return nil
+}
+
 // Sequenced is the lsn of the last entry sequenced.
 func (q *Sequencer[W]) Sequenced() uint64 { return q.nextLSN - 1 }
 
