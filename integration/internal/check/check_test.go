@@ -642,3 +642,48 @@ func TestLinearizabilityCatchesAHalfSeenBundle(t *testing.T) {
 	}
 	t.Logf("caught:\n%s", rep)
 }
+
+// An expiry of a bundle across shards reaches its other shards after the home
+// (docs/api.md §2): a reserve of a participant's member answered resource_busy after the
+// home's lease.expired is the contract, not a violation; one answered before the expiry
+// that shows the member free is one.
+func TestExpiryReachesAParticipantAfterTheHome(t *testing.T) {
+	build := func(free bool) []history.Record {
+		b := newHB(t)
+		b.recs[0].Meta.Shards = 2 // keys "a" on shard 0, "b" on shard 1
+		x, y := &messages.Member{ResourceId: "a/x"}, &messages.Member{ResourceId: "b/y"}
+		for i, id := range []string{"a/x", "b/y"} {
+			r := ok(uint64(i + 1))
+			r.Resource = &messages.Resource{ResourceId: id, State: "available"}
+			op := fmt.Sprintf("c%d", i)
+			b.call(1, "t", VResourceCreate, op, &messages.CreateResourceRequest{OperationId: op, ResourceId: id}, r)
+			b.event(&messages.Event{Event: "resource.created", Tenant: "t", Lsn: uint64(i + 1), Slot: 100, Resource: r.Resource})
+		}
+		r := ok(3)
+		r.Lease = lease("0-3", "h", "reserved", 1, 3, 105, x, y)
+		b.call(1, "t", VReserve, "b1", &messages.ReserveRequest{OperationId: "b1", HolderId: "h", TtlMs: 50, Members: []*messages.Member{x, y}}, r)
+		b.event(&messages.Event{Event: "lease.reserved", Tenant: "t", Lsn: 3, Slot: 100, Lease: r.Lease})
+		exp := lease("0-3", "h", "expired", 2, 3, 105, x, y)
+		exp.ReleasedLsn, exp.RetireAfterSlot = 4, 105+360000
+		b.event(&messages.Event{Event: "lease.expired", Tenant: "t", Lsn: 4, Slot: 105, Lease: exp})
+		// At the home the member is free after the expiry; the participant's is still
+		// held a moment later (its mirror on the way), or free.
+		got := &messages.Reply{Outcome: "committed", Code: "ok", AppliedLsn: 4, Resource: &messages.Resource{ResourceId: "a/x", State: "available", Version: 2}}
+		b.call(2, "t", VResourceGet, "g1", &messages.GetResourceRequest{ResourceId: "a/x", MinLsn: 4}, got)
+		reply := domain("resource_busy", 2, `members[0]: resource "b/y" is held by another lease`)
+		if free {
+			reply = ok(2)
+			reply.Lease = lease("1-2", "o", "reserved", 1, 2, 200, y)
+		}
+		b.call(3, "t", VReserve, "r2", &messages.ReserveRequest{OperationId: "r2", HolderId: "o", TtlMs: 1000, Members: []*messages.Member{y}}, reply)
+		if free {
+			b.event(&messages.Event{Event: "lease.reserved", Tenant: "t", Lsn: 2, Slot: 106, Lease: reply.Lease})
+		}
+		return b.recs
+	}
+	for _, free := range []bool{false, true} {
+		if rep := report(t, build(free)); rep.Has(CLinear) {
+			t.Fatalf("participant's member free=%v after the home's expiry:\n%s", free, rep)
+		}
+	}
+}

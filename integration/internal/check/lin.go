@@ -134,10 +134,22 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 		}
 		call, ret := win(e.Shard, e.LSN)
 		for _, k := range leaseParts(li) {
-			add(k, &linOp{ev: e, lease: li, call: call, ret: ret})
+			o := &linOp{ev: e, lease: li, call: call, ret: ret}
+			if k.kind != pkHolder && objectShard(h, k) != li.Shard {
+				// A member of a bundle across shards on another shard than its lease's
+				// home is freed when the home's expiry reaches it (docs/api.md §2): no
+				// earlier than the expiry, at no moment the history bounds.
+				o.ret = farFuture
+			}
+			add(k, o)
 		}
 	}
 	return parts
+}
+
+// objectShard is the shard an object partition's object lives on.
+func objectShard(h *History, k partKey) uint32 {
+	return contract.ShardOf(k.tenant, contract.PlacementKey(k.id), max(h.Meta.Shards, 1))
 }
 
 // expiryWindows returns the real-time window in which the expire entry at (shard, lsn)

@@ -16,8 +16,8 @@ import (
 // before the first for the other. So besides each object's partition, every pair of
 // objects that a reserve across keys names together (the first member's object with each
 // other's) is checked as one partition: its state is the pair of the objects' states, and
-// an operation on both — the bundle, a verb on its lease, its expiry — is one step that
-// each object's model must take.
+// an operation on both — the bundle, a verb on its lease — is one step that each object's
+// model must take. An expiry is not: it reaches a participant after the home.
 
 // maxPairs bounds the pair partitions checked in one history (each is a product of two
 // objects' histories); past it the rest are counted in a note.
@@ -77,7 +77,9 @@ func pairsOf(w *World, parts map[partKey][]*linOp) (map[pairKey][]*pairOp, int) 
 			for _, o := range lops {
 				var id any = o.op
 				if o.op == nil {
-					id = o.ev
+					// An expiry reaches the lease's shards one after another (the home
+					// first): on each side a step of its own.
+					id = [2]any{o.ev, side}
 				}
 				p := byOp[id]
 				if p == nil {
