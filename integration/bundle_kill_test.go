@@ -60,7 +60,7 @@ func TestClusterBundleKilledAtEveryStep(t *testing.T) {
 
 	for i, step := range []string{actors.StepBegun, actors.StepPrepared, actors.StepVoted, actors.StepCommitted,
 		actors.StepMirrored, actors.StepEnding} {
-		owners := balancedOwners(t, cl, 3)
+		owners := balancedOwners(t, cl, nodes)
 		// A home shard and a participant shard with different owners, and a resource on each.
 		var home, part uint32
 		for home = 0; home < shards; home++ {
@@ -155,25 +155,27 @@ func reserveUntilAnswered(t *testing.T, cl *client.Client, req client.ReserveReq
 	}
 }
 
-// balancedOwners waits until every shard has an owner and nodes live nodes each own one
-// at least, and returns each shard's owner.
-func balancedOwners(t *testing.T, cl *client.Client, nodes int) []string {
+// balancedOwners waits until every shard has one of nodes as its owner and every node owns
+// one at least, and returns each shard's owner.
+func balancedOwners(t *testing.T, cl *client.Client, nodes map[string]*clusterNode) []string {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		st, err := cl.ClusterStatus(context.Background(), "")
 		if err == nil && st.OK() {
 			owners := make([]string, len(st.Shards))
 			serving := map[string]bool{}
+			known := true
 			for k, sh := range st.Shards {
 				owners[k] = sh.GetOwner()
-				serving[sh.GetOwner()] = owners[k] != ""
+				serving[owners[k]] = true
+				known = known && nodes[owners[k]] != nil // not "" (none) or "?" (unknown)
 			}
-			if len(serving) == nodes && !serving[""] {
+			if known && len(serving) == len(nodes) {
 				return owners
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the cluster did not spread its shards over %d nodes: %v", nodes, err)
+			t.Fatalf("the cluster did not spread its shards over %d nodes: %v", len(nodes), err)
 		}
 	}
 }
