@@ -760,46 +760,25 @@ func (k *Kernel) intentValues(obj int32) map[uint64]bool {
 
 // HeldByUndecided reports whether a member of members on this shard (every one when mine
 // is nil) would be refused now only because an undecided bundle other than self holds it
-// — as a reserve or prepare of it would be told (Output.Undecided) — and which: its
-// transaction and priority, zero for a pool's units or a range's "any" value, whose
-// intents are not told apart. A read of the applied state: the runtime asks before it
-// sequences a write or prepare again, so one that would only wait again waits without
-// a journal entry.
+// — what a reserve or prepare of it would be told (check, then noteIntent: Output.Undecided)
+// — and which: its transaction and priority, zero for a pool's units or a range's "any"
+// value, whose intents are not told apart. A read of the applied state: the runtime asks
+// before it sequences a write or prepare again, so one that would only wait again waits
+// without a journal entry.
 func (k *Kernel) HeldByUndecided(tenant string, members []Member, mine func(int) bool, self TxnRef) (txn TxnRef, priority uint64, held bool) {
 	if len(k.pending) == 0 {
 		return TxnRef{}, 0, false
 	}
+	var out Output
 	for i := range members {
-		m := &members[i]
 		if mine != nil && !mine(i) {
 			continue
 		}
-		var holder uint64
-		switch m.Kind {
-		case MemberResource:
-			if idx, ok := k.resIdx[string(k.tenantKey(tenant, m.ID))]; ok {
-				holder = k.res[idx].lease
-			}
-		case MemberRange:
-			idx, ok := k.rangeIdx[string(k.tenantKey(tenant, m.ID))]
-			switch {
-			case !ok:
-			case m.HasValue:
-				holder = k.ix.values[valueKey{idx, m.Value}]
-			case k.intentUnits(MemberRange, k.ranges[idx].key) > 0:
-				return TxnRef{}, 0, true
-			}
-		case MemberPool:
-			if idx, ok := k.poolIdx[string(k.tenantKey(tenant, m.ID))]; ok {
-				p := &k.pools[idx]
-				free := p.capacity - p.reserved - p.active - p.consumed
-				if free < m.Quantity && free+k.intentUnits(MemberPool, p.key) >= m.Quantity {
-					return TxnRef{}, 0, true
-				}
-			}
-		}
-		if b := k.bundles[holder]; holder != 0 && b != nil && b.pending && b.txn != self {
-			return b.txn, b.priority, true
+		_, code := k.check(tenant, &members[i], nil, k.lastLSN+1, i)
+		out.Undecided, out.Txn, out.TxnPriority = false, TxnRef{}, 0
+		k.noteIntent(tenant, &members[i], code, &out)
+		if out.Undecided && (out.Txn == TxnRef{} || out.Txn != self) {
+			return out.Txn, out.TxnPriority, true
 		}
 	}
 	return TxnRef{}, 0, false
