@@ -603,11 +603,10 @@ func TestEventsCatchesAWrongDeadline(t *testing.T) {
 	})
 }
 
-// A bundle across keys seen held at one member and, by a later read, not yet at another:
-// each object's history is linearizable on its own (the bundle before the first read,
-// after the second), but no one order of the whole is. The pair partition says so.
-func TestLinearizabilityCatchesAHalfSeenBundle(t *testing.T) {
-	b := newHB(t)
+// twoKeyBundle records the resources a/x and b/y created (lsn 1, 2) and lease 0-3 of
+// holder h reserving both for ttlMs (its deadline 100 + ttlMs/10 at 10 ms slots), and
+// returns the reserve's index in b.recs (a pointer would not survive later appends).
+func twoKeyBundle(b *hb, ttlMs uint64) int {
 	x, y := &messages.Member{ResourceId: "a/x"}, &messages.Member{ResourceId: "b/y"}
 	for i, id := range []string{"a/x", "b/y"} {
 		r := ok(uint64(i + 1))
@@ -617,16 +616,26 @@ func TestLinearizabilityCatchesAHalfSeenBundle(t *testing.T) {
 		b.event(&messages.Event{Event: "resource.created", Tenant: "t", Lsn: uint64(i + 1), Slot: 100, Resource: r.Resource})
 	}
 	r := ok(3)
-	r.Lease = lease("0-3", "h", "reserved", 1, 3, 1100, x, y)
-	res := b.call(1, "t", VReserve, "b1", &messages.ReserveRequest{OperationId: "b1", HolderId: "h", TtlMs: 10000, Members: []*messages.Member{x, y}}, r)
+	r.Lease = lease("0-3", "h", "reserved", 1, 3, 100+ttlMs/10, x, y)
+	b.call(1, "t", VReserve, "b1", &messages.ReserveRequest{OperationId: "b1", HolderId: "h", TtlMs: ttlMs, Members: []*messages.Member{x, y}}, r)
+	res := len(b.recs) - 1
 	b.event(&messages.Event{Event: "lease.reserved", Tenant: "t", Lsn: 3, Slot: 100, Lease: r.Lease})
+	return res
+}
+
+// A bundle across keys seen held at one member and, by a later read, not yet at another:
+// each object's history is linearizable on its own (the bundle before the first read,
+// after the second), but no one order of the whole is. The pair partition says so.
+func TestLinearizabilityCatchesAHalfSeenBundle(t *testing.T) {
+	b := newHB(t)
+	res := twoKeyBundle(b, 10000)
 	seen := &messages.Reply{Outcome: "committed", Code: "ok", AppliedLsn: 3,
 		Resource: &messages.Resource{ResourceId: "a/x", State: "reserved", CurrentLeaseId: "0-3", Version: 1}}
 	b.call(2, "t", VResourceGet, "g1", &messages.GetResourceRequest{ResourceId: "a/x"}, seen)
 	free := &messages.Reply{Outcome: "committed", Code: "ok", AppliedLsn: 2,
 		Resource: &messages.Resource{ResourceId: "b/y", State: "available"}}
 	b.call(3, "t", VResourceGet, "g2", &messages.GetResourceRequest{ResourceId: "b/y"}, free)
-	res.Return = b.now + 20 // the bundle's answer comes after both reads
+	b.recs[res].Return = b.now + 20 // the bundle's answer comes after both reads
 	rep := report(t, b.recs)
 	found := false
 	for _, v := range rep.Violations {
@@ -651,18 +660,8 @@ func TestExpiryReachesAParticipantAfterTheHome(t *testing.T) {
 	build := func(free bool) []history.Record {
 		b := newHB(t)
 		b.recs[0].Meta.Shards = 2 // keys "a" on shard 0, "b" on shard 1
+		twoKeyBundle(b, 50)
 		x, y := &messages.Member{ResourceId: "a/x"}, &messages.Member{ResourceId: "b/y"}
-		for i, id := range []string{"a/x", "b/y"} {
-			r := ok(uint64(i + 1))
-			r.Resource = &messages.Resource{ResourceId: id, State: "available"}
-			op := fmt.Sprintf("c%d", i)
-			b.call(1, "t", VResourceCreate, op, &messages.CreateResourceRequest{OperationId: op, ResourceId: id}, r)
-			b.event(&messages.Event{Event: "resource.created", Tenant: "t", Lsn: uint64(i + 1), Slot: 100, Resource: r.Resource})
-		}
-		r := ok(3)
-		r.Lease = lease("0-3", "h", "reserved", 1, 3, 105, x, y)
-		b.call(1, "t", VReserve, "b1", &messages.ReserveRequest{OperationId: "b1", HolderId: "h", TtlMs: 50, Members: []*messages.Member{x, y}}, r)
-		b.event(&messages.Event{Event: "lease.reserved", Tenant: "t", Lsn: 3, Slot: 100, Lease: r.Lease})
 		exp := lease("0-3", "h", "expired", 2, 3, 105, x, y)
 		exp.ReleasedLsn, exp.RetireAfterSlot = 4, 105+360000
 		b.event(&messages.Event{Event: "lease.expired", Tenant: "t", Lsn: 4, Slot: 105, Lease: exp})

@@ -13,20 +13,23 @@ import (
 	"github.com/holdfast/holdfast/messages"
 )
 
+// memberPart is the partition of a member's object.
+func memberPart(tenant string, m *messages.Member) partKey {
+	switch {
+	case m.ResourceId != "":
+		return partKey{kind: pkResource, tenant: tenant, id: m.ResourceId}
+	case m.PoolId != "":
+		return partKey{kind: pkPool, tenant: tenant, id: m.PoolId}
+	}
+	return partKey{kind: pkRange, tenant: tenant, id: m.RangeId}
+}
+
 // partitions splits the history into per-object and per-(holder, shard) histories.
 func partitions(w *World, rep *Report) map[partKey][]*linOp {
 	h := w.H
 	parts := map[partKey][]*linOp{}
 	add := func(k partKey, o *linOp) { parts[k] = append(parts[k], o) }
-	objKey := func(tenant string, m *messages.Member) partKey {
-		switch {
-		case m.ResourceId != "":
-			return partKey{kind: pkResource, tenant: tenant, id: m.ResourceId}
-		case m.PoolId != "":
-			return partKey{kind: pkPool, tenant: tenant, id: m.PoolId}
-		}
-		return partKey{kind: pkRange, tenant: tenant, id: m.RangeId}
-	}
+	objKey := memberPart
 	leaseParts := func(l *LeaseInfo) []partKey {
 		seen := map[partKey]bool{}
 		var out []partKey
@@ -218,13 +221,19 @@ func porcupineModel(k partKey) porcupine.Model {
 }
 
 func toOps(ops []*linOp) []porcupine.Operation {
-	out := make([]porcupine.Operation, len(ops))
-	for i, o := range ops {
-		c := 0
+	return operations(ops, func(o *linOp) *linOp { return o })
+}
+
+// operations are porcupine's operations of a partition's inputs, each timed and owned as
+// its view says.
+func operations[T any](in []T, view func(T) *linOp) []porcupine.Operation {
+	out := make([]porcupine.Operation, len(in))
+	for i, x := range in {
+		o, c := view(x), 0
 		if o.op != nil {
 			c = o.op.Client
 		}
-		out[i] = porcupine.Operation{ClientId: c, Input: o, Call: o.call, Return: o.ret}
+		out[i] = porcupine.Operation{ClientId: c, Input: x, Call: o.call, Return: o.ret}
 	}
 	return out
 }

@@ -51,13 +51,10 @@ func pairsOf(w *World, parts map[partKey][]*linOp) (map[pairKey][]*pairOp, int) 
 		if op.Verb != VReserve || op.Status != Committed || op.Intent != "" || len(op.Req.Members) < 2 {
 			continue
 		}
-		first := op.Req.Members[0]
+		first := memberPart(op.Tenant, op.Req.Members[0])
 		for _, m := range op.Req.Members[1:] {
-			if contract.PlacementKey(memberID(m)) == contract.PlacementKey(memberID(first)) {
-				continue
-			}
-			k := pairKey{memberPart(op.Tenant, first), memberPart(op.Tenant, m)}
-			if k.a == k.b || seen[k] {
+			k := pairKey{first, memberPart(op.Tenant, m)}
+			if contract.PlacementKey(k.a.id) == contract.PlacementKey(k.b.id) || seen[k] {
 				continue
 			}
 			seen[k] = true
@@ -97,34 +94,6 @@ func pairsOf(w *World, parts map[partKey][]*linOp) (map[pairKey][]*pairOp, int) 
 		out[k] = ops
 	}
 	return out, left
-}
-
-func memberID(m interface {
-	GetResourceId() string
-	GetPoolId() string
-	GetRangeId() string
-}) string {
-	switch {
-	case m.GetResourceId() != "":
-		return m.GetResourceId()
-	case m.GetPoolId() != "":
-		return m.GetPoolId()
-	}
-	return m.GetRangeId()
-}
-
-func memberPart(tenant string, m interface {
-	GetResourceId() string
-	GetPoolId() string
-	GetRangeId() string
-}) partKey {
-	switch {
-	case m.GetResourceId() != "":
-		return partKey{kind: pkResource, tenant: tenant, id: m.GetResourceId()}
-	case m.GetPoolId() != "":
-		return partKey{kind: pkPool, tenant: tenant, id: m.GetPoolId()}
-	}
-	return partKey{kind: pkRange, tenant: tenant, id: m.GetRangeId()}
 }
 
 func pairModel(k pairKey) porcupine.Model {
@@ -167,20 +136,7 @@ func pairModel(k pairKey) porcupine.Model {
 	}
 }
 
-func pairOps(ops []*pairOp) []porcupine.Operation {
-	out := make([]porcupine.Operation, len(ops))
-	for i, p := range ops {
-		o := p.one()
-		c := 0
-		if o.op != nil {
-			c = o.op.Client
-		}
-		out[i] = porcupine.Operation{ClientId: c, Input: p, Call: o.call, Return: o.ret}
-	}
-	return out
-}
-
 // checkPair checks one pair partition.
 func checkPair(k pairKey, ops []*pairOp, opt LinOptions) porcupine.CheckResult {
-	return porcupine.CheckOperationsTimeout(pairModel(k), pairOps(ops), opt.Timeout)
+	return porcupine.CheckOperationsTimeout(pairModel(k), operations(ops, (*pairOp).one), opt.Timeout)
 }
