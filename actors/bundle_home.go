@@ -86,11 +86,7 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 		s.dieLater(c, []replyFunc{reply}, first)
 		return
 	}
-	s.b.waitedSince[c] = first // held reads it when the begin is answered
-	d, r := s.q.Write(c, s.stampSlot(), reply)
-	if d != Sequenced {
-		delete(s.b.waitedSince, c)
-	}
+	d, r := s.writeSince(c, reply, first)
 	switch {
 	case d == Answered:
 		s.answerAsStanding(reply, func() { reply(r) })

@@ -130,14 +130,20 @@ func (s *shard) retryParked(now time.Time) {
 
 // writeAgain sequences a parked write again; when it waits again its first wait counts.
 func (s *shard) writeAgain(p parkedWrite) {
-	s.b.waitedSince[p.cmd] = p.since
-	d, r := s.q.Write(p.cmd, s.stampSlot(), p.reply)
-	if d != Sequenced {
-		delete(s.b.waitedSince, p.cmd) // held will not see its answer
-	}
-	if d == Answered {
+	if d, r := s.writeSince(p.cmd, p.reply, p.since); d == Answered {
 		p.reply(r)
 	}
+}
+
+// writeSince sequences c as q.Write does, noting that it has waited since then: held
+// reads that when c is answered, so a write parked again waits within its first bound.
+func (s *shard) writeSince(c *kernel.Command, reply replyFunc, since time.Time) (Decision, *Reply) {
+	s.b.waitedSince[c] = since
+	d, r := s.q.Write(c, s.stampSlot(), reply)
+	if d != Sequenced {
+		delete(s.b.waitedSince, c) // held will not see its answer
+	}
+	return d, r
 }
 
 // here says which of a write's members are this shard's: nil (every one) unless the write

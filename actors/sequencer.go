@@ -120,7 +120,7 @@ func (q *Sequencer[W]) Internal(c *kernel.Command, slot uint64, w W) bool {
 // InFlight is the client write of operation (tenant, id) sequenced and not yet applied,
 // or nil.
 func (q *Sequencer[W]) InFlight(tenant, id string) *kernel.Command {
-	if en := q.ops[tenant+"\x00"+id]; en != nil {
+	if en := q.ops[kernel.InFlightKey(tenant, id)]; en != nil {
 		return en.e.Cmd
 	}
 	return nil

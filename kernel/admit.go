@@ -75,7 +75,7 @@ func (k *Kernel) Admit(c *Command, slot uint64, lim *Limits, nextLSN uint64, inf
 		return a
 	}
 	payload := c.AppendBinary(nil)
-	key := c.Tenant + "\x00" + c.OperationID
+	key := InFlightKey(c.Tenant, c.OperationID)
 	if dup, ok := inflight.Payload(key); ok {
 		a := Admission{Stage: StageInFlight, Key: key, Payload: payload}
 		if string(dup) != string(payload) {
@@ -102,6 +102,9 @@ func (k *Kernel) Admit(c *Command, slot uint64, lim *Limits, nextLSN uint64, inf
 	}
 	return Admission{Stage: StageSequence, Key: key, Payload: payload}
 }
+
+// InFlightKey is the key of operation (tenant, id) among the writes in flight (Admission.Key).
+func InFlightKey(tenant, id string) string { return tenant + "\x00" + id }
 
 func conflict() *Rejection {
 	return &Rejection{Code: contract.CodeOperationConflict, Message: "operation_id was used for a different command"}
