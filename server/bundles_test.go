@@ -291,14 +291,7 @@ func TestBundleAcrossNodes(t *testing.T) {
 	releaseByValue(t, cl, keys[0]+"/gpu1", port, 30001)
 
 	home := owners[contract.ShardOf(client.DefaultTenant, keys[0], shards)]
-	nodes[home].crash()
-	var survivor *Server
-	for name, s := range nodes {
-		if name != home {
-			survivor = s
-		}
-	}
-	cs := connectClient(t, survivor.URL())
+	cs := connectClient(t, crashNode(nodes, home).URL())
 	var again *client.LeaseResult
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		again, err = cs.Reserve(ctx, req, client.WithOperationID("start-vm-1"))

@@ -259,13 +259,7 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 
 			// Kill the owner of the seat's shard.
 			victim := owners[shard]
-			nodes[victim].crash()
-			var survivor *Server
-			for name, s := range nodes {
-				if name != victim {
-					survivor = s
-				}
-			}
+			survivor := crashNode(nodes, victim)
 			cs := connectClient(t, survivor.URL())
 			start := time.Now()
 			var got *client.LeaseResult
@@ -332,6 +326,17 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// crashNode kills node victim (crash: no hand-over) and returns another node of nodes.
+func crashNode(nodes map[string]*Server, victim string) *Server {
+	nodes[victim].crash()
+	for name, s := range nodes {
+		if name != victim {
+			return s
+		}
+	}
+	return nil
 }
 
 // metricValue sums a metric's samples in a node's registry.
