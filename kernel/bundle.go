@@ -128,7 +128,7 @@ func (k *Kernel) prepare(e Entry, out *Output) {
 	if !ok {
 		return
 	}
-	k.bundles[e.LSN] = &bundle{txn: c.Txn, pending: true, priority: c.Priority}
+	k.bundles[e.LSN] = &bundle{txn: c.Txn, pending: true, priority: c.Priority, activate: c.Activate}
 	k.txns[c.Txn] = e.LSN
 	k.pending[e.LSN] = true
 	k.viewLease(idx, out)
@@ -301,24 +301,27 @@ func (k *Kernel) mirror(e Entry, out *Output) {
 	}
 	idx := k.leaseIdx[lsn]
 	b := k.bundles[lsn]
+	if c.LeaseLSN != 0 {
+		b.lease = c.LeaseLSN
+	}
+	if b.pending && c.State != 0 {
+		// The commit, perhaps learnt only with a later state (a mirror lost, then resent
+		// as the lease is now): the grant is a change of its own, and takes its values
+		// in their range's order of use, whatever came after.
+		b.pending = false
+		delete(k.pending, lsn)
+		k.versions(idx, +1)
+		k.commitValues(idx)
+		if c.State == LeaseActive && b.activate {
+			k.versions(idx, -1) // granted active: one change, as at the home
+		}
+	}
 	if !c.State.Live() {
 		k.dropIntents(idx, c.State == LeaseConsumed)
 		delete(k.txns, c.Txn)
 		return
 	}
 	l := &k.leases[idx]
-	if c.LeaseLSN != 0 {
-		b.lease = c.LeaseLSN
-	}
-	if b.pending { // the commit: the grant is the change
-		b.pending = false
-		delete(k.pending, lsn)
-		k.versions(idx, +1)
-		k.commitValues(idx)
-		if c.State == LeaseActive {
-			k.versions(idx, -1) // one change, as at the home
-		}
-	}
 	l.deadline = c.Deadline
 	if c.State != l.state {
 		if c.State == LeaseRevoking {

@@ -428,3 +428,60 @@ func TestVerbByValueAtAParticipantIsRemembered(t *testing.T) {
 	}
 	part.replayed()
 }
+
+// A participant may learn its part's commit only with a later state of the lease (the
+// commit's mirror lost, then resent as the lease is by then): it counts the grant as a
+// change of its own and takes the grant's values in their range's order of use, as a
+// shard that granted and then changed the lease itself — same resource versions, same
+// next value of a least_recently_freed range.
+func TestMirrorThatSkipsTheCommit(t *testing.T) {
+	members := []Member{{Kind: MemberResource, ID: "n/r"}, {Kind: MemberRange, ID: "n/vx"}}
+	setup := func(s *bshard) {
+		s.create("n/r")
+		s.apply(&Command{Verb: contract.VerbCreateRange, Tenant: "t", OperationID: "cr", ObjectID: "n/vx", First: 1, Last: 4,
+			Strategy: StrategyLeastRecentlyFreed})
+	}
+	next := func(s *bshard) uint64 {
+		out := s.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "next", HolderID: "n", TTLMillis: 1000,
+			Members: []Member{{Kind: MemberRange, ID: "n/vx"}}})
+		return out.Lease.Members[0].Value
+	}
+	for _, c := range []struct {
+		name     string
+		activate bool
+		verbs    []contract.Verb // what the one-shard lease goes through
+		state    LeaseState      // what the participant's one mirror says
+	}{
+		{"reserved, then released", false, []contract.Verb{contract.VerbRelease}, LeaseReleased},
+		{"reserved, then activated", false, []contract.Verb{contract.VerbActivate}, LeaseActive},
+		{"granted active, then released", true, []contract.Verb{contract.VerbRelease}, LeaseReleased},
+		{"granted active", true, nil, LeaseActive},
+		{"granted active, then revoking", true, []contract.Verb{contract.VerbRevoke}, LeaseRevoking},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			one, part := newBShard(t, 1), newBShard(t, 1)
+			setup(one)
+			setup(part)
+			l := one.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "b", HolderID: "h", TTLMillis: 30_000,
+				Activate: c.activate, Members: members}).Lease
+			for i, v := range c.verbs {
+				if out := one.apply(&Command{Verb: v, Tenant: "t", OperationID: fmt.Sprint("v", i), HolderID: "h", LeaseLSN: l.LSN, Epoch: 1}); out.Code != contract.CodeOK {
+					t.Fatalf("one shard's %s: %s", v, out.Code)
+				}
+			}
+			txn := TxnRef{Shard: 0, LSN: 50}
+			part.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Txn: txn, Priority: 1, Activate: c.activate,
+				Members: members})
+			part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: c.state, Deadline: 5000, LeaseLSN: 60})
+			if got, want := part.resource("n/r").Version, one.resource("n/r").Version; got != want {
+				t.Errorf("resource version %d after the one mirror, %d at a shard that made the changes", got, want)
+			}
+			if !c.state.Live() {
+				if got, want := next(part), next(one); got != want {
+					t.Errorf("the next value taken is %d, %d at a shard that made the changes", got, want)
+				}
+			}
+			part.replayed("n/r")
+		})
+	}
+}
