@@ -686,3 +686,47 @@ func TestExpiryReachesAParticipantAfterTheHome(t *testing.T) {
 		}
 	}
 }
+
+// A lease verb on a bundle across shards answers once the other shards applied it, unless
+// its answer took past the bound of that wait: then they follow later, and may apply two
+// changes as one (one version). A member read stale after a prompt answer is a violation;
+// after a slow one it is the contract, and so is the one version step of a late catch-up.
+func TestParticipantFollowsItsLease(t *testing.T) {
+	build := func(slow bool, after *messages.Resource) []history.Record {
+		b := newHB(t)
+		b.recs[0].Meta.Shards = 2 // keys "a" on shard 0, "b" on shard 1
+		twoKeyBundle(b, 10000)
+		x, y := &messages.Member{ResourceId: "a/x"}, &messages.Member{ResourceId: "b/y"}
+		for i, v := range []struct{ verb, state string }{{VActivate, "active"}, {VRelease, "released"}} {
+			r := ok(uint64(4 + i))
+			epoch := uint64(1 + i)
+			r.Lease = lease("0-3", "h", v.state, epoch, 3, 1100, x, y)
+			op := fmt.Sprintf("v%d", i)
+			var req proto.Message = &messages.ActivateRequest{OperationId: op, LeaseId: "0-3", HolderId: "h", LeaseEpoch: 1}
+			if v.verb == VRelease {
+				req = &messages.ReleaseRequest{OperationId: op, LeaseId: "0-3", HolderId: "h", LeaseEpoch: 1}
+			}
+			rec := b.call(1, "t", v.verb, op, req, r)
+			if slow {
+				rec.Return += int64(2 * followWait)
+				b.now = rec.Return
+			}
+		}
+		got := &messages.Reply{Outcome: "committed", Code: "ok", AppliedLsn: 0, Resource: after}
+		b.call(2, "t", VResourceGet, "g1", &messages.GetResourceRequest{ResourceId: "b/y"}, got)
+		return b.recs
+	}
+	stale := &messages.Resource{ResourceId: "b/y", State: "reserved", CurrentLeaseId: "0-3", Version: 1}
+	caught := &messages.Resource{ResourceId: "b/y", State: "available", Version: 2} // reserve, then one catch-up
+	each := &messages.Resource{ResourceId: "b/y", State: "available", Version: 3}   // reserve, activate, release
+	for _, c := range []struct {
+		slow bool
+		view *messages.Resource
+		ok   bool
+	}{{false, each, true}, {false, stale, false}, {false, caught, false}, {true, stale, true}, {true, caught, true}, {true, each, true}} {
+		rep := report(t, build(c.slow, c.view))
+		if rep.Has(CLinear) == c.ok {
+			t.Errorf("slow=%v, participant shows %s v%d: linearizable=%v, want %v\n%s", c.slow, c.view.State, c.view.Version, !rep.Has(CLinear), c.ok, rep)
+		}
+	}
+}

@@ -101,6 +101,20 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 				o := base
 				o.lease = li
 				add(k, &o)
+				if remote(h, k, li) {
+					o.remote = true
+					if to := changedTo(op); to != "" {
+						// The answer waits for every shard to apply the change, unless it
+						// took past the bound that wait has (or a failover may have
+						// answered it from the retry memory): then the members follow
+						// at some later moment.
+						f := &linOp{lease: li, follow: to, call: op.Invoke, ret: op.Return}
+						if len(op.Attempts) > 1 || op.Return-op.Invoke >= int64(followWait) {
+							f.ret = farFuture
+						}
+						add(k, f)
+					}
+				}
 			}
 		case VList:
 			r := op.Result
@@ -138,16 +152,35 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 		call, ret := win(e.Shard, e.LSN)
 		for _, k := range leaseParts(li) {
 			o := &linOp{ev: e, lease: li, call: call, ret: ret}
-			if k.kind != pkHolder && objectShard(h, k) != li.Shard {
+			add(k, o)
+			if remote(h, k, li) {
 				// A member of a bundle across shards on another shard than its lease's
 				// home is freed when the home's expiry reaches it (docs/api.md §2): no
 				// earlier than the expiry, at no moment the history bounds.
-				o.ret = farFuture
+				o.remote = true
+				add(k, &linOp{lease: li, follow: "expired", call: call, ret: farFuture})
 			}
-			add(k, o)
 		}
 	}
 	return parts
+}
+
+// followWait is less than the longest a lease verb's answer waits for the other shards
+// of its lease (a tick before the request's bound): an answer that came sooner came after
+// they applied the change.
+const followWait = time.Second
+
+// remote reports whether object partition k is on another shard than lease l's home.
+func remote(h *History, k partKey, l *LeaseInfo) bool {
+	return k.kind != pkHolder && objectShard(h, k) != l.Shard
+}
+
+// changedTo is the state a lease verb's ok moved its lease to ("" when it moves none).
+func changedTo(op *Op) string {
+	if !op.OK() {
+		return ""
+	}
+	return map[string]string{VActivate: "active", VRelease: "released", VRevoke: "revoking", VReclaim: "revoked"}[op.Verb]
 }
 
 // objectShard is the shard an object partition's object lives on.

@@ -17,7 +17,8 @@ import (
 // objects that a reserve across keys names together (the first member's object with each
 // other's) is checked as one partition: its state is the pair of the objects' states, and
 // an operation on both — the bundle, a verb on its lease — is one step that each object's
-// model must take. An expiry is not: it reaches a participant after the home.
+// model must take. What a lease's change does to the members on another shard than its
+// home is a step of its own (a follow): they learn it from the home.
 
 // maxPairs bounds the pair partitions checked in one history (each is a product of two
 // objects' histories); past it the rest are counted in a note.
@@ -73,10 +74,12 @@ func pairsOf(w *World, parts map[partKey][]*linOp) (map[pairKey][]*pairOp, int) 
 		for side, lops := range [2][]*linOp{parts[k.a], parts[k.b]} {
 			for _, o := range lops {
 				var id any = o.op
-				if o.op == nil {
-					// An expiry reaches the lease's shards one after another (the home
-					// first): on each side a step of its own.
-					id = [2]any{o.ev, side}
+				switch {
+				case o.follow != "":
+					// A remote side's members follow their lease by a step of their own.
+					id = o
+				case o.op == nil:
+					id = o.ev // an expiry: one step of the lease on both sides
 				}
 				p := byOp[id]
 				if p == nil {

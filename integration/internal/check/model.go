@@ -67,9 +67,18 @@ type linOp struct {
 	complete bool
 	call     int64
 	ret      int64
+	// A lease across shards, seen from a partition whose object is on another shard than
+	// the lease's home (remote): a change of the lease moves its record at once and this
+	// object's members when the home's mirror reaches them (docs/api.md §2) — a follow
+	// step of its own, to the lease's state by then (two changes may arrive as one).
+	remote bool
+	follow string // a follow step: the state of the change it follows
 }
 
 func (o *linOp) verb() string {
+	if o.follow != "" {
+		return "follow"
+	}
 	if o.op == nil {
 		return "expire"
 	}
@@ -77,8 +86,11 @@ func (o *linOp) verb() string {
 }
 
 func (o *linOp) String() string {
-	if o.op == nil {
+	if o.op == nil && o.follow == "" {
 		return fmt.Sprintf("[%s–%s expire %s (from %s)]", fmtTime(o.call), fmtTime(o.ret), o.lease.ID, o.ev.String())
+	}
+	if o.follow != "" {
+		return fmt.Sprintf("[%s–%s members of %s follow it to %s]", fmtTime(o.call), fmtTime(o.ret), o.lease.ID, o.follow)
 	}
 	s := o.op.String()
 	if o.op.Verb == VList {
@@ -98,6 +110,9 @@ func (o *linOp) String() string {
 type lrec struct {
 	state string
 	epoch uint64
+	// lag is, in a remote partition, the state this object's members still show while
+	// the lease's changes have not reached them ("" once they have).
+	lag string
 }
 
 // mState is a partition's state. It is never modified once built: steps copy what they
@@ -155,7 +170,7 @@ func (s *mState) hash() uint64 {
 	x := h.Sum64()
 	for k, v := range s.leases {
 		g := fnv.New64a()
-		fmt.Fprintf(g, "%s|%s|%d", k, v.state, v.epoch)
+		fmt.Fprintf(g, "%s|%s|%d|%s", k, v.state, v.epoch, v.lag)
 		x ^= g.Sum64()
 	}
 	return x
@@ -186,6 +201,9 @@ func (s *mState) describe(kind pkind) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = fmt.Sprintf("%s:%s/e%d", id, s.leases[id].state, s.leases[id].epoch)
+		if l := s.leases[id].lag; l != "" {
+			parts[i] += " (members " + l + ")"
+		}
 	}
 	fmt.Fprintf(&sb, " leases={%s}", strings.Join(parts, " "))
 	return sb.String()
@@ -390,6 +408,8 @@ func step(p partKey, s *mState, o *linOp) (bool, *mState, string) {
 		return stepReserve(p, s, o)
 	case VActivate, VRenew, VRelease, VRevoke, VReclaim, "expire":
 		return stepLeaseVerb(p, s, o)
+	case "follow":
+		return stepFollow(p, s, o)
 	case VResourceGet, VPoolGet, VRangeGet:
 		return stepGet(p, s, o)
 	case VResourceDelete, VPoolDelete, VRangeDelete:
@@ -697,43 +717,88 @@ func stepLeaseVerb(p partKey, s *mState, o *linOp) (bool, *mState, string) {
 		return true, s, ""
 	}
 	n := s.clone()
-	n.withLease(o.lease.ID, next)
-	if p.kind == pkHolder {
+	if o.remote {
+		if next.lag == "" {
+			next.lag = cur.state
+		}
+		n.withLease(o.lease.ID, next)
 		return true, n, ""
 	}
-	for i, m := range o.lease.Members {
+	n.withLease(o.lease.ID, next)
+	if p.kind != pkHolder {
+		n.moveMembers(p, o.lease, cur.state, next.state)
+	}
+	return true, n, ""
+}
+
+// stepFollow: the members of a remote partition catch up with their lease — never before
+// the change it follows (the lease's record has reached that state), in one change
+// however many the lease made meanwhile.
+func stepFollow(p partKey, s *mState, o *linOp) (bool, *mState, string) {
+	cur, known := s.leases[o.lease.ID]
+	if !known || stateRank(cur.state) < stateRank(o.follow) {
+		return false, s, "the members follow a change the lease has not made in this order"
+	}
+	if cur.lag == "" {
+		return true, s, "" // an earlier follow brought them here
+	}
+	n := s.clone()
+	n.moveMembers(p, o.lease, cur.lag, cur.state)
+	cur.lag = ""
+	n.withLease(o.lease.ID, cur)
+	return true, n, ""
+}
+
+// stateRank orders a lease's states along its only path: reserved, active, revoking,
+// ended.
+func stateRank(st string) int {
+	switch st {
+	case "reserved":
+		return 0
+	case "active":
+		return 1
+	case "revoking":
+		return 2
+	}
+	return 3
+}
+
+// moveMembers applies to the partition's object (n a private copy) lease l's members
+// moving from state from to state to: one change of each resource, however many the
+// lease made.
+func (n *mState) moveMembers(p partKey, l *LeaseInfo, from, to string) {
+	for _, m := range l.Members {
 		if !memberOf(p, m) {
 			continue
 		}
-		switch next.state {
-		case "active", "revoking":
+		switch {
+		case to == "active" || to == "revoking":
 			switch p.kind {
 			case pkResource:
-				n.rstate = resourceState(next.state)
+				n.rstate = resourceState(to)
 				n.version++
 			case pkPool:
-				if cur.state == "reserved" {
+				if from == "reserved" {
 					n.reserved -= m.Quantity
 					n.active += m.Quantity
 				}
 			}
-		case "released", "expired", "revoked":
+		default:
 			switch p.kind {
 			case pkResource:
 				n.rstate, n.rlease = "", ""
 				n.version++
 			case pkPool:
-				if cur.state == "reserved" {
+				if from == "reserved" {
 					n.reserved -= m.Quantity
 				} else {
 					n.active -= m.Quantity
 				}
 			case pkRange:
-				n.release(*o.lease.Members[i].Value)
+				n.release(*m.Value)
 			}
 		}
 	}
-	return true, n, ""
 }
 
 // stepDelete: an idle object is deleted (its id free for a new object, which starts from
@@ -860,7 +925,7 @@ func retirement(s *mState, id string, cur lrec, code string) (ok bool, n *mState
 			return false, s, fmt.Sprintf("lease %s is %s/e%d in the model: a live lease never retires", id, cur.state, cur.epoch), true
 		}
 		n := s.clone()
-		n.withLease(id, lrec{state: "retired", epoch: cur.epoch})
+		n.withLease(id, lrec{state: "retired", epoch: cur.epoch, lag: cur.lag})
 		return true, n, "", true
 	}
 	return false, nil, "", false
