@@ -190,37 +190,45 @@ func (b *benchCmd) config(e *env, set map[string]bool) (*benchConfig, error) {
 	default:
 		return nil, usageError(e, "unknown --encoding %q (want protobuf or json)", b.Encoding)
 	}
-	switch {
-	case cfg.clients < 1 || cfg.clients > 10000:
-		return nil, usageError(e, "--clients must be 1-10000")
-	case cfg.resources < 1 || cfg.resources > 10_000_000:
-		return nil, usageError(e, "--resources must be 1-10000000")
-	case cfg.duration <= 0 || cfg.duration > 24*time.Hour:
-		return nil, usageError(e, "--duration must be positive (at most 24h)")
-	case cfg.ttl <= 0:
-		return nil, usageError(e, "--ttl must be positive")
-	case cfg.conns < 1 || cfg.conns > cfg.clients:
-		return nil, usageError(e, "--conns must be 1-clients")
-	case !client.ValidID(cfg.idPrefix + "-r0"):
-		return nil, usageError(e, "invalid --id-prefix %q", cfg.idPrefix)
-	case cfg.sample < 0:
-		return nil, usageError(e, "--sample must not be negative")
-	case cfg.byShard && cfg.scenario != "spread":
-		return nil, usageError(e, "--by-shard needs --scenario spread")
-	case cfg.bundle < 1 || cfg.bundle > 16:
-		return nil, usageError(e, "--bundle must be 1-16")
-	case cfg.bundle > 1 && (cfg.byShard || cfg.scenario == "claim"):
-		return nil, usageError(e, "--bundle needs a scenario other than claim, without --by-shard")
-	case cfg.oneKey && cfg.bundle == 1:
-		return nil, usageError(e, "--one-key needs --bundle 2 or more")
-	case !cfg.oneKey && cfg.bundle > cfg.resources:
-		return nil, usageError(e, "--bundle must not exceed --resources")
-	case cfg.audit && cfg.scenario == "claim":
-		return nil, usageError(e, "--audit reads back reserves: not with --scenario claim")
-	case cfg.bystander != "" && (!client.ValidTenant(cfg.bystander) || cfg.bystander == cfg.cf.Tenant):
-		return nil, usageError(e, "--bystander-tenant must be a valid tenant other than --tenant")
+	if p := cfg.problem(); p != "" {
+		return nil, usageError(e, "%s", p)
 	}
 	return cfg, nil
+}
+
+// problem names what is wrong with the flags together ("" when nothing).
+func (cfg *benchConfig) problem() string {
+	switch {
+	case cfg.clients < 1 || cfg.clients > 10000:
+		return "--clients must be 1-10000"
+	case cfg.resources < 1 || cfg.resources > 10_000_000:
+		return "--resources must be 1-10000000"
+	case cfg.duration <= 0 || cfg.duration > 24*time.Hour:
+		return "--duration must be positive (at most 24h)"
+	case cfg.ttl <= 0:
+		return "--ttl must be positive"
+	case cfg.conns < 1 || cfg.conns > cfg.clients:
+		return "--conns must be 1-clients"
+	case !client.ValidID(cfg.idPrefix + "-r0"):
+		return fmt.Sprintf("invalid --id-prefix %q", cfg.idPrefix)
+	case cfg.sample < 0:
+		return "--sample must not be negative"
+	case cfg.byShard && cfg.scenario != "spread":
+		return "--by-shard needs --scenario spread"
+	case cfg.bundle < 1 || cfg.bundle > 16:
+		return "--bundle must be 1-16"
+	case cfg.bundle > 1 && (cfg.byShard || cfg.scenario == "claim"):
+		return "--bundle needs a scenario other than claim, without --by-shard"
+	case cfg.oneKey && cfg.bundle == 1:
+		return "--one-key needs --bundle 2 or more"
+	case !cfg.oneKey && cfg.bundle > cfg.resources:
+		return "--bundle must not exceed --resources"
+	case cfg.audit && cfg.scenario == "claim":
+		return "--audit reads back reserves: not with --scenario claim"
+	case cfg.bystander != "" && (!client.ValidTenant(cfg.bystander) || cfg.bystander == cfg.cf.Tenant):
+		return "--bystander-tenant must be a valid tenant other than --tenant"
+	}
+	return ""
 }
 
 func (b *benchCmd) Run(e *env, kctx *kong.Context) error {
@@ -656,20 +664,7 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	ctx := e.ctx
 	rep := newBenchReport(cfg)
 	runID := rep.RunID
-	resources := make([]string, cfg.resources)
-	for i := range resources {
-		resources[i] = cfg.idPrefix + "-r" + strconv.Itoa(i)
-	}
-	if cfg.oneKey { // R placement keys of N members each, listed key by key
-		keys := resources
-		resources = make([]string, 0, len(keys)*cfg.bundle)
-		for _, k := range keys {
-			for j := 0; j < cfg.bundle; j++ {
-				resources = append(resources, k+"/m"+strconv.Itoa(j))
-			}
-		}
-	}
-
+	resources := benchResources(cfg)
 	// Setup: create the resources, idempotently (already_exists is fine).
 	fmt.Fprintf(e.stderr, "bench: creating %d resources with %d clients...\n", len(resources), cfg.clients)
 	setup, err := benchSetup(ctx, cfg, conns, resources)
@@ -697,13 +692,7 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	if err != nil {
 		return nil, err
 	}
-	workers := make([]*benchWorker, cfg.clients)
-	for i := range workers {
-		workers[i] = newBenchWorker(cfg, conns[i%len(conns)], header, "bench-"+runID+"-"+strconv.Itoa(i),
-			"b"+runID+"-"+strconv.Itoa(i)+"-", rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))))
-		workers[i].id = i
-		workers[i].route = route
-	}
+	workers := benchWorkers(cfg, conns, header, runID, route)
 	var live liveCounters
 	var by *bystander
 	if cfg.bystander != "" {
@@ -712,44 +701,101 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 		}
 	}
 	stop := startProgress(e, cfg, "holdfast", &live)
-	sctx, stopSampling := context.WithCancel(ctx)
-	var smp *sampler
-	var sampling sync.WaitGroup
-	if cfg.sample > 0 {
-		out := e.stdout
-		if cfg.cf.JSON {
-			out = e.stderr // stdout carries the one JSON report
+	stopSampling := startSampling(e, cfg, conns[0], &live)
+	elapsed := runCycles(ctx, cfg, workers, by, func(i int) []string {
+		if pinned != nil {
+			return pinned[i]
 		}
-		smp = newSampler(cfg, conns[0], &live, out)
-		sampling.Go(func() { smp.run(sctx) })
+		return resources
+	}, [2]string{subjReserve, subjRelease}, &live)
+	rep.Samples = stopSampling()
+	stop()
+	if by != nil {
+		rep.Bystander = by.codes
 	}
+	if pinned != nil {
+		rep.Shards = shardReports(workers, pinnedShard, shards)
+	}
+	rep.Holdfast = holdfastPhase(workers, elapsed)
+	if err := finishBench(e, cfg, conns, rep, workers, resources, by); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// runCycles runs the workers' reserve/release cycles over the resources each is given
+// (subj: the two verbs' subjects), and the bystander beside them, for the phase.
+func runCycles(ctx context.Context, cfg *benchConfig, workers []*benchWorker, by *bystander, mine func(int) []string, subj [2]string, live *liveCounters) time.Duration {
 	loops := len(workers)
 	if by != nil {
 		loops++
 	}
-	elapsed := runPhase(ctx, cfg.phase(), loops, func(i int, deadline time.Time) {
+	return runPhase(ctx, cfg.phase(), loops, func(i int, deadline time.Time) {
 		if i == len(workers) {
-			by.run(ctx, deadline, &live)
+			by.run(ctx, deadline, live)
 			return
 		}
-		w, mine := workers[i], resources
-		if pinned != nil {
-			mine = pinned[i]
-		}
+		w, res := workers[i], mine(i)
 		for ctx.Err() == nil && time.Now().Before(deadline) {
-			w.cycle(subjReserve, subjRelease, mine, &live)
+			w.cycle(subj[0], subj[1], res, live)
 		}
 	})
-	stopSampling()
-	sampling.Wait()
-	stop()
-	if smp != nil {
-		rep.Samples = smp.result()
-	}
-	if by != nil {
-		rep.Bystander = by.codes
-	}
+}
 
+// benchWorkers makes the run's clients, one per --clients, over the connections in turn.
+func benchWorkers(cfg *benchConfig, conns []*nats.Conn, header nats.Header, runID string, route *benchRoute) []*benchWorker {
+	workers := make([]*benchWorker, cfg.clients)
+	for i := range workers {
+		workers[i] = newBenchWorker(cfg, conns[i%len(conns)], header, "bench-"+runID+"-"+strconv.Itoa(i),
+			"b"+runID+"-"+strconv.Itoa(i)+"-", rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i))))
+		workers[i].id = i
+		workers[i].route = route
+	}
+	return workers
+}
+
+// benchResources names the resources a run cycles over: R of them, or with --one-key R
+// placement keys of N members each, listed key by key.
+func benchResources(cfg *benchConfig) []string {
+	resources := make([]string, cfg.resources)
+	for i := range resources {
+		resources[i] = cfg.idPrefix + "-r" + strconv.Itoa(i)
+	}
+	if !cfg.oneKey {
+		return resources
+	}
+	keyed := make([]string, 0, len(resources)*cfg.bundle)
+	for _, k := range resources {
+		for j := 0; j < cfg.bundle; j++ {
+			keyed = append(keyed, k+"/m"+strconv.Itoa(j))
+		}
+	}
+	return keyed
+}
+
+// startSampling starts --sample's sampler (nothing without it); the returned func stops
+// it and gives its samples.
+func startSampling(e *env, cfg *benchConfig, nc *nats.Conn, live *liveCounters) func() []benchSample {
+	if cfg.sample <= 0 {
+		return func() []benchSample { return nil }
+	}
+	out := e.stdout
+	if cfg.cf.JSON {
+		out = e.stderr // stdout carries the one JSON report
+	}
+	smp := newSampler(cfg, nc, live, out)
+	sctx, cancel := context.WithCancel(e.ctx)
+	var sampling sync.WaitGroup
+	sampling.Go(func() { smp.run(sctx) })
+	return func() []benchSample {
+		cancel()
+		sampling.Wait()
+		return smp.result()
+	}
+}
+
+// holdfastPhase sums the workers' counts into the run's report.
+func holdfastPhase(workers []*benchWorker, elapsed time.Duration) phaseReport {
 	var resLat, relLat histogram
 	codes := map[string]map[string]uint64{"reserve": {}, "release": {}}
 	var cycles uint64
@@ -766,11 +812,8 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 		}
 		cycles += w.cycles
 	}
-	if pinned != nil {
-		rep.Shards = shardReports(workers, pinnedShard, shards)
-	}
 	secs := elapsed.Seconds()
-	rep.Holdfast = phaseReport{
+	return phaseReport{
 		Elapsed:      elapsed,
 		AttemptsPS:   float64(resLat.count()) / secs,
 		GrantsPS:     float64(codes["reserve"]["ok"]) / secs,
@@ -780,12 +823,17 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 		Verbs:        []verbReport{verbOf("reserve", &resLat), verbOf("release", &relLat)},
 		Codes:        codes,
 	}
+}
 
+// finishBench runs what follows the load: the echo floor, the audit, the clean-up.
+func finishBench(e *env, cfg *benchConfig, conns []*nats.Conn, rep *benchReport, workers []*benchWorker, resources []string, by *bystander) error {
+	ctx, runID := e.ctx, rep.RunID
+	var err error
 	if cfg.echo && ctx.Err() == nil {
 		sample := workers[0].buf
 		echo, err := benchEcho(ctx, e, cfg, conns, runID, sample)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rep.Echo = echo
 		if echo.RequestsPS > 0 {
@@ -794,7 +842,7 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 	}
 	if cfg.audit {
 		if rep.Audit, err = auditGrants(ctx, cfg, conns, workers); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if rep.Kept = cfg.keep; !cfg.keep {
@@ -804,7 +852,7 @@ func runBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error
 		}
 		rep.Cleanup = &c
 	}
-	return rep, nil
+	return nil
 }
 
 // runPhase runs n load loops until deadline (or ctx ends) and returns the

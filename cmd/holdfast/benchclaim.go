@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -32,93 +33,125 @@ func claimRuns(cfg *benchConfig, runID string) []string {
 func runClaimBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, error) {
 	ctx := e.ctx
 	rep := newBenchReport(cfg)
-	runID := rep.RunID
 	clients, err := benchClients(cfg, conns, cfg.cf.Tenant)
 	if err != nil {
 		return nil, err
 	}
-	runs := claimRuns(cfg, runID)
+	runs := claimRuns(cfg, rep.RunID)
 	fmt.Fprintf(e.stderr, "bench: creating %d runs of up to %d work shards...\n", len(runs), claimRunSize)
 	start := time.Now()
+	if err := createClaimRuns(ctx, cfg, clients[0], runs); err != nil {
+		return nil, err
+	}
+	rep.Setup = setupReport{Created: cfg.resources, Elapsed: time.Since(start)}
+
+	workers := make([]*claimWorker, cfg.clients)
+	var live liveCounters
+	stop := startProgress(e, cfg, "holdfast", &live)
+	left := &claimRunsLeft{}
+	left.n.Store(int64(len(runs)))
+	elapsed := runPhase(ctx, cfg.duration, len(workers), func(i int, deadline time.Time) {
+		w := &claimWorker{cfg: cfg, cl: clients[i%len(clients)], holder: "bench-" + rep.RunID + "-" + strconv.Itoa(i),
+			live: &live, codes: map[string]map[string]uint64{"claim": {}, "checkpoint": {}, "complete": {}}}
+		workers[i] = w
+		r := i % len(runs)
+		for ctx.Err() == nil && time.Now().Before(deadline) && left.n.Load() > 0 {
+			run := runs[r]
+			if _, done := left.exhausted.Load(run); done || !w.cycle(ctx, run, left) {
+				r = (r + 1) % len(runs)
+			}
+		}
+	})
+	stop()
+	rep.Holdfast = claimPhase(workers, elapsed)
+	if rep.Kept = cfg.keep; !cfg.keep {
+		c := benchCleanup(ctx, cfg, conns, cfg.cf.Tenant, runs, deleteRun)
+		rep.Cleanup = &c
+	}
+	return rep, nil
+}
+
+// createClaimRuns creates the runs, up to claimRunSize work shards each.
+func createClaimRuns(ctx context.Context, cfg *benchConfig, cl *client.Client, runs []string) error {
 	for i, run := range runs {
 		var shards []*messages.WorkSpec
 		for j := i * claimRunSize; j < min(cfg.resources, (i+1)*claimRunSize); j++ {
 			shards = append(shards, client.Shard("w"+strconv.Itoa(j), nil, nil))
 		}
-		res, err := clients[0].CreateRun(ctx, run, shards)
+		res, err := cl.CreateRun(ctx, run, shards)
 		if err == nil && !res.OK() {
 			err = res.Err()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("create run %s: %w", run, err)
+			return fmt.Errorf("create run %s: %w", run, err)
 		}
 	}
-	rep.Setup = setupReport{Created: cfg.resources, Elapsed: time.Since(start)}
+	return nil
+}
 
-	type worker struct {
-		claimLat, checkLat, doneLat histogram
-		codes                       map[string]map[string]uint64
-		cycles                      uint64
-	}
-	workers := make([]*worker, cfg.clients)
-	var live liveCounters
-	stop := startProgress(e, cfg, "holdfast", &live)
-	var exhausted sync.Map // run → true once none_available with nothing held
-	var left atomic.Int64
-	left.Store(int64(len(runs)))
-	elapsed := runPhase(ctx, cfg.duration, len(workers), func(i int, deadline time.Time) {
-		w := &worker{codes: map[string]map[string]uint64{"claim": {}, "checkpoint": {}, "complete": {}}}
-		workers[i] = w
-		cl := clients[i%len(clients)]
-		holder := "bench-" + runID + "-" + strconv.Itoa(i)
-		r := i % len(runs)
-		for ctx.Err() == nil && time.Now().Before(deadline) && left.Load() > 0 {
-			run := runs[r]
-			if _, done := exhausted.Load(run); done {
-				r = (r + 1) % len(runs)
-				continue
+// claimRunsLeft is what the workers know of the runs together: which are exhausted
+// (none_available with nothing held), and how many are not.
+type claimRunsLeft struct {
+	exhausted sync.Map
+	n         atomic.Int64
+}
+
+// claimWorker is one client of the claim scenario.
+type claimWorker struct {
+	cfg                         *benchConfig
+	cl                          *client.Client
+	holder                      string
+	live                        *liveCounters
+	claimLat, checkLat, doneLat histogram
+	codes                       map[string]map[string]uint64
+	cycles                      uint64
+}
+
+// cycle claims a work shard of run, checkpoints it and completes it; false when the
+// claim got none (the worker moves to the next run).
+func (w *claimWorker) cycle(ctx context.Context, run string, left *claimRunsLeft) bool {
+	t := time.Now()
+	res, err := w.cl.Claim(ctx, w.holder, run, "", w.cfg.ttl)
+	w.claimLat.record(time.Since(t))
+	w.live.reserves.Add(1)
+	code := codeOf(res, err)
+	w.codes["claim"][code]++
+	if code != messages.CodeOK {
+		if code == messages.CodeNoneAvailable && res.EarliestDeadlineSlot == 0 {
+			if _, loaded := left.exhausted.LoadOrStore(run, true); !loaded {
+				left.n.Add(-1)
 			}
-			t := time.Now()
-			res, err := cl.Claim(ctx, holder, run, "", cfg.ttl)
-			w.claimLat.record(time.Since(t))
-			live.reserves.Add(1)
-			code := codeOf(res, err)
-			w.codes["claim"][code]++
-			if code != messages.CodeOK {
-				if code == messages.CodeNoneAvailable && res.EarliestDeadlineSlot == 0 {
-					if _, loaded := exhausted.LoadOrStore(run, true); !loaded {
-						left.Add(-1)
-					}
-				} else if code != messages.CodeNoneAvailable {
-					live.failures.Add(1)
-				}
-				r = (r + 1) % len(runs)
-				continue
-			}
-			live.grants.Add(1)
-			f := res.Fence()
-			// A worker resumes after the cursor a claim returns: a work shard claimed
-			// again (its last claim lapsed) checkpoints on from where it was left.
-			for k := resumeAfter(res.Work.GetCursor().GetLastKey()); k < cfg.checkpoints; k++ {
-				t = time.Now()
-				cr, err := cl.Checkpoint(ctx, holder, f, checkpointKey(k), []byte("t"))
-				w.checkLat.record(time.Since(t))
-				w.codes["checkpoint"][codeOf(cr, err)]++
-			}
-			t = time.Now()
-			dr, err := cl.CompleteWork(ctx, holder, f, nil)
-			w.doneLat.record(time.Since(t))
-			live.releases.Add(1)
-			if c := codeOf(dr, err); c != messages.CodeOK {
-				live.failures.Add(1)
-				w.codes["complete"][c]++
-			} else {
-				w.codes["complete"][c]++
-				w.cycles++
-			}
+		} else if code != messages.CodeNoneAvailable {
+			w.live.failures.Add(1)
 		}
-	})
-	stop()
+		return false
+	}
+	w.live.grants.Add(1)
+	f := res.Fence()
+	// A worker resumes after the cursor a claim returns: a work shard claimed
+	// again (its last claim lapsed) checkpoints on from where it was left.
+	for k := resumeAfter(res.Work.GetCursor().GetLastKey()); k < w.cfg.checkpoints; k++ {
+		t = time.Now()
+		cr, err := w.cl.Checkpoint(ctx, w.holder, f, checkpointKey(k), []byte("t"))
+		w.checkLat.record(time.Since(t))
+		w.codes["checkpoint"][codeOf(cr, err)]++
+	}
+	t = time.Now()
+	dr, err := w.cl.CompleteWork(ctx, w.holder, f, nil)
+	w.doneLat.record(time.Since(t))
+	w.live.releases.Add(1)
+	c := codeOf(dr, err)
+	w.codes["complete"][c]++
+	if c != messages.CodeOK {
+		w.live.failures.Add(1)
+	} else {
+		w.cycles++
+	}
+	return true
+}
+
+// claimPhase sums the workers' counts into the run's report.
+func claimPhase(workers []*claimWorker, elapsed time.Duration) phaseReport {
 	var claimLat, checkLat, doneLat histogram
 	codes := map[string]map[string]uint64{"claim": {}, "checkpoint": {}, "complete": {}}
 	var cycles uint64
@@ -137,7 +170,7 @@ func runClaimBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, 
 		cycles += w.cycles
 	}
 	secs := elapsed.Seconds()
-	rep.Holdfast = phaseReport{
+	return phaseReport{
 		Elapsed:    elapsed,
 		AttemptsPS: float64(claimLat.count()) / secs,
 		GrantsPS:   float64(codes["claim"]["ok"]) / secs,
@@ -146,11 +179,6 @@ func runClaimBench(e *env, cfg *benchConfig, conns []*nats.Conn) (*benchReport, 
 		Verbs:      []verbReport{verbOf("claim", &claimLat), verbOf("checkpt", &checkLat), verbOf("complete", &doneLat)},
 		Codes:      codes,
 	}
-	if rep.Kept = cfg.keep; !cfg.keep {
-		c := benchCleanup(ctx, cfg, conns, cfg.cf.Tenant, runs, deleteRun)
-		rep.Cleanup = &c
-	}
-	return rep, nil
 }
 
 // codeOf is a call's code: the reply's, or the error's.
