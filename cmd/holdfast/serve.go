@@ -176,46 +176,8 @@ func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 		return nil, errors.New("--data: must not be empty")
 	}
 	c.journal, c.node, c.replicas, c.ownershipTTL, c.pprof = f.Journal, f.Node, f.Replicas, f.OwnershipTTL, f.Pprof
-	// An external NATS is named by --nats, NATS_URL or a nats context given by --context
-	// or NATS_CONTEXT; its credentials come from the flags or the context.
-	if c.natsURL != "" || os.Getenv("NATS_URL") != "" || auth.Context != "" || os.Getenv("NATS_CONTEXT") != "" {
-		auth.URL = c.natsURL
-		u, opts, err := auth.Resolve("")
-		if err != nil {
-			return nil, fmt.Errorf("--nats: %w", err)
-		}
-		if u == "" {
-			return nil, errors.New("--nats: the nats context names no server URL")
-		}
-		c.natsURL, c.natsOpts = u, opts
-	} else if auth != (natsconn.Settings{}) {
-		return nil, errors.New("--creds, --nkey, --user, --password, --token and --tls* are for an external NATS (--nats); the embedded one takes no credentials")
-	}
-	if f.Cluster != "" || f.Routes != "" || f.ClusterName != "" {
-		if c.natsURL != "" {
-			return nil, errors.New("--cluster, --routes and --cluster_name cluster the embedded NATS server: not with --nats")
-		}
-		c.natsCluster = server.EmbeddedCluster{Listen: f.Cluster, Name: f.ClusterName}
-		for _, r := range strings.Split(f.Routes, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				c.natsCluster.Routes = append(c.natsCluster.Routes, r)
-			}
-		}
-		if err := c.natsCluster.Check(); err != nil {
-			return nil, err
-		}
-	}
-	if c.journal == "" {
-		c.journal = server.JournalFile
-		if c.natsURL != "" || c.natsCluster.Enabled() {
-			c.journal = server.JournalJetStream
-		}
-	}
-	if c.journal != server.JournalFile && c.journal != server.JournalJetStream {
-		return nil, fmt.Errorf("--journal: file or jetstream, got %q", c.journal)
-	}
-	if c.replicas != 1 && c.replicas != 3 {
-		return nil, fmt.Errorf("--replicas: 1 or 3, got %d", c.replicas)
+	if err := c.natsFrom(f, auth); err != nil {
+		return nil, err
 	}
 	if f.SnapshotEvery < 1 || f.SnapshotEvery > maxSnapshotEvery {
 		return nil, fmt.Errorf("--snapshot-every: between 1 and %d entries, got %d", maxSnapshotEvery, f.SnapshotEvery)
@@ -234,39 +196,8 @@ func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 	if c.holders.Bound && c.natsURL == "" {
 		return nil, fmt.Errorf("--holders bound: needs --nats, a NATS deployment with accounts whose service imports share their callers; the embedded server has no accounts and names no caller")
 	}
-	if c.ownershipTTL < time.Second || c.ownershipTTL%time.Second != 0 {
-		return nil, fmt.Errorf("--ownership-ttl: whole seconds, at least 1s, got %v", c.ownershipTTL)
-	}
-	if err := contract.ValidPrefix(c.prefix); err != nil {
-		return nil, fmt.Errorf("--prefix: %w", err)
-	}
-	if f.Shards < 1 || f.Shards > serveMaxShards {
-		return nil, fmt.Errorf("--shards: must be between 1 and %d, got %d", serveMaxShards, f.Shards)
-	}
-	c.shards = uint32(f.Shards)
-	if f.Slot < time.Millisecond || f.Slot%time.Millisecond != 0 {
-		return nil, fmt.Errorf("--slot: must be a whole number of milliseconds, at least 1ms, got %v", f.Slot)
-	}
-	c.slot = f.Slot
-	if f.MaxTTL > kernel.MaxTTLMillisLimit*time.Millisecond {
-		return nil, fmt.Errorf("--max-ttl: at most 1h, got %v", f.MaxTTL)
-	}
-	if f.MaxTTL < time.Millisecond || f.MaxTTL%time.Millisecond != 0 {
-		return nil, fmt.Errorf("--max-ttl: must be a whole number of milliseconds, at least 1ms, got %v", f.MaxTTL)
-	}
-	for _, w := range []struct {
-		name string
-		d    time.Duration
-	}{{"dedupe-window", f.DedupeWindow}, {"history-window", f.HistoryWindow}} {
-		if w.d < c.slot {
-			return nil, fmt.Errorf("--%s: must be at least one slot (%v), got %v", w.name, c.slot, w.d)
-		}
-	}
-	if f.EventsDuplicateWindow < events.MinDuplicateWindow {
-		return nil, fmt.Errorf("--events-duplicate-window: at least %v, got %v", events.MinDuplicateWindow, f.EventsDuplicateWindow)
-	}
-	if f.EventsMaxAge != 0 && f.EventsMaxAge < f.EventsDuplicateWindow {
-		return nil, fmt.Errorf("--events-max-age: must not be shorter than the duplicate window (%v), got %v", f.EventsDuplicateWindow, f.EventsMaxAge)
+	if err := c.timesFrom(f); err != nil {
+		return nil, err
 	}
 	k := def
 	k.MaxTTLMillis = uint64(f.MaxTTL / time.Millisecond)
@@ -284,6 +215,101 @@ func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 	if err := c.sizeTables(c.shards, f.MaxLeases, f.MaxOperations); err != nil {
 		return nil, err
 	}
+	if err := c.logFrom(f); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// natsFrom takes the NATS server to use and how the journal is kept: an external NATS
+// (with its credentials), or the embedded one, clustered or not.
+func (c *serveConfig) natsFrom(f *serveCmd, auth natsconn.Settings) error {
+	// An external NATS is named by --nats, NATS_URL or a nats context given by --context
+	// or NATS_CONTEXT; its credentials come from the flags or the context.
+	if c.natsURL != "" || os.Getenv("NATS_URL") != "" || auth.Context != "" || os.Getenv("NATS_CONTEXT") != "" {
+		auth.URL = c.natsURL
+		u, opts, err := auth.Resolve("")
+		if err != nil {
+			return fmt.Errorf("--nats: %w", err)
+		}
+		if u == "" {
+			return errors.New("--nats: the nats context names no server URL")
+		}
+		c.natsURL, c.natsOpts = u, opts
+	} else if auth != (natsconn.Settings{}) {
+		return errors.New("--creds, --nkey, --user, --password, --token and --tls* are for an external NATS (--nats); the embedded one takes no credentials")
+	}
+	if f.Cluster != "" || f.Routes != "" || f.ClusterName != "" {
+		if c.natsURL != "" {
+			return errors.New("--cluster, --routes and --cluster_name cluster the embedded NATS server: not with --nats")
+		}
+		c.natsCluster = server.EmbeddedCluster{Listen: f.Cluster, Name: f.ClusterName}
+		for _, r := range strings.Split(f.Routes, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				c.natsCluster.Routes = append(c.natsCluster.Routes, r)
+			}
+		}
+		if err := c.natsCluster.Check(); err != nil {
+			return err
+		}
+	}
+	if c.journal == "" {
+		c.journal = server.JournalFile
+		if c.natsURL != "" || c.natsCluster.Enabled() {
+			c.journal = server.JournalJetStream
+		}
+	}
+	if c.journal != server.JournalFile && c.journal != server.JournalJetStream {
+		return fmt.Errorf("--journal: file or jetstream, got %q", c.journal)
+	}
+	if c.replicas != 1 && c.replicas != 3 {
+		return fmt.Errorf("--replicas: 1 or 3, got %d", c.replicas)
+	}
+	return nil
+}
+
+// timesFrom checks the prefix, the shard count and the flags that are times: ownership,
+// slot, the longest TTL, the windows.
+func (c *serveConfig) timesFrom(f *serveCmd) error {
+	if c.ownershipTTL < time.Second || c.ownershipTTL%time.Second != 0 {
+		return fmt.Errorf("--ownership-ttl: whole seconds, at least 1s, got %v", c.ownershipTTL)
+	}
+	if err := contract.ValidPrefix(c.prefix); err != nil {
+		return fmt.Errorf("--prefix: %w", err)
+	}
+	if f.Shards < 1 || f.Shards > serveMaxShards {
+		return fmt.Errorf("--shards: must be between 1 and %d, got %d", serveMaxShards, f.Shards)
+	}
+	c.shards = uint32(f.Shards)
+	if f.Slot < time.Millisecond || f.Slot%time.Millisecond != 0 {
+		return fmt.Errorf("--slot: must be a whole number of milliseconds, at least 1ms, got %v", f.Slot)
+	}
+	c.slot = f.Slot
+	if f.MaxTTL > kernel.MaxTTLMillisLimit*time.Millisecond {
+		return fmt.Errorf("--max-ttl: at most 1h, got %v", f.MaxTTL)
+	}
+	if f.MaxTTL < time.Millisecond || f.MaxTTL%time.Millisecond != 0 {
+		return fmt.Errorf("--max-ttl: must be a whole number of milliseconds, at least 1ms, got %v", f.MaxTTL)
+	}
+	for _, w := range []struct {
+		name string
+		d    time.Duration
+	}{{"dedupe-window", f.DedupeWindow}, {"history-window", f.HistoryWindow}} {
+		if w.d < c.slot {
+			return fmt.Errorf("--%s: must be at least one slot (%v), got %v", w.name, c.slot, w.d)
+		}
+	}
+	if f.EventsDuplicateWindow < events.MinDuplicateWindow {
+		return fmt.Errorf("--events-duplicate-window: at least %v, got %v", events.MinDuplicateWindow, f.EventsDuplicateWindow)
+	}
+	if f.EventsMaxAge != 0 && f.EventsMaxAge < f.EventsDuplicateWindow {
+		return fmt.Errorf("--events-max-age: must not be shorter than the duplicate window (%v), got %v", f.EventsDuplicateWindow, f.EventsMaxAge)
+	}
+	return nil
+}
+
+// logFrom takes the log's level and format.
+func (c *serveConfig) logFrom(f *serveCmd) error {
 	switch strings.ToLower(f.LogLevel) {
 	case "debug":
 		c.logLevel = slog.LevelDebug
@@ -294,16 +320,16 @@ func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 	case "error":
 		c.logLevel = slog.LevelError
 	default:
-		return nil, fmt.Errorf("--log-level: debug, info, warn or error, got %q", f.LogLevel)
+		return fmt.Errorf("--log-level: debug, info, warn or error, got %q", f.LogLevel)
 	}
 	switch f.LogFormat {
 	case "text":
 	case "json":
 		c.logJSON = true
 	default:
-		return nil, fmt.Errorf("--log-format: text or json, got %q", f.LogFormat)
+		return fmt.Errorf("--log-format: text or json, got %q", f.LogFormat)
 	}
-	return c, nil
+	return nil
 }
 
 // defaultMaxMemory is --max-memory's default: kernel.DefaultShardMemory for each of the
