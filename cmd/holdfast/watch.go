@@ -32,24 +32,9 @@ bad payload), 2 usage error, 5 cannot connect.
 `
 
 func (c *watchCmd) Run(e *env) error {
-	if err := c.validate(); err != nil {
-		return usageError(e, "%v", err)
-	}
-	n := 0
-	for _, set := range []bool{c.FromStart, c.Since > 0, c.Seq > 0} {
-		if set {
-			n++
-		}
-	}
-	if n > 1 {
-		return usageError(e, "give at most one of --from-start, --since, --seq")
-	}
-	if c.Since < 0 || c.Count < 0 || c.For < 0 {
-		return usageError(e, "--since, --count and --for must not be negative")
-	}
-	opts := client.WatchOptions{Filter: c.Filter, AllTenants: c.AllTenants, FromStart: c.FromStart, StartSeq: c.Seq}
-	if c.Since > 0 {
-		opts.StartTime = time.Now().Add(-c.Since)
+	opts, err := c.options(e)
+	if err != nil {
+		return err
 	}
 
 	nc, cl, code, err := c.connect("watch")
@@ -74,6 +59,35 @@ func (c *watchCmd) Run(e *env) error {
 		return exitCode(exitDomain)
 	}
 	defer w.Stop()
+	return c.follow(e, w, opts, slot)
+}
+
+// options checks the flags and makes the watch's options.
+func (c *watchCmd) options(e *env) (client.WatchOptions, error) {
+	if err := c.validate(); err != nil {
+		return client.WatchOptions{}, usageError(e, "%v", err)
+	}
+	n := 0
+	for _, set := range []bool{c.FromStart, c.Since > 0, c.Seq > 0} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return client.WatchOptions{}, usageError(e, "give at most one of --from-start, --since, --seq")
+	}
+	if c.Since < 0 || c.Count < 0 || c.For < 0 {
+		return client.WatchOptions{}, usageError(e, "--since, --count and --for must not be negative")
+	}
+	opts := client.WatchOptions{Filter: c.Filter, AllTenants: c.AllTenants, FromStart: c.FromStart, StartSeq: c.Seq}
+	if c.Since > 0 {
+		opts.StartTime = time.Now().Add(-c.Since)
+	}
+	return opts, nil
+}
+
+// follow prints the watch's events until --count, the watch's end or an error.
+func (c *watchCmd) follow(e *env, w *client.Watcher, opts client.WatchOptions, slot time.Duration) error {
 	seen := 0
 	replaying := opts.FromStart || opts.StartSeq > 0 || !opts.StartTime.IsZero()
 	empty := w.Empty()
