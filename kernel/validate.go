@@ -156,33 +156,9 @@ func validateReserve(c *Command) *Rejection {
 	}
 	for i := range c.Members {
 		m := &c.Members[i]
-		var field string
-		switch m.Kind {
-		case MemberResource:
-			field = "resource_id"
-			if m.Quantity != 0 || m.HasValue {
-				return reject(contract.CodeInvalidRequest, "members[%d]: a resource member takes only resource_id", i)
-			}
-		case MemberPool:
-			field = "pool_id"
-			if m.Quantity == 0 {
-				return reject(contract.CodeInvalidRequest, "members[%d].quantity: must be greater than 0", i)
-			}
-			if m.HasValue {
-				return reject(contract.CodeInvalidRequest, "members[%d]: a pool member takes only pool_id and quantity", i)
-			}
-		case MemberRange:
-			field = "range_id"
-			if m.Quantity != 0 {
-				return reject(contract.CodeInvalidRequest, "members[%d]: a range member takes only range_id and value", i)
-			}
-		case MemberWork:
-			field = "work.run_id"
-			if r := validateWorkMember(c, i); r != nil {
-				return r
-			}
-		default:
-			return reject(contract.CodeInvalidRequest, "members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
+		field, r := validateMemberShape(c, i)
+		if r != nil {
+			return r
 		}
 		if !contract.ValidObjectID(m.ID) {
 			return validObject(fmt.Sprintf("members[%d].%s", i, field), m.ID)
@@ -209,6 +185,35 @@ func validateReserve(c *Command) *Rejection {
 		return reject(contract.CodeInvalidRequest, "keepalive_ms: only for an active lease (with activate)")
 	}
 	return validateTTL(nil, c)
+}
+
+// validateMemberShape checks that member i has the fields of its kind alone, and names
+// its id's field.
+func validateMemberShape(c *Command, i int) (string, *Rejection) {
+	m := &c.Members[i]
+	switch m.Kind {
+	case MemberResource:
+		if m.Quantity != 0 || m.HasValue {
+			return "", reject(contract.CodeInvalidRequest, "members[%d]: a resource member takes only resource_id", i)
+		}
+		return "resource_id", nil
+	case MemberPool:
+		if m.Quantity == 0 {
+			return "", reject(contract.CodeInvalidRequest, "members[%d].quantity: must be greater than 0", i)
+		}
+		if m.HasValue {
+			return "", reject(contract.CodeInvalidRequest, "members[%d]: a pool member takes only pool_id and quantity", i)
+		}
+		return "pool_id", nil
+	case MemberRange:
+		if m.Quantity != 0 {
+			return "", reject(contract.CodeInvalidRequest, "members[%d]: a range member takes only range_id and value", i)
+		}
+		return "range_id", nil
+	case MemberWork:
+		return "work.run_id", validateWorkMember(c, i)
+	}
+	return "", reject(contract.CodeInvalidRequest, "members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
 }
 
 // validateKeepAlive bounds an active lease's keep-alive like a ttl (0: none).
