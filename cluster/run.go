@@ -98,25 +98,31 @@ func (n *Node) run(watching <-chan struct{}) {
 				}
 				return
 			}
-			_, seen := n.watch.held[n.cfg.Node]
-			// The last round saw no other live node, and their servers went with them.
-			alone := seen && len(n.watch.held) == 1 && n.cfg.ServersGoWithNodes
-			if alone {
-				n.log.Info("the last live node stops: its shards are closed and their claims left to lapse; the next node to start recovers them from their journals")
-			}
-			n.do(n.table.Stop(actors.MonoNow(), alone))
-			// Say so in the liveness key (renewMember reads the table's stopping): the
-			// others log this node as having left, not lost, when its key goes.
-			if !alone {
-				lctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
-				n.renewMember(lctx)
-				cancel()
-			}
+			n.beginStop()
 			overdue = time.After(n.cfg.StopTimeout)
 		}
 		if stop == nil && n.table.Done() && n.hostOps == 0 && !n.reading {
 			return
 		}
+	}
+}
+
+// beginStop starts the hand-over of every shard this node holds (or, the last live node,
+// closes them and leaves their claims to lapse), and says so in its liveness key.
+func (n *Node) beginStop() {
+	_, seen := n.watch.held[n.cfg.Node]
+	// The last round saw no other live node, and their servers went with them.
+	alone := seen && len(n.watch.held) == 1 && n.cfg.ServersGoWithNodes
+	if alone {
+		n.log.Info("the last live node stops: its shards are closed and their claims left to lapse; the next node to start recovers them from their journals")
+	}
+	n.do(n.table.Stop(actors.MonoNow(), alone))
+	// Say so in the liveness key (renewMember reads the table's stopping): the
+	// others log this node as having left, not lost, when its key goes.
+	if !alone {
+		lctx, cancel := context.WithTimeout(context.Background(), n.timing.Renew)
+		n.renewMember(lctx)
+		cancel()
 	}
 }
 
