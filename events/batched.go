@@ -175,6 +175,11 @@ func (s *shardPub) onBatchReply(id string, m *nats.Msg) {
 		s.batchTrouble(id, nil, fmt.Errorf("stream refused event %d of the batch: %v", r.Seq, r.Error))
 		return
 	}
+	s.onBatchEnd(id, m)
+}
+
+// onBatchEnd takes a batch's PubAck: stored (so many), forgotten, or refused.
+func (s *shardPub) onBatchEnd(id string, m *nats.Msg) {
 	var r struct {
 		Error *apiError `json:"error"`
 		Batch string    `json:"batch"`
