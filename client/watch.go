@@ -187,19 +187,7 @@ func (c *Client) watchStream(ctx context.Context, w *Watcher, subject string, op
 	if stream == "" {
 		stream = EventsStream
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}}
-	switch {
-	case opts.StartSeq > 0:
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = opts.StartSeq
-	case !opts.StartTime.IsZero():
-		t := opts.StartTime
-		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
-		cfg.OptStartTime = &t
-	default:
-		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
-	}
-	cons, err := js.OrderedConsumer(ctx, stream, cfg)
+	cons, err := js.OrderedConsumer(ctx, stream, consumerConfig(subject, opts))
 	if err != nil {
 		return fmt.Errorf("holdfast watch: stream %s: %w", stream, err)
 	}
@@ -248,6 +236,23 @@ func (c *Client) watchStream(ctx context.Context, w *Watcher, subject string, op
 		}
 	}()
 	return nil
+}
+
+// consumerConfig is the ordered consumer of a watch: its subject, from where opts say.
+func consumerConfig(subject string, opts WatchOptions) jetstream.OrderedConsumerConfig {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}}
+	switch {
+	case opts.StartSeq > 0:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = opts.StartSeq
+	case !opts.StartTime.IsZero():
+		t := opts.StartTime
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &t
+	default:
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	}
+	return cfg
 }
 
 // DecodeEvent decodes an event payload: JSON (the contract's form), or
