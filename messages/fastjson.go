@@ -27,22 +27,10 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	w.u64("lsn", m.Lsn)
 	w.boolean("from_retry_cache", m.FromRetryCache)
 	w.str("message", m.Message)
-	if m.Resource != nil {
-		w.key("resource")
-		w.resource(m.Resource)
-	}
-	if m.Lease != nil {
-		w.key("lease")
-		w.lease(m.Lease)
-	}
-	if m.Pool != nil {
-		w.key("pool")
-		w.pool(m.Pool)
-	}
-	if m.Range != nil {
-		w.key("range")
-		w.rng(m.Range)
-	}
+	one(&w, "resource", m.Resource, w.resource)
+	one(&w, "lease", m.Lease, w.lease)
+	one(&w, "pool", m.Pool, w.pool)
+	one(&w, "range", m.Range, w.rng)
 	w.u64("applied_lsn", m.AppliedLsn)
 	list(&w, "leases", m.Leases, w.lease)
 	w.boolean("truncated", m.Truncated)
@@ -77,14 +65,8 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	if m.Shard != nil {
 		w.shard(m.GetShard())
 	}
-	if m.Run != nil {
-		w.key("run")
-		w.run(m.Run)
-	}
-	if m.Work != nil {
-		w.key("work")
-		w.work(m.Work)
-	}
+	one(&w, "run", m.Run, w.run)
+	one(&w, "work", m.Work, w.work)
 	list(&w, "children", m.Children, w.work)
 	if c := m.Capacity; c != nil {
 		w.key("capacity")
@@ -104,10 +86,7 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	list(&w, "allocations", m.Allocations, func(a *Allocation) {
 		w.object(func() {
 			w.u64("value", a.Value)
-			if a.Lease != nil {
-				w.key("lease")
-				w.lease(a.Lease)
-			}
+			one(&w, "lease", a.Lease, w.lease)
 		})
 	})
 	list(&w, "excluded", m.Excluded, w.interval)
@@ -118,12 +97,7 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 		w.key("item")
 		w.b = strconv.AppendUint(w.b, uint64(*m.Item), 10)
 	}
-	if m.Value != nil {
-		w.key("value")
-		w.b = append(w.b, '"')
-		w.b = strconv.AppendUint(w.b, *m.Value, 10)
-		w.b = append(w.b, '"')
-	}
+	w.u64String("value", m.Value)
 	return append(w.b, '}')
 }
 
@@ -135,30 +109,12 @@ func AppendEventJSON(b []byte, m *Event) []byte {
 	w.shard(m.Shard)
 	w.u64("lsn", m.Lsn)
 	w.u64("slot", m.Slot)
-	if m.Lease != nil {
-		w.key("lease")
-		w.lease(m.Lease)
-	}
-	if m.Resource != nil {
-		w.key("resource")
-		w.resource(m.Resource)
-	}
-	if m.Pool != nil {
-		w.key("pool")
-		w.pool(m.Pool)
-	}
-	if m.Range != nil {
-		w.key("range")
-		w.rng(m.Range)
-	}
-	if m.Run != nil {
-		w.key("run")
-		w.run(m.Run)
-	}
-	if m.Work != nil {
-		w.key("work")
-		w.work(m.Work)
-	}
+	one(&w, "lease", m.Lease, w.lease)
+	one(&w, "resource", m.Resource, w.resource)
+	one(&w, "pool", m.Pool, w.pool)
+	one(&w, "range", m.Range, w.rng)
+	one(&w, "run", m.Run, w.run)
+	one(&w, "work", m.Work, w.work)
 	w.str("reason", m.Reason)
 	return append(w.b, '}')
 }
@@ -208,6 +164,14 @@ func (w *jw) shard(v uint32) {
 }
 
 // list writes k: [ each element ], or nothing for an empty list as protojson omits it.
+// one writes field k as x's object, when x is set.
+func one[T any](w *jw, k string, x *T, write func(*T)) {
+	if x != nil {
+		w.key(k)
+		write(x)
+	}
+}
+
 func list[T any](w *jw, k string, xs []T, each func(T)) {
 	if len(xs) == 0 {
 		return
@@ -282,6 +246,16 @@ func (w *jw) work(v *Work) {
 	})
 }
 
+// u64String writes an optional uint64 as protojson does: a string, present even when 0.
+func (w *jw) u64String(k string, v *uint64) {
+	if v != nil {
+		w.key(k)
+		w.b = append(w.b, '"')
+		w.b = strconv.AppendUint(w.b, *v, 10)
+		w.b = append(w.b, '"')
+	}
+}
+
 func (w *jw) object(fn func()) {
 	w.b = append(w.b, '{')
 	fn()
@@ -317,10 +291,7 @@ func (w *jw) rng(r *Range) {
 		w.u64("allocated", r.Allocated)
 		w.u64("free", r.Free)
 		w.u64("excluded", r.Excluded)
-		if r.StaticBand != nil {
-			w.key("static_band")
-			w.interval(r.StaticBand)
-		}
+		one(w, "static_band", r.StaticBand, w.interval)
 		w.str("format", r.Format)
 	})
 }
@@ -369,12 +340,7 @@ func (w *jw) lease(l *Lease) {
 				w.str("pool_id", m.PoolId)
 				w.u64("quantity", m.Quantity)
 				w.str("range_id", m.RangeId)
-				if m.Value != nil { // optional: present even when 0
-					w.key("value")
-					w.b = append(w.b, '"')
-					w.b = strconv.AppendUint(w.b, *m.Value, 10)
-					w.b = append(w.b, '"')
-				}
+				w.u64String("value", m.Value)
 				if wr := m.Work; wr != nil {
 					w.key("work")
 					w.object(func() {
