@@ -181,7 +181,7 @@ func (s *shard) beginAnswered(lsn uint64) {
 	}
 	delete(s.b.coords, lsn)
 	for _, p := range co.parts {
-		s.sendShard(p.shard, &mirrorMsg{txn: co.txn})
+		s.sendShard(p.shard, &mirrorMsg{txn: co.txn, priority: co.cmd.Priority})
 	}
 }
 
@@ -193,14 +193,14 @@ func (s *shard) vote(m *voteMsg) {
 		if m.prepared { // a transaction decided or dropped here: the participant frees its intents
 			state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
 			if !pending && m.txn.LSN <= s.k.LastLSN() {
-				s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline, lease: lease})
+				s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: s.k.BeginPriority(m.txn.LSN), state: state, deadline: deadline, lease: lease})
 			}
 		}
 		return
 	}
 	if co.deciding {
 		if co.aborting && m.prepared { // prepared after the abort went out: free it again
-			s.sendShard(m.shard, &mirrorMsg{txn: m.txn})
+			s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: co.cmd.Priority})
 		}
 		return
 	}
@@ -302,7 +302,7 @@ func (s *shard) abort(co *coord, ref refusal, die bool) {
 	refusal, member := ref.code, ref.member
 	co.deciding, co.aborting = true, true
 	for _, p := range co.parts {
-		s.sendShard(p.shard, &mirrorMsg{txn: co.txn})
+		s.sendShard(p.shard, &mirrorMsg{txn: co.txn, priority: co.cmd.Priority})
 	}
 	var answer *Reply
 	switch {
@@ -369,17 +369,29 @@ func (s *shard) answerCoord(co *coord, r *Reply) {
 }
 
 // query answers a participant's question from the home's journal; an undecided
-// transaction is answered when it is decided.
+// transaction is answered when it is decided. A transaction this home knows neither in its
+// journal nor in memory — its begin was never journaled, and is not on its way to the
+// journal now: the home restarted since — can never commit: aborted. So is one whose
+// position now holds another entry (the lost begin's position reused). The answer names
+// the transaction by its priority, so that it frees nothing of another at that position.
 func (s *shard) query(m *queryMsg) {
-	if s.halted != nil || s.k == nil || m.txn.LSN > s.k.LastLSN() {
+	if s.halted != nil || s.k == nil {
 		return
 	}
+	abort := &mirrorMsg{txn: m.txn, priority: m.priority}
 	if co := s.b.coords[m.txn.LSN]; co != nil {
+		if m.priority != 0 && co.cmd.Priority != m.priority {
+			s.sendShard(m.shard, abort)
+		}
+		return // answered at the decision
+	}
+	if m.txn.LSN > s.k.LastLSN() || (m.priority != 0 && s.k.BeginPriority(m.txn.LSN) != m.priority) {
+		s.sendShard(m.shard, abort)
 		return
 	}
 	state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
 	if !pending {
-		s.sendShard(m.shard, &mirrorMsg{txn: m.txn, state: state, deadline: deadline, lease: lease})
+		s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: m.priority, state: state, deadline: deadline, lease: lease})
 	}
 }
 
@@ -396,7 +408,8 @@ func (s *shard) recoverBundles() {
 	}
 	for _, lsn := range s.k.BundleLeases(nil) {
 		state, deadline, lease, _ := s.k.BundleState(s.k.BundleTxn(lsn).LSN)
-		s.owe(mirrorMsg{txn: s.k.BundleTxn(lsn), state: state, deadline: deadline, lease: lease})
+		txn := s.k.BundleTxn(lsn)
+		s.owe(mirrorMsg{txn: txn, priority: s.k.BeginPriority(txn.LSN), state: state, deadline: deadline, lease: lease})
 	}
 	s.sendMirrors()
 	s.flush()

@@ -15,7 +15,7 @@ func (s *shard) noteMirrors(o *kernel.Output) {
 	}
 	add := func(l *kernel.LeaseView) {
 		if txn := s.k.BundleTxn(l.LSN); txn.LSN != 0 {
-			s.owe(mirrorMsg{txn: txn, state: l.State, deadline: l.DeadlineSlot, lease: l.LSN})
+			s.owe(mirrorMsg{txn: txn, priority: s.k.BeginPriority(txn.LSN), state: l.State, deadline: l.DeadlineSlot, lease: l.LSN})
 		}
 	}
 	if o.Object == kernel.ObjectLease {

@@ -115,11 +115,11 @@ func (s *shard) mirror(m *mirrorMsg) {
 			s.sendShard(m.txn.Shard, &ackMsg{lease: m.lease, state: m.state, shard: s.h.shard})
 		}
 	}
-	if !s.b.preparing[m.txn] && !s.k.MirrorChanges(m.txn, m.state, m.deadline, m.lease) {
+	if !s.b.preparing[m.txn] && !s.k.MirrorChanges(m.txn, m.priority, m.state, m.deadline, m.lease) {
 		ack() // already so, durably (a resend, or a restarted home's resync): nothing to journal
 		return
 	}
-	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
+	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, Priority: m.priority, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
 	s.q.Internal(c, s.stampSlot(), func(*Reply) {
 		s.step(StepMirrored)
 		ack()
@@ -163,7 +163,7 @@ func (s *shard) askHomes(now time.Time) {
 		}
 		if now.Sub(at) > s.prepareBound() {
 			s.b.asked[txn] = now
-			s.sendShard(txn.Shard, &queryMsg{txn: txn, shard: s.h.shard})
+			s.sendShard(txn.Shard, &queryMsg{txn: txn, priority: s.k.TxnPriority(txn), shard: s.h.shard})
 		}
 	}
 	if len(s.b.asked) > len(s.b.txnBuf) {

@@ -74,6 +74,7 @@ type voteMsg struct {
 // and the lease's lsn at the home (its commit's).
 type mirrorMsg struct {
 	txn      kernel.TxnRef
+	priority uint64 // with txn, names the transaction (a lost begin's position is reused)
 	state    kernel.LeaseState
 	deadline uint64
 	lease    uint64
@@ -81,8 +82,9 @@ type mirrorMsg struct {
 
 // queryMsg is a participant asking the home about a transaction it holds intents for.
 type queryMsg struct {
-	txn   kernel.TxnRef
-	shard uint32
+	txn      kernel.TxnRef
+	priority uint64
+	shard    uint32
 }
 
 // bundleState is a shard's coordinator and participant state.

@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/persistence"
 )
 
 // Bundles across shards, in one process: resources "s<k>/<name>" live on shard k.
@@ -408,5 +411,100 @@ func TestBundleRetryInFlightJoins(t *testing.T) {
 		if a.Code != contract.CodeOK || b.Code != contract.CodeOK || a.Lease.LSN != b.Lease.LSN {
 			t.Fatalf("%s: first %s lease %d, its retry %s lease %d", op, a.Code, a.Lease.LSN, b.Code, b.Lease.LSN)
 		}
+	}
+}
+
+// A home's begin that never became durable — the prepares leave before its journal write
+// ends, and the home fails in between — is forgotten with the home's crash, and a
+// participant that prepared it learns so from the restarted home even when nothing more
+// is written there (its intents are freed); and when the home writes the next begin at
+// the same position, that is another transaction, which the participant tells apart:
+// the new bundle holds its own member there, the forgotten one's is freed.
+func TestBundleWhoseBeginWasLost(t *testing.T) {
+	dir := t.TempDir()
+	var armed sync.Mutex
+	failHome := false
+	o := bundleOptions(dir)
+	o.Shards = 2
+	o.Storage = func(k uint32) (Storage, error) {
+		fs := FileStorage{Dir: ShardDir(dir, k)}
+		if k == 0 {
+			fs.Journal.Faults = &persistence.Faults{FailWrite: func() error {
+				armed.Lock()
+				defer armed.Unlock()
+				if failHome {
+					return errors.New("the home's disk is gone")
+				}
+				return nil
+			}}
+		}
+		return fs, os.MkdirAll(fs.Dir, 0o755)
+	}
+	sys := startSystem(t, o)
+	createOn(t, sys, "s0/x", "s0/w", "s1/y", "s1/z")
+	armed.Lock()
+	failHome = true
+	armed.Unlock()
+	if r := do(t, sys, 0, bundle("lost", "h", "s0/x", "s1/y")); r.Code == contract.CodeOK {
+		t.Fatalf("the home's begin failed, the bundle answered %s", r.Code)
+	}
+	time.Sleep(200 * time.Millisecond) // the participant prepares (its own journal is fine)
+	lost := sys.Stats(0).AppliedLSN + 1 // where the begin was sequenced
+	sys.Stop()
+	armed.Lock()
+	failHome = false
+	armed.Unlock()
+
+	t.Run("home idle", func(t *testing.T) {
+		cp := t.TempDir()
+		copyDir(t, dir, cp)
+		o2 := bundleOptions(cp)
+		o2.Shards = 2
+		sys := startSystem(t, o2)
+		defer sys.Stop()
+		if got := settled(t, sys, "s1/y"); got.LSN != 0 {
+			t.Fatalf("the lost bundle's member is held by %+v", got)
+		}
+	})
+	t.Run("home reuses the position", func(t *testing.T) {
+		cp := t.TempDir()
+		copyDir(t, dir, cp)
+		o2 := bundleOptions(cp)
+		o2.Shards = 2
+		sys := startSystem(t, o2)
+		defer sys.Stop()
+		r := do(t, sys, 0, bundle("next", "h", "s0/w", "s1/z"))
+		wantCode(t, r, contract.CodeOK)
+		if r.Lease.LSN != lost+1 {
+			t.Fatalf("the new bundle committed as lease %d, not begun at the lost begin's position %d", r.Lease.LSN, lost)
+		}
+		if got := settled(t, sys, "s0/w", "s1/z"); got.LSN != r.Lease.LSN {
+			t.Fatalf("the new bundle's members are held by %+v, want lease %d", got, r.Lease.LSN)
+		}
+		if got := settled(t, sys, "s1/y"); got.LSN != 0 {
+			t.Fatalf("the lost bundle's member is held by %+v", got)
+		}
+	})
+}
+
+// copyDir copies a data directory (a restart of the same journals, twice).
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -173,7 +173,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Storage == nil {
 		root, segment, faults := o.Dir, o.SegmentSize, o.Faults
 		o.Storage = func(shard uint32) (Storage, error) {
-			dir := filepath.Join(root, fmt.Sprintf("shard-%03d", shard))
+			dir := ShardDir(root, shard)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
@@ -197,3 +197,6 @@ func (o *Options) slotAt(t time.Time) uint64 {
 	}
 	return uint64(ns) / uint64(o.Slot)
 }
+
+// ShardDir is where shard k of a data directory keeps its journal and snapshots.
+func ShardDir(root string, k uint32) string { return filepath.Join(root, fmt.Sprintf("shard-%03d", k)) }

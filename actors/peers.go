@@ -53,7 +53,7 @@ func encodePeer(msg any) []byte {
 		return c.AppendBinary(b)
 	case *mirrorMsg:
 		b[1] = peerMirror
-		c := kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
+		c := kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, Priority: m.priority, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
 		return c.AppendBinary(b)
 	case *voteMsg:
 		b[1] = peerVote
@@ -70,7 +70,7 @@ func encodePeer(msg any) []byte {
 		return b
 	case *queryMsg:
 		b[1] = peerQuery
-		return binary.AppendUvarint(appendTxn(b, m.txn), uint64(m.shard))
+		return binary.AppendUvarint(binary.AppendUvarint(appendTxn(b, m.txn), uint64(m.shard)), m.priority)
 	case *ackMsg:
 		b[1] = peerAck
 		b = binary.AppendUvarint(b, m.lease)
@@ -99,7 +99,7 @@ func decodePeer(b []byte) (any, error) {
 			msg = &prepareMsg{txn: c.Txn, priority: c.Priority, tenant: c.Tenant, holder: c.HolderID,
 				activate: c.Activate, members: c.Members}
 		case b[1] == peerMirror && c.Verb == contract.VerbMirror:
-			msg = &mirrorMsg{txn: c.Txn, state: c.State, deadline: c.Deadline, lease: c.LeaseLSN}
+			msg = &mirrorMsg{txn: c.Txn, priority: c.Priority, state: c.State, deadline: c.Deadline, lease: c.LeaseLSN}
 		default:
 			return nil, ErrBadPeerMessage
 		}
@@ -120,7 +120,7 @@ func decodePeer(b []byte) (any, error) {
 		}
 		msg = v
 	case peerQuery:
-		msg = &queryMsg{txn: r.txn(), shard: r.shard()}
+		msg = &queryMsg{txn: r.txn(), shard: r.shard(), priority: r.uvarint()}
 	case peerAck:
 		msg = &ackMsg{lease: r.uvarint(), state: kernel.LeaseState(r.byte()), shard: r.shard()}
 	default:

@@ -112,13 +112,25 @@ func (k *Kernel) foreign(s uint32) bool { return s != k.shard }
 
 // prepare holds a participant's members of transaction c.Txn as intents, or refuses as a
 // reserve would (the member's index in c.Members). A prepare of a transaction it already
-// holds changes nothing and answers the same.
+// holds changes nothing and answers the same. A transaction is its home's begin position
+// and its priority: a home that lost a begin in a crash (the prepares leave before the
+// begin is journaled) writes another entry there, maybe another begin, and a prepare of
+// that one finds the lost one's intents under the same position — they are freed first.
 func (k *Kernel) prepare(e Entry, out *Output) {
 	c := e.Cmd
 	if lsn, ok := k.txns[c.Txn]; ok {
-		out.Pending = k.bundles[lsn].pending
-		k.viewLease(k.leaseIdx[lsn], out)
-		return
+		b := k.bundles[lsn]
+		switch {
+		case c.Priority == 0 || b.priority == c.Priority:
+			out.Pending = b.pending
+			k.viewLease(k.leaseIdx[lsn], out)
+			return
+		case !b.pending: // a decided transaction's begin is durable: its position is never reused
+			out.Code = contract.CodeInvalidRequest
+			return
+		}
+		k.dropIntents(k.leaseIdx[lsn], false)
+		delete(k.txns, c.Txn)
 	}
 	if c.Txn.Shard == k.shard || len(c.Members) == 0 {
 		out.Code = contract.CodeInvalidRequest // a runtime fault: a shard is never its own participant
@@ -295,7 +307,7 @@ func (k *Kernel) rememberDecision(b *bundle, code Code, member int16, epoch uint
 func (k *Kernel) mirror(e Entry, out *Output) {
 	c := e.Cmd
 	lsn, ok := k.txns[c.Txn]
-	if !ok {
+	if !ok || !k.sameTxn(lsn, c.Priority) {
 		out.Code = contract.CodeNoop
 		return
 	}
@@ -630,12 +642,35 @@ func (r *restorer) bundles() {
 	}
 }
 
-// MirrorChanges reports whether a mirror of transaction txn (the lease's state, deadline
-// and id at its home) would change this participant: its part is undecided, or differs
-// in any of them, or ends. A transaction it holds no part of changes nothing.
-func (k *Kernel) MirrorChanges(txn TxnRef, state LeaseState, deadline, lease uint64) bool {
+// sameTxn reports whether the part at record lsn is of the transaction of priority p (0:
+// a mirror journaled before mirrors named it, which is the part's).
+func (k *Kernel) sameTxn(lsn, p uint64) bool { return p == 0 || k.bundles[lsn].priority == p }
+
+// TxnPriority is the priority of the transaction this participant holds a part of under
+// txn (0: none): with the position, what names it to its home.
+func (k *Kernel) TxnPriority(txn TxnRef) uint64 {
+	if lsn, ok := k.txns[txn]; ok {
+		return k.bundles[lsn].priority
+	}
+	return 0
+}
+
+// BeginPriority is the priority of the transaction this home began at lsn (0: none begun
+// there, or forgotten).
+func (k *Kernel) BeginPriority(lsn uint64) uint64 {
+	if rec, ok := k.begins[lsn]; ok {
+		return k.bundles[rec].priority
+	}
+	return 0
+}
+
+// MirrorChanges reports whether a mirror of transaction txn of priority p (the lease's
+// state, deadline and id at its home) would change this participant: its part is
+// undecided, or differs in any of them, or ends. A transaction it holds no part of
+// changes nothing.
+func (k *Kernel) MirrorChanges(txn TxnRef, p uint64, state LeaseState, deadline, lease uint64) bool {
 	lsn, ok := k.txns[txn]
-	if !ok {
+	if !ok || !k.sameTxn(lsn, p) {
 		return false
 	}
 	b, l := k.bundles[lsn], &k.leases[k.leaseIdx[lsn]]

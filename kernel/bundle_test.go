@@ -178,9 +178,9 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 	if r := part.resource("b"); r.LeaseShard != 0 || r.LeaseLSN != lease {
 		t.Fatalf("participant's member names lease %d-%d after the commit, want 0-%d", r.LeaseShard, r.LeaseLSN, lease)
 	}
-	if part.k.MirrorChanges(txn, LeaseReserved, dec.Lease.DeadlineSlot, lease) || !part.k.MirrorChanges(txn, LeaseActive, 0, lease) ||
-		part.k.MirrorChanges(TxnRef{Shard: 0, LSN: 1}, LeaseReleased, 0, 0) {
-		t.Fatal("MirrorChanges: the same state again changes nothing, another does, an unknown transaction does not")
+	if part.k.MirrorChanges(txn, 7, LeaseReserved, dec.Lease.DeadlineSlot, lease) || !part.k.MirrorChanges(txn, 7, LeaseActive, 0, lease) ||
+		part.k.MirrorChanges(TxnRef{Shard: 0, LSN: 1}, 0, LeaseReleased, 0, 0) || part.k.MirrorChanges(txn, 8, LeaseActive, 0, lease) {
+		t.Fatal("MirrorChanges: the same state again changes nothing, another does, an unknown transaction (or another of that position) does not")
 	}
 	if one, page := shows(part); one || page {
 		t.Fatal("a mirrored member waits for a decision")
