@@ -448,7 +448,7 @@ func TestBundleWhoseBeginWasLost(t *testing.T) {
 	if r := do(t, sys, 0, bundle("lost", "h", "s0/x", "s1/y")); r.Code == contract.CodeOK {
 		t.Fatalf("the home's begin failed, the bundle answered %s", r.Code)
 	}
-	time.Sleep(200 * time.Millisecond) // the participant prepares (its own journal is fine)
+	time.Sleep(200 * time.Millisecond)  // the participant prepares (its own journal is fine)
 	lost := sys.Stats(0).AppliedLSN + 1 // where the begin was sequenced
 	sys.Stop()
 	armed.Lock()
