@@ -61,6 +61,10 @@ func first(a, b refusal) refusal {
 // once, in parallel with the begin's journal write. first is when the bundle first ran
 // (now, unless it runs again after giving way).
 func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time) {
+	if s.holding() { // a copy is being taken: the begin waits for its end (backup.go)
+		s.b.parked = append(s.b.parked, parkedWrite{cmd: c, reply: reply, since: first, notBefore: time.Now()})
+		return
+	}
 	s.b.init()
 	var parts []*coordPart
 	for i, sh := range c.Shards {

@@ -83,6 +83,9 @@ func (s *shard) park(p parkedWrite) {
 // within the prepare bound; parked writes and waiting prepares try again; participants
 // ask about intents held past the bound; reads waiting for a decision try again.
 func (s *shard) bundleTick(now time.Time) {
+	if s.holding() {
+		return // a copy is being taken: no bundle step, no bound counting meanwhile is acted on
+	}
 	if s.b.coords == nil && len(s.b.reads) == 0 && len(s.b.parked) == 0 && len(s.b.waiting) == 0 && len(s.b.answers) == 0 &&
 		s.k.UndecidedBundles() == 0 {
 		return // this shard takes no part in a bundle

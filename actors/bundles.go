@@ -3,7 +3,6 @@ package actors
 import (
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
@@ -141,9 +140,9 @@ func (s *shard) flushLater() {
 	}
 }
 
-// receiveBundle handles the bundle messages between shards.
-func (s *shard) receiveBundle(ctx actor.Context) bool {
-	switch m := ctx.Message().(type) {
+// bundleMessage handles a bundle message between shards.
+func (s *shard) bundleMessage(msg any) bool {
+	switch m := msg.(type) {
 	case *prepareMsg:
 		s.prepareIntents(m)
 	case *voteMsg:

@@ -72,6 +72,8 @@ type shard struct {
 
 	// b is the shard's part in bundles across shards (bundles.go).
 	b bundleState
+	// hold, while a copy is taken, holds bundle steps back (backup.go).
+	hold *backupHold
 
 	dueBuf []kernel.Due
 	events []Event
@@ -104,6 +106,7 @@ func (s *shard) Receive(ctx actor.Context) {
 	case *batchDone:
 		if m.gen == s.gen && s.q != nil && s.q.Writing() {
 			s.applyInflight(m.err)
+			s.ackHold()
 			s.flushSoon(ctx)
 		}
 	case *flushNow:
@@ -115,10 +118,18 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.tick()
 	case *prepareMsg, *voteMsg, *mirrorMsg, *queryMsg, *parkedDue, *ackMsg:
 		if s.q != nil && s.halted == nil {
-			s.receiveBundle(ctx)
+			if !s.holdBack(m) {
+				s.bundleMessage(m)
+			}
 		} else if p, ok := m.(*prepareMsg); ok {
 			s.sendShard(p.txn.Shard, &voteMsg{txn: p.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
 		}
+	case *holdMsg:
+		s.startHold(m)
+	case *captureMsg:
+		s.captureHeld(m)
+	case *releaseMsg:
+		s.releaseHold(m)
 	case *reconfigureMsg:
 		if s.halted == nil && s.q != nil {
 			s.reconfigure(s.h.sys.Config())
@@ -467,6 +478,7 @@ func (s *shard) tick() {
 		return
 	}
 	s.answerReaders(s.now())
+	s.checkHold()
 	s.bundleTick(time.Now()) // bundle bounds are durations: the monotonic clock
 	slot := s.stampSlot()
 	perTick := s.h.sys.opts.ExpirePerTick

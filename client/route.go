@@ -196,3 +196,13 @@ func PlaceRequest(tenant string, req proto.Message, shards uint32) (uint32, bool
 	}
 	return 0, false
 }
+
+// ShardCount is the shard count of the client's service, from its $SRV.INFO metadata:
+// what a tool that speaks to every shard (holdfast snapshot save) needs.
+func (c *Client) ShardCount() (uint32, error) {
+	info, err := c.routeInfo()
+	if err != nil {
+		return 0, err
+	}
+	return info.shards, nil
+}

@@ -111,6 +111,7 @@ type Server struct {
 	sys        *actors.System
 	node       *cluster.Node
 	peers      *peerLink     // a cluster node's bundle messages to and from the other nodes
+	backups    *backupLink   // copies of the shards this process serves (holdfast snapshot save)
 	natsOpts   []nats.Option // every connection's options (dial adds its name)
 
 	mu       sync.Mutex
@@ -122,16 +123,20 @@ type Server struct {
 // events of each shard, composed here so that the node opens and closes a shard in one
 // call each.
 type nodeHost struct {
-	sys   *actors.System
-	br    *bridge.Bridge
-	peers *peerLink
-	pub   *events.Publisher // nil with events disabled
-	log   *slog.Logger
+	sys     *actors.System
+	br      *bridge.Bridge
+	peers   *peerLink
+	backups *backupLink
+	pub     *events.Publisher // nil with events disabled
+	log     *slog.Logger
 }
 
 func (h nodeHost) Open(k uint32) error { return h.sys.Open(k) }
 func (h nodeHost) Accept(k uint32) error {
 	if err := h.peers.Accept(k); err != nil {
+		return err
+	}
+	if err := h.backups.Accept(k); err != nil {
 		return err
 	}
 	return h.br.Accept(k)
@@ -146,6 +151,7 @@ func (h nodeHost) Confirm(k uint32) error { return h.sys.Barrier(k) }
 func (h nodeHost) Close(k uint32, handOver bool) {
 	h.br.Release(k)
 	h.peers.Release(k)
+	h.backups.Release(k)
 	h.sys.Close(k)
 	if h.pub == nil {
 		return

@@ -368,8 +368,21 @@ func (s *Server) serve(metricsLn net.Listener) error {
 	if err := s.br.Start(s.sys); err != nil {
 		return err
 	}
+	// Copies are read out in chunks of up to 512 KiB: on a connection of their own, never
+	// queued behind (or ahead of) the request path.
+	bc, err := s.dial("holdfast-serve-backup")
+	if err != nil {
+		return err
+	}
+	s.backups = &backupLink{nc: bc, prefix: s.cfg.Prefix, sys: s.sys}
 	if s.node != nil {
-		s.node.Run(nodeHost{sys: s.sys, br: s.br, peers: s.peers, pub: s.pub, log: s.log.With("component", "cluster")})
+		s.node.Run(nodeHost{sys: s.sys, br: s.br, peers: s.peers, backups: s.backups, pub: s.pub, log: s.log.With("component", "cluster")})
+		return nil
+	}
+	for k := range s.cfg.Shards { // a single process serves every shard
+		if err := s.backups.Accept(k); err != nil {
+			return err
+		}
 	}
 	return nil
 }

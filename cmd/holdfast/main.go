@@ -38,6 +38,7 @@ type cliRoot struct {
 	Cluster    clusterCmd    `cmd:"" help:"Show which node serves which shard; show or change a cluster's settings."`
 	Watch      watchCmd      `cmd:"" help:"Follow events live, or replay them from the event stream."`
 	Reclaimer  reclaimerCmd  `cmd:"" help:"Reclaim leases whose keep-alive lapsed, after a grace period (the external observer)."`
+	Snapshot   snapshotCmd   `cmd:"" help:"Back up a running service into a file, check a copy, restore one into a data directory."`
 	Bench      benchCmd      `cmd:"" help:"Load test: concurrent reserve + release cycles over NATS."`
 	Completion completionCmd `cmd:"" help:"Print a shell completion script: source <(holdfast completion bash)."`
 	Version    versionCmd    `cmd:"" help:"Print the version."`
