@@ -9,10 +9,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/backup"
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -74,21 +77,60 @@ func (c *snapshotStatusCmd) Run(e *env) error {
 }
 
 type snapshotRestoreCmd struct {
-	File string `arg:"" name:"file" help:"The copy."`
-	Data string `required:"" placeholder:"DIR" help:"The data directory to make (missing or empty); then: holdfast serve --data DIR."`
+	File      string `arg:"" name:"file" help:"The copy."`
+	Data      string `placeholder:"DIR" help:"The data directory to make (missing or empty); then: holdfast serve --data DIR."`
+	JetStream bool   `name:"jetstream" help:"Restore into the JetStream of --server instead, under --prefix (never served yet); then: holdfast serve --nats URL --journal jetstream."`
+	Replicas  int    `default:"1" help:"With --jetstream: the replicas of the snapshot store and cluster bucket (3 for a three-node cluster, as its --replicas)."`
+	connFlags
 }
 
 func (c *snapshotRestoreCmd) Run(e *env) error {
-	cp, err := backup.ReadFile(c.File)
-	if err == nil {
-		err = restoreDataDir(cp, c.Data)
+	if (c.Data == "") == !c.JetStream {
+		return usageError(e, "give --data DIR, or --jetstream (with --server)")
 	}
+	if c.Replicas != 1 && c.Replicas != 3 {
+		return usageError(e, "--replicas: 1 or 3")
+	}
+	cp, err := backup.ReadFile(c.File)
 	if err != nil {
+		e.errorf("%v", err)
+		return exitCode(exitDomain)
+	}
+	if c.JetStream {
+		return c.intoJetStream(e, cp)
+	}
+	if err := restoreDataDir(cp, c.Data); err != nil {
 		e.errorf("%v", err)
 		return exitCode(exitDomain)
 	}
 	fmt.Fprintf(e.stderr, "holdfast snapshot: restored %d shards into %s; start it with: holdfast serve --data %s\n", cp.Shards, c.Data, c.Data)
 	return nil
+}
+
+// intoJetStream restores the copy into --server's JetStream for a cluster to start from.
+func (c *snapshotRestoreCmd) intoJetStream(e *env, cp *backup.Copy) error {
+	if _, err := copyKernels(cp); err != nil {
+		e.errorf("%v", err)
+		return exitCode(exitDomain)
+	}
+	return c.run(e, func(ctx context.Context, cl *client.Client) int {
+		js, err := jetstream.New(cl.Conn())
+		if err != nil {
+			e.errorf("%v", err)
+			return exitConnect
+		}
+		shards := make([]cluster.RestoredShard, len(cp.States))
+		for k, st := range cp.States {
+			shards[k] = cluster.RestoredShard{LSN: cp.Parts[k].LSN, Slot: cp.Parts[k].Slot, State: st}
+		}
+		if err := cluster.Restore(ctx, js, c.Prefix, c.Replicas, cp.SlotMs, shards); err != nil {
+			e.errorf("%v", err)
+			return exitDomain
+		}
+		fmt.Fprintf(e.stderr, "holdfast snapshot: restored %d shards under prefix %s into JetStream; start the nodes with: holdfast serve --nats URL --journal jetstream --shards %d --slot %v --replicas %d\n",
+			cp.Shards, c.Prefix, cp.Shards, time.Duration(cp.SlotMs)*time.Millisecond, c.Replicas)
+		return exitOK
+	})
 }
 
 // restoreDataDir makes dir a data directory that starts where the copy was taken: its

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast/holdfast/backup"
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -402,4 +403,48 @@ func TestSnapshotOfAClusterIntoOneProcess(t *testing.T) {
 	cl2, _, stop2 := snapshotServe(t, underLoad)
 	t.Logf("the copy under load: %d leases, every bundle whole", w.whole(t, ctx, cl2))
 	stop2()
+}
+
+// A copy restored into the JetStream of a NATS deployment (a prefix nobody has served)
+// starts a node with journal jetstream there, which answers as the source did; the same
+// prefix is not restored into twice.
+func TestSnapshotIntoJetStream(t *testing.T) {
+	dir := t.TempDir()
+	cl, url, stop := snapshotServe(t, filepath.Join(dir, "src"), "--shards", "3")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newSnapshotWorld(t, ctx, cl)
+	busy, done := context.WithTimeout(ctx, time.Second)
+	w.churn(busy, cl, 1) // a second of bundles: the copy holds the last two
+	done()
+	file := filepath.Join(dir, "a.copy")
+	if code, _, errOut := run(t, cmdSnapshot, "save", file, "--server", url); code != 0 {
+		t.Fatalf("save: exit %d: %s", code, errOut)
+	}
+	want := w.reads(t, ctx, cl)
+	stop()
+
+	js := natstest.Start(t, 1)
+	if code, _, errOut := run(t, cmdSnapshot, "restore", file, "--jetstream", "--server", js.URL(), "--prefix", "copy"); code != 0 {
+		t.Fatalf("restore into JetStream: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := run(t, cmdSnapshot, "restore", file, "--jetstream", "--server", js.URL(), "--prefix", "copy"); code == 0 || !strings.Contains(errOut, "already") {
+		t.Fatalf("restore into the same prefix again: exit %d: %s", code, errOut)
+	}
+	r := startServe(t, "--nats", js.URL(), "--journal", "jetstream", "--node", "a", "--shards", "3", "--prefix", "copy",
+		"--data", filepath.Join(dir, "node"), "--metrics-listen", "")
+	r.ready(t)
+	nc, err := nats.Connect(js.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cl2, err := client.New(nc, client.WithPrefix("copy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.reads(t, ctx, cl2); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the node on the restored JetStream reads\n%s\nthe source read\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	w.whole(t, ctx, cl2)
 }
