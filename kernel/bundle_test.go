@@ -485,3 +485,22 @@ func TestMirrorThatSkipsTheCommit(t *testing.T) {
 		})
 	}
 }
+
+// A shard without bundle records snapshots in format 8, the previous build's, which that
+// build loads (a cluster upgraded node by node moves shards both ways); one with a bundle
+// record, in format 9.
+func TestSnapshotFormatFollowsBundles(t *testing.T) {
+	home := newBShard(t, 0)
+	home.create("a")
+	if f := home.k.Snapshot(nil)[0]; f != 8 {
+		t.Fatalf("no bundle: format %d, want 8", f)
+	}
+	out := home.apply(begin("op1", []uint32{0, 1}, "a", "b"))
+	if f := home.k.Snapshot(nil)[0]; f != 9 {
+		t.Fatalf("an undecided bundle: format %d, want 9", f)
+	}
+	home.apply(&Command{Verb: contract.VerbDecide, Txn: TxnRef{Shard: 0, LSN: out.Lease.LSN}})
+	if f := home.k.Snapshot(nil)[0]; f != 8 {
+		t.Fatalf("the bundle aborted, nothing left of it: format %d, want 8", f)
+	}
+}

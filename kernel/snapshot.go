@@ -25,6 +25,13 @@ import (
 // shards) before the live leases, which they tell apart from the leases a client names.
 const snapshotFormat = 9
 
+// snapshotFormatWithoutBundles is what a shard with no bundle record writes: format 8,
+// byte for byte what format 9 is without its bundle table, so that a node of the previous
+// build can still load a shard a newer node snapshotted while a cluster is upgraded node
+// by node (docs/operations.md "Upgrades"), unless the shard has begun using what only this
+// build reads.
+const snapshotFormatWithoutBundles = 8
+
 // Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
 // the ended leases refer to), leases by lsn, retention queues in retirement order, so the same state always
 // gives the same bytes however it was reached (directly, or restored and replayed).
@@ -65,8 +72,12 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 			c.labels[lsn] = k.labelSets[ref-1].key
 		}
 	}
+	format := byte(snapshotFormat)
+	if len(k.bundles) == 0 {
+		format = snapshotFormatWithoutBundles
+	}
 	b := head[:0]
-	b = append(b, snapshotFormat)
+	b = append(b, format)
 	b = appendUvarint(b, uint64(k.shard))
 	b = appendUvarint(b, k.lastLSN)
 	b = appendUvarint(b, k.lastSlot)
@@ -79,7 +90,9 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	b = k.appendPools(b)
 	b = k.appendRanges(b)
 	b = k.appendWork(b)
-	b = k.appendBundles(b)
+	if format >= 9 {
+		b = k.appendBundles(b)
+	}
 	b = k.appendLeases(b)
 	c.head = b
 	return c
