@@ -62,3 +62,41 @@ func ModuleRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// BuildRevision compiles ./cmd/holdfast as it was at git revision rev (a tag or commit of
+// this module's repository) into dir and returns the binary's path: a test of an upgrade
+// runs the previous release beside this one. It needs the repository's history.
+func BuildRevision(dir, rev string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	archive := exec.Command("git", "-C", root, "archive", "--format=tar", rev)
+	extract := exec.Command("tar", "-x", "-C", src)
+	var errb bytes.Buffer
+	archive.Stderr, extract.Stderr = &errb, &errb
+	if extract.Stdin, err = archive.StdoutPipe(); err != nil {
+		return "", err
+	}
+	if err := extract.Start(); err != nil {
+		return "", err
+	}
+	if err := archive.Run(); err != nil {
+		_ = extract.Wait()
+		return "", fmt.Errorf("git archive %s: %v\n%s", rev, err, errb.String())
+	}
+	if err := extract.Wait(); err != nil {
+		return "", fmt.Errorf("extracting %s: %v\n%s", rev, err, errb.String())
+	}
+	bin := filepath.Join(dir, "holdfast-"+rev)
+	cmd := exec.Command(goTool(), "build", "-o", bin, "./cmd/holdfast")
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/holdfast at %s: %v\n%s", rev, err, out)
+	}
+	return bin, nil
+}
