@@ -21,8 +21,8 @@ type backupLink struct {
 	prefix string
 	sys    *actors.System
 
+	subs   shardSubs
 	mu     sync.Mutex
-	subs   map[uint32]*nats.Subscription
 	copies []*keptCopy // newest last
 }
 
@@ -51,27 +51,12 @@ func (b *backupLink) Accept(k uint32) error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.subs == nil {
-		b.subs = make(map[uint32]*nats.Subscription)
-	}
-	if old := b.subs[k]; old != nil {
-		_ = old.Unsubscribe()
-	}
-	b.subs[k] = sub
+	b.subs.set(k, sub)
 	return nil
 }
 
 // Release stops answering copies of shard k.
-func (b *backupLink) Release(k uint32) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if sub := b.subs[k]; sub != nil {
-		_ = sub.Unsubscribe()
-		delete(b.subs, k)
-	}
-}
+func (b *backupLink) Release(k uint32) { b.subs.drop(k) }
 
 func (b *backupLink) handle(k uint32, m *nats.Msg) {
 	var req backup.Request

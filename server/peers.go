@@ -2,7 +2,6 @@ package server
 
 import (
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,9 +20,7 @@ type peerLink struct {
 	names cluster.Names
 	log   *slog.Logger
 	sys   *actors.System // set once the shards start, before any is opened
-
-	mu   sync.Mutex
-	subs map[uint32]*nats.Subscription
+	subs  shardSubs
 
 	warned atomic.Int64 // unix nanos of the last unreadable message logged: one a minute
 }
@@ -46,25 +43,10 @@ func (p *peerLink) Accept(k uint32) error {
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.subs == nil {
-		p.subs = make(map[uint32]*nats.Subscription)
-	}
-	if old := p.subs[k]; old != nil {
-		_ = old.Unsubscribe()
-	}
-	p.subs[k] = sub
+	p.subs.set(k, sub)
 	return nil
 }
 
 // Release stops taking shard k's peer messages; those still on the way are dropped (the
 // next owner is sent them again).
-func (p *peerLink) Release(k uint32) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if sub := p.subs[k]; sub != nil {
-		_ = sub.Unsubscribe()
-		delete(p.subs, k)
-	}
-}
+func (p *peerLink) Release(k uint32) { p.subs.drop(k) }
