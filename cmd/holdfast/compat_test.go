@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/messages"
 )
@@ -28,22 +26,8 @@ func TestDataDirectoryOfAnEarlierBuild(t *testing.T) {
 	untar(t, "testdata/datadir-0feea80.tar.gz", dir)
 	data := filepath.Join(dir, "data")
 	serve := func() (*client.Client, func()) {
-		r := startServe(t, "--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", "")
-		url, _ := r.ready(t)
-		nc, err := nats.Connect(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl, err := client.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cl, func() {
-			nc.Close()
-			if code := r.stop(t); code != 0 {
-				t.Fatalf("serve exited %d:\n%s", code, r.log)
-			}
-		}
+		cl, _, stop := serveClient(t, data)
+		return cl, stop
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -21,8 +21,9 @@ import (
 
 var cmdSnapshot = command("snapshot")
 
-// snapshotServe starts holdfast serve on data and gives a client of it and its URL.
-func snapshotServe(t *testing.T, data string, args ...string) (*client.Client, string, func()) {
+// serveClient starts holdfast serve on data and gives a client of it, its URL, and a
+// stop that checks it exits 0.
+func serveClient(t *testing.T, data string, args ...string) (*client.Client, string, func()) {
 	t.Helper()
 	r := startServe(t, append([]string{"--data", data, "--listen", "127.0.0.1:0", "--metrics-listen", ""}, args...)...)
 	url, _ := r.ready(t)
@@ -198,7 +199,7 @@ func (w *snapshotWorld) halfBundle(t *testing.T, ctx context.Context, cl *client
 // answers every read as the source did. `snapshot status` checks each file.
 func TestSnapshotSaveAndRestore(t *testing.T) {
 	dir := t.TempDir()
-	cl, url, stop := snapshotServe(t, filepath.Join(dir, "src"), "--shards", "4")
+	cl, url, stop := serveClient(t, filepath.Join(dir, "src"), "--shards", "4")
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -236,7 +237,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	if code, _, errOut := run(t, cmdSnapshot, "restore", atRest, "--data", restored); code != 0 {
 		t.Fatalf("restore: exit %d: %s", code, errOut)
 	}
-	cl2, _, stop2 := snapshotServe(t, restored)
+	cl2, _, stop2 := serveClient(t, restored)
 	got := w.reads(t, ctx, cl2)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the restored service reads\n%s\nthe source read\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -251,7 +252,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		if code, _, errOut := run(t, cmdSnapshot, "restore", f, "--data", d); code != 0 {
 			t.Fatalf("restore %s: exit %d: %s", f, code, errOut)
 		}
-		cl3, _, stop3 := snapshotServe(t, d)
+		cl3, _, stop3 := serveClient(t, d)
 		t.Logf("copy %d under load: %d leases held, every bundle whole", i, w.whole(t, ctx, cl3))
 		stop3()
 	}
@@ -265,7 +266,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 // A damaged copy is refused by status and restore, naming what is wrong.
 func TestSnapshotFileDamage(t *testing.T) {
 	dir := t.TempDir()
-	cl, url, stop := snapshotServe(t, filepath.Join(dir, "src"), "--shards", "2")
+	cl, url, stop := serveClient(t, filepath.Join(dir, "src"), "--shards", "2")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	newSnapshotWorld(t, ctx, cl)
@@ -391,7 +392,7 @@ func TestSnapshotOfAClusterIntoOneProcess(t *testing.T) {
 	if code, _, errOut := run(t, cmdSnapshot, "restore", atRest, "--data", one); code != 0 {
 		t.Fatalf("restore: exit %d: %s", code, errOut)
 	}
-	cl1, _, stop1 := snapshotServe(t, one)
+	cl1, _, stop1 := serveClient(t, one)
 	if got := w.reads(t, ctx, cl1); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("one process restored from the cluster reads\n%s\nthe cluster read\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -400,7 +401,7 @@ func TestSnapshotOfAClusterIntoOneProcess(t *testing.T) {
 	if code, _, errOut := run(t, cmdSnapshot, "restore", busy, "--data", underLoad); code != 0 {
 		t.Fatalf("restore: exit %d: %s", code, errOut)
 	}
-	cl2, _, stop2 := snapshotServe(t, underLoad)
+	cl2, _, stop2 := serveClient(t, underLoad)
 	t.Logf("the copy under load: %d leases, every bundle whole", w.whole(t, ctx, cl2))
 	stop2()
 }
@@ -410,7 +411,7 @@ func TestSnapshotOfAClusterIntoOneProcess(t *testing.T) {
 // prefix is not restored into twice.
 func TestSnapshotIntoJetStream(t *testing.T) {
 	dir := t.TempDir()
-	cl, url, stop := snapshotServe(t, filepath.Join(dir, "src"), "--shards", "3")
+	cl, url, stop := serveClient(t, filepath.Join(dir, "src"), "--shards", "3")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newSnapshotWorld(t, ctx, cl)
