@@ -455,24 +455,23 @@ func TestBundleWhoseBeginWasLost(t *testing.T) {
 	failHome = false
 	armed.Unlock()
 
-	t.Run("home idle", func(t *testing.T) {
+	restart := func(t *testing.T) *System { // a copy of the journals each: two restarts of the same
 		cp := t.TempDir()
 		copyDir(t, dir, cp)
-		o2 := bundleOptions(cp)
-		o2.Shards = 2
-		sys := startSystem(t, o2)
-		defer sys.Stop()
+		o := bundleOptions(cp)
+		o.Shards = 2
+		sys := startSystem(t, o)
+		t.Cleanup(sys.Stop)
+		return sys
+	}
+	t.Run("home idle", func(t *testing.T) {
+		sys := restart(t)
 		if got := settled(t, sys, "s1/y"); got.LSN != 0 {
 			t.Fatalf("the lost bundle's member is held by %+v", got)
 		}
 	})
 	t.Run("home reuses the position", func(t *testing.T) {
-		cp := t.TempDir()
-		copyDir(t, dir, cp)
-		o2 := bundleOptions(cp)
-		o2.Shards = 2
-		sys := startSystem(t, o2)
-		defer sys.Stop()
+		sys := restart(t)
 		r := do(t, sys, 0, bundle("next", "h", "s0/w", "s1/z"))
 		wantCode(t, r, contract.CodeOK)
 		if r.Lease.LSN != lost+1 {
