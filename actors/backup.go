@@ -65,6 +65,18 @@ type releaseMsg struct {
 
 var errNotHolding = errors.New("the shard is not holding for this copy (its hold lapsed, or the shard moved)")
 
+// backupMessage handles a copy's request.
+func (s *shard) backupMessage(msg any) {
+	switch m := msg.(type) {
+	case *holdMsg:
+		s.startHold(m)
+	case *captureMsg:
+		s.captureHeld(m)
+	case *releaseMsg:
+		s.releaseHold(m)
+	}
+}
+
 // holding reports whether bundle steps wait for a copy now.
 func (s *shard) holding() bool { return s.hold != nil }
 

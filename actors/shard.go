@@ -124,12 +124,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		} else if p, ok := m.(*prepareMsg); ok {
 			s.sendShard(p.txn.Shard, &voteMsg{txn: p.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
 		}
-	case *holdMsg:
-		s.startHold(m)
-	case *captureMsg:
-		s.captureHeld(m)
-	case *releaseMsg:
-		s.releaseHold(m)
+	case *holdMsg, *captureMsg, *releaseMsg:
+		s.backupMessage(m)
 	case *reconfigureMsg:
 		if s.halted == nil && s.q != nil {
 			s.reconfigure(s.h.sys.Config())
@@ -141,30 +137,9 @@ func (s *shard) Receive(ctx actor.Context) {
 			s.maybePersistPublished()
 		}
 	case *publishedWritten:
-		s.pubWriting = false
-		switch {
-		case m.err != nil && !s.pubFailing:
-			// Said once: the cluster bucket electing a leader fails every try for seconds,
-			// and the position is only a hint for the next owner's republishing.
-			s.h.log.Warn("recording the published position failed; trying again each second", "shard", s.h.shard, "err", m.err)
-		case m.err == nil && s.pubFailing:
-			s.h.log.Info("recording the published position again", "shard", s.h.shard, "lsn", m.lsn)
-		}
-		s.pubFailing = m.err != nil
-		if m.err == nil {
-			s.pubWritten = max(s.pubWritten, m.lsn)
-		}
-		s.pubWrittenAt = time.Now()
+		s.publishedStored(m)
 	case *snapshotDone:
-		s.snapshotting = false
-		if m.err != nil {
-			s.h.log.Error("snapshot failed", "shard", s.h.shard, "lsn", m.lsn, "err", m.err)
-		} else if m.gen == s.gen && s.w != nil {
-			if s.fallbackLSN > 0 {
-				s.w.jobs <- writeJob{compact: s.fallbackLSN, gen: s.gen}
-			}
-			s.fallbackLSN = m.lsn
-		}
+		s.snapshotStored(m)
 	}
 }
 

@@ -48,6 +48,20 @@ func (s *shard) maybeWriteSnapshot() {
 	}()
 }
 
+// snapshotStored takes a snapshot's write: the journal below the one kept to fall back
+// on is compacted, and this one is kept to fall back on.
+func (s *shard) snapshotStored(m *snapshotDone) {
+	s.snapshotting = false
+	if m.err != nil {
+		s.h.log.Error("snapshot failed", "shard", s.h.shard, "lsn", m.lsn, "err", m.err)
+	} else if m.gen == s.gen && s.w != nil {
+		if s.fallbackLSN > 0 {
+			s.w.jobs <- writeJob{compact: s.fallbackLSN, gen: s.gen}
+		}
+		s.fallbackLSN = m.lsn
+	}
+}
+
 // publishedEvery is how often the published position is made durable between
 // snapshots, so a restart republishes at most about this much (JetStream drops the
 // duplicates by message id within its window).
@@ -71,6 +85,25 @@ func (s *shard) maybePersistPublished() {
 type publishedWritten struct {
 	lsn uint64
 	err error
+}
+
+// publishedStored takes a write of the published position: a failure is said once, and
+// its end.
+func (s *shard) publishedStored(m *publishedWritten) {
+	s.pubWriting = false
+	switch {
+	case m.err != nil && !s.pubFailing:
+		// Said once: the cluster bucket electing a leader fails every try for seconds,
+		// and the position is only a hint for the next owner's republishing.
+		s.h.log.Warn("recording the published position failed; trying again each second", "shard", s.h.shard, "err", m.err)
+	case m.err == nil && s.pubFailing:
+		s.h.log.Info("recording the published position again", "shard", s.h.shard, "lsn", m.lsn)
+	}
+	s.pubFailing = m.err != nil
+	if m.err == nil {
+		s.pubWritten = max(s.pubWritten, m.lsn)
+	}
+	s.pubWrittenAt = time.Now()
 }
 
 // persistPublished writes the published position if it is ahead of what is durable.

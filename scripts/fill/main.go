@@ -57,19 +57,9 @@ func run(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	// One pool per shard: the first key "p<i>" that lands on it.
-	pools := make([]string, shards)
-	for i, found := 0, 0; found < shards; i++ {
-		key := "p" + strconv.Itoa(i)
-		k := contract.ShardOf("default", key, uint32(shards))
-		if pools[k] != "" {
-			continue
-		}
-		pools[k] = key + "/units"
-		found++
-		if r, err := cl.CreatePool(ctx, pools[k], uint64(n/shards+contract.MaxImportLeases)); err != nil || (!r.OK() && r.Code != messages.CodeAlreadyExists) {
-			return fmt.Errorf("create pool %s: %v %v", pools[k], err, r)
-		}
+	pools, err := createPools(ctx, cl, shards, n)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	batches := (n + contract.MaxImportLeases - 1) / contract.MaxImportLeases
@@ -111,4 +101,23 @@ func run(args []string) error {
 	}
 	fmt.Printf("fill: %d leases in %d imports in %v\n", n, batches, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// createPools makes one pool per shard, named by the first key "p<i>" that lands on it,
+// with room for its part of n leases.
+func createPools(ctx context.Context, cl *client.Client, shards, n int) ([]string, error) {
+	pools := make([]string, shards)
+	for i, found := 0, 0; found < shards; i++ {
+		key := "p" + strconv.Itoa(i)
+		k := contract.ShardOf("default", key, uint32(shards))
+		if pools[k] != "" {
+			continue
+		}
+		pools[k] = key + "/units"
+		found++
+		if r, err := cl.CreatePool(ctx, pools[k], uint64(n/shards+contract.MaxImportLeases)); err != nil || (!r.OK() && r.Code != messages.CodeAlreadyExists) {
+			return nil, fmt.Errorf("create pool %s: %v %v", pools[k], err, r)
+		}
+	}
+	return pools, nil
 }
