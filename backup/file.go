@@ -209,7 +209,7 @@ func Read(r io.Reader) (*Copy, error) {
 
 // readPart reads part p, checking its CRC.
 func readPart(in io.Reader, p Part) ([]byte, error) {
-	st := make([]byte, 0, min(p.Size, 64<<20)) // grown as read: a damaged size allocates nothing up front
+	st := make([]byte, 0, min(p.Size, 1<<20)) // grown as read: a damaged size allocates nothing up front
 	buf := make([]byte, 1<<20)
 	for left := p.Size; left > 0; {
 		m, err := io.ReadFull(in, buf[:min(left, int64(len(buf)))])
