@@ -21,7 +21,18 @@ type Registration struct {
 	Instance   string `json:"instance,omitempty"` // that data directory's identity (file)
 	Shards     uint32 `json:"shards"`
 	SlotMillis uint64 `json:"slot_ms"`
+	// Format is the newest form of the prefix's data (journal entries, snapshots, the
+	// messages between nodes) that its nodes may have written: DataFormat of the build
+	// that created the registry, raised by a later build when it first writes what an
+	// earlier one cannot read. A node whose build reads less refuses to join, naming both.
+	// 0: recorded before it was (format 1).
+	Format uint32 `json:"format,omitempty"`
 }
+
+// DataFormat is the newest form of a prefix's data this build writes and reads: 2 since
+// bundles across shards (journal command format 6, snapshot format 9, peer messages).
+// Builds before it record nothing (format 1) and do not check.
+const DataFormat = 2
 
 const registryKey = "registry"
 
@@ -61,6 +72,9 @@ func Register(ctx context.Context, kv jetstream.KeyValue, prefix string, reg Reg
 
 func compatible(prefix string, have, want Registration) error {
 	switch {
+	case max(have.Format, 1) > max(want.Format, 1):
+		return fmt.Errorf("prefix %q holds data of format %d, written by a newer Holdfast, and this build reads format %d at most: run the newer build, or use another --prefix",
+			prefix, have.Format, max(want.Format, 1))
 	case have.Journal == "file" && (want.Journal != "file" || want.Instance != have.Instance):
 		return fmt.Errorf("prefix %q is served by node %q from its own data directory (--journal file): no other process may serve it, also after that node has stopped; use another --prefix, or run that node with its data directory", prefix, have.Node)
 	case have.Journal == "jetstream" && want.Journal != "jetstream":

@@ -57,5 +57,6 @@ func Restore(ctx context.Context, js jetstream.JetStream, prefix string, replica
 		}
 	}
 	// The registry last: a prefix without it is not taken for a restored one.
-	return Register(ctx, kv, prefix, Registration{Journal: "jetstream", Node: "restore", Shards: uint32(len(shards)), SlotMillis: slotMillis})
+	return Register(ctx, kv, prefix, Registration{Journal: "jetstream", Node: "restore", Shards: uint32(len(shards)), SlotMillis: slotMillis,
+		Format: DataFormat})
 }

@@ -70,7 +70,7 @@ func (s *Server) register(ctx context.Context, js jetstream.JetStream) (jetstrea
 		return nil, err
 	}
 	reg := cluster.Registration{Journal: s.cfg.Journal, Node: s.cfg.Node, Shards: s.cfg.Shards,
-		SlotMillis: uint64(s.cfg.Slot / time.Millisecond)}
+		SlotMillis: uint64(s.cfg.Slot / time.Millisecond), Format: cluster.DataFormat}
 	if s.cfg.Journal == JournalFile {
 		if reg.Instance, err = instanceID(s.cfg.Data); err != nil {
 			return nil, err

@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/internal/buildbin"
+	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -164,4 +167,36 @@ func waitLogLine(t *testing.T, path, s string) {
 	}
 	b, _ := os.ReadFile(path)
 	t.Fatalf("%s: no %q in 2 minutes:\n%s", path, s, b)
+}
+
+// A build that cannot read what a prefix holds refuses to serve it, naming both formats,
+// and exits: here the registry of a cluster records a data format newer than this build's.
+func TestNewerClusterIsRefused(t *testing.T) {
+	js := natstest.Start(t, 1)
+	nc, err := nats.Connect(js.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	jsc, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := cluster.OpenBucket(ctx, jsc, cluster.NamesFor("holdfast"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := fmt.Sprintf(`{"journal":"jetstream","node":"x","shards":3,"slot_ms":100,"format":%d}`, cluster.DataFormat+1)
+	if _, err := kv.Put(ctx, "registry", []byte(reg)); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	code := serveMain(ctx, []string{"--nats", js.URL(), "--journal", "jetstream", "--node", "a", "--shards", "3",
+		"--data", t.TempDir(), "--metrics-listen", ""}, &out)
+	want := fmt.Sprintf("holds data of format %d, written by a newer Holdfast, and this build reads format %d at most", cluster.DataFormat+1, cluster.DataFormat)
+	if code == 0 || !strings.Contains(out.String(), want) {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
 }
