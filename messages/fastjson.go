@@ -27,10 +27,22 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	w.u64("lsn", m.Lsn)
 	w.boolean("from_retry_cache", m.FromRetryCache)
 	w.str("message", m.Message)
-	one(&w, "resource", m.Resource, w.resource)
-	one(&w, "lease", m.Lease, w.lease)
-	one(&w, "pool", m.Pool, w.pool)
-	one(&w, "range", m.Range, w.rng)
+	if m.Resource != nil {
+		w.key("resource")
+		w.resource(m.Resource)
+	}
+	if m.Lease != nil {
+		w.key("lease")
+		w.lease(m.Lease)
+	}
+	if m.Pool != nil {
+		w.key("pool")
+		w.pool(m.Pool)
+	}
+	if m.Range != nil {
+		w.key("range")
+		w.rng(m.Range)
+	}
 	w.u64("applied_lsn", m.AppliedLsn)
 	list(&w, "leases", m.Leases, w.lease)
 	w.boolean("truncated", m.Truncated)
@@ -65,8 +77,14 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	if m.Shard != nil {
 		w.shard(m.GetShard())
 	}
-	one(&w, "run", m.Run, w.run)
-	one(&w, "work", m.Work, w.work)
+	if m.Run != nil {
+		w.key("run")
+		w.run(m.Run)
+	}
+	if m.Work != nil {
+		w.key("work")
+		w.work(m.Work)
+	}
 	list(&w, "children", m.Children, w.work)
 	if c := m.Capacity; c != nil {
 		w.key("capacity")
@@ -86,7 +104,10 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	list(&w, "allocations", m.Allocations, func(a *Allocation) {
 		w.object(func() {
 			w.u64("value", a.Value)
-			one(&w, "lease", a.Lease, w.lease)
+			if a.Lease != nil {
+				w.key("lease")
+				w.lease(a.Lease)
+			}
 		})
 	})
 	list(&w, "excluded", m.Excluded, w.interval)
@@ -109,12 +130,30 @@ func AppendEventJSON(b []byte, m *Event) []byte {
 	w.shard(m.Shard)
 	w.u64("lsn", m.Lsn)
 	w.u64("slot", m.Slot)
-	one(&w, "lease", m.Lease, w.lease)
-	one(&w, "resource", m.Resource, w.resource)
-	one(&w, "pool", m.Pool, w.pool)
-	one(&w, "range", m.Range, w.rng)
-	one(&w, "run", m.Run, w.run)
-	one(&w, "work", m.Work, w.work)
+	if m.Lease != nil {
+		w.key("lease")
+		w.lease(m.Lease)
+	}
+	if m.Resource != nil {
+		w.key("resource")
+		w.resource(m.Resource)
+	}
+	if m.Pool != nil {
+		w.key("pool")
+		w.pool(m.Pool)
+	}
+	if m.Range != nil {
+		w.key("range")
+		w.rng(m.Range)
+	}
+	if m.Run != nil {
+		w.key("run")
+		w.run(m.Run)
+	}
+	if m.Work != nil {
+		w.key("work")
+		w.work(m.Work)
+	}
 	w.str("reason", m.Reason)
 	return append(w.b, '}')
 }
@@ -164,14 +203,6 @@ func (w *jw) shard(v uint32) {
 }
 
 // list writes k: [ each element ], or nothing for an empty list as protojson omits it.
-// one writes field k as x's object, when x is set.
-func one[T any](w *jw, k string, x *T, write func(*T)) {
-	if x != nil {
-		w.key(k)
-		write(x)
-	}
-}
-
 func list[T any](w *jw, k string, xs []T, each func(T)) {
 	if len(xs) == 0 {
 		return
@@ -291,7 +322,10 @@ func (w *jw) rng(r *Range) {
 		w.u64("allocated", r.Allocated)
 		w.u64("free", r.Free)
 		w.u64("excluded", r.Excluded)
-		one(w, "static_band", r.StaticBand, w.interval)
+		if r.StaticBand != nil {
+			w.key("static_band")
+			w.interval(r.StaticBand)
+		}
 		w.str("format", r.Format)
 	})
 }
