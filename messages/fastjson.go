@@ -52,28 +52,7 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 			w.u64("lsn", s.GetLsn())
 		})
 	})
-	list(&w, "nodes", m.Nodes, func(n *ClusterNode) {
-		w.object(func() {
-			w.str("node", n.GetNode())
-			list(&w, "shards", n.GetShards(), func(k uint32) {
-				w.b = strconv.AppendUint(w.b, uint64(k), 10)
-			})
-			w.boolean("lapsing", n.GetLapsing())
-			w.u64("renewal_age_ms", n.GetRenewalAgeMs())
-			w.boolean("lost", n.GetLost())
-			w.u64("lost_ago_ms", n.GetLostAgoMs())
-			list(&w, "held", n.GetHeld(), func(k uint32) {
-				w.b = strconv.AppendUint(w.b, uint64(k), 10)
-			})
-		})
-	})
-	list(&w, "shards", m.Shards, func(s *ClusterShard) {
-		w.object(func() {
-			w.shard(s.GetShard())
-			w.str("owner", s.GetOwner())
-			w.u64("applied_lsn", s.GetAppliedLsn())
-		})
-	})
+	w.cluster(m)
 	if m.Shard != nil {
 		w.shard(m.GetShard())
 	}
@@ -96,21 +75,7 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	w.u64("earliest_deadline_slot", m.EarliestDeadlineSlot)
 	w.u64("slot_ms", m.SlotMs)
 	w.str("next_cursor", m.NextCursor)
-	list(&w, "resources", m.Resources, w.resource)
-	list(&w, "pools", m.Pools, w.pool)
-	list(&w, "ranges", m.Ranges, w.rng)
-	list(&w, "runs", m.Runs, w.run)
-	list(&w, "works", m.Works, w.work)
-	list(&w, "allocations", m.Allocations, func(a *Allocation) {
-		w.object(func() {
-			w.u64("value", a.Value)
-			if a.Lease != nil {
-				w.key("lease")
-				w.lease(a.Lease)
-			}
-		})
-	})
-	list(&w, "excluded", m.Excluded, w.interval)
+	w.pages(m)
 	w.str("value_state", m.ValueState)
 	w.u64("count", m.Count)
 	w.boolean("more", m.More)
@@ -120,6 +85,51 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	}
 	w.u64String("value", m.Value)
 	return append(w.b, '}')
+}
+
+// pages writes the listings' and pages' items.
+func (w *jw) pages(m *Reply) {
+	list(w, "resources", m.Resources, w.resource)
+	list(w, "pools", m.Pools, w.pool)
+	list(w, "ranges", m.Ranges, w.rng)
+	list(w, "runs", m.Runs, w.run)
+	list(w, "works", m.Works, w.work)
+	list(w, "allocations", m.Allocations, func(a *Allocation) {
+		w.object(func() {
+			w.u64("value", a.Value)
+			if a.Lease != nil {
+				w.key("lease")
+				w.lease(a.Lease)
+			}
+		})
+	})
+	list(w, "excluded", m.Excluded, w.interval)
+}
+
+// cluster writes cluster.status's nodes and shards.
+func (w *jw) cluster(m *Reply) {
+	list(w, "nodes", m.Nodes, func(n *ClusterNode) {
+		w.object(func() {
+			w.str("node", n.GetNode())
+			list(w, "shards", n.GetShards(), func(k uint32) {
+				w.b = strconv.AppendUint(w.b, uint64(k), 10)
+			})
+			w.boolean("lapsing", n.GetLapsing())
+			w.u64("renewal_age_ms", n.GetRenewalAgeMs())
+			w.boolean("lost", n.GetLost())
+			w.u64("lost_ago_ms", n.GetLostAgoMs())
+			list(w, "held", n.GetHeld(), func(k uint32) {
+				w.b = strconv.AppendUint(w.b, uint64(k), 10)
+			})
+		})
+	})
+	list(w, "shards", m.Shards, func(s *ClusterShard) {
+		w.object(func() {
+			w.shard(s.GetShard())
+			w.str("owner", s.GetOwner())
+			w.u64("applied_lsn", s.GetAppliedLsn())
+		})
+	})
 }
 
 // AppendEventJSON appends the JSON form of m.

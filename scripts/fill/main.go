@@ -69,13 +69,7 @@ func run(args []string) error {
 	for range clients {
 		wg.Go(func() {
 			for b := range next {
-				pool := pools[b%shards]
-				var leases []client.ImportLease
-				for i := b * contract.MaxImportLeases; i < min(n, (b+1)*contract.MaxImportLeases); i++ {
-					leases = append(leases, client.ImportLease{Holder: "h" + strconv.Itoa(i), TTL: time.Hour,
-						Members: []*messages.Member{client.PoolUnits(pool, 1)}})
-				}
-				if r, err := cl.Import(ctx, leases); err != nil || !r.OK() {
+				if r, err := cl.Import(ctx, importBatch(b, n, pools[b%shards])); err != nil || !r.OK() {
 					errs <- fmt.Errorf("import batch %d: %v %v", b, err, r)
 					return
 				}
@@ -120,4 +114,14 @@ func createPools(ctx context.Context, cl *client.Client, shards, n int) ([]strin
 		}
 	}
 	return pools, nil
+}
+
+// importBatch is batch b of n leases: one unit of pool each, an hour long.
+func importBatch(b, n int, pool string) []client.ImportLease {
+	var leases []client.ImportLease
+	for i := b * contract.MaxImportLeases; i < min(n, (b+1)*contract.MaxImportLeases); i++ {
+		leases = append(leases, client.ImportLease{Holder: "h" + strconv.Itoa(i), TTL: time.Hour,
+			Members: []*messages.Member{client.PoolUnits(pool, 1)}})
+	}
+	return leases
 }
