@@ -83,22 +83,21 @@ func (s *shard) park(p parkedWrite) {
 // within the prepare bound; parked writes and waiting prepares try again; participants
 // ask about intents held past the bound; reads waiting for a decision try again.
 func (s *shard) bundleTick(now time.Time) {
-	if s.holding() {
-		return // a copy is being taken: no bundle step, no bound counting meanwhile is acted on
-	}
 	if s.b.coords == nil && len(s.b.reads) == 0 && len(s.b.parked) == 0 && len(s.b.waiting) == 0 && len(s.b.answers) == 0 &&
 		s.k.UndecidedBundles() == 0 {
 		return // this shard takes no part in a bundle
 	}
 	s.b.init()
 	s.resendOwed(now)
-	for _, co := range s.b.coords {
-		if !co.deciding && (now.Sub(co.started) > s.prepareBound() || now.Sub(co.first) > s.undecidedBound()) {
-			s.abort(co, refusal{}, false)
+	if !s.holding() { // a copy is being taken: no bundle step is sequenced (backup.go)
+		for _, co := range s.b.coords {
+			if !co.deciding && (now.Sub(co.started) > s.prepareBound() || now.Sub(co.first) > s.undecidedBound()) {
+				s.abort(co, refusal{}, false)
+			}
 		}
+		s.retryParked(now)
+		s.retryWaiting(now)
 	}
-	s.retryParked(now)
-	s.retryWaiting(now)
 	s.askHomes(now)
 	s.retryReads(now)
 	s.retryAnswers(now)
