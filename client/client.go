@@ -286,6 +286,10 @@ func (c *Client) call(ctx context.Context, v contract.Verb, req proto.Message, o
 		case errors.As(terr, &denied):
 			// Nothing was delivered: definite, and no retry will be let through.
 			return nil, &DefiniteError{Op: v.String(), OperationID: opID, Code: CodePermissionDenied, Message: denied.Error()}
+		case terr != nil && ctx.Err() != nil:
+			// The caller's deadline ended this attempt: what the earlier ones were told
+			// says why the outcome is unknown, not the cut.
+			return nil, c.giveUp(v, opID, attempt, last, ctx.Err())
 		case terr != nil:
 			if !retryableTransport(ctx, terr) {
 				return nil, &IndefiniteError{Op: v.String(), OperationID: opID, Code: transportCode(terr), Message: terr.Error(), Attempts: attempt, Err: terr}

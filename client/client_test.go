@@ -570,3 +570,25 @@ func TestDirectRoutingSurvivesAProbeOfAMovingShard(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A caller's deadline that ends an attempt in flight reports what the earlier attempts
+// learnt (here engine_halted), not the cut attempt's timeout: the last answer is the one
+// that says why the outcome is unknown.
+func TestDeadlineDuringAnAttemptKeepsTheLastAnswer(t *testing.T) {
+	_, nc := startNATS(t, false)
+	f := &fake{handler: func(n int, m *nats.Msg) ([]byte, nats.Header, bool) {
+		if n == 1 {
+			return []byte(`{"outcome":"rejected","code":"engine_halted","category":"indefinite","message":"shard halted"}`), nil, true
+		}
+		return nil, nil, false // the next attempt is never answered: the deadline ends it
+	}}
+	f.serve(t, nc, reserveSubject)
+	c := newClient(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := reserveSeat(ctx, c)
+	var ie *IndefiniteError
+	if !errors.As(err, &ie) || ie.Code != "engine_halted" || ie.Attempts != 2 {
+		t.Fatalf("err = %v (%+v), want engine_halted after 2 attempts", err, ie)
+	}
+}
