@@ -165,7 +165,7 @@ func (s *saver) readState(ctx context.Context, k uint32) ([]byte, error) {
 			_ = json.Unmarshal(m.Data, &r)
 			return nil, fmt.Errorf("shard %d: read: %s", k, r.Error)
 		}
-		size, err := strconv.Atoi(m.Header.Get("Holdfast-Backup-Size"))
+		size, err := strconv.Atoi(m.Header.Get(SizeHeader))
 		if err != nil {
 			return nil, fmt.Errorf("shard %d: read: an answer without the state's size", k)
 		}

@@ -47,5 +47,9 @@ type Reply struct {
 // ErrorHeader marks a read's answer that is a Reply with an error, not bytes.
 const ErrorHeader = "Holdfast-Backup-Error"
 
+// SizeHeader is, on a read's answer, the whole captured state's size: the reader has it
+// all when it has read that many bytes.
+const SizeHeader = "Holdfast-Backup-Size"
+
 // ChunkSize is the most bytes one read answers with: under NATS's default 1 MiB payload.
 const ChunkSize = 512 << 10

@@ -130,7 +130,7 @@ func (b *backupLink) read(k uint32, req backup.Request, m *nats.Msg) {
 		return
 	}
 	out := nats.NewMsg(m.Reply)
-	out.Header.Set("Holdfast-Backup-Size", strconv.Itoa(len(st.data)))
+	out.Header.Set(backup.SizeHeader, strconv.Itoa(len(st.data)))
 	out.Data = st.data[req.Offset:min(req.Offset+backup.ChunkSize, int64(len(st.data)))]
 	_ = m.RespondMsg(out)
 }
