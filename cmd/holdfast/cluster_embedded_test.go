@@ -30,6 +30,30 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
+// threeNodes is a three-node cluster of embedded NATS servers on loopback ports free now:
+// Args gives node i's `holdfast serve` flags (3 shards, replicas 3, no metrics listener)
+// on data directory data, and URLs each node's client URL.
+type threeNodes struct {
+	URLs   []string
+	routes []string
+	ports  []int
+}
+
+func newThreeNodes(t *testing.T) *threeNodes {
+	c := &threeNodes{ports: freePorts(t, 6)}
+	for i := range 3 {
+		c.routes = append(c.routes, fmt.Sprintf("nats://127.0.0.1:%d", c.ports[3+i]))
+		c.URLs = append(c.URLs, fmt.Sprintf("nats://127.0.0.1:%d", c.ports[i]))
+	}
+	return c
+}
+
+func (c *threeNodes) Args(i int, data string, extra ...string) []string {
+	return append([]string{"--node", fmt.Sprintf("n%d", i+1), "--data", data, "--listen", fmt.Sprintf("127.0.0.1:%d", c.ports[i]),
+		"--cluster", c.routes[i], "--routes", strings.Join(c.routes, ","), "--cluster_name", "hf", "--replicas", "3",
+		"--shards", "3", "--metrics-listen", ""}, extra...)
+}
+
 // The README's three commands: three `holdfast serve` processes (here three in one test
 // process) cluster their embedded NATS servers with --cluster, --routes and
 // --cluster_name, and serve one Holdfast with --replicas 3 — no nats-server installed.
@@ -39,16 +63,10 @@ func TestServeEmbeddedCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three embedded NATS servers")
 	}
-	ports := freePorts(t, 6)
-	var routes []string
-	for i := 0; i < 3; i++ {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
-	}
+	nodes := newThreeNodes(t)
 	var runs []*serveRun
-	for i := 0; i < 3; i++ {
-		runs = append(runs, startServe(t, "--node", fmt.Sprintf("n%d", i+1), "--data", t.TempDir(),
-			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", routes[i], "--routes", strings.Join(routes, ","),
-			"--cluster_name", "hf", "--replicas", "3", "--shards", "3", "--metrics-listen", "", "--ownership-ttl", "2s"))
+	for i := range 3 {
+		runs = append(runs, startServe(t, nodes.Args(i, t.TempDir(), "--ownership-ttl", "2s")...))
 	}
 	var urls []string
 	for _, r := range runs {

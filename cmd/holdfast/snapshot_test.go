@@ -325,16 +325,10 @@ func TestSnapshotOfAClusterIntoOneProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three embedded NATS servers")
 	}
-	ports := freePorts(t, 6)
-	var routes []string
-	for i := range 3 {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
-	}
+	nodes := newThreeNodes(t)
 	var runs []*serveRun
 	for i := range 3 { // together: one node alone has no JetStream quorum, and is never ready
-		runs = append(runs, startServe(t, "--node", fmt.Sprintf("n%d", i+1), "--data", t.TempDir(),
-			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[i]), "--cluster", routes[i], "--routes", strings.Join(routes, ","),
-			"--cluster_name", "hf", "--replicas", "3", "--shards", "3", "--metrics-listen", ""))
+		runs = append(runs, startServe(t, nodes.Args(i, t.TempDir())...))
 	}
 	var url string
 	for i, r := range runs {

@@ -41,17 +41,8 @@ func TestRollingUpgrade(t *testing.T) {
 	if err != nil {
 		t.Skipf("the previous release does not build here (a checkout without history?): %v", err)
 	}
-	ports := freePorts(t, 6)
-	var routes, urls []string
-	for i := range 3 {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
-	}
-	args := func(i int, data string) []string {
-		return []string{"--node", fmt.Sprintf("n%d", i+1), "--data", data, "--listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
-			"--cluster", routes[i], "--routes", strings.Join(routes, ","), "--cluster_name", "hf", "--replicas", "3",
-			"--shards", "3", "--metrics-listen", ""}
-	}
+	nodes := newThreeNodes(t)
+	args, urls := nodes.Args, nodes.URLs
 	dir := t.TempDir()
 	var olds []*exec.Cmd
 	for i := range 3 {
