@@ -411,8 +411,8 @@ func (s *shard) recoverBundles() {
 		s.q.Internal(&kernel.Command{Verb: contract.VerbDecide, Txn: txn}, s.stampSlot(), func(*Reply) {})
 	}
 	for _, lsn := range s.k.BundleLeases(nil) {
-		state, deadline, lease, _ := s.k.BundleState(s.k.BundleTxn(lsn).LSN)
 		txn := s.k.BundleTxn(lsn)
+		state, deadline, lease, _ := s.k.BundleState(txn.LSN)
 		s.owe(mirrorMsg{txn: txn, priority: s.k.BeginPriority(txn.LSN), state: state, deadline: deadline, lease: lease})
 	}
 	s.sendMirrors()
