@@ -23,7 +23,7 @@ func CheckCut(shards []*Kernel) error {
 			if _, live := home.leaseIdx[lsn]; !live {
 				continue
 			}
-			txn := home.bundles[lsn].txn
+			txn := home.BundleTxn(lsn)
 			for _, p := range home.BundleShards(lsn, nil) {
 				if int(p) >= len(shards) {
 					return fmt.Errorf("shard %d's lease %d has members on shard %d, past the %d shards", h, lsn, p, len(shards))
