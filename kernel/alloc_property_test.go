@@ -120,6 +120,9 @@ func (p *allocProp) apply(c *Command) {
 	e := Entry{LSN: p.k.LastLSN() + 1, Slot: p.slot, Cmd: c}
 	p.journal = append(p.journal, e)
 	p.k.Apply(e, &p.out)
+	if msg := eventBoundBroken(c, &p.out); msg != "" {
+		p.fail("%s", msg)
+	}
 }
 
 // write runs a client write as the runtime does: admission, the import's skip entries,

@@ -25,6 +25,9 @@ func bulkShard(t *testing.T, active, othersReserved int) (*Kernel, func(c *Comma
 		op++
 		c.Tenant, c.OperationID = "t", fmt.Sprintf("op%d", op)
 		k.Apply(Entry{LSN: lsn, Slot: 1, Cmd: c}, &out)
+		if msg := eventBoundBroken(c, &out); msg != "" {
+			t.Fatal(msg)
+		}
 		if out.Code != contract.CodeOK {
 			t.Fatalf("lsn %d: %s: %s", lsn, c.Verb, out.Code)
 		}

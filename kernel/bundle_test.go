@@ -41,6 +41,9 @@ func (s *bshard) apply(c *Command) Output {
 	s.journal = append(s.journal, b)
 	var out Output
 	s.k.Apply(Entry{LSN: s.k.LastLSN() + 1, Slot: s.slot, Cmd: &dc}, &out)
+	if msg := eventBoundBroken(&dc, &out); msg != "" {
+		s.t.Fatal(msg)
+	}
 	if err := s.k.CheckInvariants(); err != nil {
 		s.t.Fatalf("after %s: %v", c.Verb, err)
 	}

@@ -1867,6 +1867,9 @@ func (h *mHarness) write(c *Command) {
 	path := mDriveWrite(h.k, h.cfg.Limits, h.slot, kc, &got)
 	want, mpath := h.m.write(h.slot, mc)
 	h.logf("%s -> %s (%s)", mFmtCmd(c), mFmtOut(&got), path)
+	if msg := eventBoundBroken(c, &got); msg != "" {
+		h.fail("%s", msg)
+	}
 	h.count(c.Verb, &got)
 	h.allowed(c.Verb, got.Code)
 	if h.compare {
@@ -1902,6 +1905,9 @@ func (h *mHarness) applyExpire(c *Command) {
 	h.k.Apply(Entry{LSN: h.k.LastLSN() + 1, Slot: h.slot, Cmd: mCloneCmd(c)}, &got)
 	want := h.m.apply(h.slot, mCloneCmd(c))
 	h.logf("%s -> %s", mFmtCmd(c), mFmtOut(&got))
+	if msg := eventBoundBroken(c, &got); msg != "" {
+		h.fail("%s", msg)
+	}
 	h.count(contract.VerbExpire, &got)
 	h.allowed(contract.VerbExpire, got.Code)
 	if h.compare {

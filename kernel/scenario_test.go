@@ -345,6 +345,9 @@ func (s *scenario) submit(t *testing.T, c *Command) string {
 		return s.checked(t, c.Verb, s.out.Code, formatOutput(&s.out))
 	}
 	s.k.Apply(Entry{LSN: s.k.LastLSN() + 1, Slot: s.slot, Cmd: c}, &s.out)
+	if msg := eventBoundBroken(c, &s.out); msg != "" {
+		t.Fatal(msg)
+	}
 	return s.checked(t, c.Verb, s.out.Code, formatOutput(&s.out))
 }
 

@@ -23,6 +23,9 @@ type kverb struct {
 	ref func(out *Output) uint64
 	// retried fills what a retry shows besides code and lsn (viewRetried).
 	retried retriedView
+	// changes bounds the leases an entry of the verb lists in Output.Changes (EventBound);
+	// nil: none.
+	changes func(c *Command) int
 }
 
 // applier applies one journaled command of its verb: Apply has done what every write
@@ -74,9 +77,13 @@ var kverbs = [contract.VerbCount]kverb{
 	contract.VerbResizePool:   {validate: validateCreatePool, apply: object((*Kernel).resizePool), retried: retriedReshape},
 	contract.VerbImport: {validate: validateImport, limits: limitImport, apply: (*Kernel).importLeases,
 		ref:     importRef,
-		retried: (*Kernel).viewRetriedImport},
-	contract.VerbReleaseAll: {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk},
-	contract.VerbRevokeAll:  {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk},
+		retried: (*Kernel).viewRetriedImport,
+		changes: func(c *Command) int { return len(c.Imports) }},
+	// A lease revoked and reclaimed in one step is listed twice (bulkVerb).
+	contract.VerbReleaseAll: {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk,
+		changes: func(c *Command) int { return int(c.Limit) }},
+	contract.VerbRevokeAll: {validate: validateBulk, apply: (*Kernel).bulkVerb, ref: bulkRef, retried: retriedBulk,
+		changes: func(c *Command) int { return 2 * int(c.Limit) }},
 
 	// The internal verbs: journaled by the shard itself, never a client's write.
 	contract.VerbExpire: {apply: (*Kernel).expire},
@@ -87,6 +94,30 @@ var kverbs = [contract.VerbCount]kverb{
 	contract.VerbPrepare: {apply: (*Kernel).prepare},
 	contract.VerbDecide:  {apply: (*Kernel).decide},
 	contract.VerbMirror:  {apply: (*Kernel).mirror},
+}
+
+// EventBound is the most events an entry of c yields when applied (Output.Events): its
+// one event, and one per lease it lists in Changes. A shard counts what its sequenced
+// entries may yield against the events not yet published (actors), so the bound must
+// hold for every command, journaled or replayed; the kernel's tests check it after every
+// step.
+func EventBound(c *Command) int {
+	if int(c.Verb) < len(kverbs) {
+		if f := kverbs[c.Verb].changes; f != nil {
+			return 1 + f(c)
+		}
+	}
+	return 1
+}
+
+// Events is how many events the entry yielded: its one event (if any), and one per
+// lease in Changes.
+func (o *Output) Events() int {
+	n := len(o.Changes)
+	if o.Event != EventNone {
+		n++
+	}
+	return n
 }
 
 // The rows' building blocks.

@@ -135,6 +135,9 @@ func (m *mwModel) apply(k *Kernel, c *Command) {
 	e := Entry{LSN: k.LastLSN() + 1, Slot: m.slot, Cmd: c}
 	m.journal = append(m.journal, mwEntry{lsn: e.LSN, slot: e.Slot, bytes: c.AppendBinary(nil)})
 	k.Apply(e, &m.out)
+	if msg := eventBoundBroken(c, &m.out); msg != "" {
+		panic(msg)
+	}
 }
 
 func (m *mwModel) submit(rt *rapid.T, k *Kernel, c *Command) *Output {
