@@ -13,6 +13,10 @@ type EventSink interface {
 	// Positions delivers published positions. A sink that cannot deliver one at once
 	// may drop it and send a later one: positions only move forward.
 	Positions() <-chan Position
+	// Unpublished is how many of shard's events the sink holds (handed over, not yet
+	// published). A shard bounds it with the events its sequenced entries may add
+	// (Options.MaxUnpublished); it may be read from the shard's goroutine at any time.
+	Unpublished(shard uint32) int
 }
 
 // Position says that a shard's events through LSN are durably published.

@@ -221,6 +221,8 @@ func (e echoSink) Events(shard uint32, through uint64, _ []Event) {
 
 func (e echoSink) Positions() <-chan Position { return e.pos }
 
+func (e echoSink) Unpublished(uint32) int { return 0 }
+
 // stuckPositionStorage's published-position writes hang until release is closed (the
 // cluster bucket electing a leader), and then write nothing.
 type stuckPositionStorage struct {

@@ -31,6 +31,11 @@ var SystemClock Clock = systemClock{}
 // compacted below each one.
 const DefaultSnapshotEvery = 200_000
 
+// DefaultMaxUnpublished is half of the event publisher's queue (events.DefaultMaxQueuedEvents):
+// the other half is the room for the entries a shard writes itself (expiries are held to
+// the bound too; bundle steps and configure entries yield one event each).
+const DefaultMaxUnpublished = 1 << 15
+
 // Options configures the shards of one process.
 type Options struct {
 	Dir    string // data directory; shard i keeps its journal and snapshots in Dir/shard-NNN (file storage)
@@ -50,8 +55,15 @@ type Options struct {
 	// (persistence.Pipelined); a file journal takes one at a time. 8 when 0.
 	JournalWindow int
 	ExpirePerTick int // expire entries committed per tick at most
-	SnapshotEvery int // entries between snapshots (0: DefaultSnapshotEvery; negative: never)
-	SegmentSize   int64
+	// MaxUnpublished bounds a shard's events not yet published: those the sink holds and
+	// those its sequenced entries may yield (kernel.EventBound). A client write past it
+	// is refused overloaded and expiries wait, so a shard never hands the sink more than
+	// it can hold (a sink that overflows drops events until the shard restarts). The
+	// entries a shard writes itself are never refused: leave the sink room beyond it.
+	// DefaultMaxUnpublished when 0; negative: no bound.
+	MaxUnpublished int
+	SnapshotEvery  int // entries between snapshots (0: DefaultSnapshotEvery; negative: never)
+	SegmentSize    int64
 
 	// Events receives each applied batch's events and reports back how far they are
 	// published (EventSink). When nil, no events are produced and snapshots are not held
@@ -169,6 +181,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ExpirePerTick == 0 {
 		o.ExpirePerTick = 1024
+	}
+	if o.MaxUnpublished == 0 {
+		o.MaxUnpublished = DefaultMaxUnpublished
 	}
 	if o.Storage == nil {
 		root, segment, faults := o.Dir, o.SegmentSize, o.Faults

@@ -34,10 +34,19 @@ type Sequencer[W any] struct {
 	nextLSN uint64
 	slot    uint64 // slot of the last stamped entry or read: never goes back
 	out     kernel.Output
+
+	// The events not yet published (SetEventBudget): what the sink holds, and at most
+	// unpublished more from the entries sequenced and not yet applied (kernel.EventBound
+	// each). A client write that could take the two past maxUnpublished is refused
+	// (overloaded) and expiries wait; 0: no bound.
+	unpublished    int
+	maxUnpublished int
+	backlog        func() int
 }
 
 type seqEntry[W any] struct {
 	e       kernel.Entry
+	events  int    // kernel.EventBound(e.Cmd), counted in Sequencer.unpublished until applied
 	opKey   string // tenant\x00operation_id; "" for expire
 	payload []byte
 	waiters []W
@@ -92,16 +101,42 @@ func (q *Sequencer[W]) Write(c *kernel.Command, slot uint64, w W) (Decision, *Re
 		dup.waiters = append(dup.waiters, w)
 		return Joined, nil
 	}
+	events := kernel.EventBound(c)
+	if q.eventRoom() < events {
+		return Answered, rejection(contract.CodeOverloaded, "too many events not yet published; retry later", q.k.LastLSN())
+	}
 	for range kernel.SkipsBefore(c) { // a lease.import's leases take these entries' lsns as ids
 		skip := &kernel.Command{Verb: contract.VerbSkip}
 		q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: skip}, payload: skip.AppendBinary(nil)})
 		q.nextLSN++
 	}
-	en := &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, opKey: a.Key, payload: a.Payload, waiters: []W{w}}
+	en := &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, events: events, opKey: a.Key, payload: a.Payload, waiters: []W{w}}
 	q.nextLSN++
 	q.ops[a.Key] = en
-	q.pending = append(q.pending, en)
+	q.push(en)
 	return Sequenced, nil
+}
+
+// SetEventBudget bounds the events not yet published: backlog says how many the sink
+// holds (handed over, not yet acknowledged by the stream); past max, client writes are
+// refused overloaded and expiries wait (late, never early). The entries the shard writes
+// itself (bundle steps, configure) are not refused: max must leave the sink room for them.
+func (q *Sequencer[W]) SetEventBudget(max int, backlog func() int) {
+	q.maxUnpublished, q.backlog = max, backlog
+}
+
+// eventRoom is how many more events the entries sequenced now may yield.
+func (q *Sequencer[W]) eventRoom() int {
+	if q.maxUnpublished == 0 {
+		return math.MaxInt
+	}
+	return q.maxUnpublished - q.unpublished - q.backlog()
+}
+
+// push appends an entry to the filling batch, counting its events.
+func (q *Sequencer[W]) push(en *seqEntry[W]) {
+	q.unpublished += en.events
+	q.pending = append(q.pending, en)
 }
 
 // Internal sequences an entry the shard itself writes with a waiter: a step of a bundle
@@ -111,7 +146,7 @@ func (q *Sequencer[W]) Internal(c *kernel.Command, slot uint64, w W) bool {
 	if q.halted || q.nextLSN == math.MaxUint64 {
 		return false
 	}
-	q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c},
+	q.push(&seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, events: kernel.EventBound(c),
 		payload: c.AppendBinary(nil), waiters: []W{w}})
 	q.nextLSN++
 	return true
@@ -143,7 +178,8 @@ func (f seqInFlight[W]) Payload(key string) ([]byte, bool) {
 func (f seqInFlight[W]) Len() int { return len(f) }
 
 // Expire sequences expire entries for due leases at slot, at most room of them in
-// flight at once, skipping leases whose expiry is already sequenced.
+// flight at once, skipping leases whose expiry is already sequenced; while the events
+// not yet published are at their bound (SetEventBudget) the rest wait for a later tick.
 func (q *Sequencer[W]) Expire(slot uint64, due []kernel.Due, room int) {
 	if q.halted {
 		return
@@ -156,7 +192,11 @@ func (q *Sequencer[W]) Expire(slot uint64, due []kernel.Due, room int) {
 			continue
 		}
 		c := &kernel.Command{Verb: contract.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}
-		q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, payload: c.AppendBinary(nil)})
+		events := kernel.EventBound(c)
+		if q.eventRoom() < events {
+			return
+		}
+		q.push(&seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, events: events, payload: c.AppendBinary(nil)})
 		q.nextLSN++
 		q.expiring[d.LeaseLSN] = true
 	}
@@ -180,7 +220,7 @@ func (q *Sequencer[W]) Configure(slot uint64, s kernel.Shape) error {
 		return errors.New("the shard has used every log position")
 	}
 	c := &kernel.Command{Verb: contract.VerbConfigure, Settings: s}
-	q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, payload: c.AppendBinary(nil)})
+	q.push(&seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, events: kernel.EventBound(c), payload: c.AppendBinary(nil)})
 	q.nextLSN++
 	return nil
 }
@@ -231,6 +271,7 @@ func (q *Sequencer[W]) Durable(applied func(e kernel.Entry, out *kernel.Output))
 	q.flights = q.flights[1:]
 	for _, en := range batch {
 		q.k.Apply(en.e, &q.out)
+		q.unpublished -= en.events // the sink's backlog has them from here on
 		if en.opKey != "" {
 			delete(q.ops, en.opKey)
 		} else if en.e.Cmd.Verb == contract.VerbExpire {
@@ -272,6 +313,7 @@ func (q *Sequencer[W]) Failed() []Answer[W] {
 		}
 	}
 	q.flights, q.pending = nil, q.pending[:0]
+	q.unpublished = 0
 	q.ops = make(map[string]*seqEntry[W])
 	clear(q.expiring)
 	return answers

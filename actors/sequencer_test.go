@@ -22,6 +22,7 @@ import (
 //	flush                                   hand the next batch to the journal
 //	fsync-ok / fsync-fail                   the journal's answer for that batch
 //	tick slot=S                             a slot tick: sequence the due expiries
+//	events [max=N] [backlog=N]              bound the events not yet published (the sink holds backlog)
 func TestSequencerScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/sequencer", func(t *testing.T, path string) {
 		var sc *seqScript
@@ -48,6 +49,7 @@ type seqScript struct {
 	q       *Sequencer[string]
 	perTick int
 	clock   uint64
+	backlog int // the events the sink holds (events backlog=N)
 }
 
 func newSeqScript(t *testing.T, d *datadriven.TestData) *seqScript {
@@ -139,6 +141,12 @@ func (sc *seqScript) run(t *testing.T, d *datadriven.TestData) string {
 			return "refused: " + err.Error()
 		}
 		return "configure sequenced"
+	case "events":
+		max := sc.q.maxUnpublished
+		d.MaybeScanArgs(t, "max", &max)
+		d.MaybeScanArgs(t, "backlog", &sc.backlog)
+		sc.q.SetEventBudget(max, func() int { return sc.backlog })
+		return fmt.Sprintf("room for %d events (sequenced entries may yield %d)", sc.q.eventRoom(), sc.q.unpublished)
 	case "tick":
 		slot := sc.q.Stamp(sc.clock)
 		before := sc.q.Expiring()

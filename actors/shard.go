@@ -180,6 +180,10 @@ func (s *shard) start() {
 	}
 	last, lastSlot := rec.journal.Last()
 	s.q = NewSequencer[replyFunc](s.k, last, lastSlot, s.cfg.Limits, s.h.sys.opts.MaxBatch)
+	if sink := s.h.sys.opts.Events; sink != nil && s.h.sys.opts.MaxUnpublished > 0 {
+		shard := s.h.shard
+		s.q.SetEventBudget(s.h.sys.opts.MaxUnpublished, func() int { return sink.Unpublished(shard) })
+	}
 	if _, ok := rec.journal.(persistence.Pipelined); ok {
 		s.q.SetWindow(s.h.sys.opts.JournalWindow)
 	}

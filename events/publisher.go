@@ -252,7 +252,10 @@ type shardPub struct {
 	ackWake chan struct{} // an acknowledgement or a failure arrived
 	timer   *time.Timer   // owned by the publishing goroutine
 
-	acked    atomic.Uint64 // every event through this lsn is acknowledged
+	acked atomic.Uint64 // every event through this lsn is acknowledged
+	// held counts the events handed over and not yet acknowledged (or given up): the
+	// shard refuses writes that could take it past its bound (actors.EventSink).
+	held     atomic.Int64
 	repMu    sync.Mutex
 	reported uint64
 }
@@ -342,6 +345,7 @@ func (p *Publisher) Events(shard uint32, through uint64, events []actors.Event) 
 		return
 	}
 	s.handed.Store(max(s.handed.Load(), through))
+	s.held.Add(int64(len(events)))
 	if n := len(s.waiting); n > 0 && len(events) == 0 {
 		s.waiting[n-1].through = through
 	} else {
@@ -483,6 +487,7 @@ func (s *shardPub) publish(e *actors.Event, through, gen uint64) bool {
 		// cannot be published at all and holding the position would stop the shard's
 		// snapshots forever.
 		s.addNoEventLocked(through)
+		s.held.Add(-1)
 		s.advanceLocked()
 		s.mu.Unlock()
 		s.p.metrics.PublishError(s.label)
@@ -534,7 +539,12 @@ func (s *shardPub) markFailed(seq uint64, err error) {
 // advanceLocked drops acknowledged entries from the head of the window and reports the
 // position they reach.
 func (s *shardPub) advanceLocked() {
-	done := func(published bool) { s.p.metrics.EventPublished(s.label, published) }
+	done := func(published bool) {
+		if published {
+			s.held.Add(-1)
+		}
+		s.p.metrics.EventPublished(s.label, published)
+	}
 	var through uint64
 	if s.p.cfg.Plain {
 		through = s.win.Advance(done)
@@ -742,6 +752,7 @@ func (s *shardPub) dropLocked() {
 		s.p.metrics.EventsQueued(s.label, -n)
 	}
 	s.waiting, s.queued, s.overflowed = nil, 0, false
+	s.held.Store(0)
 	s.win.Reset()
 	s.bat.Reset()
 	s.gen++
@@ -801,6 +812,15 @@ func (s *shardPub) aborted() bool {
 	default:
 		return false
 	}
+}
+
+// Unpublished is how many of shard k's events are handed over and not yet acknowledged
+// (actors.EventSink).
+func (p *Publisher) Unpublished(k uint32) int {
+	if int(k) >= len(p.shards) {
+		return 0
+	}
+	return int(p.shards[k].held.Load())
 }
 
 // Acked is how far shard k's events are acknowledged by the stream.

@@ -24,7 +24,7 @@ since() { echo "$(now) - $1" | bc; }
 
 $HF serve --data src --listen 127.0.0.1:$P --metrics-listen "" --shards 8 > src.log 2>&1 & pids+=($!)
 ready src.log
-./fill nats://127.0.0.1:$P 8 $N 2 20ms || exit 1 # paced: every imported lease is an event
+./fill nats://127.0.0.1:$P 8 $N || exit 1
 sleep 5                                          # the last snapshots are written
 S="--server nats://127.0.0.1:$P"
 

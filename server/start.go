@@ -329,7 +329,9 @@ func (s *Server) startShards(c *conns, timing contract.Timing) error {
 		opts.Peers = s.peers
 	}
 	if s.pub != nil {
-		opts.Events = s.pub
+		// A shard hands the publisher at most half its queue of client writes' events; the
+		// rest is room for the entries it writes itself (actors.Options.MaxUnpublished).
+		opts.Events, opts.MaxUnpublished = s.pub, s.cfg.Events.WithDefaults().MaxQueuedEvents/2
 	}
 	var err error
 	if s.sys, err = actors.Start(opts); err != nil {

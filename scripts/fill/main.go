@@ -4,12 +4,15 @@
 //
 //	go run ./scripts/fill URL SHARDS N [CLIENTS [PAUSE]]
 //
-// CLIENTS (default 8) import at once, each pausing PAUSE (default 0s) after an import, so
-// that the events stream keeps up (every imported lease is an event).
+// CLIENTS (default 8) import at once, each pausing PAUSE (default 0s) after an import.
+// Every imported lease is an event: when a shard has as many events waiting for the
+// stream as it holds, the import is answered overloaded and tried again, with the same
+// operation id, a moment later.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -69,8 +72,8 @@ func run(args []string) error {
 	for range clients {
 		wg.Go(func() {
 			for b := range next {
-				if r, err := cl.Import(ctx, importBatch(b, n, pools[b%shards])); err != nil || !r.OK() {
-					errs <- fmt.Errorf("import batch %d: %v %v", b, err, r)
+				if err := importOnce(ctx, cl, importBatch(b, n, pools[b%shards])); err != nil {
+					errs <- fmt.Errorf("import batch %d: %w", b, err)
 					return
 				}
 				time.Sleep(pause)
@@ -95,6 +98,24 @@ func run(args []string) error {
 	}
 	fmt.Printf("fill: %d leases in %d imports in %v\n", n, batches, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// importOnce imports leases, trying again while the shard is overloaded.
+func importOnce(ctx context.Context, cl *client.Client, leases []client.ImportLease) error {
+	op := client.WithOperationID(client.NewOperationID())
+	for {
+		r, err := cl.Import(ctx, leases, op)
+		switch {
+		case errors.Is(err, &client.DefiniteError{Code: messages.CodeOverloaded}):
+			time.Sleep(10 * time.Millisecond)
+		case err != nil:
+			return err
+		case !r.OK():
+			return fmt.Errorf("%s: %s", r.Code, r.Message)
+		default:
+			return nil
+		}
+	}
 }
 
 // createPools makes one pool per shard, named by the first key "p<i>" that lands on it,
