@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/client"
@@ -31,15 +30,7 @@ func TestImportsAtFullSpeedLoseNoEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown(ctx)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	cl, err := client.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := bundleClient(t, srv.URL())
 	if r, err := cl.CreatePool(ctx, "p/units", 1_000_000); err != nil || !r.OK() {
 		t.Fatalf("create pool: %v %+v", err, r)
 	}
@@ -77,7 +68,7 @@ func TestImportsAtFullSpeedLoseNoEvent(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(cl.Conn())
 	if err != nil {
 		t.Fatal(err)
 	}
