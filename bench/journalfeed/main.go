@@ -157,18 +157,26 @@ func run(mode, dir string, w workload) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	appends := make([]func() error, w.shards)
+	for k := range w.shards {
+		if appends[k], err = writer(k, conns[k%len(conns)]); err != nil {
+			return result{}, err
+		}
+	}
+	return drive(appends, w)
+}
+
+// drive runs each shard's appends one after another for the workload's duration, all
+// shards at once.
+func drive(appends []func() error, w workload) (result, error) {
 	res := result{entries: w.entries}
 	var mu sync.Mutex
 	var batches atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, w.shards)
+	errs := make(chan error, len(appends))
 	start := time.Now()
 	stop := start.Add(w.duration)
-	for k := range w.shards {
-		appendOnce, err := writer(k, conns[k%len(conns)])
-		if err != nil {
-			return result{}, err
-		}
+	for k, appendOnce := range appends {
 		wg.Go(func() {
 			var lat []time.Duration
 			for time.Now().Before(stop) {
