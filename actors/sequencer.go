@@ -102,7 +102,7 @@ func (q *Sequencer[W]) Write(c *kernel.Command, slot uint64, w W) (Decision, *Re
 		return Joined, nil
 	}
 	events := kernel.EventBound(c)
-	if q.eventRoom() < events {
+	if !q.roomFor(events) {
 		return Answered, rejection(contract.CodeOverloaded, "too many events not yet published; retry later", q.k.LastLSN())
 	}
 	for range kernel.SkipsBefore(c) { // a lease.import's leases take these entries' lsns as ids
@@ -131,6 +131,14 @@ func (q *Sequencer[W]) eventRoom() int {
 		return math.MaxInt
 	}
 	return q.maxUnpublished - q.unpublished - q.backlog()
+}
+
+// roomFor reports whether an entry that may yield events fits the budget. One that could
+// never fit (a bound configured below a bulk verb's) goes when nothing else is
+// unpublished, so it is delayed, never refused for good.
+func (q *Sequencer[W]) roomFor(events int) bool {
+	room := q.eventRoom()
+	return events <= room || (events > q.maxUnpublished && room == q.maxUnpublished)
 }
 
 // push appends an entry to the filling batch, counting its events.
@@ -193,7 +201,7 @@ func (q *Sequencer[W]) Expire(slot uint64, due []kernel.Due, room int) {
 		}
 		c := &kernel.Command{Verb: contract.VerbExpire, Tenant: d.Tenant, LeaseLSN: d.LeaseLSN, Deadline: d.Deadline}
 		events := kernel.EventBound(c)
-		if q.eventRoom() < events {
+		if !q.roomFor(events) {
 			return
 		}
 		q.push(&seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, events: events, payload: c.AppendBinary(nil)})
