@@ -65,7 +65,11 @@ func TestClusterPartitionsChecked(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		d := filepath.Join(dir, fmt.Sprintf("n%d", i))
 		cfgs = append(cfgs, harness.ServerConfig{Bin: binary, DataDir: filepath.Join(d, "data"), HooksDir: filepath.Join(d, "hooks"),
-			LogPath: logPath(d, fmt.Sprintf("partitions-n%d.log", i)), Shards: 3, Extra: []string{"--replicas", "3", "--ownership-ttl", "1s", "--snapshot-every", "100"}})
+			LogPath: logPath(d, fmt.Sprintf("partitions-n%d.log", i)), Shards: 3,
+			// Eight appends in flight: the partitions are where a lost message and a claim
+			// behind it make void batches (docs/design.md, "Pipelined appends"); the
+			// cluster round runs the default window of one.
+			Extra: []string{"--replicas", "3", "--ownership-ttl", "1s", "--snapshot-every", "100", "--journal-window", "8"}})
 		urls = append(urls, ns.ServerURL(i-1))
 	}
 	cl, err := harness.NewClusterOn(ns.URL(), urls, cfgs)

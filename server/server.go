@@ -86,6 +86,9 @@ type Config struct {
 	// SnapshotEvery is the entries between a shard's snapshots (0: the shard runtime's
 	// default).
 	SnapshotEvery int
+	// JournalWindow is the batches a shard keeps in flight on a replicated journal (0:
+	// the shard runtime's default, actors.DefaultJournalWindow).
+	JournalWindow int
 
 	// Holders says whose a holder_id is (--holders, --operators; bridge.Holders).
 	Holders bridge.Holders

@@ -322,7 +322,8 @@ func (s *Server) startShards(c *conns, timing contract.Timing) error {
 	opts := actors.Options{Dir: s.cfg.Data, Shards: s.cfg.Shards, Slot: s.cfg.Slot, Kernel: s.cfg.Kernel,
 		Observer: s.metrics, Logger: s.log.With("component", "actors"),
 		Clock: s.cfg.Clock, Faults: s.cfg.Faults, SnapshotEvery: s.cfg.SnapshotEvery, BundleStep: s.cfg.BundleStep,
-		WaitBound: timing.Request - timing.ForwardRetry} // a shard's timeout reaches the bridge before its own
+		JournalWindow: s.cfg.JournalWindow,
+		WaitBound:     timing.Request - timing.ForwardRetry} // a shard's timeout reaches the bridge before its own
 	if s.node != nil {
 		opts.Storage, opts.Ownership = s.node.Storage, s.node
 		s.peers = &peerLink{nc: c.nc, names: cluster.NamesFor(s.cfg.Prefix), log: s.log.With("component", "peers")}
