@@ -26,7 +26,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -171,7 +170,6 @@ func run(mode, dir string, w workload) (result, error) {
 func drive(appends []func() error, w workload) (result, error) {
 	res := result{entries: w.entries}
 	var mu sync.Mutex
-	var batches atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, len(appends))
 	start := time.Now()
@@ -186,15 +184,15 @@ func drive(appends []func() error, w workload) (result, error) {
 					return
 				}
 				lat = append(lat, time.Since(t))
-				batches.Add(1)
 			}
 			mu.Lock()
 			res.lat = append(res.lat, lat...)
+			res.batches += int64(len(lat))
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	res.took, res.batches = time.Since(start), batches.Load()
+	res.took = time.Since(start)
 	select {
 	case err := <-errs:
 		return res, err
