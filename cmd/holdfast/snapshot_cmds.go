@@ -92,6 +92,9 @@ func (c *snapshotRestoreCmd) Run(e *env) error {
 		return usageError(e, "--replicas: 1 or 3")
 	}
 	cp, err := backup.ReadFile(c.File)
+	if err == nil {
+		_, err = copyKernels(cp) // every part rebuilds and the cut is whole, wherever it goes
+	}
 	if err != nil {
 		e.errorf("%v", err)
 		return exitCode(exitDomain)
@@ -107,12 +110,9 @@ func (c *snapshotRestoreCmd) Run(e *env) error {
 	return nil
 }
 
-// intoJetStream restores the copy into --server's JetStream for a cluster to start from.
+// intoJetStream restores a checked copy into --server's JetStream for a cluster to start
+// from.
 func (c *snapshotRestoreCmd) intoJetStream(e *env, cp *backup.Copy) error {
-	if _, err := copyKernels(cp); err != nil {
-		e.errorf("%v", err)
-		return exitCode(exitDomain)
-	}
 	return c.run(e, func(ctx context.Context, cl *client.Client) int {
 		js, err := jetstream.New(cl.Conn())
 		if err != nil {
@@ -133,10 +133,11 @@ func (c *snapshotRestoreCmd) intoJetStream(e *env, cp *backup.Copy) error {
 	})
 }
 
-// restoreDataDir makes dir a data directory that starts where the copy was taken: its
-// layout (shard count, slot length), and each shard's state as its snapshot, with an
-// empty journal that continues after it and nothing left to publish before it. The
-// process that starts on it expires on its own clock what passed meanwhile.
+// restoreDataDir makes dir a data directory that starts where a checked copy
+// (copyKernels) was taken: its layout (shard count, slot length), and each shard's state
+// as its snapshot, with an empty journal that continues after it and nothing left to
+// publish before it. The process that starts on it expires on its own clock what passed
+// meanwhile.
 func restoreDataDir(cp *backup.Copy, dir string) error {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return fmt.Errorf("%s is not empty: restore makes a new data directory", dir)
@@ -144,9 +145,6 @@ func restoreDataDir(cp *backup.Copy, dir string) error {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if _, err := copyKernels(cp); err != nil {
 		return err
 	}
 	for k, st := range cp.States {
