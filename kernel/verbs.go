@@ -96,11 +96,11 @@ var kverbs = [contract.VerbCount]kverb{
 	contract.VerbMirror:  {apply: (*Kernel).mirror},
 }
 
-// EventBound is the most events an entry of c yields when applied (Output.Events): its
-// one event, and one per lease it lists in Changes. A shard counts what its sequenced
-// entries may yield against the events not yet published (actors), so the bound must
-// hold for every command, journaled or replayed; the kernel's tests check it after every
-// step.
+// EventBound is the most events an entry of c yields when applied: its one event, and
+// one per lease it lists in Changes (as actors.appendEvents derives them). A shard counts
+// what its sequenced entries may yield against the events not yet published, so the
+// bound must hold for every command, journaled or replayed; the kernel's tests check it
+// after every step.
 func EventBound(c *Command) int {
 	if int(c.Verb) < len(kverbs) {
 		if f := kverbs[c.Verb].changes; f != nil {
@@ -108,16 +108,6 @@ func EventBound(c *Command) int {
 		}
 	}
 	return 1
-}
-
-// Events is how many events the entry yielded: its one event (if any), and one per
-// lease in Changes.
-func (o *Output) Events() int {
-	n := len(o.Changes)
-	if o.Event != EventNone {
-		n++
-	}
-	return n
 }
 
 // The rows' building blocks.
