@@ -40,11 +40,6 @@ const DefaultJournalWindow = 1
 // MaxJournalWindow bounds JournalWindow.
 const MaxJournalWindow = 64
 
-// DefaultMaxUnpublished is half of the event publisher's queue (events.DefaultMaxQueuedEvents):
-// the other half is the room for the entries a shard writes itself (expiries are held to
-// the bound too; bundle steps and configure entries yield one event each).
-const DefaultMaxUnpublished = 1 << 15
-
 // Options configures the shards of one process.
 type Options struct {
 	Dir    string // data directory; shard i keeps its journal and snapshots in Dir/shard-NNN (file storage)
@@ -69,8 +64,8 @@ type Options struct {
 	// those its sequenced entries may yield (kernel.EventBound). A client write past it
 	// is refused overloaded and expiries wait, so a shard never hands the sink more than
 	// it can hold (a sink that overflows drops events until the shard restarts). The
-	// entries a shard writes itself are never refused: leave the sink room beyond it.
-	// DefaultMaxUnpublished when 0; negative: no bound.
+	// entries a shard writes itself are never refused: leave the sink room beyond it
+	// (the server gives half the publisher's queue). 0: no bound.
 	MaxUnpublished int
 	SnapshotEvery  int // entries between snapshots (0: DefaultSnapshotEvery; negative: never)
 	SegmentSize    int64
@@ -191,9 +186,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ExpirePerTick == 0 {
 		o.ExpirePerTick = 1024
-	}
-	if o.MaxUnpublished == 0 {
-		o.MaxUnpublished = DefaultMaxUnpublished
 	}
 	if o.Storage == nil {
 		root, segment, faults := o.Dir, o.SegmentSize, o.Faults
