@@ -429,11 +429,7 @@ func TestSnapshotIntoJetStream(t *testing.T) {
 	r := startServe(t, "--nats", js.URL(), "--journal", "jetstream", "--node", "a", "--shards", "3", "--prefix", "copy",
 		"--data", filepath.Join(dir, "node"), "--metrics-listen", "")
 	r.ready(t)
-	nc, err := nats.Connect(js.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := natstest.Connect(t, js.URL())
 	cl2, err := client.New(nc, client.WithPrefix("copy"))
 	if err != nil {
 		t.Fatal(err)

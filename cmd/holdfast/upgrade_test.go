@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/cluster"
@@ -164,15 +163,7 @@ func waitLogLine(t *testing.T, path, s string) {
 // and exits: here the registry of a cluster records a data format newer than this build's.
 func TestNewerClusterIsRefused(t *testing.T) {
 	js := natstest.Start(t, 1)
-	nc, err := nats.Connect(js.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	jsc, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, jsc := natstest.Connect(t, js.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	kv, err := cluster.OpenBucket(ctx, jsc, cluster.NamesFor("holdfast"), 1)
