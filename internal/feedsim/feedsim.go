@@ -34,21 +34,17 @@ type Msg struct {
 	LSNs    []int     // a record message: its entries
 	Through int       // a record message: the shard's events are stored through this lsn
 	Events  []EventID // the events appended with it (stored after it, same atomic batch)
-	Record  bool
-	Subject int // the per-subject sequence this message took (1-based)
 }
 
 // Append is an atomic batch on its way to the stream: a claim, or a record with events.
 type Append struct {
 	Node   int
-	Epoch  int
 	Expect int // the subject's last sequence it expects
-	Msg    Msg
+	Msg    Msg // its Epoch is the sender's
 }
 
 // Node is one process that may own the shard.
 type Node struct {
-	Up      bool  // always, here: a crash is a restart with nothing in memory
 	Epoch   int   // the epoch it claimed (0: owns nothing)
 	Serving bool  // claimed and rebuilt; halted owners are not serving
 	Last    int   // the subject's last sequence as it knows it
@@ -56,7 +52,6 @@ type Node struct {
 	Through int   // the lsn through which its events are in the stream, as it knows
 	Waiting []int // entries sequenced, not yet in an append
 	Flight  *Append
-	Halted  bool
 }
 
 // World is the whole system.
@@ -79,11 +74,7 @@ type Reply struct {
 
 // NewWorld is a shard with nodes processes, none owning it yet.
 func NewWorld(nodes, writes, crashes, claims, losses int) *World {
-	w := &World{Nodes: make([]Node, nodes), Writes: writes, Crashes: crashes, Claims: claims, Losses: losses}
-	for i := range w.Nodes {
-		w.Nodes[i].Up = true
-	}
-	return w
+	return &World{Nodes: make([]Node, nodes), Writes: writes, Crashes: crashes, Claims: claims, Losses: losses}
 }
 
 // Clone copies w deeply.
@@ -117,9 +108,6 @@ func (w *World) Steps() []Step {
 	var ss []Step
 	for i := range w.Nodes {
 		n := &w.Nodes[i]
-		if !n.Up {
-			continue
-		}
 		if w.Claims > 0 && !n.Serving && n.Flight == nil {
 			ss = append(ss, Step{Kind: "claim", Node: i})
 		}
@@ -160,8 +148,8 @@ func (w *World) Do(s Step) {
 		n := &w.Nodes[s.Node]
 		w.Epochs++
 		// A claimer reads the subject's last sequence, then appends its claim expecting it.
-		a := Append{Node: s.Node, Epoch: w.Epochs, Expect: len(w.Stream), Msg: Msg{Claim: w.Epochs, Epoch: w.Epochs}}
-		*n = Node{Up: true, Epoch: w.Epochs, Flight: &a}
+		a := Append{Node: s.Node, Expect: len(w.Stream), Msg: Msg{Claim: w.Epochs, Epoch: w.Epochs}}
+		*n = Node{Epoch: w.Epochs, Flight: &a}
 		w.Net = append(w.Net, a)
 	case "write":
 		// The owner gives the entry the next lsn after what it has applied and sequenced
@@ -171,7 +159,7 @@ func (w *World) Do(s Step) {
 		n.Waiting = append(n.Waiting, max(last(n.Applied), last(n.Waiting))+1)
 	case "send":
 		n := &w.Nodes[s.Node]
-		a := Append{Node: s.Node, Epoch: n.Epoch, Expect: n.Last, Msg: Msg{Record: true, Epoch: n.Epoch,
+		a := Append{Node: s.Node, Expect: n.Last, Msg: Msg{Epoch: n.Epoch,
 			LSNs: slices.Clone(n.Waiting), Through: last(n.Applied), Events: eventsOf(n.Through, last(n.Applied))}}
 		if mutation == "through-ahead" {
 			a.Msg.Through = max(last(n.Applied), last(n.Waiting))
@@ -182,19 +170,17 @@ func (w *World) Do(s Step) {
 	case "deliver":
 		a := w.Net[s.I]
 		w.Net = slices.Delete(w.Net, s.I, s.I+1)
-		r := Reply{Node: a.Node, Epoch: a.Epoch}
+		r := Reply{Node: a.Node, Epoch: a.Msg.Epoch}
 		if a.Expect == len(w.Stream) || mutation == "no-fence" { // the per-subject expectation: all or nothing
-			m := a.Msg
-			m.Subject = len(w.Stream) + 1
-			w.Stream = append(w.Stream, m)
-			r.OK, r.Seq = true, m.Subject
+			w.Stream = append(w.Stream, a.Msg)
+			r.OK, r.Seq = true, len(w.Stream) // the subject's sequences count from 1
 		}
 		w.Replies = append(w.Replies, r)
 	case "reply", "lose":
 		r := w.Replies[s.I]
 		w.Replies = slices.Delete(w.Replies, s.I, s.I+1)
 		n := &w.Nodes[r.Node]
-		if !n.Up || n.Epoch != r.Epoch || n.Flight == nil {
+		if n.Epoch != r.Epoch || n.Flight == nil {
 			return // a node that crashed or claimed again since: not its append's answer any more
 		}
 		f := n.Flight
@@ -203,7 +189,7 @@ func (w *World) Do(s Step) {
 			if s.Kind == "lose" {
 				w.Losses--
 			}
-			n.Serving, n.Halted = false, true // indefinite or refused: halt; a claim rebuilds
+			n.Serving = false // indefinite or refused: halt; a claim rebuilds
 			return
 		}
 		n.Last = r.Seq
@@ -215,7 +201,7 @@ func (w *World) Do(s Step) {
 		n.Through = f.Msg.Through
 	case "crash":
 		w.Crashes--
-		w.Nodes[s.Node] = Node{Up: true} // restarted with nothing; its appends in flight may still land
+		w.Nodes[s.Node] = Node{} // a restart with nothing in memory; its appends in flight may still land
 	}
 }
 
@@ -226,7 +212,7 @@ func (w *World) rebuild(n *Node) {
 	n.Applied, n.Through = nil, 0
 	first := true
 	for _, m := range w.Stream[:n.Last] {
-		if m.Record {
+		if m.Claim == 0 { // a record
 			n.Applied = append(n.Applied, m.LSNs...)
 			if mutation != "rebuild-first" || first {
 				n.Through = m.Through
@@ -314,7 +300,7 @@ func (w *World) Key() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v|%v|%v|%d %d %d %d %d|", w.Stream, w.Net, w.Replies, w.Epochs, w.Writes, w.Crashes, w.Claims, w.Losses)
 	for _, n := range w.Nodes {
-		fmt.Fprintf(&b, "%v %d %v %d %d %v %d %v %v;", n.Up, n.Epoch, n.Serving, n.Last, n.Through, n.Applied, len(n.Waiting), n.Waiting, n.Flight != nil)
+		fmt.Fprintf(&b, "%d %v %d %d %v %v %v;", n.Epoch, n.Serving, n.Last, n.Through, n.Applied, n.Waiting, n.Flight != nil)
 		if n.Flight != nil {
 			fmt.Fprintf(&b, "%v", *n.Flight)
 		}

@@ -5,12 +5,11 @@ import (
 	"testing"
 )
 
-// explore visits every state reachable from w within its bounds (each once), checking
-// Check after every step and Settled in every quiet state: nothing in flight, and a node
-// serving with nothing waiting and every applied entry's events sent.
-func explore(t *testing.T, w *World) (states, quiet int) {
+// walk visits every state reachable from w within its bounds (each once), checking
+// Check after every step and Settled in every quiet state (see quiet), and stops at the
+// first break: what it is and the steps that led there ("" when none).
+func walk(w *World) (states, quiet int, broke string, path []Step) {
 	seen := map[string]bool{}
-	var path []Step
 	var visit func(w *World) bool
 	visit = func(w *World) bool {
 		k := w.Key()
@@ -19,13 +18,13 @@ func explore(t *testing.T, w *World) (states, quiet int) {
 		}
 		seen[k] = true
 		if err := w.Check(); err != nil {
-			t.Errorf("%v\nafter %v", err, path)
+			broke = err.Error()
 			return false
 		}
 		if w.quiet() {
 			quiet++
 			if msg := w.Settled(); msg != "" {
-				t.Errorf("quiet but %s\nafter %v", msg, path)
+				broke = "quiet but " + msg
 				return false
 			}
 		}
@@ -33,16 +32,15 @@ func explore(t *testing.T, w *World) (states, quiet int) {
 			next := w.Clone()
 			next.Do(s)
 			path = append(path, s)
-			ok := visit(next)
-			path = path[:len(path)-1]
-			if !ok {
+			if !visit(next) {
 				return false
 			}
+			path = path[:len(path)-1]
 		}
 		return true
 	}
 	visit(w)
-	return len(seen), quiet
+	return len(seen), quiet, broke, path
 }
 
 // quiet: nothing in flight, and the owner of the subject's last claim serves with
@@ -81,7 +79,10 @@ func TestFeedExactlyOnceInOrder(t *testing.T) {
 		{"both", 2, 1, 3, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			states, quiet := explore(t, NewWorld(2, c.writes, c.crashes, c.claims, c.losses))
+			states, quiet, broke, path := walk(NewWorld(2, c.writes, c.crashes, c.claims, c.losses))
+			if broke != "" {
+				t.Fatalf("%s\nafter %v", broke, path)
+			}
 			t.Logf("%d states, %d quiet", states, quiet)
 			if quiet == 0 {
 				t.Fatal("no quiet state reached: nothing was checked settled")
@@ -103,41 +104,10 @@ func TestExplorerFindsBrokenProtocols(t *testing.T) {
 		t.Run(c.mutation, func(t *testing.T) {
 			mutation = c.mutation
 			defer func() { mutation = "" }()
-			found := firstBreak(NewWorld(2, 3, 1, 3, 1))
+			_, _, found, _ := walk(NewWorld(2, 3, 1, 3, 1))
 			if !strings.Contains(found, c.want) {
 				t.Fatalf("%s went unnoticed: found %q, want %q", c.mutation, found, c.want)
 			}
 		})
 	}
-}
-
-// firstBreak explores w depth first and returns the first Check error or Settled
-// complaint it meets ("" when none).
-func firstBreak(w *World) string {
-	seen := map[string]bool{}
-	var visit func(w *World) string
-	visit = func(w *World) string {
-		k := w.Key()
-		if seen[k] {
-			return ""
-		}
-		seen[k] = true
-		if err := w.Check(); err != nil {
-			return err.Error()
-		}
-		if w.quiet() {
-			if msg := w.Settled(); msg != "" {
-				return msg
-			}
-		}
-		for _, s := range w.Steps() {
-			next := w.Clone()
-			next.Do(s)
-			if msg := visit(next); msg != "" {
-				return msg
-			}
-		}
-		return ""
-	}
-	return visit(w)
 }
