@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -310,18 +311,17 @@ func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 
 // pubAckSeq reads the sequence of a PubAck, or its error.
 func pubAckSeq(b []byte) (uint64, error) {
-	s := string(b)
-	if strings.Contains(s, `"error"`) {
-		return 0, errors.New(s)
+	var ack struct {
+		Seq   uint64 `json:"seq"`
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
 	}
-	i := strings.Index(s, `"seq":`)
-	if i < 0 {
-		return 0, fmt.Errorf("no sequence in %s", s)
+	if err := json.Unmarshal(b, &ack); err != nil {
+		return 0, fmt.Errorf("unreadable PubAck %s: %w", b, err)
 	}
-	j := i + len(`"seq":`)
-	k := j
-	for k < len(s) && s[k] >= '0' && s[k] <= '9' {
-		k++
+	if ack.Error != nil {
+		return 0, errors.New(ack.Error.Description)
 	}
-	return strconv.ParseUint(s[j:k], 10, 64)
+	return ack.Seq, nil
 }
