@@ -19,6 +19,28 @@ type EventSink interface {
 	Unpublished(shard uint32) int
 }
 
+// eventsOn says whether the shard derives its events: for its journal (a Feed) or for
+// the System's sink.
+func (s *shard) eventsOn() bool { return s.feed != nil || s.h.sys.opts.Events != nil }
+
+// handOn gives the events of the entries through the shard's last lsn to its journal or
+// the System's sink, which keeps the slice.
+func (s *shard) handOn(events []Event) {
+	if s.feed != nil {
+		s.feed.Carry(s.k.LastLSN(), events)
+	} else if sink := s.h.sys.opts.Events; sink != nil {
+		sink.Events(s.h.shard, s.k.LastLSN(), events)
+	}
+}
+
+// unpublished is how many of the shard's events its journal or the sink holds.
+func (s *shard) unpublished() int {
+	if s.feed != nil {
+		return s.feed.Held()
+	}
+	return s.h.sys.opts.Events.Unpublished(s.h.shard)
+}
+
 // Position says that a shard's events through LSN are durably published.
 type Position struct {
 	Shard uint32
@@ -41,4 +63,27 @@ func (s *System) positions() {
 			}
 		}
 	}
+}
+
+// Feed is a journal that stores its shard's events itself, with its appends (a
+// cluster's journal in the events stream: cluster.Feed, data format 3). A shard whose
+// journal is a Feed hands its events to it rather than to Options.Events, and learns
+// from it how far they are stored: the batch that stores an event also records that it
+// is, so the position needs no write of its own (Storage.WritePublished is not called).
+type Feed interface {
+	// Carry takes the events of the applied entries through lsn, in lsn order; they are
+	// stored with the journal's next append. It runs on the shard's goroutine, must not
+	// block, and keeps the slice. Events the journal has stored already are dropped.
+	Carry(through uint64, events []Event)
+	// Stored is how far the events were stored when the journal was opened: every event
+	// of the entries through the lsn it returns.
+	Stored() uint64
+	// Watch has fn called with each new position through which events are stored.
+	Watch(fn func(lsn uint64))
+	// Held is how many events were handed over and are not yet stored.
+	Held() int
+	// Stale reports (once each time it finds it so) that the journal's oldest records
+	// are at risk of the stream's limits: the shard takes a snapshot ahead of its
+	// cadence and compacts up to it.
+	Stale() bool
 }

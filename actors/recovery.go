@@ -39,13 +39,6 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 	} else if k, err = kernel.New(cfg); err != nil {
 		return nil, err
 	}
-	published := uint64(0)
-	events := h.sys.opts.Events != nil
-	if events {
-		if published, err = h.storage.ReadPublished(); err != nil {
-			return nil, err
-		}
-	}
 	loaded := time.Now()
 	j, err := h.storage.OpenJournal()
 	if err != nil {
@@ -53,6 +46,21 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 	}
 	opened := time.Now()
 	from := k.LastLSN()
+	// Where the events stand: a journal that stores them says so itself (a snapshot
+	// never passes it, and a copy restored without a journal starts at its snapshot);
+	// otherwise the storage's published position.
+	published := uint64(0)
+	feed, isFeed := j.(Feed)
+	events := isFeed || h.sys.opts.Events != nil
+	switch {
+	case isFeed:
+		published = max(feed.Stored(), from)
+	case events:
+		if published, err = h.storage.ReadPublished(); err != nil {
+			j.Close()
+			return nil, err
+		}
+	}
 	rec := &recovered{kernel: k, journal: j, published: published, snapshotLSN: from}
 	var cmd kernel.Command
 	var out kernel.Output

@@ -53,6 +53,7 @@ type shard struct {
 
 	sinceSnapshot int
 	published     uint64 // events durably published through this lsn
+	feed          Feed   // the journal, when it stores the events itself (nil: Options.Events)
 	snapshotting  bool
 	snapLSN       uint64
 	snapSlot      uint64
@@ -180,9 +181,13 @@ func (s *shard) start() {
 	}
 	last, lastSlot := rec.journal.Last()
 	s.q = NewSequencer[replyFunc](s.k, last, lastSlot, s.cfg.Limits, s.h.sys.opts.MaxBatch)
-	if sink := s.h.sys.opts.Events; sink != nil && s.h.sys.opts.MaxUnpublished > 0 {
-		shard := s.h.shard
-		s.q.SetEventBudget(s.h.sys.opts.MaxUnpublished, func() int { return sink.Unpublished(shard) })
+	if feed, ok := rec.journal.(Feed); ok {
+		s.feed = feed
+		root, pid := s.h.sys.root, s.self
+		feed.Watch(func(lsn uint64) { root.Send(pid, &published{lsn: lsn}) })
+	}
+	if s.eventsOn() && s.h.sys.opts.MaxUnpublished > 0 {
+		s.q.SetEventBudget(s.h.sys.opts.MaxUnpublished, s.unpublished)
 	}
 	if _, ok := rec.journal.(persistence.Pipelined); ok {
 		s.q.SetWindow(s.h.sys.opts.JournalWindow)
@@ -191,8 +196,8 @@ func (s *shard) start() {
 	s.h.setWriter(s.w)
 	s.h.halted.Store(false)
 	s.publishGauges()
-	if sink := s.h.sys.opts.Events; sink != nil && len(rec.events) > 0 {
-		sink.Events(s.h.shard, s.k.LastLSN(), rec.events) // republish what may not have been published
+	if len(rec.events) > 0 || s.feed != nil {
+		s.handOn(rec.events) // publish again what may not have been
 	}
 	s.reconfigure(s.cfg)
 	s.recoverBundles()
@@ -358,8 +363,8 @@ func (s *shard) applyInflight(err error) {
 		}
 		return
 	}
-	sink := s.h.sys.opts.Events
-	if sink != nil {
+	events := s.eventsOn()
+	if events {
 		// The sink keeps each batch's slice, so each batch gets its own, sized for one
 		// event per entry (an Event is some 800 bytes: a fixed 64 of them per batch were
 		// more than half of the server's allocated bytes under load; appendEvents grows
@@ -368,7 +373,7 @@ func (s *shard) applyInflight(err error) {
 	}
 	obs := s.h.sys.opts.Observer
 	answers, n := s.q.Durable(func(e kernel.Entry, out *kernel.Output) {
-		if sink != nil {
+		if events {
 			s.events = appendEvents(s.events, s.h.shard, e, out)
 		}
 		s.noteMirrors(out)
@@ -391,8 +396,8 @@ func (s *shard) applyInflight(err error) {
 	s.sendMirrors()
 	s.afterDecided()
 	s.sinceSnapshot += n
-	if sink != nil && n > 0 {
-		sink.Events(s.h.shard, s.k.LastLSN(), s.events)
+	if events && n > 0 {
+		s.handOn(s.events)
 		s.events = nil // the sink keeps the slice
 	}
 	s.answerReaders(time.Time{})
@@ -458,6 +463,7 @@ func (s *shard) tick() {
 	}
 	s.answerReaders(s.now())
 	s.checkHold()
+	s.keepJournal()
 	s.bundleTick(time.Now()) // bundle bounds are durations: the monotonic clock
 	slot := s.stampSlot()
 	perTick := s.h.sys.opts.ExpirePerTick

@@ -20,6 +20,23 @@ func (s *shard) maybeSnapshot() {
 	s.maybeWriteSnapshot()
 }
 
+// keepJournal acts on a journal whose oldest records are at risk of its stream's limits
+// (Feed.Stale): a snapshot ahead of the cadence when entries came after the newest one,
+// else compaction up to the newest one (not only to the one before it: the records
+// between the two would be lost to the limits otherwise, and a snapshot of the stream's
+// object store is as replicated as the journal).
+func (s *shard) keepJournal() {
+	if s.feed == nil || s.snapshotting || s.snapCapture != nil || s.w == nil || !s.feed.Stale() {
+		return
+	}
+	if s.k.LastLSN() > s.fallbackLSN {
+		s.sinceSnapshot = max(s.sinceSnapshot, s.h.sys.opts.SnapshotEvery)
+		s.maybeSnapshot()
+		return
+	}
+	s.w.jobs <- writeJob{compact: s.fallbackLSN, gen: s.gen}
+}
+
 // maybeWriteSnapshot writes the held snapshot once its events are published: recovery
 // re-derives unpublished events by replaying the journal after the snapshot, so a
 // snapshot must never pass the durable published position. The published position is
@@ -28,17 +45,17 @@ func (s *shard) maybeWriteSnapshot() {
 	if s.snapCapture == nil || s.snapshotting {
 		return
 	}
-	events := s.h.sys.opts.Events != nil
+	events := s.eventsOn()
 	if events && s.published < s.snapLSN {
 		return
 	}
-	capture, lsn, slot, pub, gen := s.snapCapture, s.snapLSN, s.snapSlot, s.published, s.gen
+	capture, lsn, slot, pub, gen, feed := s.snapCapture, s.snapLSN, s.snapSlot, s.published, s.gen, s.feed != nil
 	s.snapCapture = nil
 	s.snapshotting = true
 	h, store, root, pid := s.h, s.h.storage, s.h.sys.root, s.self
 	go func() {
 		var err error
-		if events {
+		if events && !feed {
 			err = h.persistPublished(store, pub)
 		}
 		if err == nil {
@@ -70,6 +87,9 @@ const publishedEvery = time.Second
 // maybePersistPublished makes the published position durable on a cadence, beside the
 // actor.
 func (s *shard) maybePersistPublished() {
+	if s.feed != nil {
+		return // the journal records it with the events
+	}
 	if s.pubWriting || s.published <= s.pubWritten || time.Since(s.pubWrittenAt) < publishedEvery {
 		return
 	}
