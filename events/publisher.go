@@ -171,8 +171,10 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string
 			sc.AllowBatchPublish = true
 			changed = true
 		}
-		if !sc.DenyDelete || !sc.DenyPurge {
-			sc.DenyDelete, sc.DenyPurge = true, true
+		// A stream that also holds journals (it allows message TTLs: EnsureFeedStream) must
+		// keep allowing the purges that compact them.
+		if !sc.DenyDelete || (!sc.DenyPurge && !sc.AllowMsgTTL) {
+			sc.DenyDelete, sc.DenyPurge = true, !sc.AllowMsgTTL
 			changed = true
 		}
 		if !changed {
@@ -458,12 +460,16 @@ func (s *shardPub) run() {
 }
 
 // message builds the NATS message of an event.
-func (p *Publisher) message(e *actors.Event) (*nats.Msg, error) {
+func (p *Publisher) message(e *actors.Event) (*nats.Msg, error) { return Message(p.prefix, e) }
+
+// Message builds the NATS message of an event of prefix: its contract subject, its
+// message id and its JSON payload (docs/api.md §5).
+func Message(prefix string, e *actors.Event) (*nats.Msg, error) {
 	data, err := messages.MarshalJSON(wire.Event(e))
 	if err != nil {
 		return nil, err
 	}
-	msg := nats.NewMsg(p.prefix + ".v1." + e.Tenant + ".events." + e.Kind.String())
+	msg := nats.NewMsg(prefix + ".v1." + e.Tenant + ".events." + e.Kind.String())
 	msg.Data = data
 	msg.Header.Set(jetstream.MsgIDHeader, contract.EventMsgID(e.Shard, e.LSN, e.N))
 	msg.Header.Set(messages.HeaderContentType, messages.ContentTypeJSON)

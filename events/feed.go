@@ -1,0 +1,116 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/contract"
+)
+
+// In a cluster of data format 3 the events stream also holds the shards' journals, on
+// the subjects journals names (cluster.Feed): a journal message never expires (a
+// per-message TTL of "never", which the stream's age limit respects) and goes only by a
+// purge of its shard's subject once a snapshot covers it, so the stream allows
+// per-message TTLs and purges (by the service's account only: tenants are given
+// consumers of their own events, never the stream's API). Each append is an atomic
+// batch of the journal message and the events that ride with it.
+
+// StreamHoldsJournals reports whether the events stream can also hold journals: it does
+// not exist yet (EnsureFeedStream will create it so), or it allows purges — a stream an
+// earlier Holdfast created denies them, and JetStream never lifts that.
+func StreamHoldsJournals(ctx context.Context, js jetstream.JetStream) (bool, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		s, err := js.Stream(actx, contract.StreamName)
+		cancel()
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			return true, nil
+		case err == nil:
+			return !s.CachedInfo().Config.DenyPurge, nil
+		case ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)):
+			return false, fmt.Errorf("events: looking up stream %s: %w", contract.StreamName, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// EnsureFeedStream creates the events stream to hold the prefix's events and journals
+// (journals: the journal subjects' filter), or makes an existing one do so.
+func EnsureFeedStream(ctx context.Context, js jetstream.JetStream, prefix, journals string, cfg Config) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := ensureFeedOnce(actx, js, prefix, journals, cfg)
+		cancel()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func ensureFeedOnce(ctx context.Context, js jetstream.JetStream, prefix, journals string, cfg Config) error {
+	subjects := []string{EventSubjects(prefix), journals}
+	for attempt := 0; attempt < 2; attempt++ {
+		s, err := js.Stream(ctx, contract.StreamName)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+				Name:        contract.StreamName,
+				Description: "Holdfast events: <prefix>.v1.<tenant>.events.<object>.<verb>, message id <shard>-<lsn>-<n>; and the shards' journals, <prefix>._j.<shard>",
+				Subjects:    subjects,
+				Storage:     jetstream.FileStorage,
+				Retention:   jetstream.LimitsPolicy,
+				Discard:     jetstream.DiscardOld,
+				Duplicates:  cfg.DuplicateWindow,
+				MaxAge:      cfg.MaxAge,
+				MaxBytes:    orUnlimited(cfg.MaxBytes),
+				Replicas:    max(cfg.Replicas, 1),
+				DenyDelete:  true,
+				AllowMsgTTL: true,
+
+				AllowAtomicPublish: true,
+				AllowDirect:        false, // a journal's tail is read from the stream's leader
+			})
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("events: creating stream %s for %v: %w", contract.StreamName, subjects, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("events: looking up stream %s: %w", contract.StreamName, err)
+		}
+		sc := s.CachedInfo().Config
+		if sc.DenyPurge {
+			return fmt.Errorf("events: stream %s denies purges (an earlier Holdfast created it), so it cannot hold this prefix's journals", contract.StreamName)
+		}
+		changed := false
+		for _, subj := range subjects {
+			if !slices.Contains(sc.Subjects, subj) {
+				sc.Subjects, changed = append(sc.Subjects, subj), true
+			}
+		}
+		if sc.Duplicates < cfg.DuplicateWindow {
+			sc.Duplicates, changed = cfg.DuplicateWindow, true
+		}
+		if !sc.AllowAtomicPublish || !sc.AllowMsgTTL || !sc.DenyDelete {
+			sc.AllowAtomicPublish, sc.AllowMsgTTL, sc.DenyDelete, changed = true, true, true, true
+		}
+		if !changed {
+			return nil
+		}
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("events: updating stream %s (subjects %v, atomic batches, message TTLs): %w", contract.StreamName, sc.Subjects, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("events: stream %s could be neither created nor found", contract.StreamName)
+}
