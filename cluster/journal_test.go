@@ -42,7 +42,7 @@ func records(from, n uint64, size int) []persistence.Record {
 	return b
 }
 
-func replayAll(t *testing.T, j *Journal, from uint64) []persistence.Record {
+func replayAll(t *testing.T, j persistence.Journal, from uint64) []persistence.Record {
 	t.Helper()
 	var got []persistence.Record
 	if err := j.Replay(from, func(r persistence.Record) error {

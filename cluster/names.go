@@ -47,6 +47,9 @@ func (n Names) JournalSubject(k uint32) string {
 	return n.Prefix + "._j." + strconv.FormatUint(uint64(k), 10)
 }
 
+// JournalSubjects is the filter of every shard's journal subject.
+func (n Names) JournalSubjects() string { return n.Prefix + "._j.*" }
+
 // Snapshots is the object store bucket of shard snapshots.
 func (n Names) Snapshots() string { return n.base + "_SNAP" }
 

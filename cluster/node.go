@@ -46,6 +46,26 @@ type Config struct {
 	// node to stop does not try to hand its shards over (it closes them and leaves the
 	// claims to lapse). On a NATS deployment the last node hands over as every other.
 	ServersGoWithNodes bool
+	// Feed, for a prefix of FeedFormat, keeps the journals in the events stream (nil: a
+	// stream per shard's journal).
+	Feed *FeedLayout
+}
+
+// FeedLayout is where a cluster of FeedFormat keeps its journals, and how their appends
+// carry events (Feed).
+type FeedLayout struct {
+	Stream  string                                 // the events stream
+	Encode  func(*actors.Event) (*nats.Msg, error) // an event's message; nil: events disabled
+	Metrics FeedMetrics                            // nil: none
+}
+
+// FeedMetrics is what a feed reports of its events, under the publisher's names
+// (events.Metrics), so that one dashboard and one set of alerts serve both layouts.
+type FeedMetrics interface {
+	EventsQueued(shard string, n int) // n more (or fewer) events handed over, not yet stored
+	EventPublished(shard string, real bool)
+	PublishError(shard string)
+	PublishedLSN(shard string, lsn uint64)
 }
 
 // DefaultStopTimeout is Config.StopTimeout's default.
@@ -276,7 +296,8 @@ func (n *Node) Storage(k uint32) (actors.Storage, error) {
 		return nil, fmt.Errorf("shard %d is not claimed by node %q", k, n.cfg.Node)
 	}
 	return &Storage{JS: n.cfg.JS, Names: n.cfg.Names, Shard: k, Replicas: n.cfg.Replicas, Node: n.cfg.Node,
-		Epoch: epoch, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }, Logger: n.log, Ctx: n.loads}, nil
+		Epoch: epoch, Objects: n.objects, Bucket: n.kv, JournalCall: n.timing.JournalCall, Valid: func() bool { return n.Serving(k) }, Logger: n.log, Ctx: n.loads,
+		Feed: n.cfg.Feed}, nil
 }
 
 // Standing is the actors.Ownership of a cluster node: Leased while this node's claim on

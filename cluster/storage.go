@@ -47,6 +47,8 @@ type Storage struct {
 	// snapshot's read): a node that stops does not wait out a load JetStream cannot
 	// answer (a cluster without quorum).
 	Ctx context.Context
+	// Feed, when set, keeps the journal on the shard's subject of the events stream.
+	Feed *FeedLayout
 }
 
 var _ actors.Storage = (*Storage)(nil)
@@ -84,8 +86,12 @@ func (s *Storage) OpenJournal() (persistence.Journal, error) {
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	return OpenJournal(ctx, JournalConfig{JS: s.JS, Names: s.Names, Shard: s.Shard, Replicas: s.Replicas,
-		Node: s.Node, Epoch: s.Epoch, Timeout: s.JournalCall, Logger: s.Logger, Ctx: s.Ctx})
+	cfg := JournalConfig{JS: s.JS, Names: s.Names, Shard: s.Shard, Replicas: s.Replicas,
+		Node: s.Node, Epoch: s.Epoch, Timeout: s.JournalCall, Logger: s.Logger, Ctx: s.Ctx}
+	if s.Feed != nil {
+		return OpenFeed(ctx, FeedConfig{JournalConfig: cfg, Stream: s.Feed.Stream, Encode: s.Feed.Encode, Metrics: s.Feed.Metrics})
+	}
+	return OpenJournal(ctx, cfg)
 }
 
 func (s *Storage) snapshotPrefix() string { return fmt.Sprintf("shard-%d/", s.Shard) }

@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/persistence"
+)
+
+// Replay reads the shard's subject from its first message through the claim and calls
+// fn for every record with LSN >= from (persistence.Journal), as Journal.Replay does for
+// a stream of its own.
+func (f *Feed) Replay(from uint64, fn func(persistence.Record) error) error {
+	f.mu.Lock()
+	through, tailLSN := f.claimSeq, f.tail.lsn
+	f.mu.Unlock()
+	parent := f.cfg.Ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	cons, err := f.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.subject},
+		DeliverPolicy: jetstream.DeliverAllPolicy, MaxResetAttempts: 3})
+	if err != nil {
+		return fmt.Errorf("reading journal of shard %d: %w", f.cfg.Shard, err)
+	}
+	it, err := cons.Messages(jetstream.PullExpiry(2*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	defer context.AfterFunc(parent, it.Stop)()
+	var stalled atomic.Bool
+	watchdog := time.AfterFunc(time.Hour, func() { stalled.Store(true); it.Stop() })
+	defer watchdog.Stop()
+	var tail position
+	seen := false
+	var index []stored
+	var first uint64 // the subject's oldest message
+	var voids Voids
+	for {
+		watchdog.Reset(replayStall)
+		msg, err := it.Next(jetstream.NextMaxWait(replayStall))
+		watchdog.Stop()
+		switch {
+		case stalled.Load():
+			return fmt.Errorf("reading journal of shard %d: no message for %v", f.cfg.Shard, replayStall)
+		case parent.Err() != nil:
+			return fmt.Errorf("reading journal of shard %d: %w", f.cfg.Shard, parent.Err())
+		case err != nil:
+			return fmt.Errorf("reading journal of shard %d: %w", f.cfg.Shard, err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		seq := md.Sequence.Stream
+		if seq > through {
+			break // written after our claim: cannot happen, as only we append now
+		}
+		if first == 0 {
+			first = seq
+		}
+		if !voids.Void(msg.Headers()) && msg.Headers().Get(hdrKind) == "batch" {
+			var last uint64
+			err := persistence.ParseFrames(msg.Data(), f.cfg.MaxRecord, func(r persistence.Record) error {
+				if seen && (r.LSN != tail.lsn+1 || r.Slot < tail.slot) {
+					return fmt.Errorf("journal of shard %d, stream sequence %d: lsn %d slot %d cannot follow lsn %d slot %d",
+						f.cfg.Shard, seq, r.LSN, r.Slot, tail.lsn, tail.slot)
+				}
+				if !seen && r.LSN > from && from > 0 {
+					return fmt.Errorf("%w: the journal starts at lsn %d, lsn %d was asked for", persistence.ErrCompacted, r.LSN, from)
+				}
+				seen, tail, last = true, position{lsn: r.LSN, slot: r.Slot}, r.LSN
+				if r.LSN >= from {
+					return fn(r)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			index = append(index, stored{seq: seq, lastLSN: last})
+		}
+		if seq == through {
+			break
+		}
+	}
+	if !seen && from > 0 && from <= tailLSN {
+		return fmt.Errorf("%w: no records left, lsn %d was asked for", persistence.ErrCompacted, from)
+	}
+	f.mu.Lock()
+	f.index = append(index, f.index...)
+	if first != 0 {
+		f.oldest = min(f.oldest, first)
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// Compact purges the shard's subject messages all of whose records are at or below upTo,
+// except the subject's newest: it says where the journal ends and how far its events
+// are stored, and the next owner's claim reads both there.
+func (f *Feed) Compact(upTo uint64) error {
+	f.mu.Lock()
+	n := 0
+	for n < len(f.index) && f.index[n].lastLSN <= upTo {
+		n++
+	}
+	if n == 0 {
+		f.covered = max(f.covered, upTo)
+		f.mu.Unlock()
+		return nil
+	}
+	below := f.index[n-1].seq + 1
+	if f.index[n-1].seq == f.lastSeq {
+		below, n = f.index[n-1].seq, n-1
+	}
+	f.index = append(f.index[:0], f.index[n:]...)
+	f.covered = max(f.covered, upTo)
+	f.oldest = max(f.oldest, below)
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Timeout)
+	defer cancel()
+	return f.stream.Purge(ctx, jetstream.WithPurgeSubject(f.subject), jetstream.WithPurgeSequence(below))
+}
