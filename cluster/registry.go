@@ -29,10 +29,22 @@ type Registration struct {
 	Format uint32 `json:"format,omitempty"`
 }
 
+// Feed says whether the prefix's journals live in the events stream (FeedFormat).
+func (r Registration) Feed() bool { return r.Journal == "jetstream" && r.Format >= FeedFormat }
+
 // DataFormat is the newest form of a prefix's data this build writes and reads: 2 since
-// bundles across shards (journal command format 6, snapshot format 9, peer messages).
-// Builds before it record nothing (format 1) and do not check.
-const DataFormat = 2
+// bundles across shards (journal command format 6, snapshot format 9, peer messages), 3
+// since a cluster's journals live in the events stream (FeedFormat). Builds before 2
+// record nothing (format 1) and do not check.
+const DataFormat = 3
+
+// FeedFormat is the first format whose cluster keeps each shard's journal on its subject
+// of the events stream, appended with its events (Feed); a cluster recorded at an earlier
+// format keeps a stream per shard's journal and publishes its events beside it. A prefix
+// is recorded at FeedFormat when its cluster is created and the events stream can hold
+// journals, and at FeedFormat-1 otherwise (a journal in a file, events disabled, or an
+// events stream an earlier build created): the format names what its nodes write.
+const FeedFormat = 3
 
 const registryKey = "registry"
 
@@ -41,7 +53,10 @@ const registryKey = "registry"
 // alone, also after it has died; a prefix whose state lives in JetStream is served by
 // nodes with journal jetstream only; and every node agrees on shards and slot. The
 // error says what is recorded and by whom.
-func Register(ctx context.Context, kv jetstream.KeyValue, prefix string, reg Registration) error {
+//
+// It returns the registration recorded: reg when this process is the first, else the
+// first process's, whose format says how the prefix's journals are kept.
+func Register(ctx context.Context, kv jetstream.KeyValue, prefix string, reg Registration) (Registration, error) {
 	val, _ := json.Marshal(reg)
 	for {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
@@ -55,26 +70,26 @@ func Register(ctx context.Context, kv jetstream.KeyValue, prefix string, reg Reg
 			if _, err := kv.Create(ctx, registryKey, val); errors.Is(err, jetstream.ErrKeyExists) || (retryable(err) && ctx.Err() == nil) {
 				continue // another node registered first (check against it), or not ready yet
 			} else if err != nil {
-				return fmt.Errorf("registering prefix %q: %w", prefix, err)
+				return Registration{}, fmt.Errorf("registering prefix %q: %w", prefix, err)
 			}
-			return nil
+			return reg, nil
 		}
 		if err != nil {
-			return fmt.Errorf("reading the registry of prefix %q: %w", prefix, err)
+			return Registration{}, fmt.Errorf("reading the registry of prefix %q: %w", prefix, err)
 		}
 		var have Registration
 		if err := json.Unmarshal(e.Value(), &have); err != nil {
-			return fmt.Errorf("registry of prefix %q is unreadable: %w", prefix, err)
+			return Registration{}, fmt.Errorf("registry of prefix %q is unreadable: %w", prefix, err)
 		}
-		return compatible(prefix, have, reg)
+		return have, compatible(prefix, have, reg)
 	}
 }
 
 func compatible(prefix string, have, want Registration) error {
 	switch {
-	case max(have.Format, 1) > max(want.Format, 1):
+	case max(have.Format, 1) > DataFormat:
 		return fmt.Errorf("prefix %q holds data of format %d, written by a newer Holdfast, and this build reads format %d at most: run the newer build, or use another --prefix",
-			prefix, have.Format, max(want.Format, 1))
+			prefix, have.Format, DataFormat)
 	case have.Journal == "file" && (want.Journal != "file" || want.Instance != have.Instance):
 		return fmt.Errorf("prefix %q is served by node %q from its own data directory (--journal file): no other process may serve it, also after that node has stopped; use another --prefix, or run that node with its data directory", prefix, have.Node)
 	case have.Journal == "jetstream" && want.Journal != "jetstream":

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -21,7 +22,7 @@ func TestRegistryFormat(t *testing.T) {
 	newer := base
 	newer.Format = DataFormat + 1
 	err := compatible("p", newer, mine)
-	if err == nil || !strings.Contains(err.Error(), "format 3, written by a newer Holdfast, and this build reads format 2 at most") {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("format %d, written by a newer Holdfast, and this build reads format %d at most", DataFormat+1, DataFormat)) {
 		t.Fatalf("a newer format: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/holdfast/holdfast/contract"
 )
 
 // RestoredShard is one shard's state of a copy (holdfast snapshot restore): the kernel's
@@ -22,14 +24,30 @@ type RestoredShard struct {
 // position at the copy's lsn (nothing before it is published again), and no journal —
 // the node that claims a shard starts its journal after the snapshot. A prefix that
 // already has a registry or a journal is refused: a copy never lands on a live state.
-func Restore(ctx context.Context, js jetstream.JetStream, prefix string, replicas int, slotMillis uint64, shards []RestoredShard) error {
+//
+// format is the data format to record (DataFormat, or FeedFormat-1 when the events
+// stream cannot hold journals: events.StreamHoldsJournals).
+func Restore(ctx context.Context, js jetstream.JetStream, prefix string, replicas int, slotMillis uint64, format uint32, shards []RestoredShard) error {
 	names := NamesFor(prefix)
+	events, err := js.Stream(ctx, contract.StreamName)
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("looking for the events stream: %w", err)
+	}
 	for k := range shards {
 		_, err := js.Stream(ctx, names.JournalStream(uint32(k)))
 		switch {
 		case err == nil:
 			return fmt.Errorf("prefix %q already has a journal for shard %d: restore into a prefix no Holdfast has served", prefix, k)
 		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			return fmt.Errorf("looking for shard %d's journal: %w", k, err)
+		}
+		if events == nil {
+			continue
+		}
+		switch _, err := events.GetLastMsgForSubject(ctx, names.JournalSubject(uint32(k))); {
+		case err == nil:
+			return fmt.Errorf("prefix %q already has a journal for shard %d in %s: restore into a prefix no Holdfast has served", prefix, k, contract.StreamName)
+		case !errors.Is(err, jetstream.ErrMsgNotFound):
 			return fmt.Errorf("looking for shard %d's journal: %w", k, err)
 		}
 	}
@@ -57,6 +75,7 @@ func Restore(ctx context.Context, js jetstream.JetStream, prefix string, replica
 		}
 	}
 	// The registry last: a prefix without it is not taken for a restored one.
-	return Register(ctx, kv, prefix, Registration{Journal: "jetstream", Node: "restore", Shards: uint32(len(shards)), SlotMillis: slotMillis,
-		Format: DataFormat})
+	_, err = Register(ctx, kv, prefix, Registration{Journal: "jetstream", Node: "restore", Shards: uint32(len(shards)), SlotMillis: slotMillis,
+		Format: format})
+	return err
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -70,13 +71,26 @@ func (s *Server) register(ctx context.Context, js jetstream.JetStream) (jetstrea
 		return nil, err
 	}
 	reg := cluster.Registration{Journal: s.cfg.Journal, Node: s.cfg.Node, Shards: s.cfg.Shards,
-		SlotMillis: uint64(s.cfg.Slot / time.Millisecond), Format: cluster.DataFormat}
+		SlotMillis: uint64(s.cfg.Slot / time.Millisecond), Format: cluster.FeedFormat - 1}
 	if s.cfg.Journal == JournalFile {
 		if reg.Instance, err = instanceID(s.cfg.Data); err != nil {
 			return nil, err
 		}
 	}
-	return kv, cluster.Register(rctx, kv, s.cfg.Prefix, reg)
+	// A new cluster keeps its journals in the events stream when that stream can hold
+	// them; the first node's choice is recorded, and every node follows it.
+	if s.clustered() && !s.cfg.Events.Disabled {
+		holds, err := events.StreamHoldsJournals(rctx, js)
+		if err != nil {
+			return nil, err
+		}
+		if holds {
+			reg.Format = cluster.DataFormat
+		}
+	}
+	recorded, err := cluster.Register(rctx, kv, s.cfg.Prefix, reg)
+	s.feed = recorded.Feed()
+	return kv, err
 }
 
 // adoptSettings makes this node serve under the cluster's settings: its own when it is

@@ -109,7 +109,8 @@ type Server struct {
 	metricsURL string
 	embedded   bool
 	metrics    *metrics.Metrics
-	pub        *events.Publisher // nil with events disabled
+	pub        *events.Publisher // nil with events disabled, or kept by the journals (feed)
+	feed       bool              // the cluster's journals live in the events stream (cluster.FeedFormat)
 	br         *bridge.Bridge
 	sys        *actors.System
 	node       *cluster.Node

@@ -226,6 +226,13 @@ func (s *Server) startEvents(ctx context.Context, c *conns) error {
 	ev := s.cfg.Events
 	ev.Replicas = s.cfg.Replicas
 	ev = ev.WithDefaults()
+	if s.feed {
+		// The journals store the events (cluster.Feed): the stream holds both, and no
+		// publisher runs.
+		ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return events.EnsureFeedStream(ectx, c.js, s.cfg.Prefix, cluster.NamesFor(s.cfg.Prefix).JournalSubjects(), ev)
+	}
 	if ev.Disabled {
 		return nil
 	}
@@ -304,10 +311,17 @@ func (s *Server) join(ctx context.Context, c *conns, settings cluster.Settings) 
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var err error
+	var feed *cluster.FeedLayout
+	if s.feed {
+		feed = &cluster.FeedLayout{Stream: contract.StreamName, Metrics: s.metrics}
+		if prefix := s.cfg.Prefix; !s.cfg.Events.Disabled {
+			feed.Encode = func(e *actors.Event) (*nats.Msg, error) { return events.Message(prefix, e) }
+		}
+	}
 	s.node, err = cluster.Join(jctx, cluster.Config{NC: c.nc, JS: c.js, Names: cluster.NamesFor(s.cfg.Prefix), Node: s.cfg.Node,
 		Shards: s.cfg.Shards, Replicas: s.cfg.Replicas, OwnershipTTL: s.cfg.OwnershipTTL, Logger: s.log.With("component", "cluster"),
 		Metrics: s.metrics, Settings: settings, OnSettings: s.configure, StopTimeout: StopTimeout,
-		ServersGoWithNodes: s.embedded})
+		ServersGoWithNodes: s.embedded, Feed: feed})
 	if err != nil {
 		return err
 	}
@@ -329,10 +343,14 @@ func (s *Server) startShards(c *conns, timing contract.Timing) error {
 		s.peers = &peerLink{nc: c.nc, names: cluster.NamesFor(s.cfg.Prefix), log: s.log.With("component", "peers")}
 		opts.Peers = s.peers
 	}
+	if s.pub != nil || s.feed {
+		// A shard hands the publisher (or its journal) at most half its queue of client
+		// writes' events; the rest is room for the entries it writes itself
+		// (actors.Options.MaxUnpublished).
+		opts.MaxUnpublished = s.cfg.Events.WithDefaults().MaxQueuedEvents / 2
+	}
 	if s.pub != nil {
-		// A shard hands the publisher at most half its queue of client writes' events; the
-		// rest is room for the entries it writes itself (actors.Options.MaxUnpublished).
-		opts.Events, opts.MaxUnpublished = s.pub, s.cfg.Events.WithDefaults().MaxQueuedEvents/2
+		opts.Events = s.pub
 	}
 	var err error
 	if s.sys, err = actors.Start(opts); err != nil {

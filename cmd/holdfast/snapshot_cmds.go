@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/cluster"
+	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -123,7 +124,14 @@ func (c *snapshotRestoreCmd) intoJetStream(e *env, cp *backup.Copy) error {
 		for k, st := range cp.States {
 			shards[k] = cluster.RestoredShard{LSN: cp.Parts[k].LSN, Slot: cp.Parts[k].Slot, State: st}
 		}
-		if err := cluster.Restore(ctx, js, c.Prefix, c.Replicas, cp.SlotMs, shards); err != nil {
+		format := uint32(cluster.FeedFormat - 1)
+		if holds, err := events.StreamHoldsJournals(ctx, js); err != nil {
+			e.errorf("%v", err)
+			return exitDomain
+		} else if holds {
+			format = cluster.DataFormat
+		}
+		if err := cluster.Restore(ctx, js, c.Prefix, c.Replicas, cp.SlotMs, format, shards); err != nil {
 			e.errorf("%v", err)
 			return exitDomain
 		}
