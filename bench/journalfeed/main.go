@@ -35,7 +35,7 @@ import (
 )
 
 func main() {
-	modes := flag.String("mode", "today,feed", "comma-separated: today, feed")
+	modes := flag.String("mode", "today,feed", "comma-separated: today, atomic, feed")
 	shards := flag.Int("shards", 8, "writers, one per shard")
 	entries := flag.Int("entries", 4, "entries per journal batch")
 	events := flag.Int("events", 2, "events per entry")
@@ -151,6 +151,8 @@ func run(mode, dir string, w workload) (result, error) {
 		writer, err = today(ctx, js, w)
 	case "feed":
 		writer, err = feed(ctx, js, w)
+	case "atomic":
+		writer, err = atomic(ctx, js, w)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
@@ -248,6 +250,89 @@ func today(ctx context.Context, js jetstream.JetStream, w workload) (func(int, *
 		}, nil
 	}, nil
 }
+
+// atomic: today's journal, a stream per shard; each batch's events follow it into a
+// second stream as one atomic batch, sent by a goroutine of the shard's that keeps one
+// such batch in flight and puts everything queued meanwhile into the next (up to
+// maxAtomic messages), each event with its message id.
+func atomic(ctx context.Context, js jetstream.JetStream, w workload) (func(int, *nats.Conn) (func() error, error), error) {
+	if err := createStream(ctx, js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}, Replicas: 3,
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute, AllowAtomicPublish: true}); err != nil {
+		return nil, err
+	}
+	return func(k int, nc *nats.Conn) (func() error, error) {
+		name := "J_" + strconv.Itoa(k)
+		subj := "j." + strconv.Itoa(k)
+		if err := createStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3,
+			Storage: jetstream.FileStorage}); err != nil {
+			return nil, err
+		}
+		wjs, err := jetstream.New(nc)
+		if err != nil {
+			return nil, err
+		}
+		queued := make(chan int, 1<<16) // events to send, by count
+		go func() {
+			n, batch := 0, 0
+			for first := range queued {
+				count := first
+				for more := true; more && count < maxAtomic; {
+					select {
+					case c, ok := <-queued:
+						if !ok {
+							more = false
+						}
+						count += c
+					default:
+						more = false
+					}
+				}
+				batch++
+				id := strconv.Itoa(k) + "-b" + strconv.Itoa(batch)
+				for i := 1; i <= count; i++ {
+					n++
+					m := nats.NewMsg("ev.t.events.lease.reserved")
+					m.Data = event
+					m.Header.Set("Nats-Msg-Id", strconv.Itoa(k)+"-"+strconv.Itoa(n))
+					m.Header.Set("Nats-Batch-Id", id)
+					m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i))
+					if i < count {
+						if nc.PublishMsg(m) != nil {
+							return
+						}
+						continue
+					}
+					m.Header.Set("Nats-Batch-Commit", "1")
+					resp, err := nc.RequestMsg(m, 5*time.Second)
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "events batch:", err)
+						return
+					}
+					if _, err := pubAckSeq(resp.Data); err != nil {
+						fmt.Fprintln(os.Stderr, "events batch:", err)
+						return
+					}
+				}
+			}
+		}()
+		var last uint64
+		rec := slices.Repeat(record, w.entries)
+		return func() error {
+			ack, err := wjs.PublishMsg(context.Background(), &nats.Msg{Subject: subj, Data: rec},
+				jetstream.WithExpectLastSequence(last))
+			if err != nil {
+				return err
+			}
+			last = ack.Sequence
+			queued <- w.entries * w.events
+			return nil
+		}, nil
+	}, nil
+}
+
+// maxAtomic is the most messages one atomic batch takes (nats-server's default bound is
+// 1,000).
+const maxAtomic = 512
 
 // feed: one stream; each append is an atomic batch of the record and the events, fenced
 // by the expected last sequence of the shard's subject.
