@@ -37,7 +37,7 @@ func TestClusterBundleKilledAtEveryStep(t *testing.T) {
 	nodes := map[string]*clusterNode{}
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("n%d", i)
-		n := &clusterNode{name: name, dir: filepath.Join(t.TempDir(), "data"), url: ns.URL(), t: t, hooks: t.TempDir()}
+		n := &clusterNode{name: name, dir: filepath.Join(t.TempDir(), "data"), url: ns.URL(), t: t, hooks: t.TempDir(), layout: "feed"}
 		n.start()
 		nodes[name] = n
 	}

@@ -35,6 +35,7 @@ var flagClusterRun = 30 * time.Second
 type clusterNode struct {
 	name, dir, url string
 	hooks          string // --test-hooks-dir, when set
+	layout         string // --journal-layout, when set
 	t              *testing.T
 	mu             sync.Mutex
 	cmd            *exec.Cmd
@@ -52,6 +53,9 @@ func (n *clusterNode) start() {
 		"--snapshot-every", "100")
 	if n.hooks != "" {
 		cmd.Args = append(cmd.Args, "--test-hooks-dir", n.hooks)
+	}
+	if n.layout != "" {
+		cmd.Args = append(cmd.Args, "--journal-layout", n.layout)
 	}
 	out, err := cmd.StderrPipe()
 	if err != nil {
@@ -408,7 +412,7 @@ func TestClusterRoundChecked(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		d := filepath.Join(dir, fmt.Sprintf("n%d", i))
 		cfgs = append(cfgs, harness.ServerConfig{Bin: binary, DataDir: filepath.Join(d, "data"), HooksDir: filepath.Join(d, "hooks"),
-			LogPath: filepath.Join(d, "server.log"), Shards: 3, Extra: []string{"--replicas", "3", "--ownership-ttl", "1s", "--snapshot-every", "100"}})
+			LogPath: filepath.Join(d, "server.log"), Shards: 3, Extra: []string{"--replicas", "3", "--ownership-ttl", "1s", "--snapshot-every", "100", "--journal-layout", "feed"}})
 	}
 	cl, err := harness.NewCluster(ns.URL(), cfgs)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/events"
+	"github.com/holdfast/holdfast/internal/rafttiming"
 	"github.com/holdfast/holdfast/kernel"
 )
 
@@ -28,9 +29,33 @@ const (
 // DefaultOwnershipTTL is how long a shard claim lasts without renewal (--ownership-ttl).
 const DefaultOwnershipTTL = contract.DefaultOwnershipTTL
 
+// Journal layouts of a new cluster (Config.JournalLayout).
+const (
+	// LayoutFeed keeps each shard's journal on its subject of the events stream, one
+	// replicated append storing a batch and the events before it; the stream's leader is
+	// then on every write's path, and losing its server holds every shard for one
+	// election of it.
+	LayoutFeed = "feed"
+	// LayoutStreams keeps a stream per journal, led by the shard's owner, and publishes
+	// the events beside it into the events stream: a second replicated write, and a
+	// lost server holds only the shards it led.
+	LayoutStreams = "streams"
+	// LayoutAuto is the feed when its elections are as quick as etcd's (an embedded NATS
+	// cluster with --raft-timing faster: under a second), else streams: where an election
+	// takes nats-server's 4-9 s, a survivor would wait that long for a lost leader.
+	LayoutAuto = "auto"
+)
+
 func (c *Config) clusterDefaults() error {
 	if c.Journal == "" {
 		c.Journal = JournalFile
+	}
+	switch c.JournalLayout {
+	case "":
+		c.JournalLayout = LayoutAuto
+	case LayoutAuto, LayoutFeed, LayoutStreams:
+	default:
+		return fmt.Errorf("journal layout %q: want %s, %s or %s", c.JournalLayout, LayoutAuto, LayoutFeed, LayoutStreams)
 	}
 	if c.Journal != JournalFile && c.Journal != JournalJetStream {
 		return fmt.Errorf("journal %q: want %s or %s", c.Journal, JournalFile, JournalJetStream)
@@ -77,20 +102,38 @@ func (s *Server) register(ctx context.Context, js jetstream.JetStream) (jetstrea
 			return nil, err
 		}
 	}
-	// A new cluster keeps its journals in the events stream when that stream can hold
-	// them; the first node's choice is recorded, and every node follows it.
-	if s.clustered() && !s.cfg.Events.Disabled {
+	// A new cluster keeps its journals in the events stream when its layout says so and
+	// that stream can hold them; the first node's choice is recorded, and every node
+	// follows it.
+	if s.clustered() && s.wantFeed() {
 		holds, err := events.StreamHoldsJournals(rctx, js)
 		if err != nil {
 			return nil, err
 		}
 		if holds {
 			reg.Format = cluster.DataFormat
+		} else if s.cfg.JournalLayout == LayoutFeed {
+			s.log.Warn("the events stream was created by an earlier Holdfast and denies purges, so it cannot hold journals: a new cluster here keeps a stream per journal")
 		}
 	}
 	recorded, err := cluster.Register(rctx, kv, s.cfg.Prefix, reg)
 	s.feed = recorded.Feed()
 	return kv, err
+}
+
+// wantFeed says whether a cluster this process creates keeps its journals in the events
+// stream (Config.JournalLayout).
+func (s *Server) wantFeed() bool {
+	if s.cfg.Events.Disabled {
+		return false
+	}
+	switch s.cfg.JournalLayout {
+	case LayoutFeed:
+		return true
+	case LayoutAuto:
+		return s.cfg.NATSCluster.Enabled() && s.cfg.RaftTiming == rafttiming.Faster
+	}
+	return false
 }
 
 // adoptSettings makes this node serve under the cluster's settings: its own when it is

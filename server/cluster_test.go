@@ -126,10 +126,14 @@ func snapshotAt(js jetstream.JetStream, k uint32, lsn uint64, wait time.Duration
 	}
 }
 
-// journalCompacted says whether shard k's journal was compacted: its first message left
-// is not its first owner's claim at lsn 0 (the journal is on its subject of the events
-// stream).
+// journalCompacted says whether shard k's journal was compacted: its stream's first
+// message is gone, or (the journal on its subject of the events stream) its first
+// message left is not its first owner's claim at lsn 0.
 func journalCompacted(ctx context.Context, js jetstream.JetStream, k uint32) bool {
+	if stream, err := js.Stream(ctx, cluster.NamesFor(contract.DefaultPrefix).JournalStream(k)); err == nil {
+		info, err := stream.Info(ctx)
+		return err == nil && info.State.FirstSeq > 1
+	}
 	stream, err := js.Stream(ctx, contract.StreamName)
 	if err != nil {
 		return false
@@ -184,8 +188,10 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			nats_ := natstest.Start(t, 3)
 			const shards = 4
 			nodes := map[string]*Server{}
+			// R3 keeps its journals in the events stream, R1 a stream per journal.
+			layout := map[int]string{1: LayoutStreams, 3: LayoutFeed}[replicas]
 			for _, name := range []string{"n1", "n2", "n3"} {
-				nodes[name] = clusterNode(t, nats_.URL(), name, shards, replicas)
+				nodes[name] = clusterNode(t, nats_.URL(), name, shards, replicas, func(c *Config) { c.JournalLayout = layout })
 				defer nodes[name].Shutdown(ctx)
 			}
 			owners := waitBalanced(t, nodes["n1"], 3)

@@ -89,6 +89,10 @@ type Config struct {
 	// JournalWindow is the batches a shard keeps in flight on a replicated journal (0:
 	// the shard runtime's default, actors.DefaultJournalWindow).
 	JournalWindow int
+	// JournalLayout is how a new cluster keeps its journals (cluster.FeedFormat):
+	// LayoutFeed, LayoutStreams, or LayoutAuto ("" too). Only the node that creates the
+	// cluster chooses; the registry records it for every other.
+	JournalLayout string
 
 	// Holders says whose a holder_id is (--holders, --operators; bridge.Holders).
 	Holders bridge.Holders

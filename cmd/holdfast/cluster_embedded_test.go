@@ -66,7 +66,7 @@ func TestServeEmbeddedCluster(t *testing.T) {
 	nodes := newThreeNodes(t)
 	var runs []*serveRun
 	for i := range 3 {
-		runs = append(runs, startServe(t, nodes.Args(i, t.TempDir(), "--ownership-ttl", "2s")...))
+		runs = append(runs, startServe(t, nodes.Args(i, t.TempDir(), "--ownership-ttl", "2s", "--raft-timing", "faster")...))
 	}
 	var urls []string
 	for _, r := range runs {

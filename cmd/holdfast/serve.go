@@ -67,6 +67,7 @@ type serveConfig struct {
 	ownershipTTL   time.Duration
 	snapshotEvery  int
 	journalWindow  int
+	journalLayout  string
 	pprof          bool
 	holders        bridge.Holders
 }
@@ -105,6 +106,7 @@ type serveCmd struct {
 	Node                  string        `name:"node" placeholder:"NAME" help:"This process's name in a cluster (default: the host name)."`
 	Replicas              int           `name:"replicas" default:"1" help:"JetStream replicas of journals, snapshots and the cluster bucket: 1 or 3."`
 	SnapshotEvery         int           `name:"snapshot-every" default:"${snapshot_every}" placeholder:"COUNT" help:"Entries a shard journals between snapshots; its journal is compacted below each, and a restart or failover replays at most this many."`
+	JournalLayout         string        `name:"journal-layout" default:"auto" enum:"auto,feed,streams" help:"How a cluster this node creates keeps its journals (--journal jetstream; recorded, so only the first node's counts): feed (each shard's journal on its subject of HOLDFAST_EVENTS, one replicated write storing a batch and its events; losing the server that leads the stream holds every shard for one election), streams (a stream per journal, the events published beside it: a second replicated write, and a lost server holds only its own shards), or auto (feed with --cluster and --raft-timing faster, where an election takes under a second; else streams)."`
 	JournalWindow         int           `name:"journal-window" default:"${journal_window}" placeholder:"COUNT" help:"Batches a shard keeps in flight on a replicated journal (--journal jetstream): 1 gathers bigger batches, more pipelines appends where a quorum round is long."`
 	OwnershipTTL          time.Duration `name:"ownership-ttl" default:"${ownership_ttl}" help:"How long a node's claim on a shard lasts without renewal (whole seconds); a node stops serving a shard before it lapses."`
 	RaftTiming            string        `name:"raft-timing" default:"default" enum:"default,fast,faster" help:"Raft timing of the embedded NATS server (with --cluster): default (nats-server's: elections after 4-9 s without a leader's heartbeat), fast (1.5-3.5 s, heartbeats every 50 ms) or faster (0.4-0.9 s, heartbeats every 50 ms; for disks whose fsync stays well under 400 ms): a lost machine's journals, bucket and events stream take writes again sooner. Every node should say the same."`
@@ -190,6 +192,7 @@ func (f *serveCmd) config(explicit map[string]bool) (*serveConfig, error) {
 		return nil, fmt.Errorf("--journal-window: between 1 and %d batches, got %d", actors.MaxJournalWindow, f.JournalWindow)
 	}
 	c.journalWindow = f.JournalWindow
+	c.journalLayout = f.JournalLayout
 	if f.RaftTiming != "default" {
 		if !c.natsCluster.Enabled() {
 			return nil, fmt.Errorf("--raft-timing %s: only for an embedded NATS server clustered with --cluster (a NATS deployment's timing is its servers')", f.RaftTiming)
@@ -581,7 +584,7 @@ func runServe(ctx context.Context, c *serveConfig, log *slog.Logger) (err error)
 		NATSURL: c.natsURL, NATSOptions: c.natsOpts, NATSCluster: c.natsCluster, Listen: c.listen, MetricsListen: c.metricsListen,
 		Events: c.events, Logger: log,
 		Journal: c.journal, Node: c.node, Replicas: c.replicas, OwnershipTTL: c.ownershipTTL, Pprof: c.pprof,
-		SnapshotEvery: c.snapshotEvery, JournalWindow: c.journalWindow, Holders: c.holders, RaftTiming: c.raftTiming}
+		SnapshotEvery: c.snapshotEvery, JournalWindow: c.journalWindow, JournalLayout: c.journalLayout, Holders: c.holders, RaftTiming: c.raftTiming}
 	if c.testHooksDir != "" {
 		hooks := startTestHooks(c.testHooksDir)
 		cleanups = append(cleanups, hooks.close)
