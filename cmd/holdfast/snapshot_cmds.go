@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast/holdfast/bridge"
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/cluster"
+	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/kernel"
 )
@@ -82,6 +83,7 @@ type snapshotRestoreCmd struct {
 	Data      string `placeholder:"DIR" help:"The data directory to make (missing or empty); then: holdfast serve --data DIR."`
 	JetStream bool   `name:"jetstream" help:"Restore into the JetStream of --server instead, under --prefix (never served yet); then: holdfast serve --nats URL --journal jetstream."`
 	Replicas  int    `default:"1" help:"With --jetstream: the replicas of the snapshot store and cluster bucket (3 for a three-node cluster, as its --replicas)."`
+	Layout    string `name:"journal-layout" default:"streams" enum:"feed,streams" help:"With --jetstream: how the cluster keeps its journals (as serve's --journal-layout): feed (on the shards' subjects of HOLDFAST_EVENTS, when that stream allows purges) or streams (a stream per journal)."`
 	connFlags
 }
 
@@ -125,10 +127,14 @@ func (c *snapshotRestoreCmd) intoJetStream(e *env, cp *backup.Copy) error {
 			shards[k] = cluster.RestoredShard{LSN: cp.Parts[k].LSN, Slot: cp.Parts[k].Slot, State: st}
 		}
 		format := uint32(cluster.FeedFormat - 1)
-		if holds, err := events.StreamHoldsJournals(ctx, js); err != nil {
-			e.errorf("%v", err)
-			return exitDomain
-		} else if holds {
+		if c.Layout == "feed" {
+			if holds, err := events.StreamHoldsJournals(ctx, js); err != nil {
+				e.errorf("%v", err)
+				return exitDomain
+			} else if !holds {
+				e.errorf("--journal-layout feed: the %s stream was created by an earlier Holdfast and denies purges, so it cannot hold journals", contract.StreamName)
+				return exitDomain
+			}
 			format = cluster.DataFormat
 		}
 		if err := cluster.Restore(ctx, js, c.Prefix, c.Replicas, cp.SlotMs, format, shards); err != nil {

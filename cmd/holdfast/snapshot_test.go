@@ -15,6 +15,7 @@ import (
 
 	"github.com/holdfast/holdfast/backup"
 	"github.com/holdfast/holdfast/client"
+	"github.com/holdfast/holdfast/cluster"
 	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/messages"
 )
@@ -419,23 +420,37 @@ func TestSnapshotIntoJetStream(t *testing.T) {
 	want := w.reads(t, ctx, cl)
 	stop()
 
-	js := natstest.Start(t, 1)
-	if code, _, errOut := run(t, cmdSnapshot, "restore", file, "--jetstream", "--server", js.URL(), "--prefix", "copy"); code != 0 {
-		t.Fatalf("restore into JetStream: exit %d: %s", code, errOut)
+	for _, layout := range []string{"streams", "feed"} {
+		t.Run(layout, func(t *testing.T) {
+			js := natstest.Start(t, 1)
+			restore := func() (int, string) {
+				code, _, errOut := run(t, cmdSnapshot, "restore", file, "--jetstream", "--server", js.URL(), "--prefix", "copy", "--journal-layout", layout)
+				return code, errOut
+			}
+			if code, errOut := restore(); code != 0 {
+				t.Fatalf("restore into JetStream: exit %d: %s", code, errOut)
+			}
+			if code, errOut := restore(); code == 0 || !strings.Contains(errOut, "already") {
+				t.Fatalf("restore into the same prefix again: exit %d: %s", code, errOut)
+			}
+			r := startServe(t, "--nats", js.URL(), "--journal", "jetstream", "--node", "a", "--shards", "3", "--prefix", "copy",
+				"--data", filepath.Join(t.TempDir(), "node"), "--metrics-listen", "")
+			r.ready(t)
+			nc, jsc := natstest.Connect(t, js.URL())
+			cl2, err := client.New(nc, client.WithPrefix("copy"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := w.reads(t, ctx, cl2); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("the node on the restored JetStream reads\n%s\nthe source read\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			w.whole(t, ctx, cl2)
+			// The layout asked for is the one served: the journals on the events stream's
+			// subjects, or a stream each.
+			_, err = jsc.Stream(ctx, cluster.NamesFor("copy").JournalStream(0))
+			if (err == nil) != (layout == "streams") {
+				t.Fatalf("layout %s: a stream for shard 0's journal: %v", layout, err)
+			}
+		})
 	}
-	if code, _, errOut := run(t, cmdSnapshot, "restore", file, "--jetstream", "--server", js.URL(), "--prefix", "copy"); code == 0 || !strings.Contains(errOut, "already") {
-		t.Fatalf("restore into the same prefix again: exit %d: %s", code, errOut)
-	}
-	r := startServe(t, "--nats", js.URL(), "--journal", "jetstream", "--node", "a", "--shards", "3", "--prefix", "copy",
-		"--data", filepath.Join(dir, "node"), "--metrics-listen", "")
-	r.ready(t)
-	nc, _ := natstest.Connect(t, js.URL())
-	cl2, err := client.New(nc, client.WithPrefix("copy"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := w.reads(t, ctx, cl2); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("the node on the restored JetStream reads\n%s\nthe source read\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	w.whole(t, ctx, cl2)
 }
