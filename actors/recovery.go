@@ -46,20 +46,10 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 	}
 	opened := time.Now()
 	from := k.LastLSN()
-	// Where the events stand: a journal that stores them says so itself (a snapshot
-	// never passes it, and a copy restored without a journal starts at its snapshot);
-	// otherwise the storage's published position.
-	published := uint64(0)
-	feed, isFeed := j.(Feed)
-	events := isFeed || h.sys.opts.Events != nil
-	switch {
-	case isFeed:
-		published = max(feed.Stored(), from)
-	case events:
-		if published, err = h.storage.ReadPublished(); err != nil {
-			j.Close()
-			return nil, err
-		}
+	events, published, err := h.published(j, from)
+	if err != nil {
+		j.Close()
+		return nil, err
 	}
 	rec := &recovered{kernel: k, journal: j, published: published, snapshotLSN: from}
 	var cmd kernel.Command
@@ -92,4 +82,19 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 		"snapshot", loaded.Sub(start).Round(time.Millisecond), "open", opened.Sub(loaded).Round(time.Millisecond),
 		"replay", time.Since(opened).Round(time.Millisecond))
 	return rec, nil
+}
+
+// published says whether the shard derives events and where they stand: a journal that
+// stores them says so itself (a snapshot never passes it, and a copy restored without a
+// journal starts at its snapshot, at lsn from); otherwise the storage's published
+// position.
+func (h *host) published(j persistence.Journal, from uint64) (events bool, published uint64, err error) {
+	if feed, ok := j.(Feed); ok {
+		return true, max(feed.Stored(), from), nil
+	}
+	if h.sys.opts.Events == nil {
+		return false, 0, nil
+	}
+	published, err = h.storage.ReadPublished()
+	return true, published, err
 }

@@ -272,49 +272,7 @@ func atomic(ctx context.Context, js jetstream.JetStream, w workload) (func(int, 
 			return nil, err
 		}
 		queued := make(chan int, 1<<16) // events to send, by count
-		go func() {
-			n, batch := 0, 0
-			for first := range queued {
-				count := first
-				for more := true; more && count < maxAtomic; {
-					select {
-					case c, ok := <-queued:
-						if !ok {
-							more = false
-						}
-						count += c
-					default:
-						more = false
-					}
-				}
-				batch++
-				id := strconv.Itoa(k) + "-b" + strconv.Itoa(batch)
-				for i := 1; i <= count; i++ {
-					n++
-					m := nats.NewMsg("ev.t.events.lease.reserved")
-					m.Data = event
-					m.Header.Set("Nats-Msg-Id", strconv.Itoa(k)+"-"+strconv.Itoa(n))
-					m.Header.Set("Nats-Batch-Id", id)
-					m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i))
-					if i < count {
-						if nc.PublishMsg(m) != nil {
-							return
-						}
-						continue
-					}
-					m.Header.Set("Nats-Batch-Commit", "1")
-					resp, err := nc.RequestMsg(m, 5*time.Second)
-					if err != nil {
-						fmt.Fprintln(os.Stderr, "events batch:", err)
-						return
-					}
-					if _, err := pubAckSeq(resp.Data); err != nil {
-						fmt.Fprintln(os.Stderr, "events batch:", err)
-						return
-					}
-				}
-			}
-		}()
+		go sendAtomic(k, nc, queued)
 		var last uint64
 		rec := slices.Repeat(record, w.entries)
 		return func() error {
@@ -328,6 +286,52 @@ func atomic(ctx context.Context, js jetstream.JetStream, w workload) (func(int, 
 			return nil
 		}, nil
 	}, nil
+}
+
+// sendAtomic sends shard k's events as atomic batches, one in flight, each taking what
+// was queued meanwhile (up to maxAtomic messages).
+func sendAtomic(k int, nc *nats.Conn, queued chan int) {
+	n, batch := 0, 0
+	for first := range queued {
+		count := first
+		for more := true; more && count < maxAtomic; {
+			select {
+			case c, ok := <-queued:
+				if !ok {
+					more = false
+				}
+				count += c
+			default:
+				more = false
+			}
+		}
+		batch++
+		id := strconv.Itoa(k) + "-b" + strconv.Itoa(batch)
+		for i := 1; i <= count; i++ {
+			n++
+			m := nats.NewMsg("ev.t.events.lease.reserved")
+			m.Data = event
+			m.Header.Set("Nats-Msg-Id", strconv.Itoa(k)+"-"+strconv.Itoa(n))
+			m.Header.Set("Nats-Batch-Id", id)
+			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i))
+			if i < count {
+				if nc.PublishMsg(m) != nil {
+					return
+				}
+				continue
+			}
+			m.Header.Set("Nats-Batch-Commit", "1")
+			resp, err := nc.RequestMsg(m, 5*time.Second)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "events batch:", err)
+				return
+			}
+			if _, err := pubAckSeq(resp.Data); err != nil {
+				fmt.Fprintln(os.Stderr, "events batch:", err)
+				return
+			}
+		}
+	}
 }
 
 // maxAtomic is the most messages one atomic batch takes (nats-server's default bound is
