@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -362,88 +361,13 @@ func (j *Journal) Last() (uint64, uint64) {
 // after from are no longer in the stream.
 func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 	j.mu.Lock()
-	through := j.claimSeq
+	through, tailLSN := j.claimSeq, j.tail.lsn
 	j.mu.Unlock()
-	parent := j.cfg.Ctx
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	// The ordered consumer remakes itself after a lost pull, by default without end (a
-	// stream without a quorum held a load, and the node's stop behind it, for the
-	// shard's whole 10-minute start bound): a few tries, and a watchdog that stops the
-	// read when no message came for replayStall.
-	cons, err := j.cfg.JS.OrderedConsumer(ctx, j.cfg.Names.JournalStream(j.cfg.Shard), jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy, MaxResetAttempts: 3})
-	if err != nil {
-		return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, err)
-	}
-	// Short pulls with frequent heartbeats: a pull the server loses (a new stream's or
-	// consumer's first moments) is noticed after two missed heartbeats and the ordered
-	// consumer is made again; with the defaults (5 s heartbeats) a new owner's replay
-	// stalled 10 s that way (measured: replay=10.005s for an empty journal on R3).
-	it, err := cons.Messages(jetstream.PullExpiry(2*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
+	index, _, err := replayJournal(j.cfg, through, from, tailLSN, func(ctx context.Context, c jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+		return j.cfg.JS.OrderedConsumer(ctx, j.cfg.Names.JournalStream(j.cfg.Shard), c)
+	}, fn)
 	if err != nil {
 		return err
-	}
-	defer it.Stop()
-	defer context.AfterFunc(parent, it.Stop)() // the node stops: the load ends
-	var stalled atomic.Bool
-	watchdog := time.AfterFunc(time.Hour, func() { stalled.Store(true); it.Stop() })
-	defer watchdog.Stop()
-	var tail position
-	seen := false
-	var index []stored
-	var voids Voids
-	for {
-		watchdog.Reset(replayStall) // times the wait for the next message, not its apply
-		msg, err := it.Next(jetstream.NextMaxWait(replayStall))
-		watchdog.Stop()
-		if stalled.Load() {
-			return fmt.Errorf("reading journal of shard %d: no message for %v", j.cfg.Shard, replayStall)
-		}
-		if parent.Err() != nil {
-			return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, parent.Err())
-		}
-		if err != nil {
-			return fmt.Errorf("reading journal of shard %d: %w", j.cfg.Shard, err)
-		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return err
-		}
-		seq := md.Sequence.Stream
-		if seq > through {
-			break // written after our claim: cannot happen, as only we append now
-		}
-		if !voids.Void(msg.Headers()) && msg.Headers().Get(hdrKind) == "batch" {
-			var last uint64
-			err := persistence.ParseFrames(msg.Data(), j.cfg.MaxRecord, func(r persistence.Record) error {
-				if seen && (r.LSN != tail.lsn+1 || r.Slot < tail.slot) {
-					return fmt.Errorf("journal of shard %d, stream sequence %d: lsn %d slot %d cannot follow lsn %d slot %d",
-						j.cfg.Shard, seq, r.LSN, r.Slot, tail.lsn, tail.slot)
-				}
-				if !seen && r.LSN > from && from > 0 {
-					return fmt.Errorf("%w: the journal starts at lsn %d, lsn %d was asked for", persistence.ErrCompacted, r.LSN, from)
-				}
-				seen, tail, last = true, position{lsn: r.LSN, slot: r.Slot}, r.LSN
-				if r.LSN >= from {
-					return fn(r)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			index = append(index, stored{seq: seq, lastLSN: last})
-		}
-		if seq == through {
-			break
-		}
-	}
-	if !seen && from > 0 && from <= j.tail.lsn {
-		return fmt.Errorf("%w: no records left, lsn %d was asked for", persistence.ErrCompacted, from)
 	}
 	j.mu.Lock()
 	j.index = append(index, j.index...)
