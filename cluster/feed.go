@@ -164,7 +164,7 @@ func OpenFeed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 		err := f.claim(ctx)
 		if err == nil {
 			go f.run()
-			go f.retention()
+			go f.retention(feedRetentionEvery)
 			return f, nil
 		}
 		if !(errors.Is(err, errMoved) || retryable(err) || isNotReady(err)) || time.Now().After(deadline) {

@@ -27,9 +27,9 @@ var feedRetentionEvery = 5 * time.Second // a variable for a test
 // the journal whole (actors.Feed).
 func (f *Feed) Stale() bool { return f.stale.Swap(false) }
 
-// retention checks the journal's place in the stream until the feed ends.
-func (f *Feed) retention() {
-	t := time.NewTicker(feedRetentionEvery)
+// retention checks the journal's place in the stream every period until the feed ends.
+func (f *Feed) retention(every time.Duration) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
