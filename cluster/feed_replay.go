@@ -132,21 +132,13 @@ func replayJournal(cfg JournalConfig, through, from, tailLSN uint64,
 // are stored, and the next owner's claim reads both there.
 func (f *Feed) Compact(upTo uint64) error {
 	f.mu.Lock()
-	n := 0
-	for n < len(f.index) && f.index[n].lastLSN <= upTo {
-		n++
-	}
-	if n == 0 {
-		f.covered = max(f.covered, upTo)
+	below, n := compactable(f.index, upTo, f.lastSeq)
+	f.covered = max(f.covered, upTo)
+	if below == 0 {
 		f.mu.Unlock()
 		return nil
 	}
-	below := f.index[n-1].seq + 1
-	if f.index[n-1].seq == f.lastSeq {
-		below, n = f.index[n-1].seq, n-1
-	}
 	f.index = append(f.index[:0], f.index[n:]...)
-	f.covered = max(f.covered, upTo)
 	f.oldest = max(f.oldest, below)
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Timeout)

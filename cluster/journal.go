@@ -383,23 +383,34 @@ func (j *Journal) Replay(from uint64, fn func(persistence.Record) error) error {
 // its own snapshot, already stored, covers, all of it before the current owner's claim.
 func (j *Journal) Compact(upTo uint64) error {
 	j.mu.Lock()
-	n := 0
-	for n < len(j.index) && j.index[n].lastLSN <= upTo {
-		n++
-	}
-	if n == 0 {
+	below, n := compactable(j.index, upTo, j.lastSeq)
+	if below == 0 {
 		j.mu.Unlock()
 		return nil
-	}
-	below := j.index[n-1].seq + 1
-	if j.index[n-1].seq == j.lastSeq {
-		below, n = j.index[n-1].seq, n-1
 	}
 	j.index = append(j.index[:0], j.index[n:]...)
 	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), j.cfg.Timeout)
 	defer cancel()
 	return j.stream.Purge(ctx, jetstream.WithPurgeSequence(below))
+}
+
+// compactable is how far a journal's messages can be purged once a snapshot covers
+// upTo: below sequence below, the first n of index (the messages, in order, whose records
+// end at lastLSN) — never the journal's newest message (at lastSeq), which says where it
+// ends. below is 0 when nothing can be.
+func compactable(index []stored, upTo, lastSeq uint64) (below uint64, n int) {
+	for n < len(index) && index[n].lastLSN <= upTo {
+		n++
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	below = index[n-1].seq + 1
+	if index[n-1].seq == lastSeq {
+		below, n = index[n-1].seq, n-1
+	}
+	return below, n
 }
 
 // Close ends this journal's use once the appends in flight are settled; the stream stays.

@@ -60,23 +60,11 @@ func ensureFeedOnce(ctx context.Context, js jetstream.JetStream, prefix, journal
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := js.Stream(ctx, contract.StreamName)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err := js.CreateStream(ctx, jetstream.StreamConfig{
-				Name:        contract.StreamName,
-				Description: "Holdfast events: <prefix>.v1.<tenant>.events.<object>.<verb>, message id <shard>-<lsn>-<n>; and the shards' journals, <prefix>._j.<shard>",
-				Subjects:    subjects,
-				Storage:     jetstream.FileStorage,
-				Retention:   jetstream.LimitsPolicy,
-				Discard:     jetstream.DiscardOld,
-				Duplicates:  cfg.DuplicateWindow,
-				MaxAge:      cfg.MaxAge,
-				MaxBytes:    orUnlimited(cfg.MaxBytes),
-				Replicas:    max(cfg.Replicas, 1),
-				DenyDelete:  true,
-				AllowMsgTTL: true,
-
-				AllowAtomicPublish: true,
-				AllowDirect:        false, // a journal's tail is read from the stream's leader
-			})
+			sc := streamConfig(cfg, subjects...)
+			sc.Description += "; and the shards' journals, <prefix>._j.<shard>"
+			sc.AllowMsgTTL, sc.AllowAtomicPublish = true, true
+			sc.AllowDirect = false // a journal's tail is read from the stream's leader
+			_, err := js.CreateStream(ctx, sc)
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				continue
 			}

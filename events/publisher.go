@@ -129,23 +129,10 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := js.Stream(ctx, contract.StreamName)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			created, err := js.CreateStream(ctx, jetstream.StreamConfig{
-				Name:        contract.StreamName,
-				Description: "Holdfast events: <prefix>.v1.<tenant>.events.<object>.<verb>, message id <shard>-<lsn>-<n>",
-				Subjects:    []string{subject},
-				Storage:     jetstream.FileStorage,
-				Retention:   jetstream.LimitsPolicy,
-				Discard:     jetstream.DiscardOld,
-				Duplicates:  cfg.DuplicateWindow,
-				MaxAge:      cfg.MaxAge,
-				MaxBytes:    orUnlimited(cfg.MaxBytes),
-				Replicas:    max(cfg.Replicas, 1),
-				// An audit trail: nothing is taken out of it but by its limits.
-				DenyDelete: true,
-				DenyPurge:  true,
-
-				AllowBatchPublish: true,
-			})
+			sc := streamConfig(cfg, subject)
+			// An audit trail: nothing is taken out of it but by its limits.
+			sc.DenyPurge, sc.AllowBatchPublish = true, true
+			created, err := js.CreateStream(ctx, sc)
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				continue // created meanwhile by another process: update it
 			}
@@ -187,6 +174,24 @@ func ensureStreamOnce(ctx context.Context, js jetstream.JetStream, prefix string
 		return updated.CachedInfo().Config.AllowBatchPublish, nil
 	}
 	return false, fmt.Errorf("events: stream %s could be neither created nor found", contract.StreamName)
+}
+
+// streamConfig is the events stream as this process creates it, on subjects: limits
+// retention, discard old, the configured window and limits, no message deletes.
+func streamConfig(cfg Config, subjects ...string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        contract.StreamName,
+		Description: "Holdfast events: <prefix>.v1.<tenant>.events.<object>.<verb>, message id <shard>-<lsn>-<n>",
+		Subjects:    subjects,
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  cfg.DuplicateWindow,
+		MaxAge:      cfg.MaxAge,
+		MaxBytes:    orUnlimited(cfg.MaxBytes),
+		Replicas:    max(cfg.Replicas, 1),
+		DenyDelete:  true,
+	}
 }
 
 func orUnlimited(v int64) int64 {
