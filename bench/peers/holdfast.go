@@ -18,8 +18,9 @@ import (
 var holdfastProtobuf = flag.Bool("holdfast-protobuf", false, "Holdfast's client sends protobuf (default: JSON, the client's default)")
 
 // holdfastSys is `holdfast serve` with its defaults: one process (file journal, fsync
-// per batch), or three with their embedded NATS servers clustered (--replicas 3, JetStream
-// sync always).
+// per batch), or three with their embedded NATS servers clustered as the README's three
+// commands are (--replicas 3, --raft-timing faster, JetStream sync always: so the
+// journals are the events stream's subjects, --journal-layout auto).
 type holdfastSys struct {
 	procs []*proc
 	url   string
@@ -41,7 +42,7 @@ func startHoldfast(ctx context.Context, dir, bin string, nodes int, extra []stri
 			"--metrics-listen", ""}
 		if nodes > 1 {
 			args = append(args, "--node", fmt.Sprintf("n%d", i+1), "--cluster", routes[i], "--routes", strings.Join(routes, ","),
-				"--replicas", "3")
+				"--replicas", "3", "--raft-timing", "faster")
 		}
 		args = append(args, extra...)
 		p, err := start(dir, fmt.Sprintf("holdfast-n%d", i+1), "", bin, args...)
