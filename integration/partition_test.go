@@ -21,6 +21,8 @@ var flagRaftFast = flag.Bool("raft-fast", false, "TestClusterPartitionsChecked: 
 
 var flagRaftDefault = flag.Bool("raft-default", false, "TestClusterPartitionsChecked: keep nats-server's default raft timing")
 
+var flagPartitionLayout = flag.String("partition-layout", "streams", "TestClusterPartitionsChecked: the nodes' --journal-layout (streams, where eight appends in flight make void batches; or feed)")
+
 var flagNATSLogs = flag.String("natslogs", "", "TestClusterPartitionsChecked: write each NATS server's log, with debug lines (raft elections), to this directory")
 
 var flagPartitions = flag.Duration("partitions", 0, "TestClusterPartitionsChecked's workload length (0: 30 s); a long soak: -partitions 10m")
@@ -69,7 +71,8 @@ func TestClusterPartitionsChecked(t *testing.T) {
 			// Eight appends in flight: the partitions are where a lost message and a claim
 			// behind it make void batches (docs/design.md, "Pipelined appends"); the
 			// cluster round runs the default window of one.
-			Extra: []string{"--replicas", "3", "--ownership-ttl", "1s", "--snapshot-every", "100", "--journal-window", "8"}})
+			Extra: []string{"--replicas", "3", "--ownership-ttl", "1s", "--snapshot-every", "100", "--journal-window", "8",
+				"--journal-layout", *flagPartitionLayout}})
 		urls = append(urls, ns.ServerURL(i-1))
 	}
 	cl, err := harness.NewClusterOn(ns.URL(), urls, cfgs)
