@@ -54,38 +54,54 @@ func eventsOf(from, through uint64, n int) []actors.Event {
 }
 
 // storedEvents reads every event of the stream, as "<lsn>-<n>" from their message ids.
+// A replicated stream's API may not answer for a moment (no responders while its
+// consumer is made): the read is tried again, whole.
 func storedEvents(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := readEvents(js)
+		if err == nil {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func readEvents(js jetstream.JetStream) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, contract.StreamName)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(events.EventSubjects("holdfast")))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var n uint64
 	for _, c := range info.State.Subjects {
 		n += c
 	}
-	var got []string
+	got := []string{}
 	if n == 0 {
-		return got
+		return got, nil
 	}
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.EventSubjects("holdfast")}})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for uint64(len(got)) < n {
 		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		got = append(got, m.Headers().Get(jetstream.MsgIDHeader)[2:]) // "3-" is the shard
 	}
-	return got
+	return got, nil
 }
 
 func wantEvents(t *testing.T, got []string, from, through uint64, n int) {
