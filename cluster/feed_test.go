@@ -281,14 +281,13 @@ func TestFeedResumesInsideAnEntry(t *testing.T) {
 	if a.through != (EventPosition{LSN: 0, N: feedBatchEvents}) {
 		t.Fatalf("position after %d of an entry's events: %v", feedBatchEvents, a.through)
 	}
-	seq, err := f.send(a)
-	if err != nil {
+	if _, err := f.send(a); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
-	f.closed, f.carried = true, nil
+	f.failed, f.carried = errors.New("stopped here by the test"), nil // its goroutine ends, storing nothing more
+	f.signal()
 	f.mu.Unlock()
-	_ = seq
 	g := openFeed(t, js, "b", 2)
 	var w watched
 	g.Watch(w.watch)
