@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/holdfast/holdfast/contract"
@@ -24,35 +22,26 @@ import (
 // StreamHoldsJournals reports whether the events stream can also hold journals: it does
 // not exist yet (EnsureFeedStream will create it so), or it allows purges — a stream an
 // earlier Holdfast created denies them, and JetStream never lifts that.
-func StreamHoldsJournals(ctx context.Context, js jetstream.JetStream) (bool, error) {
-	for {
-		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+func StreamHoldsJournals(ctx context.Context, js jetstream.JetStream) (holds bool, err error) {
+	err = untilAnswered(ctx, func(actx context.Context) error {
 		s, err := js.Stream(actx, contract.StreamName)
-		cancel()
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
-			return true, nil
-		case err == nil:
-			return !s.CachedInfo().Config.DenyPurge, nil
-		case ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)):
-			return false, fmt.Errorf("events: looking up stream %s: %w", contract.StreamName, err)
+			holds = true
+			return nil
+		case err != nil:
+			return fmt.Errorf("events: looking up stream %s: %w", contract.StreamName, err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		holds = !s.CachedInfo().Config.DenyPurge
+		return nil
+	})
+	return holds, err
 }
 
 // EnsureFeedStream creates the events stream to hold the prefix's events and journals
 // (journals: the journal subjects' filter), or makes an existing one do so.
 func EnsureFeedStream(ctx context.Context, js jetstream.JetStream, prefix, journals string, cfg Config) error {
-	for {
-		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := ensureFeedOnce(actx, js, prefix, journals, cfg)
-		cancel()
-		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return untilAnswered(ctx, func(actx context.Context) error { return ensureFeedOnce(actx, js, prefix, journals, cfg) })
 }
 
 func ensureFeedOnce(ctx context.Context, js jetstream.JetStream, prefix, journals string, cfg Config) error {

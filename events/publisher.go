@@ -111,14 +111,23 @@ func EventSubjects(prefix string) string { return prefix + ".v1.*.events.>" }
 // takes it (batched): a NATS server too old for it answers with the setting missing, and
 // the publisher must then publish plainly (Config.Plain).
 func EnsureStream(ctx context.Context, js jetstream.JetStream, prefix string, cfg Config) (batched bool, err error) {
-	// A replicated stream being created by another process (a cluster starting) may not
-	// answer for a while: each attempt is short, and a silent one is tried again.
+	err = untilAnswered(ctx, func(actx context.Context) (err error) {
+		batched, err = ensureStreamOnce(actx, js, prefix, cfg)
+		return err
+	})
+	return batched, err
+}
+
+// untilAnswered runs op in short attempts until it returns anything but silence (a
+// timeout, no responders) or ctx ends: a replicated stream being created by another
+// process (a cluster starting) may not answer for a while.
+func untilAnswered(ctx context.Context, op func(context.Context) error) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		batched, err = ensureStreamOnce(actx, js, prefix, cfg)
+		err := op(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)) {
-			return batched, err
+			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
