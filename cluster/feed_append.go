@@ -56,28 +56,7 @@ func (f *Feed) next() (*feedAppend, bool) {
 		f.mu.Lock()
 		owed := len(f.carried) > 0 || f.carriedThrough > f.stored.LSN
 		if f.closed || f.failed != nil {
-			err := f.refusal()
-			ops := f.ops
-			f.ops = nil
-			if f.failed != nil || !owed || f.flushed {
-				f.cfg.Metrics.EventsQueued(f.label, -len(f.carried)-f.sending)
-				f.carried, f.sending = nil, 0
-				f.mu.Unlock()
-				for _, op := range ops {
-					op.done(err)
-				}
-				return nil, false
-			}
-			// Closing: the events of what was applied are stored first, once (a shard
-			// handed over leaves its next owner nothing to derive again).
-			f.flushed = true
-			a := f.buildLocked()
-			f.mu.Unlock()
-			for _, op := range ops {
-				op.done(err)
-			}
-			f.encode(a)
-			return a, true
+			return f.endLocked(owed)
 		}
 		if len(f.ops) > 0 || (owed && idleOver) || f.refresh {
 			a := f.buildLocked()
@@ -95,6 +74,31 @@ func (f *Feed) next() (*feedAppend, bool) {
 			idleOver = true
 		}
 	}
+}
+
+// endLocked ends a closed or failed feed (under mu, which it unlocks): what is queued is
+// refused, and a closing feed that owes events stores them first, in one last append (a
+// shard handed over leaves its next owner nothing to derive again).
+func (f *Feed) endLocked(owed bool) (*feedAppend, bool) {
+	err, ops := f.refusal(), f.ops
+	f.ops = nil
+	var last *feedAppend
+	if f.failed == nil && owed && !f.flushed {
+		f.flushed = true
+		last = f.buildLocked()
+	} else {
+		f.cfg.Metrics.EventsQueued(f.label, -len(f.carried)-f.sending)
+		f.carried, f.sending = nil, 0
+	}
+	f.mu.Unlock()
+	for _, op := range ops {
+		op.done(err)
+	}
+	if last == nil {
+		return nil, false
+	}
+	f.encode(last)
+	return last, true
 }
 
 // buildLocked takes the next append from the queue and the events carried (under mu).
