@@ -18,7 +18,7 @@ func (s *shard) noteMirrors(o *kernel.Output) {
 			s.owe(mirrorMsg{txn: txn, priority: s.k.BeginPriority(txn.LSN), state: l.State, deadline: l.DeadlineSlot, lease: l.LSN})
 		}
 	}
-	if o.Object == kernel.ObjectLease {
+	if o.ShowsLease() {
 		add(&o.Lease)
 	}
 	for i := range o.Changes {
@@ -60,7 +60,7 @@ func (s *shard) awaitAcks(a Answer[replyFunc]) bool {
 			w.leases++
 		}
 	}
-	if a.Reply.Object == kernel.ObjectLease {
+	if a.Reply.Lease.LSN != 0 { // a lease verb's, or a work verb's that ended its claim
 		wait(&a.Reply.Lease)
 	}
 	for i := range a.Reply.Changes {

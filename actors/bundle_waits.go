@@ -26,15 +26,15 @@ type heldAnswer struct {
 	since time.Time
 }
 
-// showsIntents reports whether a reply's view of a resource, pool or range counts an
-// undecided bundle's members.
+// showsIntents reports whether a reply's view of a resource, pool, range, run or work
+// shard counts an undecided bundle's members.
 func (s *shard) showsIntents(r *Reply) bool {
 	if s.k.UndecidedBundles() == 0 {
 		return false
 	}
 	switch r.Object {
-	case kernel.ObjectResource, kernel.ObjectPool, kernel.ObjectRange:
-		o := kernel.Output{Object: r.Object, Resource: r.Resource, Pool: r.Pool, Range: r.Range}
+	case kernel.ObjectResource, kernel.ObjectPool, kernel.ObjectRange, kernel.ObjectRun, kernel.ObjectWork:
+		o := kernel.Output{Object: r.Object, Resource: r.Resource, Pool: r.Pool, Range: r.Range, Run: r.Run, Work: r.Work}
 		return s.k.ShowsIntents(&o)
 	}
 	return false
@@ -57,6 +57,12 @@ func (s *shard) retryAnswers(now time.Time) {
 		case kernel.ObjectRange:
 			s.k.GetRange(r.Range.Tenant, r.Range.ID, &s.out)
 			r.Range = s.out.Range
+		case kernel.ObjectRun:
+			s.k.GetRun(r.Run.Tenant, r.Run.ID, &s.out)
+			r.Run = s.out.Run
+		case kernel.ObjectWork:
+			s.k.GetWork(r.Work.Tenant, r.Work.RunID, r.Work.Name, &s.out)
+			r.Work = copyWork(s.out.Work)
 		}
 		switch {
 		case !s.showsIntents(r):

@@ -141,7 +141,7 @@ func replyFromOutput(o *kernel.Output, applied uint64) *Reply {
 		Run: o.Run, HasWork: o.HasWork, Capacity: o.Capacity, EarliestDeadlineSlot: o.EarliestDeadlineSlot,
 		ItemIndex: o.ItemIndex, Count: o.Count, More: o.More, Value: o.Value,
 		Pending: o.Pending, Undecided: o.Undecided, Elsewhere: o.Elsewhere, Txn: o.Txn, TxnPriority: o.TxnPriority}
-	if o.Object == kernel.ObjectLease || (o.Object == kernel.ObjectWork && o.Lease.LSN != 0) {
+	if o.ShowsLease() {
 		r.Lease = copyLease(o.Lease)
 	}
 	if o.HasWork {

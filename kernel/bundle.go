@@ -176,6 +176,11 @@ func (k *Kernel) holdIntents(e Entry, out *Output, mine func(int) bool) (int32, 
 	idx := k.newLease(e.LSN, k.tenantKey(c.Tenant, c.HolderID))
 	k.leases[idx].created = e.Slot
 	k.holdMembers(idx, picks, LeaseReserved, true)
+	for _, p := range picks {
+		if p.kind == MemberWork {
+			k.enqueue(p.obj, qHeld) // first in the run's held queue: an intent has no deadline
+		}
+	}
 	k.versions(idx, -1) // an intent is no change a reader may see: its resources keep their version
 	k.indexMembers(idx, true)
 	out.Pending = true
@@ -258,10 +263,19 @@ func (k *Kernel) decide(e Entry, out *Output) {
 		out.Event = EventLeaseActivated
 	}
 	k.indexMembers(idx, false) // goLive indexes owner and members together
+	w := k.leaseWork(leaseRef{idx: idx})
+	if w >= 0 {
+		k.dequeue(w, qHeld) // its key, the claim's deadline and lease, changes below
+	}
 	k.rekey(idx, e.LSN)
 	k.leases[idx].created = e.Slot
 	k.goLive(idx, e.Slot, b.activate, b.ttlSlots, b.keepAliveSlots)
 	k.viewLease(idx, out)
+	if w >= 0 { // a claim across placement keys: its work is here, at the home
+		k.works[w].claims++
+		k.enqueue(w, qHeld)
+		k.showClaim(w, out)
+	}
 	out.Mirror = true
 	k.rememberDecision(b, contract.CodeOK, -1, 1, e)
 }
@@ -385,6 +399,13 @@ func (k *Kernel) noteIntent(tenant string, m *Member, code Code, out *Output) {
 	case m.Kind == MemberRange && code == contract.CodeRangeExhausted:
 		out.Undecided = k.intentUnits(MemberRange, k.ranges[k.rangeIdx[string(k.tenantKey(tenant, m.ID))]].key) > 0
 		return
+	case m.Kind == MemberWork && code == contract.CodeResourceBusy:
+		w, _ := k.findWork(tenant, m.ID, m.Name)
+		holder = k.works[w].lease
+	case m.Kind == MemberWork && code == contract.CodeNoneAvailable:
+		r, _ := k.findRun(tenant, m.ID)
+		out.Undecided = k.runHasIntent(r)
+		return
 	default:
 		return
 	}
@@ -458,7 +479,7 @@ func (k *Kernel) noteMirror(out *Output) {
 		b := k.bundles[l.LSN]
 		return l.Shard == k.shard && b != nil && b.home(k.shard) && !b.pending
 	}
-	if out.Object == ObjectLease && mine(&out.Lease) {
+	if out.ShowsLease() && mine(&out.Lease) {
 		out.Mirror = true
 	}
 	for i := range out.Changes {
@@ -733,8 +754,20 @@ func (k *Kernel) ShowsIntents(out *Output) bool {
 		return k.intentUnits(MemberPool, string(k.tenantKey(out.Pool.Tenant, out.Pool.ID))) > 0
 	case ObjectRange:
 		return k.intentUnits(MemberRange, string(k.tenantKey(out.Range.Tenant, out.Range.ID))) > 0
+	case ObjectWork:
+		return k.pending[out.Work.LeaseLSN]
+	case ObjectRun:
+		r, ok := k.findRun(out.Run.Tenant, out.Run.ID)
+		return ok && k.runHasIntent(r)
 	}
 	return false
+}
+
+// runHasIntent reports whether an undecided claim holds a work shard of run r: an intent
+// has no deadline, so it comes first in the run's held queue.
+func (k *Kernel) runHasIntent(r int32) bool {
+	held := k.runs[r].held
+	return len(held) > 0 && k.pending[k.works[held[0]].lease]
 }
 
 // PageShowsIntents reports whether a listing's page counts a member an undecided bundle
@@ -760,6 +793,17 @@ func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 	for i := range p.Ranges {
 		out.Object, out.Range = ObjectRange, p.Ranges[i]
 		if k.ShowsIntents(&out) {
+			return true
+		}
+	}
+	for i := range p.Runs {
+		out.Object, out.Run = ObjectRun, p.Runs[i]
+		if k.ShowsIntents(&out) {
+			return true
+		}
+	}
+	for i := range p.Works {
+		if k.pending[p.Works[i].LeaseLSN] {
 			return true
 		}
 	}

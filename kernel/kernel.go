@@ -257,7 +257,7 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		return
 	}
 	var epoch uint8
-	if out.Object == ObjectLease || (out.Object == ObjectWork && out.Lease.LSN != 0) {
+	if out.ShowsLease() {
 		epoch = uint8(out.Lease.Epoch) // the fencing token a retry must carry again
 	}
 	var ref uint64 // what a retry names that the command does not (outcome.ref)

@@ -50,10 +50,16 @@ func (k *Kernel) reserve(e Entry, out *Output) {
 	for _, p := range picks {
 		if p.kind == MemberWork {
 			k.enqueue(p.obj, qHeld) // now that the claim has its deadline
-			out.Work, out.HasWork = k.workView(p.obj, nil), true
-			out.Capacity = k.capacity(k.works[p.obj].run)
+			k.showClaim(p.obj, out)
 		}
 	}
+}
+
+// showClaim fills a granted claim's reply beside its lease: the work shard it holds and
+// the run's capacity.
+func (k *Kernel) showClaim(w int32, out *Output) {
+	out.Work, out.HasWork = k.workView(w, nil), true
+	out.Capacity = k.capacity(k.works[w].run)
 }
 
 // grant creates the lease lsn of tenant's holder over picks (checked, bounds too) and
@@ -101,7 +107,9 @@ func (k *Kernel) holdMembers(idx int32, picks []pick, state LeaseState, intent b
 		case MemberWork:
 			k.dequeue(p.obj, qReady)
 			k.works[p.obj].lease = l.lsn
-			k.works[p.obj].claims++
+			if !intent {
+				k.works[p.obj].claims++ // an intent's claim counts once committed (decide)
+			}
 		}
 	}
 	k.members += len(picks)

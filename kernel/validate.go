@@ -169,8 +169,10 @@ func validateReserve(c *Command) *Rejection {
 		} else if pk != key && len(c.Shards) == 0 { // a bundle begun across shards takes any keys
 			return reject(contract.CodeCrossShard, "members[%d].%s: placement key %q differs from %q; a bundle takes members of one placement key", i, field, pk, key)
 		}
-		if m.Kind == MemberWork && len(c.Shards) > 0 {
-			return reject(contract.CodeCrossShard, "members[%d].%s: a work claim bundles only members of its run's placement key", i, field)
+		if m.Kind == MemberWork && i > 0 && len(c.Shards) > 0 {
+			// The claim's home is its first member's shard, and the work verbs are served
+			// where the work is: a claim across placement keys names its work first.
+			return reject(contract.CodeCrossShard, "members[%d].%s: a work claim with members of other placement keys names its work first", i, field)
 		}
 		if j := duplicateOf(c.Members, i, seen); j >= 0 {
 			return reject(contract.CodeDuplicateMember, "members[%d]: duplicates members[%d]", i, j)

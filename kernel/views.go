@@ -248,9 +248,10 @@ type Output struct {
 	Pending bool
 	// Undecided says a member was refused only because an undecided bundle holds it as
 	// an intent: Txn is that transaction and TxnPriority its priority (both zero when the
-	// member is a pool's units or a range's "any" value, whose intents are not told
-	// apart). The refusal is neither remembered nor final: the caller waits for the
-	// decision and tries again.
+	// member is a pool's units, a range's "any" value or a run's next work shard, whose
+	// intents are not told apart; also for a run's end while an undecided claim holds a
+	// work shard of it). The refusal is neither remembered nor final: the caller waits
+	// for the decision and tries again.
 	Undecided   bool
 	Txn         TxnRef
 	TxnPriority uint64
@@ -262,6 +263,12 @@ type Output struct {
 	// Mirror says the lease the entry changed (Lease) is a bundle's at its home: its
 	// participants (Kernel.BundleShards) learn the new state by a bundle.mirror.
 	Mirror bool
+}
+
+// ShowsLease reports whether the output carries a lease (Lease): a lease verb's, or a
+// work verb's that also answers with the claim (work.complete ends it, for one).
+func (o *Output) ShowsLease() bool {
+	return o.Object == ObjectLease || (o.Object == ObjectWork && o.Lease.LSN != 0)
 }
 
 // LeaseChange is one lease an entry changed, and how.

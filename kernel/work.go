@@ -233,6 +233,12 @@ func (k *Kernel) endRun(c *Command, out *Output) {
 		out.Code = contract.CodeRunTerminal
 		return
 	}
+	if k.runHasIntent(r) {
+		// A claim across placement keys still undecided would be granted on a run that
+		// ended before it: the end waits for the decision, as a reserve of an intent does.
+		out.Code, out.Undecided = contract.CodeNoop, true
+		return
+	}
 	end := runEnds[c.Verb]
 	if end.status == RunDone {
 		for _, w := range rn.work {

@@ -31,6 +31,12 @@ func (k *Kernel) checkWork(tenant string, m *Member) (p pick, code Code, blocked
 		}
 		return pick{kind: MemberWork, obj: w}, contract.CodeOK, 0
 	}
+	if k.runHasIntent(r) {
+		// Which work shard is next depends on whether an undecided claim's becomes
+		// claimable again: the claim waits for the decision (noteIntent: Undecided), as a
+		// range's "any" value does.
+		return pick{}, contract.CodeNoneAvailable, 0
+	}
 	if len(rn.ready) == 0 {
 		if len(rn.held) > 0 {
 			blocked = k.claimDeadline(k.works[rn.held[0]].lease)
