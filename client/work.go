@@ -136,9 +136,17 @@ func (c *Client) GetWork(ctx context.Context, runID, name string, opts ...ReadOp
 // run_terminal, work_terminal, resource_busy and none_available (with
 // EarliestDeadlineSlot), and the lease table codes.
 func (c *Client) Claim(ctx context.Context, holder, runID, name string, ttl time.Duration, opts ...WriteOption) (*WorkResult, error) {
+	return c.ClaimWith(ctx, holder, runID, name, ttl, nil, opts...)
+}
+
+// ClaimWith claims a work shard as Claim does and, under the same lease, the members
+// along (a GPU for the worker, say), of the run's placement key or of any others
+// (docs/api.md §2): every member or none, one fence. Its domain codes are Claim's and
+// those of lease.reserve for the members.
+func (c *Client) ClaimWith(ctx context.Context, holder, runID, name string, ttl time.Duration, along []*messages.Member, opts ...WriteOption) (*WorkResult, error) {
 	o := writeOpts(opts)
 	req := &messages.ReserveRequest{OperationId: o.opID, HolderId: holder, TtlMs: durationMs(ttl),
-		Members: []*messages.Member{WorkNamed(runID, name)}}
+		Members: append([]*messages.Member{WorkNamed(runID, name)}, along...)}
 	return c.workCall(ctx, contract.VerbReserve, req, o.opID, 0)
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -311,4 +312,43 @@ func TestBundleAcrossNodes(t *testing.T) {
 		g, err2 := cs.GetResource(ctx, gpu)
 		return err == nil && err2 == nil && p.Pool.GetReserved() == 0 && g.Resource.GetState() == messages.StateAvailable
 	})
+}
+
+// A worker's claim that brings a GPU of another node's placement key along: one lease
+// over the work shard and the GPU, the claim's answer carrying the work shard; the GPU is
+// the claim's while it lasts and free once work.complete is answered; a claim naming the
+// GPU first is refused (cross_shard), holding nothing.
+func TestClaimAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	cfg.Shards = 8
+	srv, cl, k := bundleServer(t, cfg)
+	defer func() { _ = srv.Shutdown(ctx) }()
+	run, gpu := k[0], k[1]+"/gpu0"
+	if _, err := cl.CreateResource(ctx, gpu); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := cl.CreateRun(ctx, run, []*messages.WorkSpec{{Name: "a"}, {Name: "b"}}); err != nil || !r.OK() {
+		t.Fatalf("run.create: %v %+v", err, r)
+	}
+	bad, err := cl.Reserve(ctx, client.ReserveRequest{Holder: "w", TTL: time.Minute,
+		Members: []*messages.Member{client.Resource(gpu), client.WorkNext(run)}})
+	var de *client.DefiniteError
+	if !errors.As(err, &de) || de.Code != messages.CodeCrossShard {
+		t.Fatalf("a claim across keys naming the GPU first: %v %+v", err, bad)
+	}
+	c, err := cl.ClaimWith(ctx, "w", run, "", time.Minute, []*messages.Member{client.Resource(gpu)})
+	if err != nil || !c.OK() || c.Work.GetName() != "a" || c.Work.GetLeaseId() != c.Lease.GetLeaseId() || len(c.Lease.GetMembers()) != 2 {
+		t.Fatalf("claim with a GPU of another shard: %v %+v", err, c)
+	}
+	if g, err := cl.GetResource(ctx, gpu); err != nil || g.Resource.GetCurrentLeaseId() != c.Lease.GetLeaseId() {
+		t.Fatalf("the GPU names %q, want the claim %q (%v)", g.Resource.GetCurrentLeaseId(), c.Lease.GetLeaseId(), err)
+	}
+	done, err := cl.CompleteWork(ctx, "w", c.Fence(), nil)
+	if err != nil || !done.OK() || done.Work.GetStatus() != "done" {
+		t.Fatalf("work.complete: %v %+v", err, done)
+	}
+	if g, err := cl.GetResource(ctx, gpu); err != nil || g.Resource.GetState() != messages.StateAvailable {
+		t.Fatalf("the GPU after work.complete was answered: %+v %v", g, err)
+	}
 }
