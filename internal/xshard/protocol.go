@@ -31,6 +31,13 @@ const (
 	recApplied = "applied" // participant: the intents became the lease's members
 	recAborted = "aborted" // participant: the intents were freed (or never taken)
 	recGranted = "granted" // participant: a member held by a lease granted outside the model
+
+	// Endings in two rounds: the home decides the end (end); each participant marks its
+	// part ending — still held, read by nobody — (ending), and once every one has, each
+	// frees it (free).
+	recEnd    = "end"    // home: the lease ended (its client's release, its expiry)
+	recEnding = "ending" // participant: the members are the lease's, ending: nobody reads them
+	recFree   = "free"   // participant: the members are free
 )
 
 // Record is one journal entry.
@@ -49,6 +56,11 @@ const (
 	msgAbort    = "abort"
 	msgAck      = "ack" // a participant applied the decision
 	msgQuery    = "query"
+
+	msgEnding   = "ending"    // home → participant: the lease ended; mark the part ending
+	msgEndingOK = "ending-ok" // participant → home: marked (durably)
+	msgFree     = "free"      // home → participant: every part is ending; free yours
+	msgFreeOK   = "free-ok"   // participant → home: freed (durably)
 )
 
 // Message is one message in flight.
@@ -70,17 +82,30 @@ type Node struct {
 	votes    map[int]map[int]bool // txn → participants that answered prepared
 	queriers map[int]map[int]bool // txn → participants that asked
 	acks     map[int]map[int]bool // txn → participants that applied the decision
-	parked   []Message            // prepares waiting for an older intent's decision
+	parked   []Message            // prepares waiting for an older intent's decision (or an ending)
+	// The home's ending rounds: participants that marked their part ending, and that freed it.
+	endingOK map[int]map[int]bool
+	freeOK   map[int]map[int]bool
 }
 
 func newNode() *Node {
-	return &Node{votes: map[int]map[int]bool{}, queriers: map[int]map[int]bool{}, acks: map[int]map[int]bool{}}
+	return &Node{votes: map[int]map[int]bool{}, queriers: map[int]map[int]bool{}, acks: map[int]map[int]bool{},
+		endingOK: map[int]map[int]bool{}, freeOK: map[int]map[int]bool{}}
 }
 
 func (n *Node) clone() *Node {
 	c := &Node{Durable: slices.Clone(n.Durable), Pending: slices.Clone(n.Pending), parked: slices.Clone(n.parked),
-		votes: cloneSets(n.votes), queriers: cloneSets(n.queriers), acks: cloneSets(n.acks)}
+		votes: cloneSets(n.votes), queriers: cloneSets(n.queriers), acks: cloneSets(n.acks),
+		endingOK: cloneSets(n.endingOK), freeOK: cloneSets(n.freeOK)}
 	return c
+}
+
+// note adds p to the set of txn in m.
+func note(m map[int]map[int]bool, txn, p int) {
+	if m[txn] == nil {
+		m[txn] = map[int]bool{}
+	}
+	m[txn][p] = true
 }
 
 func cloneSets(m map[int]map[int]bool) map[int]map[int]bool {
@@ -131,26 +156,43 @@ func (n *Node) firstOf(txn int, pending bool, kinds ...string) string {
 	return ""
 }
 
-// holder is who holds member on this shard: a transaction's intent (undecided), a
-// granted lease, or nobody; the journal decides it.
-func (n *Node) holder(member string, txns map[int]*Txn, shard int) (txn int, intent bool, held bool) {
-	for _, r := range append(slices.Clone(n.Durable), n.Pending...) {
+// hold is what a shard's journal says of a member: free, an undecided transaction's
+// intent, a granted lease's, or an ended lease's still (ending).
+type hold int
+
+const (
+	holdFree hold = iota
+	holdIntent
+	holdHeld
+	holdEnding
+)
+
+// holder is who holds member on this shard and how; the journal (with pending also what
+// is sequenced, not synced) decides it.
+func (n *Node) holder(member string, txns map[int]*Txn, shard int, pending bool) (txn int, h hold) {
+	rs := slices.Clone(n.Durable)
+	if pending {
+		rs = append(rs, n.Pending...)
+	}
+	for _, r := range rs {
 		t := txns[r.Txn]
 		if t == nil || t.Members[shard] != member {
 			continue
 		}
 		switch r.Kind {
 		case recPrepare:
-			txn, intent, held = r.Txn, true, false
+			txn, h = r.Txn, holdIntent
 		case recApplied, recGranted:
-			txn, intent, held = r.Txn, false, true
-		case recAborted:
+			txn, h = r.Txn, holdHeld
+		case recEnding:
+			txn, h = r.Txn, holdEnding
+		case recAborted, recFree:
 			if txn == r.Txn {
-				txn, intent, held = 0, false, false
+				txn, h = 0, holdFree
 			}
 		}
 	}
-	return txn, intent, held
+	return txn, h
 }
 
 // key identifies the node's state. A journal's records are kept as a set: each
@@ -181,7 +223,7 @@ func (n *Node) key(b *strings.Builder) {
 	slices.Sort(parked)
 	b.WriteString(strings.Join(parked, ","))
 	b.WriteByte('|')
-	for _, m := range []map[int]map[int]bool{n.votes, n.queriers, n.acks} {
+	for _, m := range []map[int]map[int]bool{n.votes, n.queriers, n.acks, n.endingOK, n.freeOK} {
 		keys := make([]int, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)

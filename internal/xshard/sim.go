@@ -18,9 +18,9 @@ func (e Event) String() string {
 	switch e.Kind {
 	case "deliver", "drop", "dup":
 		return e.Kind + " " + e.Msg.String()
-	case "submit", "timeout":
+	case "submit", "timeout", "end":
 		return fmt.Sprintf("%s t%d", e.Kind, e.Txn)
-	case "query", "resend":
+	case "query", "resend", "resend-ending", "resend-free":
 		return fmt.Sprintf("%s t%d at %d", e.Kind, e.Txn, e.Shard)
 	}
 	return fmt.Sprintf("%s %d", e.Kind, e.Shard)
@@ -35,8 +35,12 @@ func (w *World) Events() []Event {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		if w.Txns[id].Priority >= 0 && !w.Submitted[id] {
+		t := w.Txns[id]
+		if t.Priority >= 0 && !w.Submitted[id] {
 			es = append(es, Event{Kind: "submit", Txn: id})
+		}
+		if home := w.Nodes[t.Home]; w.Ends && t.Priority >= 0 && home.has(recCommit, id, false) && !home.has(recEnd, id, true) {
+			es = append(es, Event{Kind: "end", Txn: id})
 		}
 	}
 	for _, m := range w.Net {
@@ -75,6 +79,15 @@ func (w *World) Events() []Event {
 			kind := map[string]string{recCommit: msgCommit, recAbort: msgAbort}[d]
 			if d != "" && !home.acks[id][p] && !slices.Contains(w.Net, Message{kind, t.Home, p, id}) {
 				es = append(es, Event{Kind: "resend", Txn: id, Shard: p})
+			}
+			// The ending rounds, resent until answered: after a restart of the home, whose
+			// memory of the answers is gone, from the first round again.
+			ended := home.has(recEnd, id, false)
+			if ended && !home.endingOK[id][p] && !slices.Contains(w.Net, Message{msgEnding, t.Home, p, id}) {
+				es = append(es, Event{Kind: "resend-ending", Txn: id, Shard: p})
+			}
+			if ended && w.allMarked(t) && !home.freeOK[id][p] && !slices.Contains(w.Net, Message{msgFree, t.Home, p, id}) {
+				es = append(es, Event{Kind: "resend-free", Txn: id, Shard: p})
 			}
 		}
 	}
@@ -135,6 +148,12 @@ func (c *World) apply(e Event) {
 		home.Pending = append(home.Pending, Record{recAbort, e.Txn})
 		delete(home.votes, e.Txn)
 		c.Answers[e.Txn] = "pending-timeout"
+	case "end":
+		c.end(c.Txns[e.Txn])
+	case "resend-ending":
+		c.send(Message{msgEnding, c.Txns[e.Txn].Home, e.Shard, e.Txn})
+	case "resend-free":
+		c.send(Message{msgFree, c.Txns[e.Txn].Home, e.Shard, e.Txn})
 	case "query":
 		c.send(Message{msgQuery, e.Shard, c.Txns[e.Txn].Home, e.Txn})
 	case "resend":
@@ -170,6 +189,9 @@ func (w *World) Check() string {
 				return fmt.Sprintf("t%d: shard %d both applied and aborted", id, p)
 			}
 		}
+		if bad := w.checkEnd(t, committed); bad != "" {
+			return bad
+		}
 		if w.Answers[id] == "die" {
 			older := false
 			for _, u := range w.Txns {
@@ -184,7 +206,7 @@ func (w *World) Check() string {
 		seen := map[string]int{}
 		for _, t := range w.Txns {
 			if m, ok := t.Members[s]; ok {
-				if holder, intent, held := n.holder(m, w.Txns, s); intent || held {
+				if holder, h := n.holder(m, w.Txns, s, true); h != holdFree {
 					if other, dup := seen[m]; dup && other != holder {
 						return fmt.Sprintf("shard %d: member %s held by t%d and t%d", s, m, other, holder)
 					}
@@ -192,6 +214,35 @@ func (w *World) Check() string {
 				}
 			}
 		}
+	}
+	return ""
+}
+
+// checkEnd returns what t's end violates ("" none): a part ended or freed before the home
+// made the end durable, or — what readers see — a member read free by t's end while
+// another is still read held, or one read held after the end's client was answered. A
+// reader sees what a shard has made durable; an intent and an ending member it does not
+// see (it waits for them).
+func (w *World) checkEnd(t *Txn, committed bool) string {
+	home := w.Nodes[t.Home]
+	heldAt, freedAt := -1, -1
+	for _, p := range t.participants() {
+		n := w.Nodes[p]
+		if (n.has(recEnding, t.ID, true) || n.has(recFree, t.ID, true)) && !(committed && home.has(recEnd, t.ID, false)) {
+			return fmt.Sprintf("t%d: shard %d ends its part before the home's end is durable", t.ID, p)
+		}
+		switch holder, h := n.holder(t.Members[p], w.Txns, p, false); {
+		case holder == t.ID && h == holdHeld:
+			heldAt = p
+		case n.has(recFree, t.ID, false):
+			freedAt = p
+		}
+	}
+	switch {
+	case heldAt >= 0 && freedAt >= 0:
+		return fmt.Sprintf("t%d: its member on shard %d reads free, on shard %d still held", t.ID, freedAt, heldAt)
+	case heldAt >= 0 && w.EndAnswered[t.ID]:
+		return fmt.Sprintf("t%d: its end was answered, its member on shard %d still reads held", t.ID, heldAt)
 	}
 	return ""
 }
@@ -262,6 +313,13 @@ func (w *World) CheckSettled() string {
 		}
 		if d == recCommit && w.Answers[id] != "ok" {
 			return fmt.Sprintf("t%d committed, its client was answered %q", id, w.Answers[id])
+		}
+		if w.Nodes[t.Home].has(recEnd, id, false) {
+			for _, p := range t.participants() {
+				if !w.Nodes[p].has(recFree, id, false) {
+					return fmt.Sprintf("t%d ended, shard %d has not freed its part", id, p)
+				}
+			}
 		}
 	}
 	for s, n := range w.Nodes {

@@ -23,12 +23,16 @@ type World struct {
 	// Waitless: settling must decide every transaction without a timeout (no two wait on
 	// each other); set where no fault is explored.
 	Waitless bool
+	// Ends: a committed transaction's lease may end (its holder's release, its expiry) at
+	// any point; EndAnswered records that the end's client was answered.
+	Ends        bool
+	EndAnswered map[int]bool
 }
 
 // NewWorld is shards nodes and the transactions txns, none submitted; granted lists
 // members held by leases granted before (shard → member).
 func NewWorld(shards int, txns []*Txn, granted map[int]string, crashes, drops, dups int) *World {
-	w := &World{Txns: map[int]*Txn{}, Submitted: map[int]bool{}, Answers: map[int]string{},
+	w := &World{Txns: map[int]*Txn{}, Submitted: map[int]bool{}, Answers: map[int]string{}, EndAnswered: map[int]bool{},
 		Crashes: crashes, Drops: drops, Dups: dups, Timers: true}
 	for range shards {
 		w.Nodes = append(w.Nodes, newNode())
@@ -47,7 +51,11 @@ func NewWorld(shards int, txns []*Txn, granted map[int]string, crashes, drops, d
 
 func (w *World) clone() *World {
 	c := &World{Txns: w.Txns, Net: slices.Clone(w.Net), Submitted: map[int]bool{}, Answers: map[int]string{},
-		Crashes: w.Crashes, Drops: w.Drops, Dups: w.Dups, Timers: w.Timers, Waitless: w.Waitless}
+		Crashes: w.Crashes, Drops: w.Drops, Dups: w.Dups, Timers: w.Timers, Waitless: w.Waitless,
+		Ends: w.Ends, EndAnswered: map[int]bool{}}
+	for k, v := range w.EndAnswered {
+		c.EndAnswered[k] = v
+	}
 	for _, n := range w.Nodes {
 		c.Nodes = append(c.Nodes, n.clone())
 	}
@@ -79,7 +87,7 @@ func (w *World) Key() string {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		fmt.Fprintf(&b, "#%d%v%s", id, w.Submitted[id], w.Answers[id])
+		fmt.Fprintf(&b, "#%d%v%s%v", id, w.Submitted[id], w.Answers[id], w.EndAnswered[id])
 	}
 	fmt.Fprintf(&b, "#%d%d%d", w.Crashes, w.Drops, w.Dups)
 	return b.String()
@@ -150,6 +158,29 @@ func (w *World) deliver(m Message) {
 			n.acks[t.ID] = map[int]bool{}
 		}
 		n.acks[t.ID][m.From] = true
+	case msgEnding:
+		w.ending(m.To, t)
+	case msgEndingOK:
+		if n.has(recEnd, t.ID, false) && !n.endingOK[t.ID][m.From] {
+			note(n.endingOK, t.ID, m.From)
+			if w.allMarked(t) {
+				// Every part is ending: nobody can read a member held now, so none is
+				// read free before another is read held. Free them.
+				w.EndAnswered[t.ID] = true
+				for _, p := range t.participants() {
+					w.send(Message{msgFree, m.To, p, t.ID})
+				}
+			}
+		}
+	case msgFree:
+		switch {
+		case n.has(recFree, t.ID, false):
+			w.send(Message{msgFreeOK, m.To, m.From, t.ID})
+		case n.has(recEnding, t.ID, true) && !n.has(recFree, t.ID, true):
+			n.Pending = append(n.Pending, Record{recFree, t.ID})
+		}
+	case msgFreeOK:
+		note(n.freeOK, t.ID, m.From)
 	case msgQuery:
 		switch d := n.decided(t.ID, false); {
 		case d == recCommit:
@@ -169,6 +200,48 @@ func (w *World) deliver(m Message) {
 	}
 }
 
+// ending marks t's part on shard s ending (a part whose commit was lost learns it
+// with the end), or answers again for one marked or freed already.
+func (w *World) ending(s int, t *Txn) {
+	n := w.Nodes[s]
+	switch {
+	case n.has(recEnding, t.ID, false) || n.has(recFree, t.ID, false):
+		w.send(Message{msgEndingOK, s, t.Home, t.ID})
+	case n.has(recEnding, t.ID, true):
+		// answered at the sync
+	case n.has(recPrepare, t.ID, true):
+		if !n.has(recApplied, t.ID, true) {
+			n.Pending = append(n.Pending, Record{recApplied, t.ID})
+		}
+		kind := recEnding
+		if oneRoundEnds {
+			kind = recFree // the mistake the simulation must catch: free at once
+		}
+		n.Pending = append(n.Pending, Record{kind, t.ID})
+	}
+}
+
+// allMarked reports whether every participant of t told its home its part is ending.
+func (w *World) allMarked(t *Txn) bool {
+	for _, p := range t.participants() {
+		if !w.Nodes[t.Home].endingOK[t.ID][p] {
+			return false
+		}
+	}
+	return true
+}
+
+// end is the lease's end at its home: journaled, then told to every participant.
+func (w *World) end(t *Txn) {
+	home := w.Nodes[t.Home]
+	home.Pending = append(home.Pending, Record{recEnd, t.ID})
+}
+
+// oneRoundEnds frees each part as the end reaches it, as the first build did: a broken
+// protocol (a member read free, then another read held) for the test that shows the
+// checker catches it.
+var oneRoundEnds bool
+
 // prepare takes t's member on shard s as an intent, or says why not.
 func (w *World) prepare(s int, t *Txn, m Message) {
 	n := w.Nodes[s]
@@ -181,15 +254,16 @@ func (w *World) prepare(s int, t *Txn, m Message) {
 	case n.has(recPrepare, t.ID, true):
 		return // answered at the sync
 	}
-	holder, intent, held := n.holder(t.Members[s], w.Txns, s)
+	holder, h := n.holder(t.Members[s], w.Txns, s, true)
 	switch {
-	case held:
+	case h == holdHeld:
 		w.send(Message{msgRefused, s, t.Home, t.ID})
-	case intent && w.Txns[holder].Priority < t.Priority && !noWaitDie:
+	case h == holdIntent && w.Txns[holder].Priority < t.Priority && !noWaitDie:
 		w.send(Message{msgDie, s, t.Home, t.ID}) // the holder is older: the younger dies
-	case intent:
+	case h == holdIntent || h == holdEnding:
+		// The holder is younger (wait for its decision), or ending (wait for its free).
 		if !slices.Contains(n.parked, m) {
-			n.parked = append(n.parked, m) // the holder is younger: wait for its decision
+			n.parked = append(n.parked, m)
 		}
 	default:
 		n.Pending = append(n.Pending, Record{recPrepare, t.ID})
@@ -254,6 +328,18 @@ func (w *World) sync(s int) {
 		case recApplied, recAborted:
 			w.send(Message{msgAck, s, t.Home, t.ID})
 			w.unpark(s)
+		case recEnd:
+			for _, p := range t.participants() {
+				w.send(Message{msgEnding, s, p, t.ID})
+			}
+		case recEnding:
+			w.send(Message{msgEndingOK, s, t.Home, t.ID})
+		case recFree:
+			if oneRoundEnds {
+				w.send(Message{msgEndingOK, s, t.Home, t.ID})
+			}
+			w.send(Message{msgFreeOK, s, t.Home, t.ID})
+			w.unpark(s)
 		}
 	}
 }
@@ -273,7 +359,8 @@ func (w *World) unpark(s int) {
 // began and did not decide: it answered none of them, and their votes are gone.
 func (w *World) crash(s int) {
 	n := w.Nodes[s]
-	w.Nodes[s] = &Node{Durable: n.Durable, votes: map[int]map[int]bool{}, queriers: map[int]map[int]bool{}, acks: map[int]map[int]bool{}}
+	w.Nodes[s] = newNode()
+	w.Nodes[s].Durable = n.Durable
 	w.Net = slices.DeleteFunc(w.Net, func(m Message) bool { return m.To == s })
 	for _, r := range n.Durable {
 		if r.Kind == recBegin && w.Nodes[s].decided(r.Txn, true) == "" {
