@@ -197,7 +197,8 @@ func (s *shard) vote(m *voteMsg) {
 		if m.prepared { // a transaction decided or dropped here: the participant frees its intents
 			state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
 			if !pending && m.txn.LSN <= s.k.LastLSN() {
-				s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: s.k.BeginPriority(m.txn.LSN), state: state, deadline: deadline, lease: lease})
+				s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: s.k.BeginPriority(m.txn.LSN), state: state, deadline: deadline, lease: lease,
+					phase: s.k.EndPhase(lease)})
 			}
 		}
 		return
@@ -395,7 +396,8 @@ func (s *shard) query(m *queryMsg) {
 	}
 	state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
 	if !pending {
-		s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: m.priority, state: state, deadline: deadline, lease: lease})
+		s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: m.priority, state: state, deadline: deadline, lease: lease,
+			phase: s.k.EndPhase(lease)})
 	}
 }
 
@@ -413,7 +415,8 @@ func (s *shard) recoverBundles() {
 	for _, lsn := range s.k.BundleLeases(nil) {
 		txn := s.k.BundleTxn(lsn)
 		state, deadline, lease, _ := s.k.BundleState(txn.LSN)
-		s.owe(mirrorMsg{txn: txn, priority: s.k.BeginPriority(txn.LSN), state: state, deadline: deadline, lease: lease})
+		s.owe(mirrorMsg{txn: txn, priority: s.k.BeginPriority(txn.LSN), state: state, deadline: deadline, lease: lease,
+			phase: s.k.EndPhase(lsn)})
 	}
 	s.sendMirrors()
 	s.flush()

@@ -15,7 +15,8 @@ func (s *shard) noteMirrors(o *kernel.Output) {
 	}
 	add := func(l *kernel.LeaseView) {
 		if txn := s.k.BundleTxn(l.LSN); txn.LSN != 0 {
-			s.owe(mirrorMsg{txn: txn, priority: s.k.BeginPriority(txn.LSN), state: l.State, deadline: l.DeadlineSlot, lease: l.LSN})
+			s.owe(mirrorMsg{txn: txn, priority: s.k.BeginPriority(txn.LSN), state: l.State, deadline: l.DeadlineSlot, lease: l.LSN,
+				phase: s.k.EndPhase(l.LSN)})
 		}
 	}
 	if o.ShowsLease() {
@@ -55,7 +56,9 @@ func (s *shard) awaitAcks(a Answer[replyFunc]) bool {
 	}
 	w := &ackWait{to: a.To, reply: a.Reply, since: time.Now()}
 	wait := func(l *kernel.LeaseView) {
-		if o := s.b.owed[l.LSN]; o != nil && l.Shard == s.h.shard && o.msg.state == l.State && len(o.shards) > 0 {
+		// An end in two rounds is answered once every part is ending (the first round): a
+		// read of any member after the answer waits for its free, and sees it free.
+		if o := s.b.owed[l.LSN]; o != nil && l.Shard == s.h.shard && o.msg.state == l.State && o.msg.phase != kernel.PhaseFree && len(o.shards) > 0 {
 			o.waiting = append(o.waiting, w)
 			w.leases++
 		}
@@ -84,6 +87,7 @@ func (o *owed) release() {
 type ackMsg struct {
 	lease uint64
 	state kernel.LeaseState
+	phase kernel.Phase
 	shard uint32
 }
 
@@ -105,7 +109,7 @@ func (s *shard) owe(m mirrorMsg) {
 // sendMirrors sends the mirrors the last batch owes, each to its lease's participants.
 func (s *shard) sendMirrors() {
 	for _, m := range s.b.mirrors {
-		if m.state.Terminal() {
+		if m.state.Terminal() && m.phase != kernel.PhaseFree {
 			s.step(StepEnding)
 		}
 		if o := s.b.owed[m.lease]; o != nil && o.msg == m {
@@ -126,14 +130,33 @@ func (s *shard) resend(o *owed, now time.Time) {
 // acked takes a participant's acknowledgement: that lease's latest state is applied there.
 func (s *shard) acked(m *ackMsg) {
 	o := s.b.owed[m.lease]
-	if o == nil || o.msg.state != m.state {
+	if o == nil || o.msg.state != m.state || o.msg.phase != m.phase {
 		return
 	}
 	o.shards = slices.DeleteFunc(o.shards, func(sh uint32) bool { return sh == m.shard })
 	if len(o.shards) == 0 {
 		delete(s.b.owed, m.lease)
 		o.release()
+		if o.msg.phase == kernel.PhaseEnding {
+			s.freeRound(o.msg)
+		}
 	}
+}
+
+// freeRound starts an end's second round once every participant's part is ending: the
+// home journals its own free and tells the participants to free theirs (resent until
+// each acknowledges). Nobody reads a member of the lease held any more, so the frees may
+// land in any order; the home's record keeps the round owed until its own is journaled
+// (a restart resends whichever round its journal says: recoverBundles).
+func (s *shard) freeRound(m mirrorMsg) {
+	s.step(StepFreeing)
+	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, Priority: m.priority, State: m.state, LeaseLSN: m.lease,
+		Phase: kernel.PhaseFree}
+	s.q.Internal(c, s.stampSlot(), func(*Reply) {})
+	m.phase = kernel.PhaseFree
+	s.owe(m)
+	s.sendMirrors()
+	s.flushLater()
 }
 
 // ackBound is how long a lease verb's answer waits for its mirrors' acknowledgements: the

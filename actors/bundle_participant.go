@@ -112,14 +112,15 @@ func (s *shard) mirror(m *mirrorMsg) {
 	}
 	ack := func() {
 		if m.lease != 0 {
-			s.sendShard(m.txn.Shard, &ackMsg{lease: m.lease, state: m.state, shard: s.h.shard})
+			s.sendShard(m.txn.Shard, &ackMsg{lease: m.lease, state: m.state, phase: m.phase, shard: s.h.shard})
 		}
 	}
-	if !s.b.preparing[m.txn] && !s.k.MirrorChanges(m.txn, m.priority, m.state, m.deadline, m.lease) {
+	if !s.b.preparing[m.txn] && !s.k.MirrorChanges(m.txn, m.priority, m.state, m.deadline, m.lease, m.phase) {
 		ack() // already so, durably (a resend, or a restarted home's resync): nothing to journal
 		return
 	}
-	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, Priority: m.priority, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
+	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, Priority: m.priority, State: m.state, Deadline: m.deadline,
+		LeaseLSN: m.lease, Phase: m.phase}
 	s.q.Internal(c, s.stampSlot(), func(*Reply) {
 		s.step(StepMirrored)
 		ack()

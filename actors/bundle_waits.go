@@ -195,7 +195,7 @@ func (s *shard) afterDecided() {
 // (undecidedBound at most). The reply says which: its object, or its page.
 func (s *shard) replyRead(m *readMsg) {
 	r := s.answer(&m.req)
-	if s.showsIntents(r) || (r.Page != nil && s.k.PageShowsIntents(r.Page)) {
+	if s.showsIntents(r) || (r.Page != nil && s.k.PageShowsIntents(r.Page)) || (r.Object == kernel.ObjectLease && s.k.LeaseEnding(&r.Lease)) {
 		if len(s.b.reads) >= maxParked {
 			m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for undecided bundles", s.applied()))
 			return

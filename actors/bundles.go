@@ -30,6 +30,7 @@ const (
 	StepCommitted = "committed" // home: the commit applied, client and participants not told yet
 	StepMirrored  = "mirrored"  // participant: a mirror applied
 	StepEnding    = "ending"    // home: a bundle's lease ended, its participants not told yet
+	StepFreeing   = "freeing"   // home: every part of an ended lease ending, no free journaled or sent yet
 )
 
 // step tells the test hook a bundle reached step.
@@ -77,6 +78,7 @@ type mirrorMsg struct {
 	state    kernel.LeaseState
 	deadline uint64
 	lease    uint64
+	phase    kernel.Phase // a two-round end's round (kernel.EndPhase); none otherwise
 }
 
 // queryMsg is a participant asking the home about a transaction it holds intents for.

@@ -190,10 +190,10 @@ func TestBundleCrashChild(t *testing.T) {
 	sys := startSystem(t, o)
 	createOn(t, sys, bundleCrashIDs...)
 	r := do(t, sys, 0, bundle("crash", "h", bundleCrashIDs...))
-	if step == StepEnding {
+	if step == StepEnding || step == StepFreeing {
 		do(t, sys, 0, release("end", "h", r.Lease.LSN, 1))
 	}
-	if step == StepMirrored || step == StepEnding {
+	if step == StepMirrored || step == StepEnding || step == StepFreeing {
 		time.Sleep(5 * time.Second) // the mirror comes after the answer
 	}
 	t.Fatalf("never reached step %s", step)
@@ -203,7 +203,7 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
 	}
-	for _, step := range []string{StepBegun, StepPrepared, StepVoted, StepCommitted, StepMirrored, StepEnding} {
+	for _, step := range []string{StepBegun, StepPrepared, StepVoted, StepCommitted, StepMirrored, StepEnding, StepFreeing} {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBundleCrashChild$", "-test.count=1")
@@ -215,7 +215,7 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 			sys := startSystem(t, bundleOptions(dir))
 			defer sys.Stop()
 			before := settled(t, sys, bundleCrashIDs...)
-			if step == StepEnding { // released at the home before the kill: freed everywhere
+			if step == StepEnding || step == StepFreeing { // released at the home before the kill: freed everywhere
 				if before.LSN != 0 {
 					t.Fatalf("killed as the release was told: members still held by %+v", before)
 				}

@@ -53,7 +53,8 @@ func encodePeer(msg any) []byte {
 		return c.AppendBinary(b)
 	case *mirrorMsg:
 		b[1] = peerMirror
-		c := kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, Priority: m.priority, State: m.state, Deadline: m.deadline, LeaseLSN: m.lease}
+		c := kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, Priority: m.priority, State: m.state, Deadline: m.deadline,
+			LeaseLSN: m.lease, Phase: m.phase}
 		return c.AppendBinary(b)
 	case *voteMsg:
 		b[1] = peerVote
@@ -75,7 +76,11 @@ func encodePeer(msg any) []byte {
 		b[1] = peerAck
 		b = binary.AppendUvarint(b, m.lease)
 		b = append(b, byte(m.state))
-		return binary.AppendUvarint(b, uint64(m.shard))
+		b = binary.AppendUvarint(b, uint64(m.shard))
+		if m.phase != kernel.PhaseNone {
+			b = append(b, byte(m.phase)) // after the first build's fields: its acks read the same
+		}
+		return b
 	}
 	panic("actors: not a peer message")
 }
@@ -99,7 +104,7 @@ func decodePeer(b []byte) (any, error) {
 			msg = &prepareMsg{txn: c.Txn, priority: c.Priority, tenant: c.Tenant, holder: c.HolderID,
 				activate: c.Activate, members: c.Members}
 		case b[1] == peerMirror && c.Verb == contract.VerbMirror:
-			msg = &mirrorMsg{txn: c.Txn, priority: c.Priority, state: c.State, deadline: c.Deadline, lease: c.LeaseLSN}
+			msg = &mirrorMsg{txn: c.Txn, priority: c.Priority, state: c.State, deadline: c.Deadline, lease: c.LeaseLSN, phase: c.Phase}
 		default:
 			return nil, ErrBadPeerMessage
 		}
@@ -122,7 +127,13 @@ func decodePeer(b []byte) (any, error) {
 	case peerQuery:
 		msg = &queryMsg{txn: r.txn(), shard: r.shard(), priority: r.uvarint()}
 	case peerAck:
-		msg = &ackMsg{lease: r.uvarint(), state: kernel.LeaseState(r.byte()), shard: r.shard()}
+		a := &ackMsg{lease: r.uvarint(), state: kernel.LeaseState(r.byte()), shard: r.shard()}
+		if len(r.b) > 0 {
+			if a.phase = kernel.Phase(r.byte()); a.phase == kernel.PhaseNone || a.phase > kernel.PhaseFree {
+				r.ok = false
+			}
+		}
+		msg = a
 	default:
 		return nil, ErrBadPeerMessage
 	}

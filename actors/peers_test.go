@@ -26,6 +26,10 @@ func peerSamples() []any {
 		&mirrorMsg{txn: txn},
 		&queryMsg{txn: txn, shard: 7},
 		&ackMsg{lease: 12, state: kernel.LeaseReleased, shard: 2},
+		&mirrorMsg{txn: txn, priority: 77, state: kernel.LeaseExpired, lease: 1<<40 + 3, phase: kernel.PhaseEnding},
+		&mirrorMsg{txn: txn, priority: 77, state: kernel.LeaseConsumed, lease: 1<<40 + 3, phase: kernel.PhaseFree},
+		&ackMsg{lease: 12, state: kernel.LeaseReleased, phase: kernel.PhaseEnding, shard: 2},
+		&ackMsg{lease: 12, state: kernel.LeaseReleased, phase: kernel.PhaseFree, shard: 2},
 	}
 }
 

@@ -25,8 +25,9 @@ import (
 // exactly at each step of the protocol: at the home after its begin is sequenced, at
 // the participant after its prepare is durable and before it votes, at the home with
 // every vote in, after the commit is durable, at the participant after it applied the
-// commit's mirror, and at the home after the lease's release is durable and before the
-// participant is told. After the failover, the client's retries with the same
+// commit's mirror, at the home after the lease's release is durable and before the
+// participant is told, and at the home once the participant marked its part ending,
+// before any free is journaled or sent. After the failover, the client's retries with the same
 // operation_id get one lease holding both members (never half, never two), a read of
 // each member through any node names it, and its release frees both.
 func TestClusterBundleKilledAtEveryStep(t *testing.T) {
@@ -59,7 +60,7 @@ func TestClusterBundleKilledAtEveryStep(t *testing.T) {
 	const shards = 4 // clusterNode's --shards
 
 	for i, step := range []string{actors.StepBegun, actors.StepPrepared, actors.StepVoted, actors.StepCommitted,
-		actors.StepMirrored, actors.StepEnding} {
+		actors.StepMirrored, actors.StepEnding, actors.StepFreeing} {
 		owners := balancedOwners(t, cl, nodes)
 		// A home shard and a participant shard with different owners, and a resource on each.
 		var home, part uint32
@@ -89,11 +90,12 @@ func TestClusterBundleKilledAtEveryStep(t *testing.T) {
 		}
 		req := client.ReserveRequest{Holder: "vm", TTL: 10 * time.Minute, Members: []*messages.Member{client.Resource(a), client.Resource(b)}}
 		op := client.WithOperationID(fmt.Sprintf("start-%d", i))
-		if step != actors.StepEnding {
+		ends := step == actors.StepEnding || step == actors.StepFreeing // the kill comes with the release
+		if !ends {
 			arm()
 		}
 		lease := reserveUntilAnswered(t, cl, req, op)
-		if step == actors.StepEnding {
+		if ends {
 			arm()
 			if r, err := cl.Release(ctx, "vm", lease.Fence(), client.WithOperationID(fmt.Sprintf("stop-%d", i))); err != nil || !r.OK() {
 				t.Fatalf("%s: release: %v %+v", step, err, r)
@@ -107,7 +109,7 @@ func TestClusterBundleKilledAtEveryStep(t *testing.T) {
 		if again := reserveUntilAnswered(t, cl, req, op); again.Fence() != lease.Fence() {
 			t.Fatalf("%s: the retry answered lease %+v, the first answer %+v", step, again.Fence(), lease.Fence())
 		}
-		if step != actors.StepEnding {
+		if !ends {
 			for _, id := range []string{a, b} {
 				if g, err := cl.GetResource(ctx, id); err != nil || g.Resource.GetCurrentLeaseId() != lease.Lease.GetLeaseId() {
 					t.Fatalf("%s: member %s names lease %q, the bundle is %s (%v)", step, id, g.Resource.GetCurrentLeaseId(), lease.Lease.GetLeaseId(), err)

@@ -45,6 +45,14 @@ type bundle struct {
 	activate       bool
 	ttlSlots       uint64
 	keepAliveSlots uint64
+	// Endings in two rounds (ending.go): twoRound says the home's lease ends so (its begin
+	// said so: command format 7), and freeing that it ended and its rounds are not over;
+	// ending says a part's members are an ended lease's still, read by nobody until its
+	// free; ownPart marks the home's own part of its ended lease.
+	twoRound bool
+	freeing  bool
+	ending   bool
+	ownPart  bool
 }
 
 // remoteMember is a member of a home's bundle that another shard holds.
@@ -59,7 +67,7 @@ type remoteMember struct {
 
 // home reports whether the record is its transaction's at the home (shard): a shard is
 // never a participant of its own bundles.
-func (b *bundle) home(shard uint32) bool { return b.txn.Shard == shard }
+func (b *bundle) home(shard uint32) bool { return b.txn.Shard == shard && !b.ownPart }
 
 // begin is a reserve over members of several shards, at its home: it holds the home's
 // members as intents (checked as a reserve checks them) under the lease the bundle will
@@ -82,7 +90,7 @@ func (k *Kernel) begin(e Entry, out *Output) {
 		return
 	}
 	b := &bundle{txn: TxnRef{Shard: k.shard, LSN: e.LSN}, pending: true, priority: c.Priority, op: key,
-		activate: c.Activate, ttlSlots: c.TTLSlots, keepAliveSlots: c.KeepAliveSlots}
+		activate: c.Activate, ttlSlots: c.TTLSlots, keepAliveSlots: c.KeepAliveSlots, twoRound: c.Phase == PhaseEnding}
 	b.hash, k.hashBuf = commandHash(c, k.hashBuf)
 	idx, ok := k.holdIntents(e, out, func(i int) bool { return c.Shards[i] == k.shard })
 	if !ok {
@@ -320,6 +328,10 @@ func (k *Kernel) rememberDecision(b *bundle, code Code, member int16, epoch uint
 // does not hold is a no-op.
 func (k *Kernel) mirror(e Entry, out *Output) {
 	c := e.Cmd
+	if c.Txn.Shard == k.shard {
+		k.freeOwn(c, out)
+		return
+	}
 	lsn, ok := k.txns[c.Txn]
 	if !ok || !k.sameTxn(lsn, c.Priority) {
 		out.Code = contract.CodeNoop
@@ -327,6 +339,15 @@ func (k *Kernel) mirror(e Entry, out *Output) {
 	}
 	idx := k.leaseIdx[lsn]
 	b := k.bundles[lsn]
+	if b.ending {
+		if c.Phase != PhaseFree {
+			out.Code = contract.CodeNoop // ending already: only its free changes it
+			return
+		}
+		k.dropIntents(idx, c.State == LeaseConsumed)
+		delete(k.txns, c.Txn)
+		return
+	}
 	if c.LeaseLSN != 0 {
 		b.lease = c.LeaseLSN
 	}
@@ -341,6 +362,10 @@ func (k *Kernel) mirror(e Entry, out *Output) {
 		if c.State == LeaseActive && b.activate {
 			k.versions(idx, -1) // granted active: one change, as at the home
 		}
+	}
+	if !c.State.Live() && c.Phase == PhaseEnding {
+		b.ending, k.ending[lsn] = true, true // held still, read by nobody, until its free
+		return
 	}
 	if !c.State.Live() {
 		k.dropIntents(idx, c.State == LeaseConsumed)
@@ -368,15 +393,19 @@ func (k *Kernel) dropIntents(idx int32, consume bool) {
 	if k.pending[l.lsn] {
 		k.versions(idx, -1) // freeing an intent is no change either
 	}
-	k.members -= len(l.members)
+	b := k.bundles[l.lsn]
+	if b == nil || !b.ownPart {
+		k.members -= len(l.members) // an own part's are counted by its ended lease (holdEnding)
+	}
 	if l.labels != 0 {
 		k.releaseLabels(l.labels)
 	}
-	if b := k.bundles[l.lsn]; b != nil && b.home(k.shard) {
+	if b != nil && b.home(k.shard) {
 		delete(k.begins, b.txn.LSN)
 	}
 	delete(k.bundles, l.lsn)
 	delete(k.pending, l.lsn)
+	delete(k.ending, l.lsn)
 	k.releaseHolder(l.holder)
 	k.freeLiveSlot(idx)
 }
@@ -409,8 +438,14 @@ func (k *Kernel) noteIntent(tenant string, m *Member, code Code, out *Output) {
 	default:
 		return
 	}
-	if b := k.bundles[holder]; b != nil && b.pending {
+	switch b := k.bundles[holder]; {
+	case b == nil:
+	case b.pending:
 		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, b.priority
+	case b.ending:
+		// An ended lease's, freed within a round: whoever wants it waits, whatever its age
+		// (wait-die's youngest: an ending waits for nobody, so no cycle forms).
+		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, math.MaxUint64
 	}
 }
 
@@ -419,17 +454,19 @@ func (k *Kernel) noteIntent(tenant string, m *Member, code Code, out *Output) {
 // member is refused.
 func (k *Kernel) intentUnits(kind MemberKind, key string) uint64 {
 	var n uint64
-	for lsn := range k.pending { // a sum: the order cannot reach the output
-		idx, ok := k.leaseIdx[lsn]
-		if !ok {
-			continue // a failed begin holds nothing
-		}
-		for _, m := range k.leases[idx].members {
-			switch {
-			case m.kind == kind && kind == MemberPool && k.pools[m.obj].key == key:
-				n += m.quantity
-			case m.kind == kind && kind == MemberRange && k.ranges[m.obj].key == key:
-				n++
+	for _, set := range [2]map[uint64]bool{k.pending, k.ending} {
+		for lsn := range set { // a sum: the order cannot reach the output
+			idx, ok := k.leaseIdx[lsn]
+			if !ok {
+				continue // a failed begin holds nothing
+			}
+			for _, m := range k.leases[idx].members {
+				switch {
+				case m.kind == kind && kind == MemberPool && k.pools[m.obj].key == key:
+					n += m.quantity
+				case m.kind == kind && kind == MemberRange && k.ranges[m.obj].key == key:
+					n++
+				}
 			}
 		}
 	}
@@ -446,6 +483,8 @@ func (k *Kernel) awayFrom(lsn uint64, out *Output) bool {
 		return false
 	case b.pending:
 		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, b.priority
+	case b.ending:
+		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, math.MaxUint64
 	default:
 		out.Elsewhere, out.Txn = true, TxnRef{Shard: b.txn.Shard, LSN: b.lease}
 	}
@@ -519,8 +558,9 @@ func (k *Kernel) BundleShards(lsn uint64, dst []uint32) []uint32 {
 	return dst
 }
 
-// UndecidedBundles is how many transactions this shard holds undecided intents for.
-func (k *Kernel) UndecidedBundles() int { return len(k.pending) }
+// UndecidedBundles is how many transactions this shard holds undecided intents or ending
+// parts for: the records its readers and writers may wait for.
+func (k *Kernel) UndecidedBundles() int { return len(k.pending) + len(k.ending) }
 
 // Undecided appends the transactions this shard holds undecided intents for, at home or
 // as a participant, ordered: what the runtime decides, asks or resends after a restart.
@@ -571,6 +611,12 @@ func (k *Kernel) checkBundles() error {
 			return fmt.Errorf("bundle record %d: its begin at %d does not lead to it", lsn, b.txn.LSN)
 		case live && b.pending && k.leases[idx].state != LeaseReserved:
 			return fmt.Errorf("bundle record %d: undecided intents in state %s", lsn, k.leases[idx].state)
+		case b.ending != k.ending[lsn] || (b.ending && (home || b.pending || !live)) || (b.ownPart && (!b.ending || b.txn.Shard != k.shard)):
+			return fmt.Errorf("bundle record %d: ending %v (counted %v), own part %v, at home %v, undecided %v", lsn, b.ending, k.ending[lsn], b.ownPart, home, b.pending)
+		case b.freeing && (!home || !b.twoRound || live):
+			return fmt.Errorf("bundle record %d: its end's rounds not over, but at home %v, in two rounds %v, live %v", lsn, home, b.twoRound, live)
+		case b.ownPart && (k.bundles[k.begins[b.txn.LSN]] == nil || !k.bundles[k.begins[b.txn.LSN]].freeing):
+			return fmt.Errorf("bundle record %d: an own part of a lease whose end's rounds are over", lsn)
 		}
 	}
 	switch {
@@ -587,8 +633,9 @@ func (k *Kernel) checkBundles() error {
 	return nil
 }
 
-// appendBundles writes the bundle records in lsn order (snapshot format 9).
-func (k *Kernel) appendBundles(b []byte) []byte {
+// appendBundles writes the bundle records in lsn order (snapshot format 9), with each
+// record's endings flags after it in format 10 (flags).
+func (k *Kernel) appendBundles(b []byte, flags bool) []byte {
 	lsns := make([]uint64, 0, len(k.bundles))
 	for lsn := range k.bundles {
 		lsns = append(lsns, lsn)
@@ -615,8 +662,34 @@ func (k *Kernel) appendBundles(b []byte) []byte {
 		b = appendUvarint(b, r.hash)
 		b = appendBool(b, r.activate)
 		b = appendUvarint(appendUvarint(b, r.ttlSlots), r.keepAliveSlots)
+		if flags {
+			b = append(b, r.endFlags())
+		}
 	}
 	return b
+}
+
+// endFlags is a record's endings flags as snapshot format 10 writes them (0: a bundle
+// that ends in one round, as format 9 knew them).
+func (b *bundle) endFlags() byte {
+	var f byte
+	for i, set := range [4]bool{b.twoRound, b.ending, b.ownPart, b.freeing} {
+		if set {
+			f |= 1 << i
+		}
+	}
+	return f
+}
+
+// bundlesEndInTwoRounds reports whether a record has endings flags: the snapshot needs
+// format 10.
+func (k *Kernel) bundlesEndInTwoRounds() bool {
+	for _, b := range k.bundles { // any one: the order reaches no output
+		if b.endFlags() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // bundles reads what appendBundles wrote and rebuilds the lookups by transaction and by
@@ -644,6 +717,13 @@ func (r *restorer) bundles() {
 		b.op = opKey{hi: d.uvarint(), lo: uint32(d.count(math.MaxUint32))}
 		b.hash, b.activate = d.uvarint(), d.bool()
 		b.ttlSlots, b.keepAliveSlots = d.uvarint(), d.uvarint()
+		if r.format >= snapshotFormatEndings {
+			f := d.byte()
+			b.twoRound, b.ending, b.ownPart, b.freeing = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
+			if f > 15 || (b.ownPart && !b.ending) || (b.freeing && !b.twoRound) {
+				d.fail()
+			}
+		}
 		if d.err != nil {
 			return
 		}
@@ -653,6 +733,9 @@ func (r *restorer) bundles() {
 			k.begins[b.txn.LSN] = lsn
 		} else {
 			k.txns[b.txn] = lsn
+		}
+		if b.ending {
+			k.ending[lsn] = true
 		}
 		if b.pending {
 			k.pending[lsn] = true
@@ -689,12 +772,15 @@ func (k *Kernel) BeginPriority(lsn uint64) uint64 {
 // state, deadline and id at its home) would change this participant: its part is
 // undecided, or differs in any of them, or ends. A transaction it holds no part of
 // changes nothing.
-func (k *Kernel) MirrorChanges(txn TxnRef, p uint64, state LeaseState, deadline, lease uint64) bool {
+func (k *Kernel) MirrorChanges(txn TxnRef, p uint64, state LeaseState, deadline, lease uint64, phase Phase) bool {
 	lsn, ok := k.txns[txn]
 	if !ok || !k.sameTxn(lsn, p) {
 		return false
 	}
 	b, l := k.bundles[lsn], &k.leases[k.leaseIdx[lsn]]
+	if b.ending {
+		return phase == PhaseFree
+	}
 	return b.pending || !state.Live() || l.state != state || l.deadline != deadline || (lease != 0 && b.lease != lease)
 }
 
@@ -743,19 +829,20 @@ func (k *Kernel) BundleTxn(lsn uint64) TxnRef {
 // ShowsIntents reports whether a read's view (a resource, pool or range) counts a member
 // an undecided bundle holds: the read waits for the decision rather than show it.
 func (k *Kernel) ShowsIntents(out *Output) bool {
-	if len(k.pending) == 0 {
+	if k.UndecidedBundles() == 0 {
 		return false
 	}
 	switch out.Object {
 	case ObjectResource:
 		idx, ok := k.resIdx[string(k.tenantKey(out.Resource.Tenant, out.Resource.ID))]
-		return ok && k.pending[k.res[idx].lease]
+		return ok && k.waiting(k.res[idx].lease)
 	case ObjectPool:
 		return k.intentUnits(MemberPool, string(k.tenantKey(out.Pool.Tenant, out.Pool.ID))) > 0
 	case ObjectRange:
 		return k.intentUnits(MemberRange, string(k.tenantKey(out.Range.Tenant, out.Range.ID))) > 0
 	case ObjectWork:
-		return k.pending[out.Work.LeaseLSN]
+		w, ok := k.findWork(out.Work.Tenant, out.Work.RunID, out.Work.Name)
+		return ok && k.waiting(k.works[w].lease)
 	case ObjectRun:
 		r, ok := k.findRun(out.Run.Tenant, out.Run.ID)
 		return ok && k.runHasIntent(r)
@@ -767,14 +854,14 @@ func (k *Kernel) ShowsIntents(out *Output) bool {
 // has no deadline, so it comes first in the run's held queue.
 func (k *Kernel) runHasIntent(r int32) bool {
 	held := k.runs[r].held
-	return len(held) > 0 && k.pending[k.works[held[0]].lease]
+	return len(held) > 0 && k.waiting(k.works[held[0]].lease)
 }
 
 // PageShowsIntents reports whether a listing's page counts a member an undecided bundle
 // holds (a resource, a pool's or range's units, a lease record of one): the listing waits
 // for the decision rather than show it.
 func (k *Kernel) PageShowsIntents(p *ListPage) bool {
-	if len(k.pending) == 0 {
+	if k.UndecidedBundles() == 0 {
 		return false
 	}
 	var out Output
@@ -803,7 +890,8 @@ func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 		}
 	}
 	for i := range p.Works {
-		if k.pending[p.Works[i].LeaseLSN] {
+		out.Object, out.Work = ObjectWork, p.Works[i]
+		if k.ShowsIntents(&out) {
 			return true
 		}
 	}
@@ -812,8 +900,10 @@ func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 		lsn := l.LSN
 		if l.Shard != k.shard {
 			lsn = k.txns[TxnRef{Shard: l.Shard, LSN: l.LSN}]
+		} else if b := k.bundles[lsn]; b != nil && b.home(k.shard) && k.ending[b.txn.LSN] {
+			return true // an ended lease whose own part is ending here
 		}
-		if k.pending[lsn] {
+		if k.waiting(lsn) {
 			return true
 		}
 	}
@@ -823,17 +913,19 @@ func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 // intentValues is the values of range obj that undecided bundles hold (nil: none).
 func (k *Kernel) intentValues(obj int32) map[uint64]bool {
 	var vs map[uint64]bool
-	for lsn := range k.pending { // a set: the order cannot reach an output
-		idx, ok := k.leaseIdx[lsn]
-		if !ok {
-			continue // a failed begin holds nothing
-		}
-		for _, m := range k.leases[idx].members {
-			if m.kind == MemberRange && m.obj == obj {
-				if vs == nil {
-					vs = map[uint64]bool{}
+	for _, set := range [2]map[uint64]bool{k.pending, k.ending} {
+		for lsn := range set { // a set: the order cannot reach an output
+			idx, ok := k.leaseIdx[lsn]
+			if !ok {
+				continue // a failed begin holds nothing
+			}
+			for _, m := range k.leases[idx].members {
+				if m.kind == MemberRange && m.obj == obj {
+					if vs == nil {
+						vs = map[uint64]bool{}
+					}
+					vs[m.value] = true
 				}
-				vs[m.value] = true
 			}
 		}
 	}
@@ -848,7 +940,7 @@ func (k *Kernel) intentValues(obj int32) map[uint64]bool {
 // before it sequences a write or prepare again, so one that would only wait again waits
 // without a journal entry.
 func (k *Kernel) HeldByUndecided(tenant string, members []Member, mine func(int) bool, self TxnRef) (txn TxnRef, priority uint64, held bool) {
-	if len(k.pending) == 0 {
+	if k.UndecidedBundles() == 0 {
 		return TxnRef{}, 0, false
 	}
 	var out Output

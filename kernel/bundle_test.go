@@ -30,6 +30,20 @@ func newBShard(t *testing.T, shard uint32) *bshard {
 func (s *bshard) apply(c *Command) Output {
 	s.t.Helper()
 	Normalize(&s.k.shape, c)
+	return s.applyNormalized(c)
+}
+
+// applyOneRound applies a reserve begun across shards as the first build journaled it,
+// in command format 6: its lease ends in one round.
+func (s *bshard) applyOneRound(c *Command) Output {
+	s.t.Helper()
+	Normalize(&s.k.shape, c)
+	c.Phase = PhaseNone
+	return s.applyNormalized(c)
+}
+
+func (s *bshard) applyNormalized(c *Command) Output {
+	s.t.Helper()
 	b := c.AppendBinary(nil)
 	var dc Command
 	if err := DecodeCommand(b, &dc); err != nil {
@@ -108,12 +122,22 @@ func begin(op string, shards []uint32, ids ...string) *Command {
 		Members: resources(ids...), Shards: shards, Priority: 7}
 }
 
-func TestBundleCommitsAcrossShards(t *testing.T) {
+func TestBundleCommitsAcrossShards(t *testing.T) { bundleAcrossShards(t, false) }
+
+// A bundle begun by the first build (command format 6) ends as it did then, in one round:
+// a journal means what it meant.
+func TestBundleOfTheFirstBuildEndsInOneRound(t *testing.T) { bundleAcrossShards(t, true) }
+
+func bundleAcrossShards(t *testing.T, oneRound bool) {
 	home, part := newBShard(t, 0), newBShard(t, 1)
 	home.create("a")
 	part.create("b", "c")
 
-	out := home.apply(begin("op1", []uint32{0, 1, 1}, "a", "b", "c"))
+	beginAt := home.apply
+	if oneRound {
+		beginAt = home.applyOneRound
+	}
+	out := beginAt(begin("op1", []uint32{0, 1, 1}, "a", "b", "c"))
 	if out.Code != contract.CodeOK || !out.Pending || out.Event != EventNone {
 		t.Fatalf("begin: %s pending=%v event=%s", out.Code, out.Pending, out.Event)
 	}
@@ -129,7 +153,7 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 	if !plain.Undecided || plain.Txn != txn || plain.TxnPriority != 7 {
 		t.Fatalf("a reserve of an intent: undecided=%v txn=%+v", plain.Undecided, plain.Txn)
 	}
-	if again := home.apply(begin("op1", []uint32{0, 1, 1}, "a", "b", "c")); !again.Pending || again.Lease.LSN != txn.LSN {
+	if again := beginAt(begin("op1", []uint32{0, 1, 1}, "a", "b", "c")); !again.Pending || again.Lease.LSN != txn.LSN {
 		t.Fatalf("begin again: pending=%v lease %d", again.Pending, again.Lease.LSN)
 	}
 
@@ -170,7 +194,7 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 		t.Fatalf("participants: %v", sh)
 	}
 	// The retry is answered from the outcome, with every member.
-	retry := home.apply(begin("op1", []uint32{0, 1, 1}, "a", "b", "c"))
+	retry := beginAt(begin("op1", []uint32{0, 1, 1}, "a", "b", "c"))
 	if !retry.FromRetryCache || retry.Lease.LSN != lease || retry.LSN != lease || len(retry.Lease.Members) != 3 {
 		t.Fatalf("retry: cache=%v lease %d members %d", retry.FromRetryCache, retry.Lease.LSN, len(retry.Lease.Members))
 	}
@@ -181,8 +205,8 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 	if r := part.resource("b"); r.LeaseShard != 0 || r.LeaseLSN != lease {
 		t.Fatalf("participant's member names lease %d-%d after the commit, want 0-%d", r.LeaseShard, r.LeaseLSN, lease)
 	}
-	if part.k.MirrorChanges(txn, 7, LeaseReserved, dec.Lease.DeadlineSlot, lease) || !part.k.MirrorChanges(txn, 7, LeaseActive, 0, lease) ||
-		part.k.MirrorChanges(TxnRef{Shard: 0, LSN: 1}, 0, LeaseReleased, 0, 0) || part.k.MirrorChanges(txn, 8, LeaseActive, 0, lease) {
+	if part.k.MirrorChanges(txn, 7, LeaseReserved, dec.Lease.DeadlineSlot, lease, PhaseNone) || !part.k.MirrorChanges(txn, 7, LeaseActive, 0, lease, PhaseNone) ||
+		part.k.MirrorChanges(TxnRef{Shard: 0, LSN: 1}, 0, LeaseReleased, 0, 0, PhaseNone) || part.k.MirrorChanges(txn, 8, LeaseActive, 0, lease, PhaseNone) {
 		t.Fatal("MirrorChanges: the same state again changes nothing, another does, an unknown transaction (or another of that position) does not")
 	}
 	if one, page := shows(part); one || page {
@@ -205,7 +229,11 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 	if rel.Code != contract.CodeOK || !rel.Mirror || rel.Lease.State != LeaseReleased || len(rel.Lease.Members) != 3 {
 		t.Fatalf("release: %s mirror=%v %s members %d", rel.Code, rel.Mirror, rel.Lease.State, len(rel.Lease.Members))
 	}
-	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: LeaseReleased})
+	if !oneRound {
+		endInTwoRounds(t, home, part, txn, lease)
+	} else {
+		part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, State: LeaseReleased})
+	}
 	for _, id := range []string{"b", "c"} {
 		if r := part.resource(id); r.State != ResourceAvailable || r.LeaseLSN != 0 {
 			t.Fatalf("participant's %s after release: %+v", id, r)
@@ -220,6 +248,58 @@ func TestBundleCommitsAcrossShards(t *testing.T) {
 	}
 	home.replayed("a")
 	part.replayed("b", "c")
+}
+
+// endInTwoRounds runs the two rounds of the end of lease (transaction txn) released at
+// home: every member stays held and read by nobody until the home's own free, and each
+// participant's until its own; the ending mark again, or a stale live state, changes
+// nothing.
+func endInTwoRounds(t *testing.T, home, part *bshard, txn TxnRef, lease uint64) {
+	t.Helper()
+	waits := func(s *bshard, id string) {
+		t.Helper()
+		var o Output
+		s.k.GetResource("t", id, &o)
+		if o.Resource.State == ResourceAvailable || !s.k.ShowsIntents(&o) {
+			t.Fatalf("%s during the end's rounds: %+v, read at once: %v", id, o.Resource, !s.k.ShowsIntents(&o))
+		}
+	}
+	if home.k.EndPhase(lease) != PhaseEnding {
+		t.Fatalf("the ended lease's round: %d, want ending", home.k.EndPhase(lease))
+	}
+	var got Output
+	home.k.GetLease("t", lease, home.slot, &got)
+	if got.Lease.State != LeaseReleased || !home.k.LeaseEnding(&got.Lease) {
+		t.Fatalf("lease.get during its end's rounds: %s, waits %v", got.Lease.State, home.k.LeaseEnding(&got.Lease))
+	}
+	waits(home, "a")
+	var o Output
+	part.k.GetResource("t", "b", &o)
+	if part.k.ShowsIntents(&o) || o.Resource.State != ResourceActive {
+		t.Fatalf("b before its part is told: %+v, waits %v (read held until then)", o.Resource, part.k.ShowsIntents(&o))
+	}
+	if o := home.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "grab", HolderID: "x", TTLMillis: 1000,
+		Members: resources("a")}); !o.Undecided {
+		t.Fatalf("a reserve of an ending member: %s, want to wait", o.Code)
+	}
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseEnding})
+	waits(part, "b")
+	if part.k.MirrorChanges(txn, 7, LeaseReleased, 0, lease, PhaseEnding) || !part.k.MirrorChanges(txn, 7, LeaseReleased, 0, lease, PhaseFree) {
+		t.Fatal("MirrorChanges of an ending part: only its free changes it")
+	}
+	if o := part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseActive, LeaseLSN: lease}); o.Code != contract.CodeNoop {
+		t.Fatalf("a stale live mirror of an ending part: %s", o.Code)
+	}
+	home.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseFree})
+	if r := home.resource("a"); r.State != ResourceAvailable || home.k.EndPhase(lease) != PhaseFree {
+		t.Fatalf("home's a after its own free: %+v, round %d", r, home.k.EndPhase(lease))
+	}
+	home.k.GetLease("t", lease, home.slot, &got)
+	if home.k.LeaseEnding(&got.Lease) {
+		t.Fatal("lease.get waits once the home's own part is free")
+	}
+	waits(part, "b")
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseFree})
 }
 
 func TestBundleAbortsOnARefusal(t *testing.T) {
@@ -491,19 +571,24 @@ func TestMirrorThatSkipsTheCommit(t *testing.T) {
 
 // A shard without bundle records snapshots in format 8, the previous build's, which that
 // build loads (a cluster upgraded node by node moves shards both ways); one with a bundle
-// record, in format 9.
+// record of the first build's kind (ending in one round), in format 9; one whose bundle
+// ends in two rounds, in format 10.
 func TestSnapshotFormatFollowsBundles(t *testing.T) {
 	home := newBShard(t, 0)
-	home.create("a")
+	home.create("a", "c")
 	if f := home.k.Snapshot(nil)[0]; f != 8 {
 		t.Fatalf("no bundle: format %d, want 8", f)
 	}
-	out := home.apply(begin("op1", []uint32{0, 1}, "a", "b"))
+	out := home.applyOneRound(begin("op1", []uint32{0, 1}, "a", "b"))
 	if f := home.k.Snapshot(nil)[0]; f != 9 {
-		t.Fatalf("an undecided bundle: format %d, want 9", f)
+		t.Fatalf("an undecided bundle ending in one round: format %d, want 9", f)
 	}
 	home.apply(&Command{Verb: contract.VerbDecide, Txn: TxnRef{Shard: 0, LSN: out.Lease.LSN}})
 	if f := home.k.Snapshot(nil)[0]; f != 8 {
 		t.Fatalf("the bundle aborted, nothing left of it: format %d, want 8", f)
+	}
+	out = home.apply(begin("op2", []uint32{0, 1}, "c", "d"))
+	if f := home.k.Snapshot(nil)[0]; f != 10 {
+		t.Fatalf("an undecided bundle ending in two rounds: format %d, want 10", f)
 	}
 }

@@ -26,6 +26,9 @@ const (
 	// commandFormatBundle is 4's body and the bundle fields after it (Command.usesBundle):
 	// a reserve begun across shards and the internal bundle steps.
 	commandFormatBundle = 6
+	// commandFormatEnding is 6 and one byte after it, the round of an end (Command.Phase);
+	// a bundle command without one is 6.
+	commandFormatEnding = 7
 )
 
 // Bounds that decoding enforces before trusting a length from disk.
@@ -52,6 +55,8 @@ func (c *Command) AppendBinary(b []byte) []byte {
 		return appendShape(append(b, commandFormatConfigure, byte(c.Verb)), &c.Settings)
 	}
 	switch {
+	case c.usesBundle() && c.Phase != PhaseNone:
+		return append(appendBundle(appendCommandBody(append(b, commandFormatEnding), c, true), c), byte(c.Phase))
 	case c.usesBundle():
 		return appendBundle(appendCommandBody(append(b, commandFormatBundle), c, true), c)
 	case c.KeepFirst || c.KeepLast:
@@ -272,15 +277,16 @@ func DecodeCommand(b []byte, c *Command) error {
 	if format == commandFormatConfigure {
 		return decodeConfigure(&d, c)
 	}
-	if format > commandFormatBundle {
-		return fmt.Errorf("%w: command format %d, and this build reads formats %d to %d", ErrNewerFormat, format, commandFormat, commandFormatBundle)
+	if format > commandFormatEnding {
+		return fmt.Errorf("%w: command format %d, and this build reads formats %d to %d", ErrNewerFormat, format, commandFormat, commandFormatEnding)
 	}
 	if format < commandFormat {
 		return ErrBadCommand
 	}
 	c.Settings = Shape{}
 	keeps := format == commandFormatKeeps
-	bundle := format == commandFormatBundle
+	ending := format == commandFormatEnding
+	bundle := format == commandFormatBundle || ending
 	alloc := format == commandFormatAllocators || keeps || bundle
 	work := format == commandFormatWork || alloc
 	c.Verb = Verb(d.byte())
@@ -342,8 +348,15 @@ func DecodeCommand(b []byte, c *Command) error {
 		}
 	}
 	c.Shards, c.Txn, c.Priority, c.Commit, c.Refusal, c.RefusalMember, c.State = c.Shards[:0], TxnRef{}, 0, false, 0, 0, 0
+	c.Phase = PhaseNone
 	if bundle {
 		d.bundleFields(c)
+	}
+	if ending {
+		c.Phase = Phase(d.byte())
+		if !c.Phase.fits(c) {
+			d.fail()
+		}
 	}
 	if d.err != nil {
 		return d.err

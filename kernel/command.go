@@ -166,6 +166,36 @@ type Command struct {
 	// bundle.mirror: the lease's state from now on (terminal: the members are freed) and
 	// its deadline at the home, for display.
 	State LeaseState
+	// Endings in two rounds (command format 7; docs/design.md "Endings in two rounds"): a
+	// reserve begun across shards says its lease ends in two rounds (PhaseEnding, set by
+	// Normalize); a bundle.mirror of a terminal state says which round it is (PhaseEnding:
+	// the part stays held, read by nobody; PhaseFree: the part is freed, also the home's
+	// own). Zero in format 6: a bundle begun so ends in one round, its terminal mirror
+	// freeing the part at once.
+	Phase Phase
+}
+
+// Phase is a round of a bundle lease's end.
+type Phase uint8
+
+// The rounds of an end.
+const (
+	PhaseNone   Phase = iota // one round: a format 6 bundle's, or not an end
+	PhaseEnding              // the part stays held, read by nobody, until PhaseFree
+	PhaseFree                // every part is ending: free it
+)
+
+// fits reports whether a command may carry phase p (format 7 carries one, never none): a
+// reserve begun across shards says it ends in two rounds, a mirror of a terminal state
+// says which round.
+func (p Phase) fits(c *Command) bool {
+	switch {
+	case p == PhaseEnding && c.Verb == contract.VerbReserve && len(c.Shards) > 0:
+		return true
+	case (p == PhaseEnding || p == PhaseFree) && c.Verb == contract.VerbMirror:
+		return c.State.Terminal()
+	}
+	return false
 }
 
 // TxnRef names a transaction across shards: its home shard and its begin's lsn there.

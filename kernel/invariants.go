@@ -88,7 +88,9 @@ func (k *Kernel) checkLease(i int32, l *lease, t *tally, graves *[graveKindEnd][
 		return fmt.Errorf("lease %d: issued after the last lsn %d", l.lsn, k.lastLSN)
 	}
 	t.holderRefs[l.holder]++
-	t.members += len(l.members)
+	if b := k.bundles[l.lsn]; b == nil || !b.ownPart {
+		t.members += len(l.members) // an own part's members are its ended lease's (holdEnding)
+	}
 	if len(l.members) == 0 || len(l.members) > maxEncodedMembers {
 		return fmt.Errorf("lease %d: %d members", l.lsn, len(l.members))
 	}

@@ -89,6 +89,7 @@ type Kernel struct {
 	txns       map[TxnRef]uint64
 	pendingOps map[opKey]uint64
 	pending    map[uint64]bool
+	ending     map[uint64]bool // parts of ended leases not freed yet (ending.go)
 
 	// fresh says the entry being applied is the first this kernel applies.
 	fresh bool
@@ -166,6 +167,7 @@ func New(cfg Config) (*Kernel, error) {
 		txns:        make(map[TxnRef]uint64),
 		pendingOps:  make(map[opKey]uint64),
 		pending:     make(map[uint64]bool),
+		ending:      make(map[uint64]bool),
 	}
 	k.raiseCeilings()
 	return k, nil

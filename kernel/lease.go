@@ -428,7 +428,11 @@ func (k *Kernel) end(idx int32, e Entry, to LeaseState, bumpEpoch bool) *endedLe
 	if l.labels != 0 {
 		k.endedLabels[l.lsn] = l.labels // the ended lease keeps the reference
 	}
-	k.freeMembers(idx, to == LeaseConsumed, false)
+	if k.endsInTwoRounds(idx) {
+		k.holdEnding(idx) // freed by the home's own free, once every part is ending
+	} else {
+		k.freeMembers(idx, to == LeaseConsumed, false)
+	}
 	k.unlinkLive(idx)
 	k.live[l.state]--
 	if bumpEpoch {

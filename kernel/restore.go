@@ -275,7 +275,9 @@ func (r *restorer) leases() {
 		l := &k.leases[idx]
 		l.state, l.epoch, l.deadline, l.keepalive, l.labels, l.created = state, epoch, deadline, keepalive, labels, created
 		l.members = append(l.members, ms...)
-		k.members += len(l.members)
+		if b := k.bundles[lsn]; b == nil || !b.ownPart {
+			k.members += len(l.members) // an own part's are its ended lease's (holdEnding)
+		}
 		if !k.leaseLike(lsn) {
 			continue // a bundle's record: counted, listed and expired by nobody
 		}

@@ -23,7 +23,8 @@ import (
 // shard's endedBy (the claim that ended it) after its reason; each lease's created slot
 // (allocated_at) after its labels, live and ended. 9: the bundle records (bundles across
 // shards) before the live leases, which they tell apart from the leases a client names.
-const snapshotFormat = 9
+// 10: each bundle record's endings flags (endings in two rounds).
+const snapshotFormat = snapshotFormatEndings
 
 // snapshotFormatWithoutBundles is what a shard with no bundle record writes: format 8,
 // byte for byte what format 9 is without its bundle table, so that a node of the previous
@@ -31,6 +32,10 @@ const snapshotFormat = 9
 // by node (docs/operations.md "Upgrades"), unless the shard has begun using what only this
 // build reads.
 const snapshotFormatWithoutBundles = 8
+
+// snapshotFormatEndings is 9 with each bundle record's endings flags (ending.go) after it;
+// a shard whose records have none writes 9, byte for byte.
+const snapshotFormatEndings = 10
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
 // the ended leases refer to), leases by lsn, retention queues in retirement order, so the same state always
@@ -73,8 +78,11 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		}
 	}
 	format := byte(snapshotFormat)
-	if len(k.bundles) == 0 {
+	switch {
+	case len(k.bundles) == 0:
 		format = snapshotFormatWithoutBundles
+	case !k.bundlesEndInTwoRounds():
+		format = snapshotFormatEndings - 1
 	}
 	b := head[:0]
 	b = append(b, format)
@@ -91,7 +99,7 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 	b = k.appendRanges(b)
 	b = k.appendWork(b)
 	if format >= 9 {
-		b = k.appendBundles(b)
+		b = k.appendBundles(b, format >= snapshotFormatEndings)
 	}
 	b = k.appendLeases(b)
 	c.head = b

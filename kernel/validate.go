@@ -3,6 +3,7 @@ package kernel
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/holdfast/holdfast/contract"
 )
@@ -137,6 +138,9 @@ func Normalize(s *Shape, c *Command) {
 		c.TTLSlots = s.TTLSlots(c.TTLMillis)
 	}
 	c.KeepAliveSlots = s.TTLSlots(c.KeepAliveMillis)
+	if c.Verb == contract.VerbReserve && slices.ContainsFunc(c.Shards, func(s uint32) bool { return s != c.Shards[0] }) {
+		c.Phase = PhaseEnding // a bundle across shards: its lease will end in two rounds (docs/design.md)
+	}
 }
 
 func validateReserve(c *Command) *Rejection {

@@ -1,0 +1,116 @@
+package kernel
+
+import "github.com/holdfast/holdfast/contract"
+
+// Endings in two rounds (docs/design.md "Endings in two rounds"). A bundle lease across
+// shards ends at its home — its state terminal at once, as any lease's — but its members
+// are freed only once every shard of it has marked its part ending: until then a part
+// holds its members for nobody to read or take (readers and writers wait, as for an
+// intent), so no reader sees one member freed by the end and then another still held.
+// At the home the part is its own: the lease's members on the home move, at the end, to
+// a record like a participant's part (holdEnding), freed by the home's own free.
+
+// waiting reports whether record lsn holds its members for nobody to see: an undecided
+// bundle's intents, or the part of an ending lease.
+func (k *Kernel) waiting(lsn uint64) bool { return k.pending[lsn] || k.ending[lsn] }
+
+// endsInTwoRounds reports whether lease record idx, ending now, is a bundle's at its home
+// whose end keeps its members held by the home's own part.
+func (k *Kernel) endsInTwoRounds(idx int32) bool {
+	b := k.bundles[k.leases[idx].lsn]
+	return b != nil && b.twoRound && b.home(k.shard) && !b.pending
+}
+
+// holdEnding moves the members of bundle lease idx, which is ending, to the home's own
+// part of its transaction: a record at the begin's lsn (no lease's id: a lease id is its
+// committing entry's) holding them in the state they were held in, ending, which no lease
+// verb, listing or expiry sees. A work shard the end finished (done, parked or split) is
+// not kept: it is the end's, held by no one. With no member left there is no part; the
+// home's record says the rounds are not over (freeing) either way. The part's members are
+// counted by the ended lease's record (its member count), not again.
+func (k *Kernel) holdEnding(idx int32) {
+	b := k.bundles[k.leases[idx].lsn]
+	b.freeing = true
+	key := b.txn.LSN
+	var part []leaseMember
+	for _, m := range k.leases[idx].members {
+		if m.kind == MemberWork {
+			w := &k.works[m.obj]
+			k.dequeue(m.obj, qHeld)
+			if w.status != WorkActive {
+				w.lease = 0
+				continue
+			}
+			w.lease = key
+			k.enqueue(m.obj, qHeld) // deadline 0 (the part's): first in its run's held queue
+		}
+		part = append(part, m)
+	}
+	if len(part) == 0 {
+		return
+	}
+	holder := []byte(k.holders[k.leases[idx].holder].key)
+	p := k.newLease(key, holder) // may move k.leases: l is taken after it
+	l, own := &k.leases[idx], &k.leases[p]
+	own.state, own.epoch, own.created = l.state, l.epoch, l.created
+	own.members = append(own.members, part...)
+	for _, m := range part {
+		if m.kind == MemberResource {
+			k.res[m.obj].lease = key
+		}
+	}
+	k.indexMembers(p, true) // the lease's own entries are gone (end: unindexLease)
+	k.bundles[key] = &bundle{txn: b.txn, priority: b.priority, lease: l.lsn, ending: true, ownPart: true}
+	k.txns[b.txn] = key
+	k.ending[key] = true
+}
+
+// freeOwn is the home's own free (a bundle.mirror of PhaseFree for a transaction it is
+// home of): every participant's part is ending, so the home frees its own and its record
+// says the rounds are over. A transaction whose rounds are over changes nothing.
+func (k *Kernel) freeOwn(c *Command, out *Output) {
+	rec, ok := k.begins[c.Txn.LSN]
+	b := k.bundles[rec]
+	if !ok || !b.freeing || c.Phase != PhaseFree || !k.sameTxn(rec, c.Priority) {
+		out.Code = contract.CodeNoop
+		return
+	}
+	b.freeing = false
+	if lsn, ok := k.txns[c.Txn]; ok {
+		k.dropIntents(k.leaseIdx[lsn], c.State == LeaseConsumed)
+		delete(k.txns, c.Txn)
+	}
+}
+
+// retiresAfterItsEnd reports whether ended lease lsn may retire: not while its rounds
+// are not over (its record names its participants until then).
+func (k *Kernel) retiresAfterItsEnd(lsn uint64) bool {
+	b := k.bundles[lsn]
+	return b == nil || !b.home(k.shard) || !b.freeing
+}
+
+// EndPhase is, for the bundle lease lsn at its home, the round its end is in: PhaseEnding
+// while its rounds are not over (its participants are to mark their parts ending, then
+// its own free follows), PhaseFree once over (they are to free theirs), PhaseNone for a
+// live lease or one that ends in one round.
+func (k *Kernel) EndPhase(lsn uint64) Phase {
+	b := k.bundles[lsn]
+	switch {
+	case b == nil || !b.home(k.shard) || !b.twoRound || b.pending:
+		return PhaseNone
+	case b.freeing:
+		return PhaseEnding
+	}
+	if _, live := k.leaseIdx[lsn]; live {
+		return PhaseNone
+	}
+	return PhaseFree
+}
+
+// LeaseEnding reports whether a lease's view (a read's) is of a bundle lease whose end's
+// rounds are not over here, at its home: the read waits for them, so that it never says
+// ended while a member still reads held.
+func (k *Kernel) LeaseEnding(l *LeaseView) bool {
+	b := k.bundles[l.LSN]
+	return l.Shard == k.shard && b != nil && b.home(k.shard) && b.freeing
+}
