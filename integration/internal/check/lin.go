@@ -155,10 +155,12 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 			add(k, o)
 			if remote(h, k, li) {
 				// A member of a bundle across shards on another shard than its lease's
-				// home is freed when the home's expiry reaches it (docs/api.md §2): no
-				// earlier than the expiry, at no moment the history bounds.
+				// home is freed when the end's rounds reach it (docs/api.md §2): no
+				// earlier than the expiry, at no moment the history bounds — and, seen
+				// with a member on the home (a pair partition: linpairs.go), at the same
+				// moment as that one.
 				o.remote = true
-				add(k, &linOp{lease: li, follow: "expired", call: call, ret: farFuture})
+				add(k, &linOp{ev: e, lease: li, follow: "expired", call: call, ret: farFuture})
 			}
 		}
 	}
