@@ -900,8 +900,8 @@ func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 		lsn := l.LSN
 		if l.Shard != k.shard {
 			lsn = k.txns[TxnRef{Shard: l.Shard, LSN: l.LSN}]
-		} else if b := k.bundles[lsn]; b != nil && b.home(k.shard) && k.ending[b.txn.LSN] {
-			return true // an ended lease whose own part is ending here
+		} else if b := k.bundles[lsn]; b != nil && b.home(k.shard) && b.freeing {
+			return true // an ended lease whose end's rounds are not over
 		}
 		if k.waiting(lsn) {
 			return true
