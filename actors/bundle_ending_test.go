@@ -12,11 +12,17 @@ import (
 
 // A bundle lease's end is one step to readers: readers racing a release, each reading
 // the members one after another, never see one member freed by it and then another still
-// held (the end's two rounds: every part ending before any is freed).
+// held — over three shards (the end's two rounds: every part ending before any is freed)
+// and over two (the short end: the home's part ending until the other is freed).
 func TestBundleEndIsOneStepToReaders(t *testing.T) {
+	for _, ids := range [][]string{{"s0/x", "s1/y", "s2/z"}, {"s0/u", "s1/v", "s0/w"}} {
+		t.Run(ids[2], func(t *testing.T) { endIsOneStep(t, ids) })
+	}
+}
+
+func endIsOneStep(t *testing.T, ids []string) {
 	sys := startSystem(t, bundleOptions(t.TempDir()))
 	defer sys.Stop()
-	ids := []string{"s0/x", "s1/y", "s2/z"}
 	createOn(t, sys, ids...)
 	for round := range 30 {
 		r := do(t, sys, 0, bundle(fmt.Sprintf("b%d", round), "h", ids...))

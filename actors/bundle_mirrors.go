@@ -58,7 +58,7 @@ func (s *shard) awaitAcks(a Answer[replyFunc]) bool {
 	wait := func(l *kernel.LeaseView) {
 		// An end in two rounds is answered once every part is ending (the first round): a
 		// read of any member after the answer waits for its free, and sees it free.
-		if o := s.b.owed[l.LSN]; o != nil && l.Shard == s.h.shard && o.msg.state == l.State && o.msg.phase != kernel.PhaseFree && len(o.shards) > 0 {
+		if o := s.b.owed[l.LSN]; o != nil && l.Shard == s.h.shard && o.msg.state == l.State && len(o.shards) > 0 {
 			o.waiting = append(o.waiting, w)
 			w.leases++
 		}
@@ -109,7 +109,7 @@ func (s *shard) owe(m mirrorMsg) {
 // sendMirrors sends the mirrors the last batch owes, each to its lease's participants.
 func (s *shard) sendMirrors() {
 	for _, m := range s.b.mirrors {
-		if m.state.Terminal() && m.phase != kernel.PhaseFree {
+		if m.state.Terminal() && !m.second {
 			s.step(StepEnding)
 		}
 		if o := s.b.owed[m.lease]; o != nil && o.msg == m {
@@ -137,25 +137,31 @@ func (s *shard) acked(m *ackMsg) {
 	if len(o.shards) == 0 {
 		delete(s.b.owed, m.lease)
 		o.release()
-		if o.msg.phase == kernel.PhaseEnding {
-			s.freeRound(o.msg)
+		switch {
+		case o.msg.phase == kernel.PhaseEnding:
+			s.freeRound(o.msg, true)
+		case o.msg.phase == kernel.PhaseFree && s.k.Freeing(m.lease):
+			s.freeRound(o.msg, false) // a short end: the one other shard freed its part
 		}
 	}
 }
 
 // freeRound starts an end's second round once every participant's part is ending: the
-// home journals its own free and tells the participants to free theirs (resent until
-// each acknowledges). Nobody reads a member of the lease held any more, so the frees may
-// land in any order; the home's record keeps the round owed until its own is journaled
-// (a restart resends whichever round its journal says: recoverBundles).
-func (s *shard) freeRound(m mirrorMsg) {
+// home journals its own free and tells the participants to free theirs (tell; resent
+// until each acknowledges). Nobody reads a member of the lease held any more, so the
+// frees may land in any order; the home's record keeps the round owed until its own is
+// journaled (a restart resends whichever round its journal says: recoverBundles). A
+// short end's one other shard has freed its part already: the home frees its own.
+func (s *shard) freeRound(m mirrorMsg, tell bool) {
 	s.step(StepFreeing)
 	c := &kernel.Command{Verb: contract.VerbMirror, Txn: m.txn, Priority: m.priority, State: m.state, LeaseLSN: m.lease,
 		Phase: kernel.PhaseFree}
 	s.q.Internal(c, s.stampSlot(), func(*Reply) {})
-	m.phase = kernel.PhaseFree
-	s.owe(m)
-	s.sendMirrors()
+	if tell {
+		m.phase, m.second = kernel.PhaseFree, true
+		s.owe(m)
+		s.sendMirrors()
+	}
 	s.flushLater()
 }
 

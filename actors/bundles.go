@@ -30,7 +30,7 @@ const (
 	StepCommitted = "committed" // home: the commit applied, client and participants not told yet
 	StepMirrored  = "mirrored"  // participant: a mirror applied
 	StepEnding    = "ending"    // home: a bundle's lease ended, its participants not told yet
-	StepFreeing   = "freeing"   // home: every part of an ended lease ending, no free journaled or sent yet
+	StepFreeing   = "freeing"   // home: every other part of an ended lease ending (or, a short end, freed), its own free not journaled
 )
 
 // step tells the test hook a bundle reached step.
@@ -79,6 +79,7 @@ type mirrorMsg struct {
 	deadline uint64
 	lease    uint64
 	phase    kernel.Phase // a two-round end's round (kernel.EndPhase); none otherwise
+	second   bool         // the home's: a free its second round sends (not on the wire)
 }
 
 // queryMsg is a participant asking the home about a transaction it holds intents for.

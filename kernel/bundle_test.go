@@ -250,56 +250,115 @@ func bundleAcrossShards(t *testing.T, oneRound bool) {
 	part.replayed("b", "c")
 }
 
-// endInTwoRounds runs the two rounds of the end of lease (transaction txn) released at
-// home: every member stays held and read by nobody until the home's own free, and each
-// participant's until its own; the ending mark again, or a stale live state, changes
-// nothing.
+// endInTwoRounds runs the end of lease (transaction txn) released at home with one other
+// shard, the short way: the home's member stays held and read by nobody from the end to
+// the home's own free, which follows the other shard's free; the other shard's member
+// reads held until its free comes (nothing else reads free before then).
 func endInTwoRounds(t *testing.T, home, part *bshard, txn TxnRef, lease uint64) {
 	t.Helper()
-	waits := func(s *bshard, id string) {
-		t.Helper()
-		var o Output
-		s.k.GetResource("t", id, &o)
-		if o.Resource.State == ResourceAvailable || !s.k.ShowsIntents(&o) {
-			t.Fatalf("%s during the end's rounds: %+v, read at once: %v", id, o.Resource, !s.k.ShowsIntents(&o))
-		}
-	}
-	if home.k.EndPhase(lease) != PhaseEnding {
-		t.Fatalf("the ended lease's round: %d, want ending", home.k.EndPhase(lease))
+	if home.k.EndPhase(lease) != PhaseFree || !home.k.Freeing(lease) {
+		t.Fatalf("the short end's round: %d, freeing %v; want free at once", home.k.EndPhase(lease), home.k.Freeing(lease))
 	}
 	var got Output
 	home.k.GetLease("t", lease, home.slot, &got)
 	if got.Lease.State != LeaseReleased || !home.k.LeaseEnding(&got.Lease) {
 		t.Fatalf("lease.get during its end's rounds: %s, waits %v", got.Lease.State, home.k.LeaseEnding(&got.Lease))
 	}
-	waits(home, "a")
-	var o Output
-	part.k.GetResource("t", "b", &o)
-	if part.k.ShowsIntents(&o) || o.Resource.State != ResourceActive {
-		t.Fatalf("b before its part is told: %+v, waits %v (read held until then)", o.Resource, part.k.ShowsIntents(&o))
-	}
+	readsEnding(t, home, "a")
+	readsHeld(t, part, "b")
 	if o := home.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "grab", HolderID: "x", TTLMillis: 1000,
 		Members: resources("a")}); !o.Undecided {
 		t.Fatalf("a reserve of an ending member: %s, want to wait", o.Code)
 	}
-	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseEnding})
-	waits(part, "b")
-	if part.k.MirrorChanges(txn, 7, LeaseReleased, 0, lease, PhaseEnding) || !part.k.MirrorChanges(txn, 7, LeaseReleased, 0, lease, PhaseFree) {
-		t.Fatal("MirrorChanges of an ending part: only its free changes it")
-	}
-	if o := part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseActive, LeaseLSN: lease}); o.Code != contract.CodeNoop {
-		t.Fatalf("a stale live mirror of an ending part: %s", o.Code)
-	}
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseFree})
+	readsEnding(t, home, "a")
 	home.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseFree})
-	if r := home.resource("a"); r.State != ResourceAvailable || home.k.EndPhase(lease) != PhaseFree {
-		t.Fatalf("home's a after its own free: %+v, round %d", r, home.k.EndPhase(lease))
+	if r := home.resource("a"); r.State != ResourceAvailable || home.k.Freeing(lease) {
+		t.Fatalf("home's a after its own free: %+v, freeing %v", r, home.k.Freeing(lease))
 	}
 	home.k.GetLease("t", lease, home.slot, &got)
 	if home.k.LeaseEnding(&got.Lease) {
 		t.Fatal("lease.get waits once the home's own part is free")
 	}
-	waits(part, "b")
-	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseFree})
+}
+
+// readsEnding checks that resource id is held still and read by nobody (a read waits).
+func readsEnding(t *testing.T, s *bshard, id string) {
+	t.Helper()
+	var o Output
+	s.k.GetResource("t", id, &o)
+	if o.Resource.State == ResourceAvailable || !s.k.ShowsIntents(&o) {
+		t.Fatalf("%s during the end's rounds: %+v, read at once: %v", id, o.Resource, !s.k.ShowsIntents(&o))
+	}
+}
+
+// readsHeld checks that resource id reads held, at once.
+func readsHeld(t *testing.T, s *bshard, id string) {
+	t.Helper()
+	var o Output
+	s.k.GetResource("t", id, &o)
+	if o.Resource.State == ResourceAvailable || s.k.ShowsIntents(&o) {
+		t.Fatalf("%s: %+v, waits %v; want it read held", id, o.Resource, s.k.ShowsIntents(&o))
+	}
+}
+
+// A bundle over three shards ends in both rounds: every part marked ending (held, read by
+// nobody) before any is freed; the marks again, or a stale live state, change nothing.
+func TestBundleEndsInTwoRoundsOverThreeShards(t *testing.T) {
+	home, p1, p2 := newBShard(t, 0), newBShard(t, 1), newBShard(t, 2)
+	home.create("a")
+	p1.create("b")
+	p2.create("c")
+	out := home.apply(begin("op1", []uint32{0, 1, 2}, "a", "b", "c"))
+	txn := TxnRef{Shard: 0, LSN: out.Lease.LSN}
+	for i, p := range []*bshard{p1, p2} {
+		p.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Members: resources(string(rune('b' + i))), Txn: txn, Priority: 7})
+	}
+	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: resources("a", "b", "c")})
+	lease := dec.Lease.LSN
+	for _, p := range []*bshard{p1, p2} {
+		p.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReserved, Deadline: dec.Lease.DeadlineSlot, LeaseLSN: lease})
+	}
+	rel := home.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: "rel", HolderID: "h", LeaseLSN: lease, Epoch: 1})
+	if rel.Code != contract.CodeOK || home.k.EndPhase(lease) != PhaseEnding {
+		t.Fatalf("release: %s, round %d; want ending", rel.Code, home.k.EndPhase(lease))
+	}
+	readsEnding(t, home, "a")
+	readsHeld(t, p1, "b")
+	ending := &Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseEnding}
+	p1.apply(ending)
+	readsEnding(t, p1, "b")
+	readsHeld(t, p2, "c")
+	if p1.k.MirrorChanges(txn, 7, LeaseReleased, 0, lease, PhaseEnding) || !p1.k.MirrorChanges(txn, 7, LeaseReleased, 0, lease, PhaseFree) {
+		t.Fatal("MirrorChanges of an ending part: only its free changes it")
+	}
+	if o := p1.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseActive, LeaseLSN: lease}); o.Code != contract.CodeNoop {
+		t.Fatalf("a stale live mirror of an ending part: %s", o.Code)
+	}
+	p2.apply(ending)
+	free := &Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseFree}
+	p2.apply(free)
+	if r := p2.resource("c"); r.State != ResourceAvailable {
+		t.Fatalf("c after its free: %+v", r)
+	}
+	readsEnding(t, p1, "b")
+	readsEnding(t, home, "a")
+	home.apply(free)
+	p1.apply(free)
+	for _, c := range []struct {
+		s  *bshard
+		id string
+	}{{home, "a"}, {p1, "b"}, {p2, "c"}} {
+		if r := c.s.resource(c.id); r.State != ResourceAvailable {
+			t.Fatalf("%s after every free: %+v", c.id, r)
+		}
+	}
+	if home.k.EndPhase(lease) != PhaseFree || home.k.Freeing(lease) {
+		t.Fatalf("after the frees: round %d, freeing %v", home.k.EndPhase(lease), home.k.Freeing(lease))
+	}
+	home.replayed("a")
+	p1.replayed("b")
+	p2.replayed("c")
 }
 
 func TestBundleAbortsOnARefusal(t *testing.T) {

@@ -89,22 +89,41 @@ func (k *Kernel) retiresAfterItsEnd(lsn uint64) bool {
 	return b == nil || !b.home(k.shard) || !b.freeing
 }
 
-// EndPhase is, for the bundle lease lsn at its home, the round its end is in: PhaseEnding
-// while its rounds are not over (its participants are to mark their parts ending, then
-// its own free follows), PhaseFree once over (they are to free theirs), PhaseNone for a
-// live lease or one that ends in one round.
+// EndPhase is, for the bundle lease lsn at its home, what its participants are to do
+// with their parts: PhaseEnding while its rounds are not over (mark them ending; the
+// frees follow), PhaseFree once over (free them) — and at once when one shard besides
+// the home holds members (the short end: the home's own part, ending from the end on, is
+// the one every reader waits for, so that one shard may free its part right away) —
+// PhaseNone for a live lease or one that ends in one round.
 func (k *Kernel) EndPhase(lsn uint64) Phase {
 	b := k.bundles[lsn]
 	switch {
 	case b == nil || !b.home(k.shard) || !b.twoRound || b.pending:
 		return PhaseNone
-	case b.freeing:
+	case b.freeing && !b.short():
 		return PhaseEnding
 	}
 	if _, live := k.leaseIdx[lsn]; live {
 		return PhaseNone
 	}
 	return PhaseFree
+}
+
+// Freeing reports whether bundle lease lsn, ended at its home, has its end's rounds not
+// over: its own free is still to be journaled.
+func (k *Kernel) Freeing(lsn uint64) bool {
+	b := k.bundles[lsn]
+	return b != nil && b.home(k.shard) && b.freeing
+}
+
+// short reports whether a home's bundle holds members on one shard besides the home.
+func (b *bundle) short() bool {
+	for _, r := range b.remote {
+		if r.shard != b.remote[0].shard {
+			return false
+		}
+	}
+	return true
 }
 
 // LeaseEnding reports whether a lease's view (a read's) is of a bundle lease whose end's

@@ -83,10 +83,11 @@ func (w *World) Events() []Event {
 			// The ending rounds, resent until answered: after a restart of the home, whose
 			// memory of the answers is gone, from the first round again.
 			ended := home.has(recEnd, id, false)
-			if ended && !home.endingOK[id][p] && !slices.Contains(w.Net, Message{msgEnding, t.Home, p, id}) {
+			if ended && !t.short() && !home.endingOK[id][p] && !slices.Contains(w.Net, Message{msgEnding, t.Home, p, id}) {
 				es = append(es, Event{Kind: "resend-ending", Txn: id, Shard: p})
 			}
-			if ended && w.allMarked(t) && !home.freeOK[id][p] && !slices.Contains(w.Net, Message{msgFree, t.Home, p, id}) {
+			freeing := w.allMarked(t) || (t.short() && p != t.Home)
+			if ended && freeing && !home.freeOK[id][p] && !slices.Contains(w.Net, Message{msgFree, t.Home, p, id}) {
 				es = append(es, Event{Kind: "resend-free", Txn: id, Shard: p})
 			}
 		}
@@ -228,7 +229,7 @@ func (w *World) checkEnd(t *Txn, committed bool) string {
 	heldAt, freedAt := -1, -1
 	for _, p := range t.participants() {
 		n := w.Nodes[p]
-		if (n.has(recEnding, t.ID, true) || n.has(recFree, t.ID, true)) && !(committed && home.has(recEnd, t.ID, false)) {
+		if (n.has(recEnding, t.ID, false) || n.has(recFree, t.ID, false)) && !(committed && home.has(recEnd, t.ID, false)) {
 			return fmt.Sprintf("t%d: shard %d ends its part before the home's end is durable", t.ID, p)
 		}
 		switch holder, h := n.holder(t.Members[p], w.Txns, p, false); {

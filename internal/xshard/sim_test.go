@@ -117,7 +117,8 @@ func TestTheSimulationCatchesAnEarlyAnswer(t *testing.T) {
 	}
 }
 
-// A bundle's lease ends at any point after its commit (a release, an expiry): every
+// A bundle's lease ends at any point after its commit (a release, an expiry) — with two
+// shards the short way, the other shard freeing at once while the home's part is ending: every
 // order of the two ending rounds' messages, a crash of either shard at any point and a
 // lost message. No reader sees one member freed by the end while another still reads
 // held, none reads held once the end is answered, and every part ends freed.
@@ -158,4 +159,13 @@ func TestTheSimulationCatchesOneRoundEnds(t *testing.T) {
 	} else {
 		t.Logf("caught: %s", bad)
 	}
+}
+
+// Both rounds on two shards as well (the short end switched off), with a crash.
+func TestBundleEndsTwoShardsBothRounds(t *testing.T) {
+	shortEndsOff = true
+	defer func() { shortEndsOff = false }()
+	w := NewWorld(2, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b"})}, nil, 1, 0, 0)
+	w.Ends = true
+	explore(t, w)
 }
