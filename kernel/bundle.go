@@ -826,8 +826,9 @@ func (k *Kernel) BundleTxn(lsn uint64) TxnRef {
 	return TxnRef{}
 }
 
-// ShowsIntents reports whether a read's view (a resource, pool or range) counts a member
-// an undecided bundle holds: the read waits for the decision rather than show it.
+// ShowsIntents reports whether a read's view (a resource, pool, range, run or work shard)
+// counts a member an undecided bundle, or the part of an ending lease, holds: the read
+// waits for the decision (or the free) rather than show it.
 func (k *Kernel) ShowsIntents(out *Output) bool {
 	if k.UndecidedBundles() == 0 {
 		return false
@@ -858,42 +859,19 @@ func (k *Kernel) runHasIntent(r int32) bool {
 }
 
 // PageShowsIntents reports whether a listing's page counts a member an undecided bundle
-// holds (a resource, a pool's or range's units, a lease record of one): the listing waits
-// for the decision rather than show it.
+// or an ending part holds (a resource, a pool's or range's units, a run's or its work
+// shard's claim, a lease record of one), or a lease whose end's rounds are not over: the
+// listing waits for the decision (or the free) rather than show it.
 func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 	if k.UndecidedBundles() == 0 {
 		return false
 	}
-	var out Output
-	for i := range p.Resources {
-		out.Object, out.Resource = ObjectResource, p.Resources[i]
-		if k.ShowsIntents(&out) {
-			return true
-		}
-	}
-	for i := range p.Pools {
-		out.Object, out.Pool = ObjectPool, p.Pools[i]
-		if k.ShowsIntents(&out) {
-			return true
-		}
-	}
-	for i := range p.Ranges {
-		out.Object, out.Range = ObjectRange, p.Ranges[i]
-		if k.ShowsIntents(&out) {
-			return true
-		}
-	}
-	for i := range p.Runs {
-		out.Object, out.Run = ObjectRun, p.Runs[i]
-		if k.ShowsIntents(&out) {
-			return true
-		}
-	}
-	for i := range p.Works {
-		out.Object, out.Work = ObjectWork, p.Works[i]
-		if k.ShowsIntents(&out) {
-			return true
-		}
+	if showsAny(k, p.Resources, func(o *Output, v *ResourceView) { o.Object, o.Resource = ObjectResource, *v }) ||
+		showsAny(k, p.Pools, func(o *Output, v *PoolView) { o.Object, o.Pool = ObjectPool, *v }) ||
+		showsAny(k, p.Ranges, func(o *Output, v *RangeView) { o.Object, o.Range = ObjectRange, *v }) ||
+		showsAny(k, p.Runs, func(o *Output, v *RunView) { o.Object, o.Run = ObjectRun, *v }) ||
+		showsAny(k, p.Works, func(o *Output, v *WorkView) { o.Object, o.Work = ObjectWork, *v }) {
+		return true
 	}
 	for i := range p.Leases {
 		l := &p.Leases[i]
@@ -904,6 +882,19 @@ func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 			return true // an ended lease whose end's rounds are not over
 		}
 		if k.waiting(lsn) {
+			return true
+		}
+	}
+	return false
+}
+
+// showsAny reports whether the view of any of items (put into an output by view) counts
+// a member an undecided bundle or an ending part holds.
+func showsAny[T any](k *Kernel, items []T, view func(*Output, *T)) bool {
+	var out Output
+	for i := range items {
+		view(&out, &items[i])
+		if k.ShowsIntents(&out) {
 			return true
 		}
 	}
