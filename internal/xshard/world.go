@@ -158,6 +158,30 @@ func (w *World) deliver(m Message) {
 			n.acks[t.ID] = map[int]bool{}
 		}
 		n.acks[t.ID][m.From] = true
+	case msgEnding, msgEndingOK, msgFree, msgFreeOK:
+		w.deliverEnd(m, n, t)
+	case msgQuery:
+		switch d := n.decided(t.ID, false); {
+		case d == recCommit:
+			w.send(Message{msgCommit, m.To, m.From, t.ID})
+		case d == recAbort:
+			w.send(Message{msgAbort, m.To, m.From, t.ID})
+		case n.votes[t.ID] != nil || n.decided(t.ID, true) != "":
+			// Pending in memory (or decided, not yet durable): answered at the decision.
+			if n.queriers[t.ID] == nil {
+				n.queriers[t.ID] = map[int]bool{}
+			}
+			n.queriers[t.ID][m.From] = true
+		default:
+			// Not known: no durable begin and nothing in memory. It can never commit.
+			w.send(Message{msgAbort, m.To, m.From, t.ID})
+		}
+	}
+}
+
+// deliverEnd hands a message of an end's rounds to node n.
+func (w *World) deliverEnd(m Message, n *Node, t *Txn) {
+	switch m.Kind {
 	case msgEnding:
 		w.ending(m.To, t)
 	case msgEndingOK:
@@ -193,22 +217,6 @@ func (w *World) deliver(m Message) {
 			// ending from the end on, and answers.
 			w.EndAnswered[t.ID] = true
 			n.Pending = append(n.Pending, Record{recFree, t.ID})
-		}
-	case msgQuery:
-		switch d := n.decided(t.ID, false); {
-		case d == recCommit:
-			w.send(Message{msgCommit, m.To, m.From, t.ID})
-		case d == recAbort:
-			w.send(Message{msgAbort, m.To, m.From, t.ID})
-		case n.votes[t.ID] != nil || n.decided(t.ID, true) != "":
-			// Pending in memory (or decided, not yet durable): answered at the decision.
-			if n.queriers[t.ID] == nil {
-				n.queriers[t.ID] = map[int]bool{}
-			}
-			n.queriers[t.ID][m.From] = true
-		default:
-			// Not known: no durable begin and nothing in memory. It can never commit.
-			w.send(Message{msgAbort, m.To, m.From, t.ID})
 		}
 	}
 }
