@@ -26,6 +26,9 @@ type Worker struct {
 	Run    string
 	// TTL of each claim, renewed every TTL/3 (0: 30 s).
 	TTL time.Duration
+	// Along are members each claim takes with its work shard under the same lease (a GPU
+	// for the worker, say), of any placement keys: every one or no claim (ClaimWith).
+	Along []*messages.Member
 }
 
 // Claim is one claimed work shard and the keep-alive of its lease.
@@ -60,7 +63,7 @@ func (w *Worker) Take(ctx context.Context, name string) (*Claim, *WorkResult, er
 
 func (w *Worker) claim(ctx context.Context, name string) (*Claim, *WorkResult, error) {
 	sent := time.Now()
-	res, err := w.Client.Claim(ctx, w.Holder, w.Run, name, w.ttl())
+	res, err := w.Client.ClaimWith(ctx, w.Holder, w.Run, name, w.ttl(), w.Along)
 	if err != nil || !res.OK() {
 		return nil, res, err
 	}

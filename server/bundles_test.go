@@ -351,4 +351,14 @@ func TestClaimAcrossShards(t *testing.T) {
 	if g, err := cl.GetResource(ctx, gpu); err != nil || g.Resource.GetState() != messages.StateAvailable {
 		t.Fatalf("the GPU after work.complete was answered: %+v %v", g, err)
 	}
+	// A Worker whose claims bring the GPU along.
+	w := &client.Worker{Client: cl, Holder: "w2", Run: run, TTL: time.Minute, Along: []*messages.Member{client.Resource(gpu)}}
+	next, res, err := w.Next(ctx)
+	if err != nil || next == nil || next.Work.GetName() != "b" {
+		t.Fatalf("a worker's claim with the GPU along: %v %+v", err, res)
+	}
+	defer next.Stop()
+	if g, err := cl.GetResource(ctx, gpu); err != nil || g.Resource.GetCurrentLeaseId() != next.Work.GetLeaseId() {
+		t.Fatalf("the GPU names %q, want the worker's claim %q (%v)", g.Resource.GetCurrentLeaseId(), next.Work.GetLeaseId(), err)
+	}
 }
