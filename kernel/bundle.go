@@ -904,19 +904,17 @@ func showsAny[T any](k *Kernel, items []T, view func(*Output, *T)) bool {
 // intentValues is the values of range obj that undecided bundles hold (nil: none).
 func (k *Kernel) intentValues(obj int32) map[uint64]bool {
 	var vs map[uint64]bool
-	for _, set := range [2]map[uint64]bool{k.pending, k.ending} {
-		for lsn := range set { // a set: the order cannot reach an output
-			idx, ok := k.leaseIdx[lsn]
-			if !ok {
-				continue // a failed begin holds nothing
-			}
-			for _, m := range k.leases[idx].members {
-				if m.kind == MemberRange && m.obj == obj {
-					if vs == nil {
-						vs = map[uint64]bool{}
-					}
-					vs[m.value] = true
+	for lsn := range k.pending { // a set: the order cannot reach an output (ending parts' values are committed: not these)
+		idx, ok := k.leaseIdx[lsn]
+		if !ok {
+			continue // a failed begin holds nothing
+		}
+		for _, m := range k.leases[idx].members {
+			if m.kind == MemberRange && m.obj == obj {
+				if vs == nil {
+					vs = map[uint64]bool{}
 				}
+				vs[m.value] = true
 			}
 		}
 	}

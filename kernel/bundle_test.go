@@ -651,3 +651,44 @@ func TestSnapshotFormatFollowsBundles(t *testing.T) {
 		t.Fatalf("an undecided bundle ending in two rounds: format %d, want 10", f)
 	}
 }
+
+// An end in two rounds over members of every kind — a resource, pool units and a
+// least_recently_freed range's value on each shard — keeps every table whole at every step
+// (the invariants after each entry): the home's own part and an ending part hold committed
+// values, units and resources, freed by their frees into the range's order of use.
+func TestBundleEndOfEveryKindKeepsTheTables(t *testing.T) {
+	home, part := newBShard(t, 0), newBShard(t, 1)
+	for _, s := range []*bshard{home, part} {
+		s.apply(&Command{Verb: contract.VerbCreateRange, Tenant: "t", OperationID: "cr", ObjectID: "vx", First: 1, Last: 9,
+			Strategy: StrategyLeastRecentlyFreed})
+		s.apply(&Command{Verb: contract.VerbCreatePool, Tenant: "t", OperationID: "cp", ObjectID: "mem", Capacity: 10})
+	}
+	home.create("a")
+	part.create("b")
+	// The home holds a, a value of its vx and units of its mem; the participant b, a value
+	// of its own vx and units of its own mem (the kernel test's shards share ids).
+	c := &Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "op", HolderID: "h", TTLMillis: 30_000, Priority: 7,
+		Members: []Member{{Kind: MemberResource, ID: "a"}, {Kind: MemberRange, ID: "vx"}, {Kind: MemberPool, ID: "mem", Quantity: 4},
+			{Kind: MemberResource, ID: "b"}}, Shards: []uint32{0, 0, 0, 1}}
+	out := home.apply(c)
+	txn := TxnRef{Shard: 0, LSN: out.Lease.LSN}
+	prep := part.apply(&Command{Verb: contract.VerbPrepare, Tenant: "t", HolderID: "h", Txn: txn, Priority: 7,
+		Members: []Member{{Kind: MemberResource, ID: "b"}, {Kind: MemberRange, ID: "vx"}, {Kind: MemberPool, ID: "mem", Quantity: 3}}})
+	if prep.Code != contract.CodeOK {
+		t.Fatalf("prepare: %s", prep.Code)
+	}
+	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: c.Members})
+	lease := dec.Lease.LSN
+	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReserved, Deadline: dec.Lease.DeadlineSlot, LeaseLSN: lease})
+	home.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: "rel", HolderID: "h", LeaseLSN: lease, Epoch: 1})
+	free := &Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseFree}
+	part.apply(free)
+	home.apply(free)
+	var pool Output
+	home.k.GetPool("t", "mem", &pool)
+	if pool.Pool.Reserved != 0 || home.resource("a").State != ResourceAvailable {
+		t.Fatalf("after the frees: pool %+v, a %+v", pool.Pool, home.resource("a"))
+	}
+	home.replayed("a")
+	part.replayed("b")
+}
