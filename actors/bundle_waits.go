@@ -195,7 +195,7 @@ func (s *shard) afterDecided() {
 // (undecidedBound at most). The reply says which: its object, or its page.
 func (s *shard) replyRead(m *readMsg) {
 	r := s.answer(&m.req)
-	if s.showsIntents(r) || (r.Page != nil && s.k.PageShowsIntents(r.Page)) || (r.Object == kernel.ObjectLease && s.k.LeaseEnding(&r.Lease)) {
+	if s.readWaits(r) {
 		if len(s.b.reads) >= maxParked {
 			m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for undecided bundles", s.applied()))
 			return
@@ -207,6 +207,15 @@ func (s *shard) replyRead(m *readMsg) {
 		return
 	}
 	m.reply(r)
+}
+
+// readWaits reports whether a read's answer would show what an undecided bundle or an
+// ending part holds — its object, its page, a lease whose end's rounds are not over here,
+// a value range.lookup found held by one (Undecided) — so that it waits for the decision
+// or the free.
+func (s *shard) readWaits(r *Reply) bool {
+	return s.showsIntents(r) || (r.Page != nil && s.k.PageShowsIntents(r.Page)) ||
+		(r.Object == kernel.ObjectLease && s.k.LeaseEnding(&r.Lease)) || r.Undecided
 }
 
 // retryReads answers the reads waiting for undecided bundles that are decided now, and

@@ -680,7 +680,14 @@ func TestBundleEndOfEveryKindKeepsTheTables(t *testing.T) {
 	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: c.Members})
 	lease := dec.Lease.LSN
 	part.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReserved, Deadline: dec.Lease.DeadlineSlot, LeaseLSN: lease})
+	var look Output
+	if home.k.LookupValue("t", "vx", 1, &look); look.Undecided || look.Lease.LSN != lease {
+		t.Fatalf("range.lookup of the granted lease's value: lease %d, waits %v", look.Lease.LSN, look.Undecided)
+	}
 	home.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: "rel", HolderID: "h", LeaseLSN: lease, Epoch: 1})
+	if home.k.LookupValue("t", "vx", 1, &look); !look.Undecided || look.Lease.LSN != lease {
+		t.Fatalf("range.lookup of an ending lease's value: lease %d, waits %v", look.Lease.LSN, look.Undecided)
+	}
 	free := &Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: lease, Phase: PhaseFree}
 	part.apply(free)
 	home.apply(free)

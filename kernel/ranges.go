@@ -271,7 +271,9 @@ func (k *Kernel) valueLease(obj int32, v uint64) uint64 {
 }
 
 // LookupValue reads what value v of tenant's range is: free, held (with the lease's
-// view) or excluded. Codes: ok, range_not_found, value_out_of_range.
+// view) or excluded. Codes: ok, range_not_found, value_out_of_range. A value an undecided
+// bundle or an ending part holds says so (Undecided): the read waits for the decision or
+// the free rather than show it.
 func (k *Kernel) LookupValue(tenant, rangeID string, v uint64, out *Output) (state string) {
 	out.reset(k.lastLSN)
 	idx, ok := k.rangeIdx[string(k.tenantKey(tenant, rangeID))]
@@ -286,6 +288,7 @@ func (k *Kernel) LookupValue(tenant, rangeID string, v uint64, out *Output) (sta
 	}
 	if lsn := k.valueLease(idx, v); lsn != 0 {
 		k.viewLease(k.leaseIdx[lsn], out)
+		out.Undecided = k.waiting(lsn)
 		return contract.ValueHeld
 	}
 	if r.excludedAt(v) >= 0 {

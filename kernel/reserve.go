@@ -180,10 +180,11 @@ func (k *Kernel) check(tenant string, m *Member, picks []pick, lsn uint64, i int
 			}
 			return pick{kind: MemberRange, obj: idx, value: m.Value}, contract.CodeOK
 		}
-		if len(k.pending) > 0 && k.intentUnits(MemberRange, r.key) > 0 {
-			// Which value "any" takes depends on the values undecided bundles hold (the
-			// lowest, the least recently freed, a draw among the free): it waits for their
-			// decision, as a reserve of a held value does (noteIntent: Undecided).
+		if k.UndecidedBundles() > 0 && k.intentUnits(MemberRange, r.key) > 0 {
+			// Which value "any" takes depends on the values undecided bundles and ending
+			// parts hold (the lowest, the least recently freed, a draw among the free): it
+			// waits for their decision or free, as a reserve of a held value does
+			// (noteIntent: Undecided).
 			return pick{}, contract.CodeRangeExhausted
 		}
 		v, ok := k.chooseValue(r, idx, picks, lsn, i)
