@@ -68,3 +68,45 @@ func endIsOneStep(t *testing.T, ids []string) {
 		settled(t, sys, ids...)
 	}
 }
+
+// A write's answer that shows its object as an undecided bundle holds it waits for the
+// decision even when the decision is applied in the same batch, after it: whether the
+// view shows an intent is judged at the write's entry, not once the batch is applied
+// (TestFaults found the answer given with the intent's view, stale by then).
+func TestAnswerShowingAnIntentWaitsWhenItsBatchDecides(t *testing.T) {
+	cfg := kernel.DefaultConfig()
+	cfg.Shard = 0
+	k, err := kernel.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := NewSequencer[string](k, 0, 0, cfg.Limits, 1024)
+	durable := func() []Answer[string] {
+		t.Helper()
+		if q.Batch() == nil {
+			t.Fatal("nothing to write")
+		}
+		answers, _ := q.Durable(nil)
+		return answers
+	}
+	q.Write(createResource("c", "s0/x"), q.Stamp(1000), "create")
+	durable()
+	begin := bundle("b", "h", "s0/x", "s1/y")
+	q.Write(begin, q.Stamp(1000), "begin")
+	begun := durable()
+	txn := kernel.TxnRef{Shard: 0, LSN: begun[0].Reply.Lease.LSN}
+	// In one batch: a create of the held resource (already_exists, its view the intent's),
+	// then the bundle's commit.
+	q.Write(createResource("c2", "s0/x"), q.Stamp(1000), "again")
+	q.Internal(&kernel.Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: begin.Members}, q.Stamp(1000), "decide")
+	for _, a := range durable() {
+		if a.To != "again" {
+			continue
+		}
+		if a.Reply.Code != contract.CodeAlreadyExists || !a.Reply.shownWaiting {
+			t.Fatalf("the create's answer: %s, shown waiting %v (view %+v)", a.Reply.Code, a.Reply.shownWaiting, a.Reply.Resource)
+		}
+		return
+	}
+	t.Fatal("the create was not answered")
+}

@@ -9,6 +9,12 @@ import (
 
 // Reply is a shard's answer to one request. Views are copies owned by the reply.
 type Reply struct {
+	// shownWaiting says the answer's view of its object, as its entry left the object,
+	// counts what an undecided bundle or an ending part holds: the answer waits (held).
+	// Known at the entry: a later entry of the same batch may decide the bundle, and the
+	// view would be stale, not waiting, by the time the answer is given.
+	shownWaiting bool
+
 	Code           kernel.Code
 	Message        string // human text for rejections; never another holder's identity
 	LSN            uint64 // the entry's lsn (writes committed)

@@ -290,6 +290,7 @@ func (q *Sequencer[W]) Durable(applied func(e kernel.Entry, out *kernel.Output))
 		}
 		if len(en.waiters) > 0 {
 			r := replyFromOutput(&q.out, en.e.LSN)
+			r.shownWaiting = !en.e.Cmd.Verb.IsInternal() && q.k.UndecidedBundles() > 0 && q.k.ShowsIntents(&q.out)
 			for _, w := range en.waiters {
 				answers = append(answers, Answer[W]{To: w, Reply: r, Cmd: en.e.Cmd})
 			}
