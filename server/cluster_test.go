@@ -310,7 +310,9 @@ func TestClusterServesOneOwnerPerShardAndFailsOver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs, _ := obs.List(ctx)
+			lctx, cancel := context.WithTimeout(ctx, 5*time.Second) // List waits on its context alone
+			objs, _ := obs.List(lctx)
+			cancel()
 			snaps := 0
 			for _, o := range objs {
 				if strings.HasPrefix(o.Name, fmt.Sprintf("shard-%d/", shard)) {

@@ -38,7 +38,12 @@ func TestClusterRecoversPastAnUnreadableSnapshot(t *testing.T) {
 	// shows when the crash came between storing the newest and removing the oldest.
 	var objs []*jetstream.ObjectInfo
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		objs, err = obs.List(ctx)
+		// Each listing bounded: nats.go's List waits for the listing's last message with
+		// the context's deadline alone, and one taken while a snapshot is stored or
+		// removed hung a CI run for ten minutes.
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		objs, err = obs.List(lctx)
+		cancel()
 		if err == nil && len(objs) >= 2 {
 			break
 		}
