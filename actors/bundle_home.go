@@ -137,7 +137,7 @@ func (s *shard) held(a Answer[replyFunc]) bool {
 	} else {
 		since = time.Now()
 	}
-	if !a.Cmd.Verb.IsInternal() && (r.shownWaiting || s.showsIntents(r)) {
+	if !a.Cmd.Verb.IsInternal() && !r.Undecided && (r.shownWaiting || s.showsIntents(r)) {
 		s.b.init()
 		s.b.answers = append(s.b.answers, heldAnswer{to: a.To, reply: r, since: time.Now()})
 		return true

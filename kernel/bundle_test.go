@@ -699,3 +699,32 @@ func TestBundleEndOfEveryKindKeepsTheTables(t *testing.T) {
 	home.replayed("a")
 	part.replayed("b")
 }
+
+// A delete of an object held only by an undecided bundle, or by an ending lease's part,
+// waits for the decision or the free (Undecided) rather than answer object_in_use for a
+// hold that may never be granted, or is over; held by a granted lease it is in use.
+func TestDeleteWaitsForWhatAnUndecidedBundleHolds(t *testing.T) {
+	home := newBShard(t, 0)
+	home.create("a")
+	del := func(op string) Output {
+		t.Helper()
+		return home.apply(&Command{Verb: contract.VerbDeleteResource, Tenant: "t", OperationID: op, ObjectID: "a"})
+	}
+	out := home.apply(begin("op1", []uint32{0, 1}, "a", "b"))
+	txn := TxnRef{Shard: 0, LSN: out.Lease.LSN}
+	if d := del("d1"); d.Code != contract.CodeObjectInUse || !d.Undecided {
+		t.Fatalf("delete of an intent's resource: %s, waits %v", d.Code, d.Undecided)
+	}
+	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: resources("a", "b")})
+	if d := del("d2"); d.Code != contract.CodeObjectInUse || d.Undecided {
+		t.Fatalf("delete of a granted lease's resource: %s, waits %v", d.Code, d.Undecided)
+	}
+	home.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: "rel", HolderID: "h", LeaseLSN: dec.Lease.LSN, Epoch: 1})
+	if d := del("d3"); d.Code != contract.CodeObjectInUse || !d.Undecided {
+		t.Fatalf("delete of an ending lease's resource: %s, waits %v", d.Code, d.Undecided)
+	}
+	home.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: dec.Lease.LSN, Phase: PhaseFree})
+	if d := del("d4"); d.Code != contract.CodeOK {
+		t.Fatalf("delete once freed: %s", d.Code)
+	}
+}

@@ -145,6 +145,10 @@ func (k *Kernel) deleteObject(c *Command, out *Output) {
 	}
 	if inUse {
 		out.Code = contract.CodeObjectInUse
+		// Held only by what an undecided bundle or an ending part holds: whether it is
+		// in use is theirs to decide, so the delete waits for it (Undecided), as a
+		// reserve of an intent does.
+		out.Undecided = k.usedOnlyByWaiting(g, idx)
 		return
 	}
 	delete(index, key)

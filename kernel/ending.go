@@ -82,6 +82,26 @@ func (k *Kernel) freeOwn(c *Command, out *Output) {
 	}
 }
 
+// usedOnlyByWaiting reports whether object idx of table g, in use, is held only by
+// records that wait for a decision or a free: a resource's holder, a pool's every unit,
+// a range's every value. A run's work is never such alone here (false).
+func (k *Kernel) usedOnlyByWaiting(g graveKind, idx int32) bool {
+	if k.UndecidedBundles() == 0 {
+		return false
+	}
+	switch g {
+	case graveResource:
+		return k.waiting(k.res[idx].lease)
+	case gravePool:
+		p := &k.pools[idx]
+		return p.reserved+p.active == k.intentUnits(MemberPool, p.key)
+	case graveRange:
+		r := &k.ranges[idx]
+		return r.allocated.Len() == k.intentUnits(MemberRange, r.key)
+	}
+	return false
+}
+
 // retiresAfterItsEnd reports whether ended lease lsn may retire: not while its rounds
 // are not over (its record names its participants until then).
 func (k *Kernel) retiresAfterItsEnd(lsn uint64) bool {
