@@ -195,10 +195,8 @@ func (s *shard) vote(m *voteMsg) {
 	co := s.b.coords[m.txn.LSN]
 	if co == nil {
 		if m.prepared { // a transaction decided or dropped here: the participant frees its intents
-			state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
-			if !pending && m.txn.LSN <= s.k.LastLSN() {
-				s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: s.k.BeginPriority(m.txn.LSN), state: state, deadline: deadline, lease: lease,
-					phase: s.k.EndPhase(lease)})
+			if mm, pending := s.homeMirror(m.txn, s.k.BeginPriority(m.txn.LSN)); !pending && m.txn.LSN <= s.k.LastLSN() {
+				s.sendShard(m.shard, &mm)
 			}
 		}
 		return
@@ -394,11 +392,17 @@ func (s *shard) query(m *queryMsg) {
 		s.sendShard(m.shard, abort)
 		return
 	}
-	state, deadline, lease, pending := s.k.BundleState(m.txn.LSN)
-	if !pending {
-		s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: m.priority, state: state, deadline: deadline, lease: lease,
-			phase: s.k.EndPhase(lease)})
+	if mm, pending := s.homeMirror(m.txn, m.priority); !pending {
+		s.sendShard(m.shard, &mm)
 	}
+}
+
+// homeMirror is what this home knows of transaction txn (kernel.BundleState) as a mirror
+// named by priority — the lease's state, deadline and id, and its end's round — and
+// whether it is still undecided (then there is nothing to tell yet).
+func (s *shard) homeMirror(txn kernel.TxnRef, priority uint64) (mirrorMsg, bool) {
+	state, deadline, lease, pending := s.k.BundleState(txn.LSN)
+	return mirrorMsg{txn: txn, priority: priority, state: state, deadline: deadline, lease: lease, phase: s.k.EndPhase(lease)}, pending
 }
 
 // recoverBundles aborts, after a restart, every transaction this home began and never
@@ -414,9 +418,8 @@ func (s *shard) recoverBundles() {
 	}
 	for _, lsn := range s.k.BundleLeases(nil) {
 		txn := s.k.BundleTxn(lsn)
-		state, deadline, lease, _ := s.k.BundleState(txn.LSN)
-		s.owe(mirrorMsg{txn: txn, priority: s.k.BeginPriority(txn.LSN), state: state, deadline: deadline, lease: lease,
-			phase: s.k.EndPhase(lsn)})
+		mm, _ := s.homeMirror(txn, s.k.BeginPriority(txn.LSN))
+		s.owe(mm)
 	}
 	s.sendMirrors()
 	s.flush()
