@@ -438,15 +438,7 @@ func (k *Kernel) noteIntent(tenant string, m *Member, code Code, out *Output) {
 	default:
 		return
 	}
-	switch b := k.bundles[holder]; {
-	case b == nil:
-	case b.pending:
-		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, b.priority
-	case b.ending:
-		// An ended lease's, freed within a round: whoever wants it waits, whatever its age
-		// (wait-die's youngest: an ending waits for nobody, so no cycle forms).
-		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, math.MaxUint64
-	}
+	k.bundles[holder].waitFor(out)
 }
 
 // intentUnits is how many units of pool key (or values of range key) undecided intents
@@ -481,10 +473,7 @@ func (k *Kernel) awayFrom(lsn uint64, out *Output) bool {
 	switch {
 	case b == nil || k.leaseLike(lsn):
 		return false
-	case b.pending:
-		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, b.priority
-	case b.ending:
-		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, math.MaxUint64
+	case b.waitFor(out):
 	default:
 		out.Elsewhere, out.Txn = true, TxnRef{Shard: b.txn.Shard, LSN: b.lease}
 	}
@@ -878,7 +867,7 @@ func (k *Kernel) PageShowsIntents(p *ListPage) bool {
 		lsn := l.LSN
 		if l.Shard != k.shard {
 			lsn = k.txns[TxnRef{Shard: l.Shard, LSN: l.LSN}]
-		} else if b := k.bundles[lsn]; b != nil && b.home(k.shard) && b.freeing {
+		} else if k.Freeing(lsn) {
 			return true // an ended lease whose end's rounds are not over
 		}
 		if k.waiting(lsn) {

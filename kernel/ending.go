@@ -1,6 +1,10 @@
 package kernel
 
-import "github.com/holdfast/holdfast/contract"
+import (
+	"math"
+
+	"github.com/holdfast/holdfast/contract"
+)
 
 // Endings in two rounds (docs/design.md "Endings in two rounds"). A bundle lease across
 // shards ends at its home — its state terminal at once, as any lease's — but its members
@@ -102,13 +106,6 @@ func (k *Kernel) usedOnlyByWaiting(g graveKind, idx int32) bool {
 	return false
 }
 
-// retiresAfterItsEnd reports whether ended lease lsn may retire: not while its rounds
-// are not over (its record names its participants until then).
-func (k *Kernel) retiresAfterItsEnd(lsn uint64) bool {
-	b := k.bundles[lsn]
-	return b == nil || !b.home(k.shard) || !b.freeing
-}
-
 // EndPhase is, for the bundle lease lsn at its home, what its participants are to do
 // with their parts: PhaseEnding while its rounds are not over (mark them ending; the
 // frees follow), PhaseFree once over (free them) — and at once when one shard besides
@@ -130,7 +127,8 @@ func (k *Kernel) EndPhase(lsn uint64) Phase {
 }
 
 // Freeing reports whether bundle lease lsn, ended at its home, has its end's rounds not
-// over: its own free is still to be journaled.
+// over: its own free is still to be journaled. Such a lease does not retire (its record
+// names its participants until then), and reads of it wait.
 func (k *Kernel) Freeing(lsn uint64) bool {
 	b := k.bundles[lsn]
 	return b != nil && b.home(k.shard) && b.freeing
@@ -149,7 +147,20 @@ func (b *bundle) short() bool {
 // LeaseEnding reports whether a lease's view (a read's) is of a bundle lease whose end's
 // rounds are not over here, at its home: the read waits for them, so that it never says
 // ended while a member still reads held.
-func (k *Kernel) LeaseEnding(l *LeaseView) bool {
-	b := k.bundles[l.LSN]
-	return l.Shard == k.shard && b != nil && b.home(k.shard) && b.freeing
+func (k *Kernel) LeaseEnding(l *LeaseView) bool { return l.Shard == k.shard && k.Freeing(l.LSN) }
+
+// waitFor notes in out that a member the record b holds is to be waited for — an
+// undecided bundle's intent (its transaction and priority: wait-die), or an ending part
+// (wait-die's youngest: an ending waits for nobody, so whoever wants it waits whatever its
+// age, and no cycle forms) — and reports whether it is.
+func (b *bundle) waitFor(out *Output) bool {
+	switch {
+	case b == nil || (!b.pending && !b.ending):
+		return false
+	case b.pending:
+		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, b.priority
+	default:
+		out.Undecided, out.Txn, out.TxnPriority = true, b.txn, math.MaxUint64
+	}
+	return true
 }

@@ -24,7 +24,7 @@ func (k *Kernel) retireLease(slot uint64) bool {
 		return false
 	}
 	e := k.ended.q.front()
-	if e.retireAfter >= slot || !k.retiresAfterItsEnd(e.lsn) {
+	if e.retireAfter >= slot || k.Freeing(e.lsn) {
 		return false
 	}
 	if e.lsn > k.retired {
