@@ -47,6 +47,9 @@ func (j *FileJournal) write(batch []Record) error {
 	for i := range batch {
 		j.buf = appendFrame(j.buf, batch[i])
 	}
+	if err := j.fillAhead(len(j.buf)); err != nil {
+		return err
+	}
 	if err := j.writeBuf(); err != nil {
 		return err
 	}
@@ -88,9 +91,11 @@ func (j *FileJournal) writeBuf() error {
 			}
 		}
 	}
-	if _, err := j.active.Write(buf); err != nil {
+	seg := &j.segments[len(j.segments)-1]
+	if _, err := j.active.WriteAt(buf, seg.size); err != nil {
 		return err
 	}
+	seg.length = max(seg.length, seg.size+int64(len(buf)))
 	return injected
 }
 
@@ -99,7 +104,7 @@ func (j *FileJournal) writeBuf() error {
 // the previous segment was synced by the Append that filled it.
 func (j *FileJournal) rotate(first uint64) error {
 	path := filepath.Join(j.dir, segmentName(first))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}

@@ -53,8 +53,9 @@ func OpenFileJournal(dir string, opts FileOptions) (*FileJournal, error) {
 	}
 	j := &FileJournal{dir: dir, opts: opts, segments: segs, tail: tail, last: tail, reader: reader}
 	if len(segs) > 0 {
-		// O_APPEND: recovery left the file ending exactly at its last good frame.
-		j.active, err = os.OpenFile(segs[len(segs)-1].path, os.O_WRONLY|os.O_APPEND, 0)
+		// Recovery left the file ending exactly at its last good frame; batches are written
+		// at the segment's size (WriteAt), after which fillAhead adds zeros.
+		j.active, err = os.OpenFile(segs[len(segs)-1].path, os.O_WRONLY, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -109,18 +109,20 @@ func segmentPaths(t testing.TB, dir string) []string {
 	return paths
 }
 
-// frameOffsets returns the offset of every frame in a well-formed segment file, plus its size.
-func frameOffsets(t testing.TB, path string) (offsets []int64, size int64) {
+// frameOffsets returns the offset of every frame in a well-formed segment file, plus where
+// its frames end: the file's end, or where the zeros a journal writes ahead begin.
+func frameOffsets(t testing.TB, path string) (offsets []int64, end int64) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for off := 0; off < len(data); {
+	off := 0
+	for off+frameHeaderSize <= len(data) && string(data[off:off+4]) == frameMagic {
 		offsets = append(offsets, int64(off))
 		off += frameHeaderSize + int(binary.LittleEndian.Uint32(data[off+8:]))
 	}
-	return offsets, int64(len(data))
+	return offsets, int64(off)
 }
 
 // copyDir copies the regular files of src into a new temporary directory.

@@ -22,6 +22,9 @@ type segment struct {
 	first uint64 // lsn in the file name
 	last  uint64 // lsn of the last durable record; first-1 while the file holds none
 	size  int64  // bytes that are durable; anything after this is never read
+	// length is the file's length: size, plus the zeros written ahead of the next batch
+	// (fillAhead) in the segment being written.
+	length int64
 }
 
 func segmentName(first uint64) string {
