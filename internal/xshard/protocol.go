@@ -86,17 +86,19 @@ type Node struct {
 	// The home's ending rounds: participants that marked their part ending, and that freed it.
 	endingOK map[int]map[int]bool
 	freeOK   map[int]map[int]bool
+	// Parallel commits: the begins a restarted home is recovering (parallel.go).
+	recovering map[int]map[int]bool
 }
 
 func newNode() *Node {
 	return &Node{votes: map[int]map[int]bool{}, queriers: map[int]map[int]bool{}, acks: map[int]map[int]bool{},
-		endingOK: map[int]map[int]bool{}, freeOK: map[int]map[int]bool{}}
+		endingOK: map[int]map[int]bool{}, freeOK: map[int]map[int]bool{}, recovering: map[int]map[int]bool{}}
 }
 
 func (n *Node) clone() *Node {
 	c := &Node{Durable: slices.Clone(n.Durable), Pending: slices.Clone(n.Pending), parked: slices.Clone(n.parked),
 		votes: cloneSets(n.votes), queriers: cloneSets(n.queriers), acks: cloneSets(n.acks),
-		endingOK: cloneSets(n.endingOK), freeOK: cloneSets(n.freeOK)}
+		endingOK: cloneSets(n.endingOK), freeOK: cloneSets(n.freeOK), recovering: cloneSets(n.recovering)}
 	return c
 }
 
@@ -223,7 +225,7 @@ func (n *Node) key(b *strings.Builder) {
 	slices.Sort(parked)
 	b.WriteString(strings.Join(parked, ","))
 	b.WriteByte('|')
-	for _, m := range []map[int]map[int]bool{n.votes, n.queriers, n.acks, n.endingOK, n.freeOK} {
+	for _, m := range []map[int]map[int]bool{n.votes, n.queriers, n.acks, n.endingOK, n.freeOK, n.recovering} {
 		keys := make([]int, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)

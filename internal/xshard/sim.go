@@ -20,7 +20,7 @@ func (e Event) String() string {
 		return e.Kind + " " + e.Msg.String()
 	case "submit", "timeout", "end":
 		return fmt.Sprintf("%s t%d", e.Kind, e.Txn)
-	case "query", "resend", "resend-ending", "resend-free":
+	case "query", "resend", "resend-ending", "resend-free", "resend-recover":
 		return fmt.Sprintf("%s t%d at %d", e.Kind, e.Txn, e.Shard)
 	}
 	return fmt.Sprintf("%s %d", e.Kind, e.Shard)
@@ -66,7 +66,7 @@ func (w *World) Events() []Event {
 			continue
 		}
 		home := w.Nodes[t.Home]
-		if home.votes[id] != nil && home.decided(id, true) == "" {
+		if home.votes[id] != nil && home.decided(id, true) == "" && home.recovering[id] == nil {
 			es = append(es, Event{Kind: "timeout", Txn: id, Shard: t.Home})
 		}
 		for _, p := range t.participants() {
@@ -74,6 +74,12 @@ func (w *World) Events() []Event {
 			if n.has(recPrepare, id, false) && n.outcome(id) == "" && !home.queriers[id][p] &&
 				!slices.Contains(w.Net, Message{msgQuery, p, t.Home, id}) {
 				es = append(es, Event{Kind: "query", Txn: id, Shard: p})
+			}
+			// A recovering home's prepares, resent until answered (one parked behind another
+			// transaction's intent is not lost: it is answered when that one is decided).
+			prep := Message{msgPrepare, t.Home, p, id}
+			if home.recovering[id] != nil && !home.votes[id][p] && !slices.Contains(w.Net, prep) && !slices.Contains(n.parked, prep) {
+				es = append(es, Event{Kind: "resend-recover", Txn: id, Shard: p})
 			}
 			d := home.decided(id, false)
 			kind := map[string]string{recCommit: msgCommit, recAbort: msgAbort}[d]
@@ -155,6 +161,8 @@ func (c *World) apply(e Event) {
 		c.send(Message{msgEnding, c.Txns[e.Txn].Home, e.Shard, e.Txn})
 	case "resend-free":
 		c.send(Message{msgFree, c.Txns[e.Txn].Home, e.Shard, e.Txn})
+	case "resend-recover":
+		c.send(Message{msgPrepare, c.Txns[e.Txn].Home, e.Shard, e.Txn})
 	case "query":
 		c.send(Message{msgQuery, e.Shard, c.Txns[e.Txn].Home, e.Txn})
 	case "resend":
@@ -175,12 +183,17 @@ func (w *World) Check() string {
 		if committed && home.has(recAbort, id, false) {
 			return fmt.Sprintf("t%d: the home recorded both commit and abort", id)
 		}
-		if w.Answers[id] == "ok" && !committed {
+		if w.Answers[id] == "ok" && !committed && !w.Parallel {
 			return fmt.Sprintf("t%d: answered ok without a durable commit", id)
+		}
+		if w.Parallel {
+			if bad := w.checkParallel(t); bad != "" {
+				return bad
+			}
 		}
 		for _, p := range t.participants() {
 			n := w.Nodes[p]
-			if n.has(recApplied, id, true) && !committed {
+			if n.has(recApplied, id, true) && !committed && !w.Parallel {
 				return fmt.Sprintf("t%d: shard %d applied a commit the home has not made durable", id, p)
 			}
 			if n.has(recAborted, id, true) && committed {
@@ -312,8 +325,13 @@ func (w *World) CheckSettled() string {
 				return fmt.Sprintf("t%d not committed (%q), shard %d still holds its intent", id, d, p)
 			}
 		}
-		if d == recCommit && w.Answers[id] != "ok" {
+		if d == recCommit && w.Answers[id] != "ok" && !(w.Parallel && w.Answers[id] == "") {
+			// With parallel commits a restart may lose the answer of a bundle its recovery
+			// commits: the client's request is then indefinite, as any lost reply.
 			return fmt.Sprintf("t%d committed, its client was answered %q", id, w.Answers[id])
+		}
+		if w.Answers[id] == "ok" && d != recCommit {
+			return fmt.Sprintf("t%d answered ok, and not committed (%q)", id, d)
 		}
 		if w.Nodes[t.Home].has(recEnd, id, false) {
 			for _, p := range t.participants() {

@@ -27,6 +27,9 @@ type World struct {
 	// any point; EndAnswered records that the end's client was answered.
 	Ends        bool
 	EndAnswered map[int]bool
+	// Parallel: parallel commits — the client answered once the begin and every prepare
+	// are durable, recovery asking the participants (parallel.go).
+	Parallel bool
 }
 
 // NewWorld is shards nodes and the transactions txns, none submitted; granted lists
@@ -52,7 +55,7 @@ func NewWorld(shards int, txns []*Txn, granted map[int]string, crashes, drops, d
 func (w *World) clone() *World {
 	c := &World{Txns: w.Txns, Net: slices.Clone(w.Net), Submitted: map[int]bool{}, Answers: map[int]string{},
 		Crashes: w.Crashes, Drops: w.Drops, Dups: w.Dups, Timers: w.Timers, Waitless: w.Waitless,
-		Ends: w.Ends, EndAnswered: map[int]bool{}}
+		Ends: w.Ends, EndAnswered: map[int]bool{}, Parallel: w.Parallel}
 	for k, v := range w.EndAnswered {
 		c.EndAnswered[k] = v
 	}
@@ -136,6 +139,7 @@ func (w *World) deliver(m Message) {
 		if _, pending := n.votes[t.ID]; pending && n.decided(t.ID, true) == "" {
 			n.Pending = append(n.Pending, Record{recAbort, t.ID})
 			delete(n.votes, t.ID)
+			delete(n.recovering, t.ID)
 			w.Answers[t.ID] = "pending-" + m.Kind // answered once the abort is durable
 		}
 	case msgCommit:
@@ -321,11 +325,7 @@ func (w *World) maybeCommit(t *Txn) {
 			return
 		}
 	}
-	n.Pending = append(n.Pending, Record{recCommit, t.ID})
-	delete(n.votes, t.ID)
-	if earlyAnswer {
-		w.Answers[t.ID] = "ok" // the mistake the simulation must catch
-	}
+	w.commitAt(n, t)
 }
 
 // noWaitDie makes every prepare wait for the intent it meets: a broken protocol (two
@@ -350,7 +350,7 @@ func (w *World) sync(s int) {
 		case recPrepare:
 			w.send(Message{msgPrepared, s, t.Home, t.ID})
 		case recCommit, recAbort:
-			if r.Kind == recCommit {
+			if r.Kind == recCommit && !w.Parallel {
 				w.Answers[t.ID] = "ok"
 			} else if a := w.Answers[t.ID]; strings.HasPrefix(a, "pending-") {
 				w.Answers[t.ID] = strings.TrimPrefix(a, "pending-")
@@ -400,17 +400,14 @@ func (w *World) unpark(s int) {
 
 // crash loses shard s's pending records, its memory and the messages in flight to it;
 // it restarts at once from its durable journal. A home aborts every transaction it
-// began and did not decide: it answered none of them, and their votes are gone.
+// began and did not decide — it answered none of them, and their votes are gone — or,
+// with parallel commits, prepares them again (recoverBegins).
 func (w *World) crash(s int) {
 	n := w.Nodes[s]
 	w.Nodes[s] = newNode()
 	w.Nodes[s].Durable = n.Durable
 	w.Net = slices.DeleteFunc(w.Net, func(m Message) bool { return m.To == s })
-	for _, r := range n.Durable {
-		if r.Kind == recBegin && w.Nodes[s].decided(r.Txn, true) == "" {
-			w.Nodes[s].Pending = append(w.Nodes[s].Pending, Record{recAbort, r.Txn})
-		}
-	}
+	w.recoverBegins(s)
 	for id, a := range w.Answers {
 		if strings.HasPrefix(a, "pending-") && w.Txns[id].Home == s {
 			delete(w.Answers, id) // the client's request got no answer (indefinite)
