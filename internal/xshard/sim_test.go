@@ -31,6 +31,19 @@ func bundle(id, home, priority int, members map[int]string) *Txn {
 	return &Txn{ID: id, Home: home, Priority: priority, Members: members}
 }
 
+// caught switches broken on — a protocol's rule left out — and fails the test unless the
+// exploration of w finds a violation: the simulation is not vacuous.
+func caught(t *testing.T, w *World, broken *bool, what string) {
+	t.Helper()
+	*broken = true
+	defer func() { *broken = false }()
+	if _, bad := Explore(w, *flagStates); bad == "" {
+		t.Fatalf("%s passed the simulation", what)
+	} else {
+		t.Logf("caught: %s", bad)
+	}
+}
+
 // explore runs one exploration and fails the test on a violation or when the bound cut it.
 func explore(t *testing.T, w *World) {
 	t.Helper()
@@ -95,26 +108,14 @@ func TestTwoBundlesInOppositeOrders(t *testing.T) {
 func TestTheSimulationCatchesWaitsOnEachOther(t *testing.T) {
 	w := opposite(0)
 	w.Timers, w.Waitless = false, true
-	noWaitDie = true
-	defer func() { noWaitDie = false }()
-	if _, bad := Explore(w, *flagStates); bad == "" {
-		t.Fatal("bundles that wait on each other passed the simulation")
-	} else {
-		t.Logf("caught: %s", bad)
-	}
+	caught(t, w, &noWaitDie, "bundles that wait on each other")
 }
 
 // The checker catches a protocol that answers before its commit is durable: the
 // simulation is not vacuous.
 func TestTheSimulationCatchesAnEarlyAnswer(t *testing.T) {
 	w := NewWorld(2, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b"})}, nil, 1, 0, 0)
-	earlyAnswer = true
-	defer func() { earlyAnswer = false }()
-	if _, bad := Explore(w, *flagStates); bad == "" {
-		t.Fatal("a home that answers ok before its commit is durable passed the simulation")
-	} else {
-		t.Logf("caught: %s", bad)
-	}
+	caught(t, w, &earlyAnswer, "a home that answers ok before its commit is durable")
 }
 
 // A bundle's lease ends at any point after its commit (a release, an expiry) — with two
@@ -152,13 +153,7 @@ func TestBundleWaitsForAnEnding(t *testing.T) {
 func TestTheSimulationCatchesOneRoundEnds(t *testing.T) {
 	w := NewWorld(3, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b", 2: "c"})}, nil, 0, 0, 0)
 	w.Ends = true
-	oneRoundEnds = true
-	defer func() { oneRoundEnds = false }()
-	if _, bad := Explore(w, *flagStates); bad == "" {
-		t.Fatal("ends freed in one round passed the simulation")
-	} else {
-		t.Logf("caught: %s", bad)
-	}
+	caught(t, w, &oneRoundEnds, "ends freed in one round")
 }
 
 // Both rounds on two shards as well (the short end switched off), with a crash.
@@ -228,24 +223,12 @@ func TestParallelCommitsThenEnds(t *testing.T) {
 // two-round protocol's recovery) aborts a bundle whose client was answered ok: caught.
 func TestTheSimulationCatchesBlindRecovery(t *testing.T) {
 	w := parallel(NewWorld(2, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b"})}, nil, 1, 0, 0))
-	blindRecovery = true
-	defer func() { blindRecovery = false }()
-	if _, bad := Explore(w, *flagStates); bad == "" {
-		t.Fatal("a restarted home that aborts its undecided begins passed the simulation")
-	} else {
-		t.Logf("caught: %s", bad)
-	}
+	caught(t, w, &blindRecovery, "a restarted home that aborts its undecided begins")
 }
 
 // A home with parallel commits that commits what it never decided when it restarts,
 // without asking, commits a bundle a participant never prepared durably: caught.
 func TestTheSimulationCatchesHastyRecovery(t *testing.T) {
 	w := parallel(NewWorld(2, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b"})}, nil, 1, 0, 0))
-	hastyRecovery = true
-	defer func() { hastyRecovery = false }()
-	if _, bad := Explore(w, *flagStates); bad == "" {
-		t.Fatal("a restarted home that commits its undecided begins passed the simulation")
-	} else {
-		t.Logf("caught: %s", bad)
-	}
+	caught(t, w, &hastyRecovery, "a restarted home that commits its undecided begins")
 }
