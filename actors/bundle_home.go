@@ -21,6 +21,13 @@ type coord struct {
 	aborting bool      // ... and it is an abort
 	started  time.Time // this run's begin: its votes are due within the prepare bound
 	first    time.Time // the first run's: a bundle that keeps giving way ends after the undecided bound
+	// Parallel commits (docs/design.md): early is the answer given once every vote was in,
+	// before the commit is durable (a retry joining later gets it too); recovering says a
+	// restarted home prepares again a bundle it began and never decided, which it may
+	// abort only on a participant's refusal, never on a timeout: its client may have been
+	// answered before the restart.
+	early      *Reply
+	recovering bool
 }
 
 type coordPart struct {
@@ -66,18 +73,7 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 		return
 	}
 	s.b.init()
-	var parts []*coordPart
-	for i, sh := range c.Shards {
-		if sh == s.h.shard {
-			continue
-		}
-		j := slices.IndexFunc(parts, func(p *coordPart) bool { return p.shard == sh })
-		if j < 0 {
-			parts = append(parts, &coordPart{shard: sh})
-			j = len(parts) - 1
-		}
-		parts[j].index = append(parts[j].index, i)
-	}
+	parts := s.coordParts(c)
 	if c.Priority == 0 && len(parts) > 0 {
 		c.Priority = s.bundleAge() // kept when the bundle runs again: wait-die's age
 		if run := s.q.InFlight(c.Tenant, c.OperationID); run != nil && run.Priority != 0 {
@@ -86,7 +82,8 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 			c.Priority = run.Priority
 		}
 	}
-	if len(parts) > 0 && s.yields(c.Priority, kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced() + 1}, c.Tenant, c.Members, c.Shards) {
+	self := kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced() + 1 + uint64(kernel.SkipsBefore(c))}
+	if len(parts) > 0 && s.yields(c.Priority, self, c.Tenant, c.Members, c.Shards) {
 		s.dieLater(c, []replyFunc{reply}, first)
 		return
 	}
@@ -101,7 +98,34 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 	co := &coord{txn: kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced()}, cmd: c, parts: parts, started: time.Now(), first: first}
 	s.b.coords[co.txn.LSN] = co
 	s.step(StepBegun)
-	for _, p := range parts {
+	s.sendPrepares(co, false)
+}
+
+// coordParts groups a bundle's members by the shards besides this one that hold them.
+func (s *shard) coordParts(c *kernel.Command) []*coordPart {
+	var parts []*coordPart
+	for i, sh := range c.Shards {
+		if sh == s.h.shard {
+			continue
+		}
+		j := slices.IndexFunc(parts, func(p *coordPart) bool { return p.shard == sh })
+		if j < 0 {
+			parts = append(parts, &coordPart{shard: sh})
+			j = len(parts) - 1
+		}
+		parts[j].index = append(parts[j].index, i)
+	}
+	return parts
+}
+
+// sendPrepares sends co's prepares: to every participant, or with unvoted to those that
+// have not answered yet (a recovering home's resend).
+func (s *shard) sendPrepares(co *coord, unvoted bool) {
+	c := co.cmd
+	for _, p := range co.parts {
+		if unvoted && p.voted {
+			continue
+		}
 		m := &prepareMsg{txn: co.txn, priority: c.Priority, tenant: c.Tenant, holder: c.HolderID, activate: c.Activate}
 		for _, i := range p.index {
 			m.members = append(m.members, c.Members[i])
@@ -157,6 +181,10 @@ func (s *shard) held(a Answer[replyFunc]) bool {
 		}
 		if co == nil {
 			a.To(rejection(contract.CodeTimeout, "the bundle is being decided; retry the same operation_id", s.applied()))
+			return true
+		}
+		if co.early != nil { // committing in parallel, answered already: the same answer
+			a.To(co.early)
 			return true
 		}
 		co.waiters = append(co.waiters, a.To) // answered with the decision
@@ -215,7 +243,7 @@ func (s *shard) vote(m *voteMsg) {
 	case m.prepared:
 		p.voted, p.members = true, m.members
 	case m.die:
-		s.abort(co, refusal{}, true)
+		s.abort(co, refusal{}, !co.recovering) // a recovered bundle has no client to run it again for
 		return
 	case m.code.IsRejection(): // overloaded, halted: not the bundle's answer; nothing to wait for
 		s.abort(co, refusal{code: m.code, member: -1}, false)
@@ -275,7 +303,7 @@ func (s *shard) maybeDecide(co *coord) {
 	if !all {
 		return
 	}
-	if time.Since(co.first) > s.undecidedBound() {
+	if !co.recovering && time.Since(co.first) > s.undecidedBound() {
 		// Its client has been answered timeout: granted now, the lease would hold its
 		// members unknown to anyone until its TTL ends. Undecided, it may still abort.
 		s.abort(co, refusal{}, false)
@@ -294,8 +322,30 @@ func (s *shard) maybeDecide(co *coord) {
 	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Commit: true, Members: members}
 	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, nil, true) }) {
 		s.answerCoord(co, rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
+		return
 	}
+	s.answerEarly(co, members)
 	s.flushLater()
+}
+
+// answerEarly answers a bundle that commits in parallel as soon as its commit is
+// sequenced: its begin is applied (durable) and every participant's prepare is durable
+// (each voted once its prepare was), so it is committed whatever happens next — a
+// restarted home prepares it again and commits it. The answer is the view the commit
+// will give (kernel.CommitView); reads here wait until the commit is applied (the
+// barrier: readApplied), so none answered after this one misses the lease.
+func (s *shard) answerEarly(co *coord, members []kernel.Member) {
+	var out kernel.Output
+	if co.recovering || !s.k.CommitView(co.txn, members, &out) {
+		return
+	}
+	co.early = replyFromOutput(&out, s.applied())
+	s.b.barrier = max(s.b.barrier, s.q.Sequenced())
+	for _, w := range co.waiters {
+		w(co.early)
+	}
+	co.waiters = nil
+	s.step(StepAnswered)
 }
 
 // abort journals the transaction's abort and frees the participants' intents at once (no
@@ -406,12 +456,21 @@ func (s *shard) homeMirror(txn kernel.TxnRef, priority uint64) (mirrorMsg, bool)
 }
 
 // recoverBundles aborts, after a restart, every transaction this home began and never
-// decided: it never answered them, and its memory of their votes is gone. And it owes
+// decided: it never answered them, and its memory of their votes is gone — except one
+// that commits in parallel, whose client may have been answered: it prepares that one
+// again, and decides as it would have (docs/design.md "Parallel commits"). And it owes
 // every participant the state of each bundle lease it keeps: which mirrors reached them
 // before the restart is not known here.
 func (s *shard) recoverBundles() {
 	for _, txn := range s.k.Undecided(nil) {
 		if txn.Shard != s.h.shard {
+			continue
+		}
+		if c := s.k.BeginCommand(txn.LSN); c != nil {
+			s.b.init()
+			co := &coord{txn: txn, cmd: c, parts: s.coordParts(c), begun: true, recovering: true, started: time.Now(), first: time.Now()}
+			s.b.coords[txn.LSN] = co
+			s.sendPrepares(co, false)
 			continue
 		}
 		s.q.Internal(&kernel.Command{Verb: contract.VerbDecide, Txn: txn}, s.stampSlot(), func(*Reply) {})

@@ -97,7 +97,13 @@ func (s *shard) bundleTick(now time.Time) {
 	s.resendOwed(now)
 	if !s.holding() { // a copy is being taken: no bundle step is sequenced (backup.go)
 		for _, co := range s.b.coords {
-			if !co.deciding && (now.Sub(co.started) > s.prepareBound() || now.Sub(co.first) > s.undecidedBound()) {
+			switch {
+			case co.deciding:
+			case co.recovering && now.Sub(co.started) > s.prepareBound():
+				// Never aborted on a timeout (its client may have been answered): asked again.
+				co.started = now
+				s.sendPrepares(co, true)
+			case !co.recovering && (now.Sub(co.started) > s.prepareBound() || now.Sub(co.first) > s.undecidedBound()):
 				s.abort(co, refusal{}, false)
 			}
 		}
@@ -195,7 +201,7 @@ func (s *shard) afterDecided() {
 // (undecidedBound at most). The reply says which: its object, or its page.
 func (s *shard) replyRead(m *readMsg) {
 	r := s.answer(&m.req)
-	if s.readWaits(r) {
+	if s.readWaits(r) || s.recoveringBundles() {
 		if len(s.b.reads) >= maxParked {
 			m.reply(rejection(contract.CodeOverloaded, "too many reads waiting for undecided bundles", s.applied()))
 			return
@@ -207,6 +213,20 @@ func (s *shard) replyRead(m *readMsg) {
 		return
 	}
 	m.reply(r)
+}
+
+// recoveringBundles reports whether this home, restarted (or a new owner), is preparing
+// again a bundle it began in parallel and never decided: its client may have been
+// answered before, so no read here may miss its lease — every read waits for the
+// decisions (a prepare round; undecidedBound at most), as readApplied's barrier makes
+// reads wait for a commit answered before it was applied.
+func (s *shard) recoveringBundles() bool {
+	for _, co := range s.b.coords { // any one: the order reaches no output
+		if co.recovering {
+			return true
+		}
+	}
+	return false
 }
 
 // readWaits reports whether a read's answer would show what an undecided bundle or an

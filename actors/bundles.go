@@ -27,6 +27,7 @@ const (
 	StepBegun     = "begun"     // home: the begin sequenced, prepares not sent yet
 	StepPrepared  = "prepared"  // participant: its prepare applied, its vote not sent yet
 	StepVoted     = "voted"     // home: every vote in, the commit not sequenced yet
+	StepAnswered  = "answered"  // home: a bundle committing in parallel answered, its commit sequenced, not durable
 	StepCommitted = "committed" // home: the commit applied, client and participants not told yet
 	StepMirrored  = "mirrored"  // participant: a mirror applied
 	StepEnding    = "ending"    // home: a bundle's lease ended, its participants not told yet
@@ -107,6 +108,9 @@ type bundleState struct {
 	// its answer: parked again, it waits within the same bound (one entry a parked write).
 	waitedSince map[*kernel.Command]time.Time
 	txnBuf      []kernel.TxnRef
+	// barrier is the position of the last commit of a bundle answered before it was
+	// applied (answerEarly): a read here waits until it is applied (readApplied).
+	barrier uint64
 }
 
 func (b *bundleState) init() {

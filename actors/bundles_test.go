@@ -193,8 +193,8 @@ func TestBundleCrashChild(t *testing.T) {
 	if step == StepEnding || step == StepFreeing {
 		do(t, sys, 0, release("end", "h", r.Lease.LSN, 1))
 	}
-	if step == StepMirrored || step == StepEnding || step == StepFreeing {
-		time.Sleep(5 * time.Second) // the mirror comes after the answer
+	if step == StepCommitted || step == StepMirrored || step == StepEnding || step == StepFreeing {
+		time.Sleep(5 * time.Second) // the commit (committing in parallel) and the mirror come after the answer
 	}
 	t.Fatalf("never reached step %s", step)
 }
@@ -203,7 +203,7 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
 	}
-	for _, step := range []string{StepBegun, StepPrepared, StepVoted, StepCommitted, StepMirrored, StepEnding, StepFreeing} {
+	for _, step := range []string{StepBegun, StepPrepared, StepVoted, StepAnswered, StepCommitted, StepMirrored, StepEnding, StepFreeing} {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestBundleCrashChild$", "-test.count=1")
@@ -221,7 +221,13 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 				}
 				return
 			}
-			committed := step == StepCommitted || step == StepMirrored
+			// From voted on, the bundle is committed (it commits in parallel: every prepare
+			// and its begin are durable, and a restarted home prepares it again); killed at
+			// prepared, it is when the home's begin was durable by then, else absent.
+			committed := step == StepVoted || step == StepAnswered || step == StepCommitted || step == StepMirrored
+			if step == StepPrepared {
+				committed = before.LSN != 0
+			}
 			if committed != (before.LSN != 0) {
 				t.Fatalf("killed at %s: after recovery the members are held by %+v", step, before)
 			}
@@ -449,7 +455,7 @@ func TestBundleWhoseBeginWasLost(t *testing.T) {
 		t.Fatalf("the home's begin failed, the bundle answered %s", r.Code)
 	}
 	time.Sleep(200 * time.Millisecond)  // the participant prepares (its own journal is fine)
-	lost := sys.Stats(0).AppliedLSN + 1 // where the begin was sequenced
+	lost := sys.Stats(0).AppliedLSN + 2 // where the begin was sequenced, after its skip (its lease's id)
 	sys.Stop()
 	armed.Lock()
 	failHome = false
@@ -474,7 +480,7 @@ func TestBundleWhoseBeginWasLost(t *testing.T) {
 		sys := restart(t)
 		r := do(t, sys, 0, bundle("next", "h", "s0/w", "s1/z"))
 		wantCode(t, r, contract.CodeOK)
-		if r.Lease.LSN != lost+1 {
+		if r.Lease.LSN+1 != lost { // committing in parallel: its lease is the skip's position before its begin
 			t.Fatalf("the new bundle committed as lease %d, not begun at the lost begin's position %d", r.Lease.LSN, lost)
 		}
 		if got := settled(t, sys, "s0/w", "s1/z"); got.LSN != r.Lease.LSN {

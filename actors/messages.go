@@ -102,6 +102,9 @@ type readMsg struct {
 	deadline time.Time
 	// undecidedUntil is how long the read waits for an undecided bundle (bundles.go).
 	undecidedUntil time.Time
+	// barrier says the read waits for a bundle's commit answered before it was applied,
+	// not for a min_lsn of its own (readApplied): past its wait it is answered timeout.
+	barrier bool
 }
 
 // reconfigureMsg asks a shard to serve under System.Config (System.Configure).

@@ -21,8 +21,13 @@ func (s *shard) read(m *readMsg) {
 	s.answerAsStanding(m.reply, func() { s.readApplied(m) })
 }
 
-// readApplied answers a read whose standing allows it: now, or once MinLSN is applied.
+// readApplied answers a read whose standing allows it: now, or once MinLSN is applied —
+// and once the commit of every bundle this home answered before applying it is applied
+// (the barrier: a read after such an answer must see its lease), which is a batch away.
 func (s *shard) readApplied(m *readMsg) {
+	if s.b.barrier > s.k.LastLSN() && m.req.MinLSN <= s.k.LastLSN() {
+		m.req.MinLSN, m.req.Wait, m.barrier = s.b.barrier, max(m.req.Wait, s.undecidedBound()), true
+	}
 	if m.req.MinLSN > s.k.LastLSN() {
 		if m.req.Wait <= 0 {
 			m.reply(rejection(contract.CodeFenceNotApplied, "min_lsn not applied yet", s.k.LastLSN()))
@@ -47,6 +52,8 @@ func (s *shard) answerReaders(now time.Time) {
 		switch {
 		case r.req.MinLSN <= s.k.LastLSN():
 			s.answerAsStanding(r.reply, func() { s.replyRead(r) })
+		case !now.IsZero() && !now.Before(r.deadline) && r.barrier:
+			r.reply(rejection(contract.CodeTimeout, "a bundle's commit was not applied in time; retry", s.k.LastLSN()))
 		case !now.IsZero() && !now.Before(r.deadline):
 			r.reply(rejection(contract.CodeFenceNotApplied, "min_lsn not applied within wait_ms", s.k.LastLSN()))
 		default:

@@ -24,7 +24,9 @@ import (
 // with the node of the step's shard killed (the process ends at once, nothing flushed)
 // exactly at each step of the protocol: at the home after its begin is sequenced, at
 // the participant after its prepare is durable and before it votes, at the home with
-// every vote in, after the commit is durable, at the participant after it applied the
+// every vote in, at the home once it answered (committing in parallel, its commit not
+// durable: the next owner prepares the bundle again and commits it), after the commit is
+// durable, at the participant after it applied the
 // commit's mirror, at the home after the lease's release is durable and before the
 // participant is told, and at the home once the participant marked its part ending,
 // before any free is journaled or sent. After the failover, the client's retries with the same
@@ -59,7 +61,7 @@ func TestClusterBundleKilledAtEveryStep(t *testing.T) {
 	ctx := context.Background()
 	const shards = 4 // clusterNode's --shards
 
-	for i, step := range []string{actors.StepBegun, actors.StepPrepared, actors.StepVoted, actors.StepCommitted,
+	for i, step := range []string{actors.StepBegun, actors.StepPrepared, actors.StepVoted, actors.StepAnswered, actors.StepCommitted,
 		actors.StepMirrored, actors.StepEnding, actors.StepFreeing} {
 		owners := balancedOwners(t, cl, nodes)
 		// A home shard and a participant shard with different owners, and a resource on each.

@@ -117,10 +117,14 @@ func (NoneInFlight) Payload(string) ([]byte, bool) { return nil, false }
 func (NoneInFlight) Len() int                      { return 0 }
 
 // SkipsBefore is how many skip entries (VerbSkip) the runtime sequences right before c:
-// a lease.import of n leases takes the lsns of n-1 skips and its own as its leases' ids.
+// a lease.import of n leases takes the lsns of n-1 skips and its own as its leases' ids,
+// and a bundle that commits in parallel the skip's as its lease's.
 func SkipsBefore(c *Command) int {
-	if c.Verb == contract.VerbImport && len(c.Imports) > 1 {
+	switch {
+	case c.Verb == contract.VerbImport && len(c.Imports) > 1:
 		return len(c.Imports) - 1
+	case c.Parallel:
+		return 1
 	}
 	return 0
 }

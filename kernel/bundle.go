@@ -53,6 +53,11 @@ type bundle struct {
 	freeing  bool
 	ending   bool
 	ownPart  bool
+	// parallel says the home's bundle commits in parallel (its begin said so: command
+	// format 8): its lease's id is the skip's position right before the begin, its
+	// deadline counts from the begin, and a restarted home prepares it again rather than
+	// abort it (docs/design.md "Parallel commits").
+	parallel bool
 }
 
 // remoteMember is a member of a home's bundle that another shard holds.
@@ -63,6 +68,7 @@ type remoteMember struct {
 	id, name string
 	quantity uint64
 	value    uint64
+	hasValue bool // a specific value was asked for (kept for a parallel bundle's recovery: BeginCommand)
 }
 
 // home reports whether the record is its transaction's at the home (shard): a shard is
@@ -90,7 +96,8 @@ func (k *Kernel) begin(e Entry, out *Output) {
 		return
 	}
 	b := &bundle{txn: TxnRef{Shard: k.shard, LSN: e.LSN}, pending: true, priority: c.Priority, op: key,
-		activate: c.Activate, ttlSlots: c.TTLSlots, keepAliveSlots: c.KeepAliveSlots, twoRound: c.Phase == PhaseEnding}
+		activate: c.Activate, ttlSlots: c.TTLSlots, keepAliveSlots: c.KeepAliveSlots, twoRound: c.Phase == PhaseEnding,
+		parallel: c.Parallel}
 	b.hash, k.hashBuf = commandHash(c, k.hashBuf)
 	idx, ok := k.holdIntents(e, out, func(i int) bool { return c.Shards[i] == k.shard })
 	if !ok {
@@ -105,7 +112,7 @@ func (k *Kernel) begin(e Entry, out *Output) {
 	for i := range c.Members {
 		if m := &c.Members[i]; c.Shards[i] != k.shard {
 			b.remote = append(b.remote, remoteMember{index: uint32(i), shard: c.Shards[i], kind: m.Kind, id: m.ID,
-				name: m.Name, quantity: m.Quantity, value: m.Value})
+				name: m.Name, quantity: m.Quantity, value: m.Value, hasValue: m.HasValue && c.Parallel})
 		}
 	}
 	k.leases[idx].labels = k.internLabels(c.Labels)
@@ -240,7 +247,7 @@ func (k *Kernel) decide(e Entry, out *Output) {
 		delete(k.begins, c.Txn.LSN)
 		delete(k.pending, c.Txn.LSN)
 		if c.Refusal != contract.CodeOK {
-			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember)-1, 0, e)
+			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember)-1, 0, e, 0)
 		}
 		return
 	}
@@ -249,7 +256,7 @@ func (k *Kernel) decide(e Entry, out *Output) {
 		k.dropIntents(idx, false) // still undecided as it frees: no version moves
 		b.pending = false
 		if c.Refusal != contract.CodeOK {
-			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember)-1, 0, e)
+			k.rememberDecision(b, c.Refusal, int16(c.RefusalMember)-1, 0, e, 0)
 		}
 		return
 	}
@@ -264,6 +271,7 @@ func (k *Kernel) decide(e Entry, out *Output) {
 	}
 	k.versions(idx, +1) // the grant is the change
 	k.commitValues(idx)
+	id, slot := k.commitPlace(b, idx, e)
 	out.Event = EventLeaseReserved
 	if b.activate {
 		k.moveMembers(idx, LeaseActive)
@@ -275,9 +283,9 @@ func (k *Kernel) decide(e Entry, out *Output) {
 	if w >= 0 {
 		k.dequeue(w, qHeld) // its key, the claim's deadline and lease, changes below
 	}
-	k.rekey(idx, e.LSN)
-	k.leases[idx].created = e.Slot
-	k.goLive(idx, e.Slot, b.activate, b.ttlSlots, b.keepAliveSlots)
+	k.rekey(idx, id)
+	k.leases[idx].created = slot
+	k.goLive(idx, slot, b.activate, b.ttlSlots, b.keepAliveSlots)
 	k.viewLease(idx, out)
 	if w >= 0 { // a claim across placement keys: its work is here, at the home
 		k.works[w].claims++
@@ -285,7 +293,22 @@ func (k *Kernel) decide(e Entry, out *Output) {
 		k.showClaim(w, out)
 	}
 	out.Mirror = true
-	k.rememberDecision(b, contract.CodeOK, -1, 1, e)
+	var ref uint64 // a parallel commit's lease is not at its position: the outcome names it
+	if id != e.LSN {
+		ref = id
+	}
+	k.rememberDecision(b, contract.CodeOK, -1, 1, e, ref)
+}
+
+// commitPlace is where a committing bundle's lease lives and when its life starts: the
+// commit's position and slot, or — committing in parallel, its client answered before
+// the commit was durable — the skip's position before its begin and the begin's slot,
+// which the answer already showed and a commit after a restart keeps.
+func (k *Kernel) commitPlace(b *bundle, idx int32, e Entry) (id, slot uint64) {
+	if b.parallel {
+		return b.txn.LSN - 1, k.leases[idx].created
+	}
+	return e.LSN, e.Slot
 }
 
 // rekey moves a committed bundle's record from its begin's lsn to the commit's, the
@@ -313,13 +336,15 @@ func (k *Kernel) rekey(idx int32, lsn uint64) {
 
 // rememberDecision remembers a decided reserve's outcome for its retries, as Apply does a
 // one-shard reserve's: at the decision's lsn, the entry that made the change (and, with
-// ok, the lease's id).
-func (k *Kernel) rememberDecision(b *bundle, code Code, member int16, epoch uint8, e Entry) {
+// ok, the lease's id — or, a bundle committed in parallel, ref: its lease, at the position
+// before its begin; the retry cache keeps its outcomes in lsn order, so the outcome stays
+// at the decision's).
+func (k *Kernel) rememberDecision(b *bundle, code Code, member int16, epoch uint8, e Entry, ref uint64) {
 	if !k.opRoom(e.Slot) {
 		return
 	}
 	k.ops.push(outcome{keyHi: b.op.hi, keyLo: b.op.lo, hash: b.hash, code: code, member: member,
-		lsn: e.LSN, epoch: epoch, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})
+		lsn: e.LSN, ref: ref, epoch: epoch, retireAfter: satAdd(e.Slot, k.shape.DedupeWindowSlots)})
 }
 
 // mirror applies the home's state of transaction c.Txn to this participant's part: a
@@ -596,7 +621,8 @@ func (k *Kernel) checkBundles() error {
 			return fmt.Errorf("bundle record %d: undecided begin not found by its operation", lsn)
 		case !home && (k.txns[b.txn] != lsn || len(b.remote) != 0):
 			return fmt.Errorf("bundle record %d: a participant's part not found by its transaction", lsn)
-		case home && (k.begins[b.txn.LSN] != lsn || (b.pending && lsn != b.txn.LSN) || (!b.pending && lsn <= b.txn.LSN)):
+		case home && (k.begins[b.txn.LSN] != lsn || (b.pending && lsn != b.txn.LSN) || (!b.pending && !b.parallel && lsn <= b.txn.LSN) ||
+			(!b.pending && b.parallel && lsn != b.txn.LSN-1)):
 			return fmt.Errorf("bundle record %d: its begin at %d does not lead to it", lsn, b.txn.LSN)
 		case live && b.pending && k.leases[idx].state != LeaseReserved:
 			return fmt.Errorf("bundle record %d: undecided intents in state %s", lsn, k.leases[idx].state)
@@ -643,7 +669,7 @@ func (k *Kernel) appendBundles(b []byte, flags bool) []byte {
 		b = appendUvarint(b, uint64(len(r.remote)))
 		for _, m := range r.remote {
 			b = appendUvarint(appendUvarint(b, uint64(m.index)), uint64(m.shard))
-			b = append(b, byte(m.kind))
+			b = append(b, byte(m.kind)|hasValueBit(m.hasValue)) // set only in a parallel bundle's: format 11
 			b = appendString(appendString(b, m.id), m.name)
 			b = appendUvarint(appendUvarint(b, m.quantity), m.value)
 		}
@@ -659,10 +685,11 @@ func (k *Kernel) appendBundles(b []byte, flags bool) []byte {
 }
 
 // endFlags is a record's endings flags as snapshot format 10 writes them (0: a bundle
-// that ends in one round, as format 9 knew them).
+// that ends in one round, as format 9 knew them), and format 11 with bit 4: it commits in
+// parallel.
 func (b *bundle) endFlags() byte {
 	var f byte
-	for i, set := range [4]bool{b.twoRound, b.ending, b.ownPart, b.freeing} {
+	for i, set := range [5]bool{b.twoRound, b.ending, b.ownPart, b.freeing, b.parallel} {
 		if set {
 			f |= 1 << i
 		}
@@ -675,6 +702,17 @@ func (b *bundle) endFlags() byte {
 func (k *Kernel) bundlesEndInTwoRounds() bool {
 	for _, b := range k.bundles { // any one: the order reaches no output
 		if b.endFlags() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// bundlesCommitInParallel reports whether a record commits in parallel: the snapshot needs
+// format 11.
+func (k *Kernel) bundlesCommitInParallel() bool {
+	for _, b := range k.bundles { // any one: the order reaches no output
+		if b.parallel {
 			return true
 		}
 	}
@@ -700,6 +738,9 @@ func (r *restorer) bundles() {
 		for j := uint64(0); j < m && d.err == nil; j++ {
 			rm := remoteMember{index: uint32(d.count(maxEncodedMembers)), shard: uint32(d.count(math.MaxUint32)),
 				kind: MemberKind(d.byte()), id: d.string(maxEncodedString), name: d.string(maxEncodedString)}
+			if rm.kind&hasValueFlag != 0 && r.format >= snapshotFormatParallel {
+				rm.kind, rm.hasValue = rm.kind&^hasValueFlag, true
+			}
 			rm.quantity, rm.value = d.uvarint(), d.uvarint()
 			b.remote = append(b.remote, rm)
 		}
@@ -708,8 +749,12 @@ func (r *restorer) bundles() {
 		b.ttlSlots, b.keepAliveSlots = d.uvarint(), d.uvarint()
 		if r.format >= snapshotFormatEndings {
 			f := d.byte()
-			b.twoRound, b.ending, b.ownPart, b.freeing = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
-			if f > 15 || (b.ownPart && !b.ending) || (b.freeing && !b.twoRound) {
+			b.twoRound, b.ending, b.ownPart, b.freeing, b.parallel = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0, f&16 != 0
+			top := byte(15)
+			if r.format >= snapshotFormatParallel {
+				top = 31
+			}
+			if f > top || (b.ownPart && !b.ending) || (b.freeing && !b.twoRound) || (b.parallel && !b.twoRound) {
 				d.fail()
 			}
 		}

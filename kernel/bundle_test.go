@@ -30,6 +30,9 @@ func newBShard(t *testing.T, shard uint32) *bshard {
 func (s *bshard) apply(c *Command) Output {
 	s.t.Helper()
 	Normalize(&s.k.shape, c)
+	for range SkipsBefore(c) { // as the runtime sequences them (a parallel begin's lease id)
+		s.applyNormalized(&Command{Verb: contract.VerbSkip})
+	}
 	return s.applyNormalized(c)
 }
 
@@ -38,7 +41,16 @@ func (s *bshard) apply(c *Command) Output {
 func (s *bshard) applyOneRound(c *Command) Output {
 	s.t.Helper()
 	Normalize(&s.k.shape, c)
-	c.Phase = PhaseNone
+	c.Phase, c.Parallel = PhaseNone, false
+	return s.applyNormalized(c)
+}
+
+// applyTwoRounds applies a reserve begun across shards as v0.1.0's successor journaled
+// it, in command format 7: its lease ends in two rounds, and it commits in two.
+func (s *bshard) applyTwoRounds(c *Command) Output {
+	s.t.Helper()
+	Normalize(&s.k.shape, c)
+	c.Parallel = false
 	return s.applyNormalized(c)
 }
 
@@ -122,20 +134,28 @@ func begin(op string, shards []uint32, ids ...string) *Command {
 		Members: resources(ids...), Shards: shards, Priority: 7}
 }
 
-func TestBundleCommitsAcrossShards(t *testing.T) { bundleAcrossShards(t, false) }
+// A bundle that commits in parallel (command format 8): its lease is the skip's position
+// before its begin, its life counted from the begin.
+func TestBundleCommitsAcrossShards(t *testing.T) { bundleAcrossShards(t, "parallel") }
+
+// A bundle begun in command format 7 commits in two rounds: its lease is the commit's.
+func TestBundleOfTheSecondBuildCommitsInTwoRounds(t *testing.T) { bundleAcrossShards(t, "two rounds") }
 
 // A bundle begun by the first build (command format 6) ends as it did then, in one round:
 // a journal means what it meant.
-func TestBundleOfTheFirstBuildEndsInOneRound(t *testing.T) { bundleAcrossShards(t, true) }
+func TestBundleOfTheFirstBuildEndsInOneRound(t *testing.T) { bundleAcrossShards(t, "one round") }
 
-func bundleAcrossShards(t *testing.T, oneRound bool) {
+func bundleAcrossShards(t *testing.T, build string) {
 	home, part := newBShard(t, 0), newBShard(t, 1)
 	home.create("a")
 	part.create("b", "c")
 
-	beginAt := home.apply
-	if oneRound {
+	beginAt, oneRound, parallel := home.apply, build == "one round", build == "parallel"
+	switch build {
+	case "one round":
 		beginAt = home.applyOneRound
+	case "two rounds":
+		beginAt = home.applyTwoRounds
 	}
 	out := beginAt(begin("op1", []uint32{0, 1, 1}, "a", "b", "c"))
 	if out.Code != contract.CodeOK || !out.Pending || out.Event != EventNone {
@@ -179,6 +199,8 @@ func bundleAcrossShards(t *testing.T, oneRound bool) {
 		t.Fatalf("an undecided member is shown by a read (%v) or a listing (%v)", !one, !page)
 	}
 
+	begun := home.slot
+	home.slot += 5
 	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: resources("a", "b", "c")})
 	if dec.Code != contract.CodeOK || dec.Event != EventLeaseReserved || !dec.Mirror || len(dec.Lease.Members) != 3 {
 		t.Fatalf("commit: %s event=%s mirror=%v members=%d", dec.Code, dec.Event, dec.Mirror, len(dec.Lease.Members))
@@ -186,9 +208,14 @@ func bundleAcrossShards(t *testing.T, oneRound bool) {
 	if ids := []string{dec.Lease.Members[0].ID, dec.Lease.Members[1].ID, dec.Lease.Members[2].ID}; ids[0] != "a" || ids[1] != "b" || ids[2] != "c" {
 		t.Fatalf("members in the reserve's order: %v", ids)
 	}
-	lease := dec.Lease.LSN // a lease id is its committing entry's position
-	if lease <= txn.LSN || dec.LSN != lease {
+	lease := dec.Lease.LSN // a lease id is its committing entry's position, or the skip's before a parallel begin
+	if want := dec.LSN; (parallel && (lease != txn.LSN-1 || dec.LSN <= txn.LSN)) || (!parallel && (lease <= txn.LSN || lease != want)) {
 		t.Fatalf("committed at %d as lease %d, begun at %d", dec.LSN, lease, txn.LSN)
+	}
+	// The lease's life counts from its begin when it commits in parallel (the answer,
+	// before the commit, showed that deadline), else from its commit.
+	if want := map[bool]uint64{true: begun, false: home.slot}[parallel] + 300; dec.Lease.DeadlineSlot != want {
+		t.Fatalf("deadline slot %d, want %d (begun at slot %d, committed at %d)", dec.Lease.DeadlineSlot, want, begun, home.slot)
 	}
 	if sh := home.k.BundleShards(lease, nil); len(sh) != 1 || sh[0] != 1 {
 		t.Fatalf("participants: %v", sh)
@@ -631,7 +658,7 @@ func TestMirrorThatSkipsTheCommit(t *testing.T) {
 // A shard without bundle records snapshots in format 8, the previous build's, which that
 // build loads (a cluster upgraded node by node moves shards both ways); one with a bundle
 // record of the first build's kind (ending in one round), in format 9; one whose bundle
-// ends in two rounds, in format 10.
+// ends in two rounds, in format 10; one that commits in parallel, in format 11.
 func TestSnapshotFormatFollowsBundles(t *testing.T) {
 	home := newBShard(t, 0)
 	home.create("a", "c")
@@ -646,9 +673,14 @@ func TestSnapshotFormatFollowsBundles(t *testing.T) {
 	if f := home.k.Snapshot(nil)[0]; f != 8 {
 		t.Fatalf("the bundle aborted, nothing left of it: format %d, want 8", f)
 	}
-	out = home.apply(begin("op2", []uint32{0, 1}, "c", "d"))
+	out = home.applyTwoRounds(begin("op2", []uint32{0, 1}, "c", "d"))
 	if f := home.k.Snapshot(nil)[0]; f != 10 {
 		t.Fatalf("an undecided bundle ending in two rounds: format %d, want 10", f)
+	}
+	home.apply(&Command{Verb: contract.VerbDecide, Txn: TxnRef{Shard: 0, LSN: out.Lease.LSN}})
+	home.apply(begin("op3", []uint32{0, 1}, "c", "d"))
+	if f := home.k.Snapshot(nil)[0]; f != 11 {
+		t.Fatalf("an undecided bundle committing in parallel: format %d, want 11", f)
 	}
 }
 
@@ -726,5 +758,98 @@ func TestDeleteWaitsForWhatAnUndecidedBundleHolds(t *testing.T) {
 	home.apply(&Command{Verb: contract.VerbMirror, Txn: txn, Priority: 7, State: LeaseReleased, LeaseLSN: dec.Lease.LSN, Phase: PhaseFree})
 	if d := del("d4"); d.Code != contract.CodeOK {
 		t.Fatalf("delete once freed: %s", d.Code)
+	}
+}
+
+// The answer a parallel commit gives before it is applied (CommitView) is the view its
+// commit gives: lease id, state, deadline and keep-alive, members with the values the
+// participants chose — reserved, active, and active with a keep-alive.
+func TestCommitViewIsTheCommitsView(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		activate  bool
+		keepalive uint64
+	}{{"reserved", false, 0}, {"active", true, 0}, {"active with a keep-alive", true, 5_000}} {
+		t.Run(c.name, func(t *testing.T) {
+			home := newBShard(t, 0)
+			home.create("a")
+			cmd := begin("op", []uint32{0, 1, 1}, "a", "b", "v")
+			cmd.Members[2] = Member{Kind: MemberRange, ID: "v"} // any value of the participant's range
+			cmd.Activate, cmd.KeepAliveMillis = c.activate, c.keepalive
+			out := home.apply(cmd)
+			txn := TxnRef{Shard: 0, LSN: out.Lease.LSN}
+			home.slot += 7 // the commit comes later: the lease's life counts from the begin
+			voted := resources("a", "b", "v")
+			voted[2] = Member{Kind: MemberRange, ID: "v", Value: 42, HasValue: true}
+			var view Output
+			if !home.k.CommitView(txn, voted, &view) {
+				t.Fatal("no view of a parallel bundle's commit")
+			}
+			answer := view.Lease
+			answer.Members = append([]MemberView(nil), answer.Members...)
+			dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: voted})
+			if got := fmt.Sprintf("%+v", dec.Lease); got != fmt.Sprintf("%+v", answer) || view.LSN != dec.Lease.LSN {
+				t.Fatalf("the early answer %+v (lsn %d)\nthe commit's view %+v", answer, view.LSN, dec.Lease)
+			}
+			if home.k.CommitView(txn, voted, &view) {
+				t.Fatal("a view of a committed bundle's commit")
+			}
+		})
+	}
+}
+
+// A restarted home rebuilds a parallel bundle's reserve from its record (BeginCommand) to
+// prepare it again: every member in order with its shard, a specific value kept as one,
+// also from a snapshot.
+func TestBeginCommandRebuildsTheReserve(t *testing.T) {
+	home := newBShard(t, 0)
+	home.create("a")
+	cmd := begin("op", []uint32{0, 1, 1, 1}, "a", "b", "v", "w")
+	cmd.Members[2] = Member{Kind: MemberRange, ID: "v"}                           // any value
+	cmd.Members[3] = Member{Kind: MemberRange, ID: "w", Value: 0, HasValue: true} // the value 0
+	out := home.apply(cmd)
+	cfg := DefaultConfig()
+	restored, err := Restore(cfg, home.k.Snapshot(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []*Kernel{home.k, restored} {
+		c := k.BeginCommand(out.Lease.LSN)
+		if c == nil || c.Tenant != "t" || c.HolderID != "h" || c.Priority != 7 || !c.Parallel {
+			t.Fatalf("rebuilt: %+v", c)
+		}
+		if fmt.Sprint(c.Shards) != fmt.Sprint(cmd.Shards) {
+			t.Fatalf("shards %v, want %v", c.Shards, cmd.Shards)
+		}
+		for i, m := range c.Members {
+			if w := cmd.Members[i]; m.Kind != w.Kind || m.ID != w.ID || m.Value != w.Value || m.HasValue != w.HasValue {
+				t.Fatalf("member %d: %+v, want %+v", i, m, w)
+			}
+		}
+	}
+}
+
+// A write remembered between a parallel bundle's begin and its commit keeps the retry
+// cache in lsn order (the bundle's outcome stays at its commit's position, naming its
+// lease apart), so every snapshot restores; and a holder's live leases stay in lsn order
+// though the bundle's lease is older than the write's. The retry shows the lease and its
+// lsn, the position before the begin.
+func TestParallelCommitAfterLaterWrites(t *testing.T) {
+	home := newBShard(t, 0)
+	home.create("a", "c")
+	out := home.apply(begin("op", []uint32{0, 1}, "a", "b"))
+	txn := TxnRef{Shard: 0, LSN: out.Lease.LSN}
+	plain := home.apply(&Command{Verb: contract.VerbReserve, Tenant: "t", OperationID: "plain", HolderID: "h", TTLMillis: 1000,
+		Members: resources("c")})
+	if plain.Code != contract.CodeOK {
+		t.Fatalf("the later reserve: %s", plain.Code)
+	}
+	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: resources("a", "b")})
+	if dec.Lease.LSN != txn.LSN-1 || dec.Lease.LSN >= plain.Lease.LSN {
+		t.Fatalf("the bundle's lease %d, begun at %d, the later reserve's %d", dec.Lease.LSN, txn.LSN, plain.Lease.LSN)
+	}
+	retry := home.apply(begin("op", []uint32{0, 1}, "a", "b"))
+	if !retry.FromRetryCache || retry.Lease.LSN != dec.Lease.LSN || retry.LSN != dec.Lease.LSN {
+		t.Fatalf("retry: cache %v lease %d lsn %d, want %d", retry.FromRetryCache, retry.Lease.LSN, retry.LSN, dec.Lease.LSN)
 	}
 }

@@ -29,6 +29,9 @@ const (
 	// commandFormatEnding is 6 and one byte after it, the round of an end (Command.Phase);
 	// a bundle command without one is 6.
 	commandFormatEnding = 7
+	// commandFormatParallel is 7 and one byte after it, 1: a reserve begun across shards
+	// that commits in parallel (Command.Parallel; docs/design.md "Parallel commits").
+	commandFormatParallel = 8
 )
 
 // Bounds that decoding enforces before trusting a length from disk.
@@ -55,6 +58,8 @@ func (c *Command) AppendBinary(b []byte) []byte {
 		return appendShape(append(b, commandFormatConfigure, byte(c.Verb)), &c.Settings)
 	}
 	switch {
+	case c.usesBundle() && c.Parallel:
+		return append(appendBundle(appendCommandBody(append(b, commandFormatParallel), c, true), c), byte(c.Phase), 1)
 	case c.usesBundle() && c.Phase != PhaseNone:
 		return append(appendBundle(appendCommandBody(append(b, commandFormatEnding), c, true), c), byte(c.Phase))
 	case c.usesBundle():
@@ -277,15 +282,16 @@ func DecodeCommand(b []byte, c *Command) error {
 	if format == commandFormatConfigure {
 		return decodeConfigure(&d, c)
 	}
-	if format > commandFormatEnding {
-		return fmt.Errorf("%w: command format %d, and this build reads formats %d to %d", ErrNewerFormat, format, commandFormat, commandFormatEnding)
+	if format > commandFormatParallel {
+		return fmt.Errorf("%w: command format %d, and this build reads formats %d to %d", ErrNewerFormat, format, commandFormat, commandFormatParallel)
 	}
 	if format < commandFormat {
 		return ErrBadCommand
 	}
 	c.Settings = Shape{}
 	keeps := format == commandFormatKeeps
-	ending := format == commandFormatEnding
+	parallel := format == commandFormatParallel
+	ending := format == commandFormatEnding || parallel
 	bundle := format == commandFormatBundle || ending
 	alloc := format == commandFormatAllocators || keeps || bundle
 	work := format == commandFormatWork || alloc
@@ -348,13 +354,19 @@ func DecodeCommand(b []byte, c *Command) error {
 		}
 	}
 	c.Shards, c.Txn, c.Priority, c.Commit, c.Refusal, c.RefusalMember, c.State = c.Shards[:0], TxnRef{}, 0, false, 0, 0, 0
-	c.Phase = PhaseNone
+	c.Phase, c.Parallel = PhaseNone, false
 	if bundle {
 		d.bundleFields(c)
 	}
 	if ending {
 		c.Phase = Phase(d.byte())
 		if !c.Phase.fits(c) {
+			d.fail()
+		}
+	}
+	if parallel {
+		c.Parallel = d.byte() == 1
+		if !c.Parallel || c.Verb != contract.VerbReserve || c.Phase != PhaseEnding {
 			d.fail()
 		}
 	}

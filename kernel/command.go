@@ -173,6 +173,11 @@ type Command struct {
 	// own). Zero in format 6: a bundle begun so ends in one round, its terminal mirror
 	// freeing the part at once.
 	Phase Phase
+	// Parallel (command format 8; docs/design.md "Parallel commits"): a reserve begun
+	// across shards whose home answers once the begin and every prepare are durable, its
+	// commit following; its lease's id is the position of the skip entry right before the
+	// begin. Set by Normalize for bundles without a work member.
+	Parallel bool
 }
 
 // Phase is a round of a bundle lease's end.

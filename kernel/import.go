@@ -19,6 +19,9 @@ func (k *Kernel) skip(_ Entry, out *Output) {
 // their ids from (Apply refuses it otherwise, before it is remembered).
 func (k *Kernel) afterSkips(e Entry) bool {
 	n := uint64(len(e.Cmd.Imports))
+	if e.Cmd.Verb != contract.VerbImport {
+		n = uint64(SkipsBefore(e.Cmd)) + 1
+	}
 	return n >= 1 && n-1 <= k.prevSkips && e.LSN >= n
 }
 

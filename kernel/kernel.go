@@ -222,8 +222,8 @@ func (k *Kernel) Apply(e Entry, out *Output) {
 		out.Code = r.Code
 		return
 	}
-	if c.Verb == contract.VerbImport && !k.afterSkips(e) {
-		out.Code = contract.CodeInvalidRequest // a journal fault: the import's ids are not its own
+	if (c.Verb == contract.VerbImport || c.Parallel) && !k.afterSkips(e) {
+		out.Code = contract.CodeInvalidRequest // a journal fault: the import's (or bundle's) ids are not its own
 		return
 	}
 	key := makeOpKey(c.Tenant, c.OperationID)

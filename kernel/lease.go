@@ -104,18 +104,32 @@ func (k *Kernel) releaseHolder(idx int32) {
 	k.holderFree = append(k.holderFree, idx)
 }
 
-// linkLive appends a new lease to its holder's live list; leases are created in lsn order,
-// so the list stays ordered by lsn.
+// linkLive puts a new lease in its holder's live list, which is in lsn order: at its end,
+// as leases are created in lsn order — except one of a bundle committed in parallel,
+// whose id (the position before its begin) may be older than leases granted since, and
+// goes back past those.
 func (k *Kernel) linkLive(idx int32) {
 	l := &k.leases[idx]
 	h := &k.holders[l.holder]
-	l.prevLive, l.nextLive = h.tail, -1
-	if h.tail >= 0 {
-		k.leases[h.tail].nextLive = idx
+	prev := h.tail
+	for prev >= 0 && k.leases[prev].lsn > l.lsn {
+		prev = k.leases[prev].prevLive
+	}
+	next := h.head
+	if prev >= 0 {
+		next = k.leases[prev].nextLive
+	}
+	l.prevLive, l.nextLive = prev, next
+	if prev >= 0 {
+		k.leases[prev].nextLive = idx
 	} else {
 		h.head = idx
 	}
-	h.tail = idx
+	if next >= 0 {
+		k.leases[next].prevLive = idx
+	} else {
+		h.tail = idx
+	}
 	h.live++
 }
 

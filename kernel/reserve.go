@@ -123,14 +123,24 @@ func (k *Kernel) goLive(idx int32, slot uint64, activate bool, ttlSlots, keepAli
 	k.live[l.state]++
 	k.linkLive(idx)
 	k.indexLease(idx)
-	switch {
-	case activate && keepAliveSlots > 0:
-		l.keepalive, l.deadline = keepAliveSlots, slot+keepAliveSlots
-		k.expiry.push(k, idx)
-	case !activate:
-		l.deadline = slot + ttlSlots
+	var timed bool
+	if l.keepalive, l.deadline, timed = liveTerms(l.keepalive, l.deadline, slot, activate, ttlSlots, keepAliveSlots); timed {
 		k.expiry.push(k, idx)
 	}
+}
+
+// liveTerms is a lease's keep-alive and deadline from slot, when it goes live, and whether
+// it expires: an active lease with a keep-alive, or a reserved one with its TTL; an active
+// one without keeps what it had (no deadline). One rule for goLive and for the answer a
+// parallel commit gives before it is applied (CommitView).
+func liveTerms(keepalive, deadline, slot uint64, activate bool, ttlSlots, keepAliveSlots uint64) (uint64, uint64, bool) {
+	switch {
+	case activate && keepAliveSlots > 0:
+		return keepAliveSlots, slot + keepAliveSlots, true
+	case !activate:
+		return keepalive, slot + ttlSlots, true
+	}
+	return keepalive, deadline, false
 }
 
 // check resolves one member: existence first, then availability. When a claim is in the

@@ -23,8 +23,9 @@ import (
 // shard's endedBy (the claim that ended it) after its reason; each lease's created slot
 // (allocated_at) after its labels, live and ended. 9: the bundle records (bundles across
 // shards) before the live leases, which they tell apart from the leases a client names.
-// 10: each bundle record's endings flags (endings in two rounds).
-const snapshotFormat = snapshotFormatEndings
+// 10: each bundle record's endings flags (endings in two rounds). 11: the flags' bit 4,
+// a bundle that commits in parallel.
+const snapshotFormat = snapshotFormatParallel
 
 // snapshotFormatWithoutBundles is what a shard with no bundle record writes: format 8,
 // byte for byte what format 9 is without its bundle table, so that a node of the previous
@@ -36,6 +37,10 @@ const snapshotFormatWithoutBundles = 8
 // snapshotFormatEndings is 9 with each bundle record's endings flags (ending.go) after it;
 // a shard whose records have none writes 9, byte for byte.
 const snapshotFormatEndings = 10
+
+// snapshotFormatParallel is 10 whose flags may say a bundle commits in parallel; a shard
+// with no such record writes 10 (or less), byte for byte.
+const snapshotFormatParallel = 11
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
 // the ended leases refer to), leases by lsn, retention queues in retirement order, so the same state always
@@ -83,6 +88,8 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		format = snapshotFormatWithoutBundles
 	case !k.bundlesEndInTwoRounds():
 		format = snapshotFormatEndings - 1
+	case !k.bundlesCommitInParallel():
+		format = snapshotFormatEndings
 	}
 	b := head[:0]
 	b = append(b, format)

@@ -73,10 +73,10 @@ func TestFixtureStateAnswersAsFormat7(t *testing.T) {
 func TestNewerFormatsAreRefusedNamingBoth(t *testing.T) {
 	c := Command{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: "o", ObjectID: "r"}
 	b := c.AppendBinary(nil)
-	b[0] = commandFormatEnding + 1
+	b[0] = commandFormatParallel + 1
 	err := DecodeCommand(b, &Command{})
-	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("format %d", commandFormatEnding+1)) ||
-		!strings.Contains(err.Error(), fmt.Sprintf("to %d", commandFormatEnding)) {
+	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("format %d", commandFormatParallel+1)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("to %d", commandFormatParallel)) {
 		t.Fatalf("a newer command: %v", err)
 	}
 	k, err := New(DefaultConfig())

@@ -154,11 +154,21 @@ var (
 	retriedCreate  = retriedObject(contract.CodeAlreadyExists)
 	retriedReshape = retriedObject(contract.CodeObjectInUse)
 	// retriedNamed: the lease the command names; retriedValue: the lease that held the
-	// value (outcome.ref); retriedReserve: the lease the reserve created.
-	retriedNamed   = leaseOf(func(c *Command, _ *outcome) uint64 { return c.LeaseLSN })
-	retriedValue   = leaseOf(func(_ *Command, op *outcome) uint64 { return op.ref })
-	retriedReserve = leaseOf(func(_ *Command, op *outcome) uint64 { return op.lsn })
+	// value (outcome.ref).
+	retriedNamed = leaseOf(func(c *Command, _ *outcome) uint64 { return c.LeaseLSN })
+	retriedValue = leaseOf(func(_ *Command, op *outcome) uint64 { return op.ref })
 )
+
+// retriedReserve shows the lease the reserve created: at the outcome's position, or — a
+// bundle committed in parallel (outcome.ref) — at the position before its begin, which is
+// its answer's lsn too.
+func retriedReserve(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
+	lease := op.lsn
+	if op.ref != 0 {
+		lease, out.LSN = op.ref, op.ref
+	}
+	k.retriedLease(c.Tenant, lease, op, slot, out)
+}
 
 // heldValue is what a by-value verb remembers: the lease that held the value.
 func heldValue(out *Output) uint64 {

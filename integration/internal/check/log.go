@@ -91,7 +91,10 @@ func buildWorld(h *History) *World {
 		en.shard = e.Shard
 		en.events = append(en.events, e)
 		en.slot, en.hasSlot = e.Ev.Slot, true
-		if l := e.Ev.Lease; l != nil && l.CreatedLsn == e.LSN && (e.Ev.Event == "lease.reserved" || e.Ev.Event == "lease.activated") {
+		// A lease's first lease.reserved or lease.activated event creates it: at its id's
+		// position, or — a bundle across shards committed in parallel, whose id is the
+		// position its home took before it began — at its commit, after it.
+		if l := e.Ev.Lease; l != nil && l.CreatedLsn <= e.LSN && (e.Ev.Event == "lease.reserved" || e.Ev.Event == "lease.activated") {
 			if w.creation[l.LeaseId] == nil {
 				w.creation[l.LeaseId] = e
 			}
@@ -101,7 +104,7 @@ func buildWorld(h *History) *World {
 		if !op.Write || op.Status != Committed || !op.HasShard || op.Intent == history.IntentHostile {
 			continue
 		}
-		en := logOf(op.Shard).at(op.Result.Lsn)
+		en := logOf(op.Shard).at(w.entryLSN(op))
 		en.shard = op.Shard
 		if en.op == nil {
 			en.op = op
@@ -125,6 +128,18 @@ func buildWorld(h *History) *World {
 	}
 	w.walk()
 	return w
+}
+
+// entryLSN is the position of a committed write's change: its reply's lsn, except for a
+// reserve whose lease was created later (a bundle committed in parallel: its reply's lsn
+// is its lease's id, its change and event at the commit).
+func (w *World) entryLSN(op *Op) uint64 {
+	if op.Verb == VReserve && op.OK() && op.Result.Lease != nil {
+		if e := w.creation[op.Result.Lease.LeaseId]; e != nil && e.Shard == op.Shard && e.LSN > op.Result.Lsn {
+			return e.LSN
+		}
+	}
+	return op.Result.Lsn
 }
 
 func (w *World) addLease(op *Op) {
