@@ -415,6 +415,9 @@ func (s *shard) dieLater(c *kernel.Command, waiters []replyFunc, since time.Time
 
 func (s *shard) answerCoord(co *coord, r *Reply) {
 	delete(s.b.coords, co.txn.LSN)
+	if co.recovering {
+		s.b.recovering--
+	}
 	for _, w := range co.waiters {
 		w(r)
 	}
@@ -470,6 +473,7 @@ func (s *shard) recoverBundles() {
 			s.b.init()
 			co := &coord{txn: txn, cmd: c, parts: s.coordParts(c), begun: true, recovering: true, started: time.Now(), first: time.Now()}
 			s.b.coords[txn.LSN] = co
+			s.b.recovering++
 			s.sendPrepares(co, false)
 			continue
 		}

@@ -219,15 +219,9 @@ func (s *shard) replyRead(m *readMsg) {
 // again a bundle it began in parallel and never decided: its client may have been
 // answered before, so no read here may miss its lease — every read waits for the
 // decisions (a prepare round; undecidedBound at most), as readApplied's barrier makes
-// reads wait for a commit answered before it was applied.
-func (s *shard) recoveringBundles() bool {
-	for _, co := range s.b.coords { // any one: the order reaches no output
-		if co.recovering {
-			return true
-		}
-	}
-	return false
-}
+// reads wait for a commit answered before it was applied. A count, not a walk of the
+// coordinators: every read asks.
+func (s *shard) recoveringBundles() bool { return s.b.recovering > 0 }
 
 // readWaits reports whether a read's answer would show what an undecided bundle or an
 // ending part holds — its object, its page, a lease whose end's rounds are not over here,

@@ -111,6 +111,9 @@ type bundleState struct {
 	// barrier is the position of the last commit of a bundle answered before it was
 	// applied (answerEarly): a read here waits until it is applied (readApplied).
 	barrier uint64
+	// recovering counts the coordinators a restarted home made for its undecided parallel
+	// begins (recoverBundles) and not yet decided (answerCoord, their one way out).
+	recovering int
 }
 
 func (b *bundleState) init() {

@@ -697,26 +697,17 @@ func (b *bundle) endFlags() byte {
 	return f
 }
 
-// bundlesEndInTwoRounds reports whether a record has endings flags: the snapshot needs
-// format 10.
-func (k *Kernel) bundlesEndInTwoRounds() bool {
-	for _, b := range k.bundles { // any one: the order reaches no output
-		if b.endFlags() != 0 {
-			return true
-		}
-	}
-	return false
-}
+// parallelFlag is endFlags' bit of a bundle that commits in parallel (snapshot format 11).
+const parallelFlag = 1 << 4
 
-// bundlesCommitInParallel reports whether a record commits in parallel: the snapshot needs
-// format 11.
-func (k *Kernel) bundlesCommitInParallel() bool {
-	for _, b := range k.bundles { // any one: the order reaches no output
-		if b.parallel {
-			return true
-		}
+// bundleFlags is every flag any record has (endFlags, or-ed; the order reaches no output):
+// with none the snapshot keeps format 9, without bit 4 format 10, else it needs 11.
+func (k *Kernel) bundleFlags() byte {
+	var f byte
+	for _, b := range k.bundles {
+		f |= b.endFlags()
 	}
-	return false
+	return f
 }
 
 // bundles reads what appendBundles wrote and rebuilds the lookups by transaction and by
@@ -749,10 +740,10 @@ func (r *restorer) bundles() {
 		b.ttlSlots, b.keepAliveSlots = d.uvarint(), d.uvarint()
 		if r.format >= snapshotFormatEndings {
 			f := d.byte()
-			b.twoRound, b.ending, b.ownPart, b.freeing, b.parallel = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0, f&16 != 0
-			top := byte(15)
+			b.twoRound, b.ending, b.ownPart, b.freeing, b.parallel = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0, f&parallelFlag != 0
+			top := byte(parallelFlag - 1)
 			if r.format >= snapshotFormatParallel {
-				top = 31
+				top = 2*parallelFlag - 1
 			}
 			if f > top || (b.ownPart && !b.ending) || (b.freeing && !b.twoRound) || (b.parallel && !b.twoRound) {
 				d.fail()

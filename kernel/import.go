@@ -18,11 +18,8 @@ func (k *Kernel) skip(_ Entry, out *Output) {
 // afterSkips reports whether an import entry follows the skip entries its leases take
 // their ids from (Apply refuses it otherwise, before it is remembered).
 func (k *Kernel) afterSkips(e Entry) bool {
-	n := uint64(len(e.Cmd.Imports))
-	if e.Cmd.Verb != contract.VerbImport {
-		n = uint64(SkipsBefore(e.Cmd)) + 1
-	}
-	return n >= 1 && n-1 <= k.prevSkips && e.LSN >= n
+	n := uint64(SkipsBefore(e.Cmd)) + 1 // the entries whose lsns it takes, its own included
+	return n-1 <= k.prevSkips && e.LSN >= n
 }
 
 // importLeases runs lease.import.

@@ -1,10 +1,6 @@
 package kernel
 
-import (
-	"slices"
-
-	"github.com/holdfast/holdfast/contract"
-)
+import "github.com/holdfast/holdfast/contract"
 
 // Parallel commits (docs/design.md "Parallel commits"): the home of a bundle whose begin
 // says so answers its client once the begin and every prepare are durable — the bundle is
@@ -87,17 +83,4 @@ func (k *Kernel) BeginCommand(lsn uint64) *Command {
 		c.Shards[i] = k.shard
 	}
 	return c
-}
-
-// ParallelBegins lists the bundles begun here in parallel and undecided, ascending: what a
-// restarted home prepares again.
-func (k *Kernel) ParallelBegins(dst []uint64) []uint64 {
-	start := len(dst)
-	for lsn, b := range k.bundles { // sorted below: the order cannot reach the output
-		if b.pending && b.parallel && b.home(k.shard) && b.failed == contract.CodeOK {
-			dst = append(dst, lsn)
-		}
-	}
-	slices.Sort(dst[start:])
-	return dst
 }

@@ -83,12 +83,12 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		}
 	}
 	format := byte(snapshotFormat)
-	switch {
+	switch flags := k.bundleFlags(); {
 	case len(k.bundles) == 0:
 		format = snapshotFormatWithoutBundles
-	case !k.bundlesEndInTwoRounds():
+	case flags == 0:
 		format = snapshotFormatEndings - 1
-	case !k.bundlesCommitInParallel():
+	case flags&parallelFlag == 0:
 		format = snapshotFormatEndings
 	}
 	b := head[:0]

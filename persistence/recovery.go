@@ -9,7 +9,8 @@ import (
 // recoverJournal scans every segment in dir, oldest first, and returns the segments that hold
 // records and the position of the last one. It repairs the one thing a crash can leave behind,
 // a torn tail in the last segment (truncated away, or the whole file removed when nothing in
-// it survives; the zeros written ahead of the next batch, fillAhead, read as one), and returns a *CorruptionError for anything else that does not check out.
+// it survives; the zeros written ahead of the next batch, fillAhead, read as one), and
+// returns a *CorruptionError for anything else that does not check out.
 func recoverJournal(dir string, fr *frameReader) ([]segment, position, error) {
 	files, err := listSegments(dir)
 	if err != nil {
