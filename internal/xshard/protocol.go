@@ -20,6 +20,10 @@ type Txn struct {
 	Home     int
 	Priority int
 	Members  map[int]string // shard → member
+	// Group is the import the transaction is a lease of (0: a bundle on its own): the
+	// transactions of one group share their home and priority, are begun by one entry and
+	// decided by one (imports.go).
+	Group int
 }
 
 // Record kinds of a shard's journal.

@@ -36,7 +36,7 @@ func (w *World) Events() []Event {
 	slices.Sort(ids)
 	for _, id := range ids {
 		t := w.Txns[id]
-		if t.Priority >= 0 && !w.Submitted[id] {
+		if t.Priority >= 0 && !w.Submitted[id] && w.first(t) {
 			es = append(es, Event{Kind: "submit", Txn: id})
 		}
 		if home := w.Nodes[t.Home]; w.Ends && t.Priority >= 0 && home.has(recCommit, id, false) && !home.has(recEnd, id, true) {
@@ -151,10 +151,7 @@ func (c *World) apply(e Event) {
 		c.Crashes--
 		c.crash(e.Shard)
 	case "timeout":
-		home := c.Nodes[e.Shard]
-		home.Pending = append(home.Pending, Record{recAbort, e.Txn})
-		delete(home.votes, e.Txn)
-		c.Answers[e.Txn] = "pending-timeout"
+		c.abortGroup(c.Nodes[e.Shard], c.Txns[e.Txn], "timeout")
 	case "end":
 		c.end(c.Txns[e.Txn])
 	case "resend-ending":
@@ -204,6 +201,9 @@ func (w *World) Check() string {
 			}
 		}
 		if bad := w.checkEnd(t, committed); bad != "" {
+			return bad
+		}
+		if bad := w.checkGroup(t); bad != "" {
 			return bad
 		}
 		if w.Answers[id] == "die" {

@@ -232,3 +232,70 @@ func TestTheSimulationCatchesHastyRecovery(t *testing.T) {
 	w := parallel(NewWorld(2, []*Txn{bundle(1, 0, 1, map[int]string{0: "a", 1: "b"})}, nil, 1, 0, 0))
 	caught(t, w, &hastyRecovery, "a restarted home that commits its undecided begins")
 }
+
+// anImport is an import of two leases from home 0 over two shards — lease 1 over a and
+// b, lease 2 over c and (on shard 1 only, or on both) d — with the members granted before
+// and the fault budget given.
+func anImport(homeToo bool, granted map[int]string, crashes, drops, dups int) *World {
+	second := map[int]string{1: "d"}
+	if homeToo {
+		second[0] = "c"
+	}
+	one, two := bundle(1, 0, 1, map[int]string{0: "a", 1: "b"}), bundle(2, 0, 1, second)
+	one.Group, two.Group = 1, 1
+	return NewWorld(2, []*Txn{one, two}, granted, crashes, drops, dups)
+}
+
+// An import of two leases over two shards, one of them with no member at the home: every
+// order of its messages, a crash of either shard at any point and a lost message (timers
+// fire when settling; with -deep at every point as well). Both leases are granted or
+// neither, and each is decided everywhere.
+func TestImportAcrossShards(t *testing.T) {
+	c, d, u := 1, 1, 0
+	w := anImport(false, nil, c, d, u)
+	w.Timers = *flagDeep
+	explore(t, w)
+}
+
+// The same with parallel commits, both leases with a member at the home: a crash at any
+// point, the home's between its answer and its commit included, and a lost message (with
+// -deep the timers at every point as well).
+func TestImportAcrossShardsInParallel(t *testing.T) {
+	c, d, u := 1, 1, 0
+	w := parallel(anImport(true, nil, c, d, u))
+	w.Timers = *flagDeep
+	explore(t, w)
+}
+
+// A member of the second lease is held by a granted lease: the import is refused whole —
+// the first lease, all of whose members are free, is never granted — whatever crashes.
+func TestImportMeetsAGrantedLease(t *testing.T) {
+	w := anImport(true, map[int]string{1: "d"}, 1, 0, 0)
+	w.Timers = *flagDeep
+	explore(t, w)
+	w = parallel(anImport(true, map[int]string{1: "d"}, 1, 0, 0))
+	w.Timers = *flagDeep
+	explore(t, w)
+}
+
+// A home that decides an import's leases one by one, as bundles, grants the first lease
+// and refuses the second: caught.
+func TestTheSimulationCatchesSplitDecisions(t *testing.T) {
+	caught(t, parallel(anImport(true, map[int]string{1: "d"}, 0, 0, 0)), &splitDecisions, "an import decided lease by lease")
+}
+
+// After the commit each lease of an import lives alone: either ends at any point, the
+// short way or both rounds, with a crash of either shard, and its end frees none of the
+// other's members.
+func TestImportedLeasesEndAlone(t *testing.T) {
+	w := parallel(anImport(false, nil, 1, 0, 0))
+	w.Ends, w.Timers = true, *flagDeep
+	explore(t, w)
+}
+
+// An end that frees its siblings' members as well frees a lease that never ended: caught.
+func TestTheSimulationCatchesEndsFreeingTheImport(t *testing.T) {
+	w := parallel(anImport(true, nil, 0, 0, 0))
+	w.Ends, w.Timers = true, false
+	caught(t, w, &endsFreeGroup, "an end that frees the import's other leases")
+}

@@ -114,13 +114,16 @@ func (t *Txn) participants() []int {
 
 // submit: the client's reserve reaches the home, which sequences the begin and sends the
 // prepares without waiting for its sync.
+// An import submits its group's transactions in one entry.
 func (w *World) submit(t *Txn) {
-	w.Submitted[t.ID] = true
 	home := w.Nodes[t.Home]
-	home.Pending = append(home.Pending, Record{recBegin, t.ID})
-	home.votes[t.ID] = map[int]bool{}
-	for _, p := range t.participants() {
-		w.send(Message{msgPrepare, t.Home, p, t.ID})
+	for _, u := range w.groupOf(t) {
+		w.Submitted[u.ID] = true
+		home.Pending = append(home.Pending, Record{recBegin, u.ID})
+		home.votes[u.ID] = map[int]bool{}
+		for _, p := range u.participants() {
+			w.send(Message{msgPrepare, u.Home, p, u.ID})
+		}
 	}
 }
 
@@ -137,10 +140,7 @@ func (w *World) deliver(m Message) {
 		}
 	case msgRefused, msgDie:
 		if _, pending := n.votes[t.ID]; pending && n.decided(t.ID, true) == "" {
-			n.Pending = append(n.Pending, Record{recAbort, t.ID})
-			delete(n.votes, t.ID)
-			delete(n.recovering, t.ID)
-			w.Answers[t.ID] = "pending-" + m.Kind // answered once the abort is durable
+			w.abortGroup(n, t, m.Kind)
 		}
 	case msgCommit:
 		switch {
@@ -213,6 +213,13 @@ func (w *World) deliverEnd(m Message, n *Node, t *Txn) {
 				n.Pending = append(n.Pending, Record{recApplied, t.ID})
 			}
 			n.Pending = append(n.Pending, Record{recFree, t.ID})
+			if endsFreeGroup {
+				for _, u := range w.groupOf(t) {
+					if u != t && n.has(recApplied, u.ID, true) && !n.has(recFree, u.ID, true) {
+						n.Pending = append(n.Pending, Record{recFree, u.ID}) // the mistake the simulation must catch
+					}
+				}
+			}
 		}
 	case msgFreeOK:
 		note(n.freeOK, t.ID, m.From)
@@ -314,18 +321,24 @@ func (w *World) prepare(s int, t *Txn, m Message) {
 
 // maybeCommit decides commit once the home's begin is durable and every participant
 // answered prepared.
+// An import's transactions are committed together, once every one's are in.
 func (w *World) maybeCommit(t *Txn) {
 	n := w.Nodes[t.Home]
-	votes, pending := n.votes[t.ID]
-	if !pending || !n.has(recBegin, t.ID, false) || n.decided(t.ID, true) != "" {
-		return
-	}
-	for _, p := range t.participants() {
-		if !votes[p] {
+	together := w.decidedTogether(t)
+	for _, u := range together {
+		votes, pending := n.votes[u.ID]
+		if !pending || !n.has(recBegin, u.ID, false) || n.decided(u.ID, true) != "" {
 			return
 		}
+		for _, p := range u.participants() {
+			if !votes[p] {
+				return
+			}
+		}
 	}
-	w.commitAt(n, t)
+	for _, u := range together {
+		w.commitAt(n, u)
+	}
 }
 
 // noWaitDie makes every prepare wait for the intent it meets: a broken protocol (two
