@@ -27,22 +27,10 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	w.u64("lsn", m.Lsn)
 	w.boolean("from_retry_cache", m.FromRetryCache)
 	w.str("message", m.Message)
-	if m.Resource != nil {
-		w.key("resource")
-		w.resource(m.Resource)
-	}
-	if m.Lease != nil {
-		w.key("lease")
-		w.lease(m.Lease)
-	}
-	if m.Pool != nil {
-		w.key("pool")
-		w.pool(m.Pool)
-	}
-	if m.Range != nil {
-		w.key("range")
-		w.rng(m.Range)
-	}
+	object(&w, "resource", m.Resource, w.resource)
+	object(&w, "lease", m.Lease, w.lease)
+	object(&w, "pool", m.Pool, w.pool)
+	object(&w, "range", m.Range, w.rng)
 	w.u64("applied_lsn", m.AppliedLsn)
 	list(&w, "leases", m.Leases, w.lease)
 	w.boolean("truncated", m.Truncated)
@@ -56,14 +44,8 @@ func AppendReplyJSON(b []byte, m *Reply) []byte {
 	if m.Shard != nil {
 		w.shard(m.GetShard())
 	}
-	if m.Run != nil {
-		w.key("run")
-		w.run(m.Run)
-	}
-	if m.Work != nil {
-		w.key("work")
-		w.work(m.Work)
-	}
+	object(&w, "run", m.Run, w.run)
+	object(&w, "work", m.Work, w.work)
 	list(&w, "children", m.Children, w.work)
 	if c := m.Capacity; c != nil {
 		w.key("capacity")
@@ -97,10 +79,7 @@ func (w *jw) pages(m *Reply) {
 	list(w, "allocations", m.Allocations, func(a *Allocation) {
 		w.object(func() {
 			w.u64("value", a.Value)
-			if a.Lease != nil {
-				w.key("lease")
-				w.lease(a.Lease)
-			}
+			object(w, "lease", a.Lease, w.lease)
 		})
 	})
 	list(w, "excluded", m.Excluded, w.interval)
@@ -140,30 +119,12 @@ func AppendEventJSON(b []byte, m *Event) []byte {
 	w.shard(m.Shard)
 	w.u64("lsn", m.Lsn)
 	w.u64("slot", m.Slot)
-	if m.Lease != nil {
-		w.key("lease")
-		w.lease(m.Lease)
-	}
-	if m.Resource != nil {
-		w.key("resource")
-		w.resource(m.Resource)
-	}
-	if m.Pool != nil {
-		w.key("pool")
-		w.pool(m.Pool)
-	}
-	if m.Range != nil {
-		w.key("range")
-		w.rng(m.Range)
-	}
-	if m.Run != nil {
-		w.key("run")
-		w.run(m.Run)
-	}
-	if m.Work != nil {
-		w.key("work")
-		w.work(m.Work)
-	}
+	object(&w, "lease", m.Lease, w.lease)
+	object(&w, "resource", m.Resource, w.resource)
+	object(&w, "pool", m.Pool, w.pool)
+	object(&w, "range", m.Range, w.rng)
+	object(&w, "run", m.Run, w.run)
+	object(&w, "work", m.Work, w.work)
 	w.str("reason", m.Reason)
 	return append(w.b, '}')
 }
@@ -213,6 +174,14 @@ func (w *jw) shard(v uint32) {
 }
 
 // list writes k: [ each element ], or nothing for an empty list as protojson omits it.
+// object writes k and v by write when v is set.
+func object[T any](w *jw, k string, v *T, write func(*T)) {
+	if v != nil {
+		w.key(k)
+		write(v)
+	}
+}
+
 func list[T any](w *jw, k string, xs []T, each func(T)) {
 	if len(xs) == 0 {
 		return
@@ -332,10 +301,7 @@ func (w *jw) rng(r *Range) {
 		w.u64("allocated", r.Allocated)
 		w.u64("free", r.Free)
 		w.u64("excluded", r.Excluded)
-		if r.StaticBand != nil {
-			w.key("static_band")
-			w.interval(r.StaticBand)
-		}
+		object(w, "static_band", r.StaticBand, w.interval)
 		w.str("format", r.Format)
 	})
 }
