@@ -6,70 +6,67 @@ import (
 	"github.com/holdfast/holdfast/contract"
 )
 
-// createResource inserts a resource in state available.
-func (k *Kernel) createResource(c *Command, out *Output) {
-	if idx, ok := k.resIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
+// objectTable is what the create verbs need of one object table.
+type objectTable[T any] struct {
+	rows  *[]T
+	index map[string]int32
+	free  *[]int32
+	max   int
+	kind  objKind
+	full  Code
+	event EventKind
+	view  func(int32, *Output)
+}
+
+// createObject is every create verb's rule: an id taken answers already_exists with the
+// object as it is, a full table its table's code; otherwise row(key) is inserted, indexed
+// and listed.
+func createObject[T any](k *Kernel, c *Command, out *Output, t objectTable[T], row func(key string) T) {
+	if idx, ok := t.index[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
 		out.Code = contract.CodeAlreadyExists
-		k.viewResource(idx, out)
+		t.view(idx, out)
 		return
 	}
-	idx, ok := takeSlot(&k.free.res, len(k.res), k.shape.MaxResources)
+	idx, ok := takeSlot(t.free, len(*t.rows), t.max)
 	if !ok {
-		out.Code = contract.CodeResourceTableFull
+		out.Code = t.full
 		return
 	}
 	key := string(k.keyBuf)
-	put(&k.res, idx, resource{key: key})
-	k.resIdx[key] = idx
-	k.ix.objects[objResource].ReplaceOrInsert(objItem{key: key, slot: idx})
-	out.Event = EventResourceCreated
-	k.viewResource(idx, out)
+	put(t.rows, idx, row(key))
+	t.index[key] = idx
+	k.ix.objects[t.kind].ReplaceOrInsert(objItem{key: key, slot: idx})
+	out.Event = t.event
+	t.view(idx, out)
+}
+
+// createResource inserts a resource in state available.
+func (k *Kernel) createResource(c *Command, out *Output) {
+	createObject(k, c, out, objectTable[resource]{&k.res, k.resIdx, &k.free.res, k.shape.MaxResources, objResource,
+		contract.CodeResourceTableFull, EventResourceCreated, k.viewResource},
+		func(key string) resource { return resource{key: key} })
 }
 
 // createPool inserts a pool with all its capacity available.
 func (k *Kernel) createPool(c *Command, out *Output) {
-	if idx, ok := k.poolIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
-		out.Code = contract.CodeAlreadyExists
-		k.viewPool(idx, out)
-		return
-	}
-	idx, ok := takeSlot(&k.free.pools, len(k.pools), k.shape.MaxPools)
-	if !ok {
-		out.Code = contract.CodePoolTableFull
-		return
-	}
-	key := string(k.keyBuf)
-	put(&k.pools, idx, pool{key: key, capacity: c.Capacity})
-	k.poolIdx[key] = idx
-	k.ix.objects[objPool].ReplaceOrInsert(objItem{key: key, slot: idx})
-	out.Event = EventPoolCreated
-	k.viewPool(idx, out)
+	createObject(k, c, out, objectTable[pool]{&k.pools, k.poolIdx, &k.free.pools, k.shape.MaxPools, objPool,
+		contract.CodePoolTableFull, EventPoolCreated, k.viewPool},
+		func(key string) pool { return pool{key: key, capacity: c.Capacity} })
 }
 
 // createRange inserts a value range with nothing allocated.
 func (k *Kernel) createRange(c *Command, out *Output) {
-	if idx, ok := k.rangeIdx[string(k.tenantKey(c.Tenant, c.ObjectID))]; ok {
-		out.Code = contract.CodeAlreadyExists
-		k.viewRange(idx, out)
-		return
-	}
-	idx, ok := takeSlot(&k.free.ranges, len(k.ranges), k.shape.MaxRanges)
-	if !ok {
-		out.Code = contract.CodeRangeTableFull
-		return
-	}
-	key := string(k.keyBuf)
-	rg := valueRange{key: key, first: c.First, last: c.Last, strategy: c.Strategy, band: c.Band, hasBand: c.HasBand, format: c.Format}
-	var ex []Interval
-	for _, iv := range c.Excluded {
-		ex = mergeInterval(ex, iv)
-	}
-	rg.setExcluded(ex)
-	put(&k.ranges, idx, rg)
-	k.rangeIdx[key] = idx
-	k.ix.objects[objRange].ReplaceOrInsert(objItem{key: key, slot: idx})
-	out.Event = EventRangeCreated
-	k.viewRange(idx, out)
+	createObject(k, c, out, objectTable[valueRange]{&k.ranges, k.rangeIdx, &k.free.ranges, k.shape.MaxRanges, objRange,
+		contract.CodeRangeTableFull, EventRangeCreated, k.viewRange},
+		func(key string) valueRange {
+			rg := valueRange{key: key, first: c.First, last: c.Last, strategy: c.Strategy, band: c.Band, hasBand: c.HasBand, format: c.Format}
+			var ex []Interval
+			for _, iv := range c.Excluded {
+				ex = mergeInterval(ex, iv)
+			}
+			rg.setExcluded(ex)
+			return rg
+		})
 }
 
 func (k *Kernel) viewResource(idx int32, out *Output) {
