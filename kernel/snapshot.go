@@ -115,45 +115,38 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 
 // The tables, in the order Capture writes them and restorer reads them.
 
-func (k *Kernel) appendResources(b []byte) []byte {
-	b = appendUvarint(b, uint64(len(k.res)))
-	for i := range k.res {
-		r := &k.res[i]
-		b = appendString(b, r.key)
-		if r.key == "" {
-			continue // a free slot
+// appendSlots writes a table of keyed slots: their count, then each one's key — "" for a
+// free slot — and, for a slot in use, what row writes of it.
+func appendSlots[T any](b []byte, rows []T, key func(*T) string, row func([]byte, *T) []byte) []byte {
+	b = appendUvarint(b, uint64(len(rows)))
+	for i := range rows {
+		r := &rows[i]
+		if b = appendString(b, key(r)); key(r) != "" {
+			b = row(b, r)
 		}
-		b = append(b, byte(r.state))
-		b = appendUvarint(b, r.lease)
-		b = appendUvarint(b, r.version)
 	}
 	return b
+}
+
+func (k *Kernel) appendResources(b []byte) []byte {
+	return appendSlots(b, k.res, func(r *resource) string { return r.key }, func(b []byte, r *resource) []byte {
+		b = append(b, byte(r.state))
+		b = appendUvarint(b, r.lease)
+		return appendUvarint(b, r.version)
+	})
 }
 
 func (k *Kernel) appendPools(b []byte) []byte {
-	b = appendUvarint(b, uint64(len(k.pools)))
-	for i := range k.pools {
-		p := &k.pools[i]
-		b = appendString(b, p.key)
-		if p.key == "" {
-			continue
-		}
+	return appendSlots(b, k.pools, func(p *pool) string { return p.key }, func(b []byte, p *pool) []byte {
 		b = appendUvarint(b, p.capacity)
 		b = appendUvarint(b, p.reserved)
 		b = appendUvarint(b, p.active)
-		b = appendUvarint(b, p.consumed)
-	}
-	return b
+		return appendUvarint(b, p.consumed)
+	})
 }
 
 func (k *Kernel) appendRanges(b []byte) []byte {
-	b = appendUvarint(b, uint64(len(k.ranges)))
-	for i := range k.ranges {
-		r := &k.ranges[i]
-		b = appendString(b, r.key)
-		if r.key == "" {
-			continue
-		}
+	return appendSlots(b, k.ranges, func(r *valueRange) string { return r.key }, func(b []byte, r *valueRange) []byte {
 		b = appendUvarint(b, r.first)
 		b = appendUvarint(b, r.last)
 		b = append(b, byte(r.strategy))
@@ -166,9 +159,8 @@ func (k *Kernel) appendRanges(b []byte) []byte {
 		}
 		b = appendBool(b, r.hasBand)
 		b = appendUvarint(appendUvarint(b, r.band.First), r.band.Last)
-		b = appendString(b, r.format)
-	}
-	return b
+		return appendString(b, r.format)
+	})
 }
 
 // appendLeases writes the live leases in lsn order: the slots' order depends on how the
@@ -288,20 +280,15 @@ func (k *Kernel) validMemberRef(kind MemberKind, obj uint64) bool {
 // shards by slot. A work shard's children are not stored: they are in creation order, so
 // restore rebuilds them from the runs' lists and each work shard's parent.
 func (k *Kernel) appendWork(b []byte) []byte {
-	b = appendUvarint(b, uint64(len(k.runs)))
-	for i := range k.runs {
-		r := &k.runs[i]
-		b = appendString(b, r.key)
-		if r.key == "" {
-			continue // a free slot
-		}
+	b = appendSlots(b, k.runs, func(r *run) string { return r.key }, func(b []byte, r *run) []byte {
 		b = append(b, byte(r.status))
 		b = appendString(b, r.reason)
 		b = appendUvarint(b, uint64(len(r.work)))
 		for _, w := range r.work {
 			b = appendUvarint(b, uint64(w))
 		}
-	}
+		return b
+	})
 	b = appendUvarint(b, uint64(len(k.works)))
 	for i := range k.works {
 		w := &k.works[i]
