@@ -19,6 +19,18 @@ const (
 	contentTypeJSON     = messages.ContentTypeJSON
 )
 
+// verb is the verb table's row for v, whose requests prepare turns into a shard
+// operation: the request's message type is prepare's.
+func verb[R any, P interface {
+	*R
+	proto.Message
+}](v contract.Verb, prepare func(b *Bridge, tenant string, r P, o *op) *kernel.Rejection) *verbSpec {
+	return &verbSpec{verb: v, newReq: func() proto.Message { return P(new(R)) },
+		prepare: func(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
+			return prepare(b, tenant, m.(P), o)
+		}}
+}
+
 // verbSpec is one endpoint: the verb, its subject parts, its request message and the
 // function that turns a decoded request into a shard operation.
 type verbSpec struct {
@@ -79,42 +91,24 @@ func Requests() []VerbRequest {
 
 func verbSpecs() []*verbSpec {
 	return append([]*verbSpec{
-		{verb: contract.VerbCreateResource,
-			newReq: func() proto.Message { return new(messages.CreateResourceRequest) }, prepare: prepCreateResource},
-		{verb: contract.VerbGetResource,
-			newReq: func() proto.Message { return new(messages.GetResourceRequest) }, prepare: prepGetResource},
-		{verb: contract.VerbCreatePool,
-			newReq: func() proto.Message { return new(messages.CreatePoolRequest) }, prepare: prepCreatePool},
-		{verb: contract.VerbGetPool,
-			newReq: func() proto.Message { return new(messages.GetPoolRequest) }, prepare: prepGetPool},
-		{verb: contract.VerbCreateRange,
-			newReq: func() proto.Message { return new(messages.CreateRangeRequest) }, prepare: prepCreateRange},
-		{verb: contract.VerbGetRange,
-			newReq: func() proto.Message { return new(messages.GetRangeRequest) }, prepare: prepGetRange},
-		{verb: contract.VerbReserve,
-			newReq: func() proto.Message { return new(messages.ReserveRequest) }, prepare: prepReserve},
-		{verb: contract.VerbActivate,
-			newReq: func() proto.Message { return new(messages.ActivateRequest) }, prepare: prepActivate},
-		{verb: contract.VerbRenew,
-			newReq: func() proto.Message { return new(messages.RenewRequest) }, prepare: prepRenew},
-		{verb: contract.VerbRelease,
-			newReq: func() proto.Message { return new(messages.ReleaseRequest) }, prepare: prepRelease},
-		{verb: contract.VerbRevoke,
-			newReq: func() proto.Message { return new(messages.RevokeRequest) }, prepare: prepRevoke},
-		{verb: contract.VerbReclaim,
-			newReq: func() proto.Message { return new(messages.ReclaimRequest) }, prepare: prepReclaim},
-		{verb: contract.VerbGetLease,
-			newReq: func() proto.Message { return new(messages.GetLeaseRequest) }, prepare: prepGetLease},
-		{verb: contract.VerbListLeases,
-			newReq: func() proto.Message { return new(messages.ListLeasesRequest) }, prepare: prepListLeases},
-		{verb: contract.VerbClusterStatus,
-			newReq: func() proto.Message { return new(messages.ClusterStatusRequest) }, prepare: prepClusterStatus},
-		{verb: contract.VerbDeleteResource,
-			newReq: func() proto.Message { return new(messages.DeleteResourceRequest) }, prepare: prepDelete},
-		{verb: contract.VerbDeletePool,
-			newReq: func() proto.Message { return new(messages.DeletePoolRequest) }, prepare: prepDelete},
-		{verb: contract.VerbDeleteRange,
-			newReq: func() proto.Message { return new(messages.DeleteRangeRequest) }, prepare: prepDelete},
+		verb(contract.VerbCreateResource, prepCreateResource),
+		verb(contract.VerbGetResource, prepGetResource),
+		verb(contract.VerbCreatePool, prepCreatePool),
+		verb(contract.VerbGetPool, prepGetPool),
+		verb(contract.VerbCreateRange, prepCreateRange),
+		verb(contract.VerbGetRange, prepGetRange),
+		verb(contract.VerbReserve, prepReserve),
+		verb(contract.VerbActivate, prepActivate),
+		verb(contract.VerbRenew, prepRenew),
+		verb(contract.VerbRelease, prepRelease),
+		verb(contract.VerbRevoke, prepRevoke),
+		verb(contract.VerbReclaim, prepReclaim),
+		verb(contract.VerbGetLease, prepGetLease),
+		verb(contract.VerbListLeases, prepListLeases),
+		verb(contract.VerbClusterStatus, prepClusterStatus),
+		verb(contract.VerbDeleteResource, prepDelete((*messages.DeleteResourceRequest).GetResourceId)),
+		verb(contract.VerbDeletePool, prepDelete((*messages.DeletePoolRequest).GetPoolId)),
+		verb(contract.VerbDeleteRange, prepDelete((*messages.DeleteRangeRequest).GetRangeId)),
 	}, append(workSpecs(), allocSpecs()...)...)
 }
 
@@ -224,8 +218,7 @@ func (b *Bridge) objectShard(tenant, id string) uint32 {
 	return contract.ShardOf(tenant, contract.PlacementKey(id), b.cfg.Shards)
 }
 
-func prepCreateResource(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.CreateResourceRequest)
+func prepCreateResource(b *Bridge, tenant string, r *messages.CreateResourceRequest, o *op) *kernel.Rejection {
 	b.objectWrite(tenant, r.OperationId, r.ResourceId, o)
 	return nil
 }
@@ -236,31 +229,26 @@ func (b *Bridge) objectWrite(tenant, opID, id string, o *op) *kernel.Command {
 	return o.cmd
 }
 
-// prepDelete is the four deletes: each names its object by id.
-func prepDelete(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	var opID, id string
-	switch r := m.(type) {
-	case *messages.DeleteResourceRequest:
-		opID, id = r.OperationId, r.ResourceId
-	case *messages.DeletePoolRequest:
-		opID, id = r.OperationId, r.PoolId
-	case *messages.DeleteRangeRequest:
-		opID, id = r.OperationId, r.RangeId
-	case *messages.DeleteRunRequest:
-		opID, id = r.OperationId, r.RunId
-	}
-	b.objectWrite(tenant, opID, id, o)
-	return nil
+// deleteRequest is the four deletes' request: each names its object by id.
+type deleteRequest interface {
+	proto.Message
+	GetOperationId() string
 }
 
-func prepCreatePool(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.CreatePoolRequest)
+// prepDelete is a delete of the object id names.
+func prepDelete[R deleteRequest](id func(R) string) func(*Bridge, string, R, *op) *kernel.Rejection {
+	return func(b *Bridge, tenant string, r R, o *op) *kernel.Rejection {
+		b.objectWrite(tenant, r.GetOperationId(), id(r), o)
+		return nil
+	}
+}
+
+func prepCreatePool(b *Bridge, tenant string, r *messages.CreatePoolRequest, o *op) *kernel.Rejection {
 	b.objectWrite(tenant, r.OperationId, r.PoolId, o).Capacity = r.Capacity
 	return nil
 }
 
-func prepCreateRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.CreateRangeRequest)
+func prepCreateRange(b *Bridge, tenant string, r *messages.CreateRangeRequest, o *op) *kernel.Rejection {
 	strategy, ok := kernel.ParseStrategy(r.Strategy)
 	if !ok {
 		return invalid("strategy: must be lowest_free, random or least_recently_freed")
@@ -279,8 +267,7 @@ func prepCreateRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.R
 	return nil
 }
 
-func prepReserve(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ReserveRequest)
+func prepReserve(b *Bridge, tenant string, r *messages.ReserveRequest, o *op) *kernel.Rejection {
 	members, rej := membersOf(r.Members, "members")
 	if rej != nil {
 		return rej
@@ -358,38 +345,43 @@ func membersOf(ms []*messages.Member, field string) ([]kernel.Member, *kernel.Re
 	return members, nil
 }
 
-// holderVerb is the shape of activate, renew and release.
-func (b *Bridge) holderVerb(o *op, opID, leaseID, holder string, epoch uint64) *kernel.Rejection {
-	shard, lsn, rej := b.leaseID(leaseID)
-	if rej != nil {
-		return rej
-	}
-	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: opID, LeaseLSN: lsn, HolderID: holder, Epoch: epoch}}
-	return nil
+// fencedRequest is a holder's request on its lease: activate, renew, release, consume
+// and the work verbs on a claim.
+type fencedRequest interface {
+	GetOperationId() string
+	GetLeaseId() string
+	GetHolderId() string
+	GetLeaseEpoch() uint64
 }
 
-func prepActivate(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ActivateRequest)
-	if rej := b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch); rej != nil {
-		return rej
+// fenced prepares a holder's verb: its lease routes it, the holder and the fence go with
+// it, and more sets what else the verb carries (nil: nothing).
+func fenced[R fencedRequest](more func(r R, c *kernel.Command) *kernel.Rejection) func(*Bridge, string, R, *op) *kernel.Rejection {
+	return func(b *Bridge, _ string, r R, o *op) *kernel.Rejection {
+		shard, lsn, rej := b.leaseID(r.GetLeaseId())
+		if rej != nil {
+			return rej
+		}
+		*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: r.GetOperationId(), LeaseLSN: lsn,
+			HolderID: r.GetHolderId(), Epoch: r.GetLeaseEpoch()}}
+		if more == nil {
+			return nil
+		}
+		return more(r, o.cmd)
 	}
-	o.cmd.KeepAliveMillis = r.KeepaliveMs
-	return nil
 }
 
-func prepRelease(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ReleaseRequest)
-	return b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch)
-}
-
-func prepRenew(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.RenewRequest)
-	if rej := b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch); rej != nil {
-		return rej
-	}
-	o.cmd.TTLMillis = r.TtlMs
+var prepActivate = fenced(func(r *messages.ActivateRequest, c *kernel.Command) *kernel.Rejection {
+	c.KeepAliveMillis = r.KeepaliveMs
 	return nil
-}
+})
+
+var prepRelease = fenced[*messages.ReleaseRequest](nil)
+
+var prepRenew = fenced(func(r *messages.RenewRequest, c *kernel.Command) *kernel.Rejection {
+	c.TTLMillis = r.TtlMs
+	return nil
+})
 
 func (b *Bridge) operatorVerb(o *op, opID, leaseID string) *kernel.Rejection {
 	shard, lsn, rej := b.leaseID(leaseID)
@@ -400,13 +392,11 @@ func (b *Bridge) operatorVerb(o *op, opID, leaseID string) *kernel.Rejection {
 	return nil
 }
 
-func prepRevoke(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.RevokeRequest)
+func prepRevoke(b *Bridge, _ string, r *messages.RevokeRequest, o *op) *kernel.Rejection {
 	return b.operatorVerb(o, r.OperationId, r.LeaseId)
 }
 
-func prepReclaim(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ReclaimRequest)
+func prepReclaim(b *Bridge, _ string, r *messages.ReclaimRequest, o *op) *kernel.Rejection {
 	return b.operatorVerb(o, r.OperationId, r.LeaseId)
 }
 
@@ -418,23 +408,19 @@ func (b *Bridge) objectRead(tenant, field, id string, minLSN uint64, waitMs *uin
 	return fence(o, minLSN, waitMs)
 }
 
-func prepGetResource(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.GetResourceRequest)
+func prepGetResource(b *Bridge, tenant string, r *messages.GetResourceRequest, o *op) *kernel.Rejection {
 	return b.objectRead(tenant, "resource_id", r.ResourceId, r.MinLsn, r.WaitMs, o)
 }
 
-func prepGetPool(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.GetPoolRequest)
+func prepGetPool(b *Bridge, tenant string, r *messages.GetPoolRequest, o *op) *kernel.Rejection {
 	return b.objectRead(tenant, "pool_id", r.PoolId, r.MinLsn, r.WaitMs, o)
 }
 
-func prepGetRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.GetRangeRequest)
+func prepGetRange(b *Bridge, tenant string, r *messages.GetRangeRequest, o *op) *kernel.Rejection {
 	return b.objectRead(tenant, "range_id", r.RangeId, r.MinLsn, r.WaitMs, o)
 }
 
-func prepGetLease(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.GetLeaseRequest)
+func prepGetLease(b *Bridge, _ string, r *messages.GetLeaseRequest, o *op) *kernel.Rejection {
 	shard, lsn, rej := b.leaseID(r.LeaseId)
 	if rej != nil {
 		return rej
@@ -443,8 +429,7 @@ func prepGetLease(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection
 	return fence(o, r.MinLsn, r.WaitMs)
 }
 
-func prepClusterStatus(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ClusterStatusRequest)
+func prepClusterStatus(b *Bridge, tenant string, r *messages.ClusterStatusRequest, o *op) *kernel.Rejection {
 	*o = op{kind: opStatus}
 	if r.PlacementKey != "" {
 		if rej := objectID("placement_key", r.PlacementKey); rej != nil {

@@ -27,19 +27,19 @@ func allocSpecs() []*verbSpec {
 		{verb: contract.VerbListPools, newReq: listObjects, prepare: prepListObjects},
 		{verb: contract.VerbListRanges, newReq: listObjects, prepare: prepListObjects},
 		{verb: contract.VerbListRuns, newReq: listObjects, prepare: prepListObjects},
-		{verb: contract.VerbLookupValue, newReq: func() proto.Message { return new(messages.LookupValueRequest) }, prepare: prepLookup},
-		{verb: contract.VerbListAllocations, newReq: func() proto.Message { return new(messages.ListAllocationsRequest) }, prepare: prepAllocations},
-		{verb: contract.VerbListHoldings, newReq: func() proto.Message { return new(messages.ListHoldingsRequest) }, prepare: prepHoldings},
-		{verb: contract.VerbListWork, newReq: func() proto.Message { return new(messages.ListWorkRequest) }, prepare: prepListWork},
+		verb(contract.VerbLookupValue, prepLookup),
+		verb(contract.VerbListAllocations, prepAllocations),
+		verb(contract.VerbListHoldings, prepHoldings),
+		verb(contract.VerbListWork, prepListWork),
 		{verb: contract.VerbReleaseValue, newReq: value, prepare: prepValue},
 		{verb: contract.VerbRevokeValue, newReq: value, prepare: prepValue},
 		{verb: contract.VerbReclaimValue, newReq: value, prepare: prepValue},
 		{verb: contract.VerbExclude, newReq: exclude, prepare: prepExclude},
 		{verb: contract.VerbInclude, newReq: exclude, prepare: prepExclude},
-		{verb: contract.VerbResizeRange, newReq: func() proto.Message { return new(messages.ResizeRangeRequest) }, prepare: prepResizeRange},
-		{verb: contract.VerbResizePool, newReq: func() proto.Message { return new(messages.ResizePoolRequest) }, prepare: prepResizePool},
-		{verb: contract.VerbConsume, newReq: func() proto.Message { return new(messages.ReleaseRequest) }, prepare: prepRelease},
-		{verb: contract.VerbImport, newReq: func() proto.Message { return new(messages.ImportRequest) }, prepare: prepImport},
+		verb(contract.VerbResizeRange, prepResizeRange),
+		verb(contract.VerbResizePool, prepResizePool),
+		verb(contract.VerbConsume, prepRelease),
+		verb(contract.VerbImport, prepImport),
 		{verb: contract.VerbReleaseAll, newReq: bulk, prepare: prepBulk},
 		{verb: contract.VerbRevokeAll, newReq: bulk, prepare: prepBulk},
 	}
@@ -113,8 +113,7 @@ func prepListObjects(_ *Bridge, _ string, m proto.Message, o *op) *kernel.Reject
 
 // prepListLeases is lease.list: by holder or label (the state and, with a holder, the
 // label filtering), in pages over every shard, ordered by shard then lsn.
-func prepListLeases(_ *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ListLeasesRequest)
+func prepListLeases(_ *Bridge, _ string, r *messages.ListLeasesRequest, o *op) *kernel.Rejection {
 	q := &kernel.ListQuery{ID: r.HolderId, State: r.State}
 	if r.HolderId != "" {
 		if rej := objectID("holder_id", r.HolderId); rej != nil {
@@ -149,8 +148,7 @@ func prepListLeases(_ *Bridge, _ string, m proto.Message, o *op) *kernel.Rejecti
 	return nil
 }
 
-func prepLookup(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.LookupValueRequest)
+func prepLookup(b *Bridge, tenant string, r *messages.LookupValueRequest, o *op) *kernel.Rejection {
 	if rej := b.objectRead(tenant, "range_id", r.RangeId, r.MinLsn, r.WaitMs, o); rej != nil {
 		return rej
 	}
@@ -176,8 +174,7 @@ func (b *Bridge) pagedRead(tenant, field, id, cursor string, limit *uint32, minL
 	return o.read.List, nil
 }
 
-func prepAllocations(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ListAllocationsRequest)
+func prepAllocations(b *Bridge, tenant string, r *messages.ListAllocationsRequest, o *op) *kernel.Rejection {
 	q, rej := b.pagedRead(tenant, "range_id", r.RangeId, r.Cursor, r.Limit, r.MinLsn, r.WaitMs, o)
 	if rej != nil {
 		return rej
@@ -186,14 +183,12 @@ func prepAllocations(b *Bridge, tenant string, m proto.Message, o *op) *kernel.R
 	return nil
 }
 
-func prepHoldings(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ListHoldingsRequest)
+func prepHoldings(b *Bridge, tenant string, r *messages.ListHoldingsRequest, o *op) *kernel.Rejection {
 	_, rej := b.pagedRead(tenant, "pool_id", r.PoolId, r.Cursor, r.Limit, r.MinLsn, r.WaitMs, o)
 	return rej
 }
 
-func prepListWork(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ListWorkRequest)
+func prepListWork(b *Bridge, tenant string, r *messages.ListWorkRequest, o *op) *kernel.Rejection {
 	switch r.Status {
 	case "", contract.WorkActive, contract.WorkClaimed, contract.WorkDone, contract.WorkSplit, contract.WorkParked:
 	default:
@@ -237,8 +232,7 @@ func prepExclude(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejec
 	return nil
 }
 
-func prepResizeRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ResizeRangeRequest)
+func prepResizeRange(b *Bridge, tenant string, r *messages.ResizeRangeRequest, o *op) *kernel.Rejection {
 	c := b.objectWrite(tenant, r.OperationId, r.RangeId, o)
 	if r.First == nil && r.Last == nil && r.StaticBand == nil {
 		return invalid("first: required when neither last nor static_band is given (an omitted bound keeps its value)")
@@ -251,14 +245,12 @@ func prepResizeRange(b *Bridge, tenant string, m proto.Message, o *op) *kernel.R
 	return nil
 }
 
-func prepResizePool(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ResizePoolRequest)
+func prepResizePool(b *Bridge, tenant string, r *messages.ResizePoolRequest, o *op) *kernel.Rejection {
 	b.objectWrite(tenant, r.OperationId, r.PoolId, o).Capacity = r.Capacity
 	return nil
 }
 
-func prepImport(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ImportRequest)
+func prepImport(b *Bridge, tenant string, r *messages.ImportRequest, o *op) *kernel.Rejection {
 	if len(r.Leases) == 0 || len(r.Leases) > contract.MaxImportLeases {
 		return invalid("leases: between 1 and %d", contract.MaxImportLeases)
 	}

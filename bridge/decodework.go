@@ -1,8 +1,6 @@
 package bridge
 
 import (
-	"google.golang.org/protobuf/proto"
-
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
@@ -15,20 +13,20 @@ import (
 
 func workSpecs() []*verbSpec {
 	return []*verbSpec{
-		{verb: contract.VerbCreateRun, newReq: func() proto.Message { return new(messages.CreateRunRequest) }, prepare: prepCreateRun},
-		{verb: contract.VerbRegisterRun, newReq: func() proto.Message { return new(messages.RegisterRunRequest) }, prepare: prepRegisterRun},
-		{verb: contract.VerbCompleteRun, newReq: func() proto.Message { return new(messages.EndRunRequest) }, prepare: prepEndRun},
-		{verb: contract.VerbFailRun, newReq: func() proto.Message { return new(messages.EndRunRequest) }, prepare: prepEndRun},
-		{verb: contract.VerbCancelRun, newReq: func() proto.Message { return new(messages.EndRunRequest) }, prepare: prepEndRun},
-		{verb: contract.VerbDeleteRun, newReq: func() proto.Message { return new(messages.DeleteRunRequest) }, prepare: prepDelete},
-		{verb: contract.VerbGetRun, newReq: func() proto.Message { return new(messages.GetRunRequest) }, prepare: prepGetRun},
-		{verb: contract.VerbGetWork, newReq: func() proto.Message { return new(messages.GetWorkRequest) }, prepare: prepGetWork},
-		{verb: contract.VerbCheckpoint, newReq: func() proto.Message { return new(messages.CheckpointRequest) }, prepare: prepCheckpoint},
-		{verb: contract.VerbCompleteWork, newReq: func() proto.Message { return new(messages.CheckpointRequest) }, prepare: prepCheckpoint},
-		{verb: contract.VerbParkWork, newReq: func() proto.Message { return new(messages.ParkWorkRequest) }, prepare: prepParkWork},
-		{verb: contract.VerbUnparkWork, newReq: func() proto.Message { return new(messages.UnparkWorkRequest) }, prepare: prepUnparkWork},
-		{verb: contract.VerbSplitReplace, newReq: func() proto.Message { return new(messages.SplitReplaceRequest) }, prepare: prepSplitReplace},
-		{verb: contract.VerbSplitResidual, newReq: func() proto.Message { return new(messages.SplitResidualRequest) }, prepare: prepSplitResidual},
+		verb(contract.VerbCreateRun, prepCreateRun),
+		verb(contract.VerbRegisterRun, prepRegisterRun),
+		verb(contract.VerbCompleteRun, prepEndRun),
+		verb(contract.VerbFailRun, prepEndRun),
+		verb(contract.VerbCancelRun, prepEndRun),
+		verb(contract.VerbDeleteRun, prepDelete((*messages.DeleteRunRequest).GetRunId)),
+		verb(contract.VerbGetRun, prepGetRun),
+		verb(contract.VerbGetWork, prepGetWork),
+		verb(contract.VerbCheckpoint, prepCheckpoint),
+		verb(contract.VerbCompleteWork, prepCheckpoint),
+		verb(contract.VerbParkWork, prepParkWork),
+		verb(contract.VerbUnparkWork, prepUnparkWork),
+		verb(contract.VerbSplitReplace, prepSplitReplace),
+		verb(contract.VerbSplitResidual, prepSplitResidual),
 	}
 }
 
@@ -42,37 +40,31 @@ func workSpecsOf(ws []*messages.WorkSpec) []kernel.WorkSpec {
 	return out
 }
 
-func prepCreateRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.CreateRunRequest)
+func prepCreateRun(b *Bridge, tenant string, r *messages.CreateRunRequest, o *op) *kernel.Rejection {
 	b.objectWrite(tenant, r.OperationId, r.RunId, o).Work = workSpecsOf(r.Shards)
 	return nil
 }
 
-func prepRegisterRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.RegisterRunRequest)
+func prepRegisterRun(b *Bridge, tenant string, r *messages.RegisterRunRequest, o *op) *kernel.Rejection {
 	b.objectWrite(tenant, r.OperationId, r.RunId, o).Work = workSpecsOf(r.Shards)
 	return nil
 }
 
-func prepEndRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.EndRunRequest)
+func prepEndRun(b *Bridge, tenant string, r *messages.EndRunRequest, o *op) *kernel.Rejection {
 	b.objectWrite(tenant, r.OperationId, r.RunId, o).Reason = r.Reason
 	return nil
 }
 
-func prepUnparkWork(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.UnparkWorkRequest)
+func prepUnparkWork(b *Bridge, tenant string, r *messages.UnparkWorkRequest, o *op) *kernel.Rejection {
 	b.objectWrite(tenant, r.OperationId, r.RunId, o).Name = r.Name
 	return nil
 }
 
-func prepGetRun(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.GetRunRequest)
+func prepGetRun(b *Bridge, tenant string, r *messages.GetRunRequest, o *op) *kernel.Rejection {
 	return b.objectRead(tenant, "run_id", r.RunId, r.MinLsn, r.WaitMs, o)
 }
 
-func prepGetWork(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.GetWorkRequest)
+func prepGetWork(b *Bridge, tenant string, r *messages.GetWorkRequest, o *op) *kernel.Rejection {
 	if rej := objectID("name", r.Name); rej != nil {
 		return rej
 	}
@@ -83,45 +75,29 @@ func prepGetWork(b *Bridge, tenant string, m proto.Message, o *op) *kernel.Rejec
 	return nil
 }
 
-func prepCheckpoint(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.CheckpointRequest)
-	if rej := b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch); rej != nil {
-		return rej
-	}
+var prepCheckpoint = fenced(func(r *messages.CheckpointRequest, cmd *kernel.Command) *kernel.Rejection {
 	if c := r.Cursor; c != nil {
-		o.cmd.CursorKey, o.cmd.CursorToken, o.cmd.HasCursor = string(c.LastKey), string(c.Token), true
+		cmd.CursorKey, cmd.CursorToken, cmd.HasCursor = string(c.LastKey), string(c.Token), true
 	}
 	return nil
-}
+})
 
-func prepParkWork(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.ParkWorkRequest)
-	if rej := b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch); rej != nil {
-		return rej
-	}
-	o.cmd.Reason = r.Reason
+var prepParkWork = fenced(func(r *messages.ParkWorkRequest, c *kernel.Command) *kernel.Rejection {
+	c.Reason = r.Reason
 	return nil
-}
+})
 
-func prepSplitReplace(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.SplitReplaceRequest)
-	if rej := b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch); rej != nil {
-		return rej
-	}
+var prepSplitReplace = fenced(func(r *messages.SplitReplaceRequest, cmd *kernel.Command) *kernel.Rejection {
 	for i, c := range r.Children {
 		if c == nil {
 			return invalid("children[%d]: start and end required", i)
 		}
-		o.cmd.Work = append(o.cmd.Work, kernel.WorkSpec{Start: string(c.Start), End: string(c.End)})
+		cmd.Work = append(cmd.Work, kernel.WorkSpec{Start: string(c.Start), End: string(c.End)})
 	}
 	return nil
-}
+})
 
-func prepSplitResidual(b *Bridge, _ string, m proto.Message, o *op) *kernel.Rejection {
-	r := m.(*messages.SplitResidualRequest)
-	if rej := b.holderVerb(o, r.OperationId, r.LeaseId, r.HolderId, r.LeaseEpoch); rej != nil {
-		return rej
-	}
-	o.cmd.SplitKey = string(r.SplitKey)
+var prepSplitResidual = fenced(func(r *messages.SplitResidualRequest, c *kernel.Command) *kernel.Rejection {
+	c.SplitKey = string(r.SplitKey)
 	return nil
-}
+})
