@@ -44,31 +44,12 @@ func spanningReply(c *call, m *messages.Reply) *messages.Reply {
 
 // pageReply fills a listing page's items.
 func pageReply(c *call, p *kernel.ListPage, m *messages.Reply) {
-	for i := range p.Resources {
-		if v := &p.Resources[i]; v.Tenant == c.tenant {
-			m.Resources = append(m.Resources, wire.Resource(v))
-		}
-	}
-	for i := range p.Pools {
-		if v := &p.Pools[i]; v.Tenant == c.tenant {
-			m.Pools = append(m.Pools, wire.Pool(v))
-		}
-	}
-	for i := range p.Ranges {
-		if v := &p.Ranges[i]; v.Tenant == c.tenant {
-			m.Ranges = append(m.Ranges, wire.Range(v))
-		}
-	}
-	for i := range p.Runs {
-		if v := &p.Runs[i]; v.Tenant == c.tenant {
-			m.Runs = append(m.Runs, wire.Run(v))
-		}
-	}
-	for i := range p.Works {
-		if v := &p.Works[i]; v.Tenant == c.tenant {
-			m.Works = append(m.Works, wire.Work(c.op.shard, v))
-		}
-	}
+	m.Resources = owned(m.Resources, p.Resources, c.tenant, func(v *kernel.ResourceView) string { return v.Tenant }, wire.Resource)
+	m.Pools = owned(m.Pools, p.Pools, c.tenant, func(v *kernel.PoolView) string { return v.Tenant }, wire.Pool)
+	m.Ranges = owned(m.Ranges, p.Ranges, c.tenant, func(v *kernel.RangeView) string { return v.Tenant }, wire.Range)
+	m.Runs = owned(m.Runs, p.Runs, c.tenant, func(v *kernel.RunView) string { return v.Tenant }, wire.Run)
+	m.Works = owned(m.Works, p.Works, c.tenant, func(v *kernel.WorkView) string { return v.Tenant },
+		func(v *kernel.WorkView) *messages.Work { return wire.Work(c.op.shard, v) })
 	for i := range p.Leases {
 		l := &p.Leases[i]
 		if l.Tenant != c.tenant {
@@ -86,6 +67,17 @@ func pageReply(c *call, p *kernel.ListPage, m *messages.Reply) {
 	if p.More && c.parts == nil {
 		m.NextCursor = sealCursor(c.scope, contract.KeyCursor(strconv.FormatUint(p.Next, 10)))
 	}
+}
+
+// owned appends to dst the wire form of each view of src that tenant owns (of says whose
+// a view is): a page read across shards shows a tenant only its own.
+func owned[V, W any](dst []W, src []V, tenant string, of func(*V) string, wire func(*V) W) []W {
+	for i := range src {
+		if v := &src[i]; of(v) == tenant {
+			dst = append(dst, wire(v))
+		}
+	}
+	return dst
 }
 
 // allocReply adds what the allocator verbs answer besides a view: range.lookup's value

@@ -59,6 +59,17 @@ func takeSlot(free *[]int32, n, bound int) (idx int32, ok bool) {
 	return int32(n), true
 }
 
+// reuse takes the last freed slot of rows, or appends a zero one: the tables without a
+// bound of their own (a lease's records, holders and label sets count against others).
+func reuse[T any](rows *[]T, free *[]int32) int32 {
+	idx, _ := takeSlot(free, len(*rows), math.MaxInt)
+	if int(idx) == len(*rows) {
+		var zero T
+		*rows = append(*rows, zero)
+	}
+	return idx
+}
+
 // put stores v at slot idx of table t, appending when idx is one past its end.
 func put[T any](t *[]T, idx int32, v T) {
 	if int(idx) == len(*t) {

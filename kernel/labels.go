@@ -54,14 +54,7 @@ func (k *Kernel) internLabels(ls []Label) int32 {
 		k.labelSets[idx].refs++
 		return idx + 1
 	}
-	var idx int32
-	if n := len(k.labelFree); n > 0 {
-		idx = k.labelFree[n-1]
-		k.labelFree = k.labelFree[:n-1]
-	} else {
-		k.labelSets = append(k.labelSets, labelSet{})
-		idx = int32(len(k.labelSets) - 1)
-	}
+	idx := reuse(&k.labelSets, &k.labelFree)
 	k.labelSets[idx] = labelSet{key: key, labels: parseLabelsKey(key), refs: 1}
 	k.labelIdx[key] = idx
 	return idx + 1

@@ -46,14 +46,7 @@ type holder struct {
 
 // newLease takes a lease record from the free list (reusing its members' capacity).
 func (k *Kernel) newLease(lsn uint64, holderKey []byte) int32 {
-	var idx int32
-	if n := len(k.leaseFree); n > 0 {
-		idx = k.leaseFree[n-1]
-		k.leaseFree = k.leaseFree[:n-1]
-	} else {
-		k.leases = append(k.leases, lease{})
-		idx = int32(len(k.leases) - 1)
-	}
+	idx := reuse(&k.leases, &k.leaseFree)
 	l := &k.leases[idx]
 	*l = lease{lsn: lsn, holder: k.internHolder(holderKey), epoch: 1, members: l.members[:0],
 		heapPos: -1, prevLive: -1, nextLive: -1}
@@ -79,14 +72,7 @@ func (k *Kernel) internHolder(key []byte) int32 {
 		k.holders[idx].refs++
 		return idx
 	}
-	var idx int32
-	if n := len(k.holderFree); n > 0 {
-		idx = k.holderFree[n-1]
-		k.holderFree = k.holderFree[:n-1]
-	} else {
-		k.holders = append(k.holders, holder{})
-		idx = int32(len(k.holders) - 1)
-	}
+	idx := reuse(&k.holders, &k.holderFree)
 	s := string(key)
 	k.holders[idx] = holder{key: s, refs: 1, head: -1, tail: -1}
 	k.holderIdx[s] = idx

@@ -21,10 +21,7 @@ var leaseStateNames = [...]string{"", contract.StateReserved, contract.StateActi
 	contract.StateReleased, contract.StateExpired, contract.StateRevoked, contract.StateConsumed}
 
 func (s LeaseState) String() string {
-	if int(s) < len(leaseStateNames) {
-		return leaseStateNames[s]
-	}
-	return "unknown"
+	return nameOf(leaseStateNames[:], s)
 }
 
 // Terminal reports whether the lease has ended for good.
@@ -47,10 +44,7 @@ const (
 var resourceStateNames = [...]string{contract.StateAvailable, contract.StateReserved, contract.StateActive, contract.StateRevoking}
 
 func (s ResourceState) String() string {
-	if int(s) < len(resourceStateNames) {
-		return resourceStateNames[s]
-	}
-	return "unknown"
+	return nameOf(resourceStateNames[:], s)
 }
 
 // resourceStateOf is the resource state a live lease in state s imposes.
@@ -64,6 +58,14 @@ func resourceStateOf(s LeaseState) ResourceState {
 		return ResourceRevoking
 	}
 	return ResourceAvailable
+}
+
+// nameOf is the name of enum value v in names, "unknown" past them.
+func nameOf[E ~uint8](names []string, v E) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return "unknown"
 }
 
 // EventKind names the event an entry emits (docs/api.md §5); EventNone when nothing changed.
@@ -114,10 +116,7 @@ var eventNames = [...]string{"", contract.EventResourceCreated, contract.EventPo
 	contract.EventPoolResized}
 
 func (e EventKind) String() string {
-	if int(e) < len(eventNames) {
-		return eventNames[e]
-	}
-	return "unknown"
+	return nameOf(eventNames[:], e)
 }
 
 // ObjectKind says which view of an Output is filled.

@@ -24,10 +24,7 @@ const (
 var runStatusNames = [...]string{"", contract.RunActive, contract.RunDone, contract.RunFailed, contract.RunCancelled}
 
 func (s RunStatus) String() string {
-	if int(s) < len(runStatusNames) {
-		return runStatusNames[s]
-	}
-	return "unknown"
+	return nameOf(runStatusNames[:], s)
 }
 
 // Terminal reports whether nothing in the run can change any more.
@@ -48,10 +45,7 @@ const (
 var workStatusNames = [...]string{"", contract.WorkActive, contract.WorkDone, contract.WorkSplit, contract.WorkParked}
 
 func (s WorkStatus) String() string {
-	if int(s) < len(workStatusNames) {
-		return workStatusNames[s]
-	}
-	return "unknown"
+	return nameOf(workStatusNames[:], s)
 }
 
 type run struct {
