@@ -118,9 +118,16 @@ func (NoneInFlight) Len() int                      { return 0 }
 
 // SkipsBefore is how many skip entries (VerbSkip) the runtime sequences right before c:
 // a lease.import of n leases takes the lsns of n-1 skips and its own as its leases' ids,
-// and a bundle that commits in parallel the skip's as its lease's.
+// and a bundle that commits in parallel the skip's as its lease's. An import across shards
+// takes 2n-1 skips' (n ids, then n transactions, the last its own position, which names
+// the group), and a participant's prepare of one a position for each lease it holds
+// members of, the last its own.
 func SkipsBefore(c *Command) int {
 	switch {
+	case c.Group && c.Verb == contract.VerbImport:
+		return 2*len(c.Imports) - 1
+	case c.Group && c.Verb == contract.VerbPrepare:
+		return max(groupParts(c)-1, 0)
 	case c.Verb == contract.VerbImport && len(c.Imports) > 1:
 		return len(c.Imports) - 1
 	case c.Parallel:

@@ -29,7 +29,8 @@ type bundle struct {
 	pending  bool // undecided: the members are intents, listed and expired by nobody
 	priority uint64
 	// lease is, at a participant, the lease's lsn at its home once committed (the commit
-	// entry's: a lease id is its committing entry's position); 0 while undecided.
+	// entry's: a lease id is its committing entry's position); 0 while undecided. At the
+	// home of a lease of an import across shards, its id from the begin on (group.go).
 	lease uint64
 	// failed is, for a begin whose own members or tables refused it, the refusal (and
 	// failedMember its member, -1 for a table): not the bundle's answer yet — a member of
@@ -58,6 +59,11 @@ type bundle struct {
 	// deadline counts from the begin, and a restarted home prepares it again rather than
 	// abort it (docs/design.md "Parallel commits").
 	parallel bool
+	// group is, for a lease of an import across shards at its home, the import's
+	// position (the group's name, after its leases' ids): its leases are decided together
+	// (group.go). Kept after the decision, when it says only that the record's position is
+	// its transaction's and its lease's.
+	group uint64
 }
 
 // remoteMember is a member of a home's bundle that another shard holds.
@@ -133,6 +139,10 @@ func (k *Kernel) foreign(s uint32) bool { return s != k.shard }
 // that one finds the lost one's intents under the same position — they are freed first.
 func (k *Kernel) prepare(e Entry, out *Output) {
 	c := e.Cmd
+	if c.Group {
+		k.prepareGroup(e, out)
+		return
+	}
 	if lsn, ok := k.txns[c.Txn]; ok {
 		b := k.bundles[lsn]
 		switch {
@@ -236,6 +246,10 @@ func (k *Kernel) versions(idx int32, d int) {
 // not undecided here is a no-op.
 func (k *Kernel) decide(e Entry, out *Output) {
 	c := e.Cmd
+	if c.Group {
+		k.decideGroup(e, out)
+		return
+	}
 	b := k.bundles[c.Txn.LSN] // undecided: the record is still at its begin's lsn
 	if c.Txn.Shard != k.shard || b == nil || !b.pending || !b.home(k.shard) {
 		out.Code = contract.CodeNoop
@@ -305,6 +319,9 @@ func (k *Kernel) decide(e Entry, out *Output) {
 // the commit was durable — the skip's position before its begin and the begin's slot,
 // which the answer already showed and a commit after a restart keeps.
 func (k *Kernel) commitPlace(b *bundle, idx int32, e Entry) (id, slot uint64) {
+	if b.group != 0 {
+		return b.lease, k.leases[idx].created
+	}
 	if b.parallel {
 		return b.txn.LSN - 1, k.leases[idx].created
 	}
@@ -617,12 +634,15 @@ func (k *Kernel) checkBundles() error {
 			return fmt.Errorf("bundle record %d: no lease record", lsn)
 		case b.pending != k.pending[lsn]:
 			return fmt.Errorf("bundle record %d: undecided %v, counted %v", lsn, b.pending, k.pending[lsn])
-		case home && b.pending && k.pendingOps[b.op] != lsn:
+		case home && b.pending && k.pendingOps[b.op] != max(b.group, lsn):
 			return fmt.Errorf("bundle record %d: undecided begin not found by its operation", lsn)
+		case b.group != 0 && (!home || b.lease == 0 || b.lease >= b.txn.LSN || b.group < b.txn.LSN || !b.parallel || !b.twoRound ||
+			b.failed != contract.CodeOK || (b.pending && lsn != b.txn.LSN) || (!b.pending && lsn != b.lease)):
+			return fmt.Errorf("bundle record %d: a lease of import %d, but at home %v, its transaction at %d, its id %d", lsn, b.group, home, b.txn.LSN, b.lease)
 		case !home && (k.txns[b.txn] != lsn || len(b.remote) != 0):
 			return fmt.Errorf("bundle record %d: a participant's part not found by its transaction", lsn)
 		case home && (k.begins[b.txn.LSN] != lsn || (b.pending && lsn != b.txn.LSN) || (!b.pending && !b.parallel && lsn <= b.txn.LSN) ||
-			(!b.pending && b.parallel && lsn != b.txn.LSN-1)):
+			(!b.pending && b.parallel && b.group == 0 && lsn != b.txn.LSN-1)):
 			return fmt.Errorf("bundle record %d: its begin at %d does not lead to it", lsn, b.txn.LSN)
 		case live && b.pending && k.leases[idx].state != LeaseReserved:
 			return fmt.Errorf("bundle record %d: undecided intents in state %s", lsn, k.leases[idx].state)
@@ -680,6 +700,9 @@ func (k *Kernel) appendBundles(b []byte, flags bool) []byte {
 		if flags {
 			b = append(b, r.endFlags())
 		}
+		if r.group != 0 {
+			b = appendUvarint(b, r.group)
+		}
 	}
 	return b
 }
@@ -689,7 +712,7 @@ func (k *Kernel) appendBundles(b []byte, flags bool) []byte {
 // parallel.
 func (b *bundle) endFlags() byte {
 	var f byte
-	for i, set := range [5]bool{b.twoRound, b.ending, b.ownPart, b.freeing, b.parallel} {
+	for i, set := range [6]bool{b.twoRound, b.ending, b.ownPart, b.freeing, b.parallel, b.group != 0} {
 		if set {
 			f |= 1 << i
 		}
@@ -697,8 +720,12 @@ func (b *bundle) endFlags() byte {
 	return f
 }
 
-// parallelFlag is endFlags' bit of a bundle that commits in parallel (snapshot format 11).
-const parallelFlag = 1 << 4
+// parallelFlag is endFlags' bit of a bundle that commits in parallel (snapshot format 11),
+// groupFlag of a lease of an import across shards (format 12).
+const (
+	parallelFlag = 1 << 4
+	groupFlag    = 1 << 5
+)
 
 // bundleFlags is every flag any record has (endFlags, or-ed; the order reaches no output):
 // with none the snapshot keeps format 9, without bit 4 format 10, else it needs 11.
@@ -742,11 +769,19 @@ func (r *restorer) bundles() {
 			f := d.byte()
 			b.twoRound, b.ending, b.ownPart, b.freeing, b.parallel = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0, f&parallelFlag != 0
 			top := byte(parallelFlag - 1)
-			if r.format >= snapshotFormatParallel {
+			switch {
+			case r.format >= snapshotFormatGroup:
+				top = 2*groupFlag - 1
+			case r.format >= snapshotFormatParallel:
 				top = 2*parallelFlag - 1
 			}
 			if f > top || (b.ownPart && !b.ending) || (b.freeing && !b.twoRound) || (b.parallel && !b.twoRound) {
 				d.fail()
+			}
+			if f&groupFlag != 0 {
+				if b.group = d.uvarint(); b.group == 0 || !b.parallel {
+					d.fail()
+				}
 			}
 		}
 		if d.err != nil {

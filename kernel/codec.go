@@ -32,6 +32,10 @@ const (
 	// commandFormatParallel is 7 and one byte after it, 1: a reserve begun across shards
 	// that commits in parallel (Command.Parallel; docs/design.md "Parallel commits").
 	commandFormatParallel = 8
+	// commandFormatGroup is 7 and one byte after it, 2: an import across shards and its
+	// prepares and decision (Command.Group); the import's phase is PhaseEnding, the others'
+	// none.
+	commandFormatGroup = 9
 )
 
 // Bounds that decoding enforces before trusting a length from disk.
@@ -58,6 +62,8 @@ func (c *Command) AppendBinary(b []byte) []byte {
 		return appendShape(append(b, commandFormatConfigure, byte(c.Verb)), &c.Settings)
 	}
 	switch {
+	case c.Group:
+		return append(appendBundle(appendCommandBody(append(b, commandFormatGroup), c, true), c), byte(c.Phase), 2)
 	case c.usesBundle() && c.Parallel:
 		return append(appendBundle(appendCommandBody(append(b, commandFormatParallel), c, true), c), byte(c.Phase), 1)
 	case c.usesBundle() && c.Phase != PhaseNone:
@@ -282,8 +288,8 @@ func DecodeCommand(b []byte, c *Command) error {
 	if format == commandFormatConfigure {
 		return decodeConfigure(&d, c)
 	}
-	if format > commandFormatParallel {
-		return fmt.Errorf("%w: command format %d, and this build reads formats %d to %d", ErrNewerFormat, format, commandFormat, commandFormatParallel)
+	if format > commandFormatGroup {
+		return fmt.Errorf("%w: command format %d, and this build reads formats %d to %d", ErrNewerFormat, format, commandFormat, commandFormatGroup)
 	}
 	if format < commandFormat {
 		return ErrBadCommand
@@ -291,7 +297,8 @@ func DecodeCommand(b []byte, c *Command) error {
 	c.Settings = Shape{}
 	keeps := format == commandFormatKeeps
 	parallel := format == commandFormatParallel
-	ending := format == commandFormatEnding || parallel
+	group := format == commandFormatGroup
+	ending := format == commandFormatEnding || parallel || group
 	bundle := format == commandFormatBundle || ending
 	alloc := format == commandFormatAllocators || keeps || bundle
 	work := format == commandFormatWork || alloc
@@ -354,15 +361,18 @@ func DecodeCommand(b []byte, c *Command) error {
 		}
 	}
 	c.Shards, c.Txn, c.Priority, c.Commit, c.Refusal, c.RefusalMember, c.State = c.Shards[:0], TxnRef{}, 0, false, 0, 0, 0
-	c.Phase, c.Parallel = PhaseNone, false
+	c.Phase, c.Parallel, c.Group = PhaseNone, false, group
 	if bundle {
 		d.bundleFields(c)
 	}
 	if ending {
 		c.Phase = Phase(d.byte())
-		if !c.Phase.fits(c) {
+		if !c.Phase.fits(c) && !(group && c.Phase == PhaseNone && c.Verb != contract.VerbImport) {
 			d.fail()
 		}
+	}
+	if group && (d.byte() != 2 || !c.groupShaped()) {
+		d.fail()
 	}
 	if parallel {
 		c.Parallel = d.byte() == 1
@@ -441,7 +451,7 @@ func (d *decoder) bundleFields(c *Command) {
 	c.Refusal = Code(d.count(255))
 	c.RefusalMember = uint32(d.count(maxEncodedMembers))
 	c.State = LeaseState(d.byte())
-	if c.State > LeaseConsumed || (len(c.Shards) > 0 && len(c.Shards) != len(c.Members)) {
+	if c.State > LeaseConsumed || (len(c.Shards) > 0 && len(c.Shards) != len(c.Members) && !c.Group) {
 		d.fail()
 	}
 }

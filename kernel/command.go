@@ -178,6 +178,16 @@ type Command struct {
 	// commit following; its lease's id is the position of the skip entry right before the
 	// begin. Set by Normalize for bundles without a work member.
 	Parallel bool
+	// Group (command format 9; docs/design.md "lease.import across keys"): a lease.import
+	// across shards — one transaction per lease, begun by one entry and decided by one.
+	// At its home the import carries Shards, the shard of each member of every lease in
+	// order, follows n skips (lease i's id and transaction are the i-th), and is the
+	// group's begin; its position names the group. A bundle.prepare of a group carries
+	// Imports, each lease's members on the participant (none: an empty list), and Txn the
+	// group; a bundle.decide of a group carries Txn the group, Limit its leases, and —
+	// committing — Imports with every member resolved, or — refused — Value the refused
+	// lease's index plus one. Set by Normalize.
+	Group bool
 }
 
 // Phase is a round of a bundle lease's end.
@@ -197,6 +207,8 @@ func (p Phase) fits(c *Command) bool {
 	switch {
 	case p == PhaseEnding && c.Verb == contract.VerbReserve && len(c.Shards) > 0:
 		return true
+	case p == PhaseEnding && c.Group:
+		return c.Verb == contract.VerbImport
 	case (p == PhaseEnding || p == PhaseFree) && c.Verb == contract.VerbMirror:
 		return c.State.Terminal()
 	}
@@ -212,6 +224,36 @@ type TxnRef struct {
 // Compare orders transactions by home shard, then lsn.
 func (t TxnRef) Compare(u TxnRef) int {
 	return cmp.Or(cmp.Compare(t.Shard, u.Shard), cmp.Compare(t.LSN, u.LSN))
+}
+
+// groupParts is how many leases of a group's prepare have members on its participant.
+func groupParts(c *Command) int {
+	n := 0
+	for i := range c.Imports {
+		if len(c.Imports[i].Members) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// groupShaped reports whether a command of format 9 has a group step's fields: an import
+// with a shard for every member of every lease, a prepare with the import's leases and no
+// members of its own, a decide naming its leases' count.
+func (c *Command) groupShaped() bool {
+	members := 0
+	for i := range c.Imports {
+		members += len(c.Imports[i].Members)
+	}
+	switch c.Verb {
+	case contract.VerbImport:
+		return len(c.Imports) > 0 && len(c.Shards) == members && len(c.Members) == 0
+	case contract.VerbPrepare:
+		return len(c.Imports) > 0 && len(c.Shards) == 0 && len(c.Members) == 0 && members > 0
+	case contract.VerbDecide:
+		return c.Limit > 0 && len(c.Shards) == 0 && (len(c.Imports) == 0 || len(c.Imports) == int(c.Limit))
+	}
+	return false
 }
 
 // usesBundle reports whether the command is a step of a bundle across shards, which

@@ -58,8 +58,15 @@ func (t *endedTable) find(lsn uint64) (int, *endedLease) {
 
 func (t *endedTable) push(e endedLease, members []leaseMember) {
 	e.members = uint16(len(members))
-	e.kind, e.obj, e.value = members[0].kind, members[0].obj, members[0].quantity+members[0].value
 	e.extra = t.extra.next()
+	if len(members) == 0 {
+		// A lease of an import across shards with no member at its home: its members were
+		// all its participants'.
+		seq := t.q.push(e)
+		insertRef(&t.index, t, e.lsn, refOf(0, seq))
+		return
+	}
+	e.kind, e.obj, e.value = members[0].kind, members[0].obj, members[0].quantity+members[0].value
 	for _, m := range members[1:] {
 		t.extra.push(endedMember{value: m.quantity + m.value, obj: m.obj, kind: m.kind})
 	}

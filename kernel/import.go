@@ -25,6 +25,10 @@ func (k *Kernel) afterSkips(e Entry) bool {
 // importLeases runs lease.import.
 func (k *Kernel) importLeases(e Entry, out *Output) {
 	c := e.Cmd
+	if c.Group {
+		k.importBegin(e, out)
+		return
+	}
 	n := len(c.Imports)
 	first := e.LSN - uint64(n) + 1
 	picks := k.picks[:0]

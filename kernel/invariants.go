@@ -91,7 +91,7 @@ func (k *Kernel) checkLease(i int32, l *lease, t *tally, graves *[graveKindEnd][
 	if b := k.bundles[l.lsn]; b == nil || !b.ownPart {
 		t.members += len(l.members) // an own part's members are its ended lease's (holdEnding)
 	}
-	if len(l.members) == 0 || len(l.members) > maxEncodedMembers {
+	if (len(l.members) == 0 && !k.allRemote(l.lsn)) || len(l.members) > maxEncodedMembers {
 		return fmt.Errorf("lease %d: %d members", l.lsn, len(l.members))
 	}
 	// The epoch starts at 1 and moves exactly once, on the way out of holder authority.
@@ -478,7 +478,7 @@ func (k *Kernel) checkEnded(holderRefs []int32, members *int, indexes bool) erro
 	extra := t.extra.base
 	for i := 0; i < t.len(); i++ {
 		e := t.q.nth(i)
-		if !e.state.Terminal() || e.epoch < 1 || e.epoch > 2 || e.members == 0 || int(e.members) > maxEncodedMembers {
+		if !e.state.Terminal() || e.epoch < 1 || e.epoch > 2 || int(e.members) > maxEncodedMembers {
 			return fmt.Errorf("ended lease %d: %s, epoch %d, %d members", e.lsn, e.state, e.epoch, e.members)
 		}
 		if e.releasedLSN < e.lsn || e.releasedLSN > k.lastLSN || e.retireAfter < prevRetire {
@@ -500,7 +500,7 @@ func (k *Kernel) checkEnded(holderRefs []int32, members *int, indexes bool) erro
 		if e.members > 1 && e.extra != extra {
 			return fmt.Errorf("ended lease %d: side members at %d, expected %d", e.lsn, e.extra, extra)
 		}
-		extra += uint64(e.members) - 1
+		extra += uint64(max(e.members, 1)) - 1
 		for j := 0; j < int(e.members); j++ {
 			if m := t.member(e, j); !k.validMemberRef(m.kind, uint64(m.obj)) {
 				return fmt.Errorf("ended lease %d: member %d names no object", e.lsn, j)

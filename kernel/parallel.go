@@ -28,8 +28,8 @@ func hasValueBit(set bool) byte {
 func (k *Kernel) CommitView(txn TxnRef, members []Member, out *Output) bool {
 	out.reset(k.lastLSN)
 	b := k.bundles[txn.LSN]
-	if txn.Shard != k.shard || b == nil || !b.pending || !b.parallel || !b.home(k.shard) || b.failed != contract.CodeOK {
-		return false
+	if txn.Shard != k.shard || b == nil || !b.pending || !b.parallel || !b.home(k.shard) || b.failed != contract.CodeOK || b.group != 0 {
+		return false // an import's leases are answered together: GroupView
 	}
 	idx := k.leaseIdx[txn.LSN]
 	l := &k.leases[idx]

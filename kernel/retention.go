@@ -198,7 +198,11 @@ func (k *Kernel) viewRetriedImport(c *Command, op *outcome, slot uint64, out *Ou
 		out.ItemIndex = int(op.ref) - 1
 		return
 	}
-	first := op.lsn - uint64(len(c.Imports)) + 1
+	last := op.lsn
+	if c.Group { // an import across shards: remembered at its decision, naming its last lease
+		last = op.ref
+	}
+	first := last - uint64(len(c.Imports)) + 1
 	for i := range c.Imports {
 		lsn := first + uint64(i)
 		ch := LeaseChange{Event: EventLeaseReserved, Lease: LeaseView{Shard: k.shard, LSN: lsn, Tenant: c.Tenant}}

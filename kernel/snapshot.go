@@ -24,8 +24,9 @@ import (
 // (allocated_at) after its labels, live and ended. 9: the bundle records (bundles across
 // shards) before the live leases, which they tell apart from the leases a client names.
 // 10: each bundle record's endings flags (endings in two rounds). 11: the flags' bit 4,
-// a bundle that commits in parallel.
-const snapshotFormat = snapshotFormatParallel
+// a bundle that commits in parallel. 12: the flags' bit 5, a lease of an import across
+// shards, its group's position after the flags.
+const snapshotFormat = snapshotFormatGroup
 
 // snapshotFormatWithoutBundles is what a shard with no bundle record writes: format 8,
 // byte for byte what format 9 is without its bundle table, so that a node of the previous
@@ -41,6 +42,10 @@ const snapshotFormatEndings = 10
 // snapshotFormatParallel is 10 whose flags may say a bundle commits in parallel; a shard
 // with no such record writes 10 (or less), byte for byte.
 const snapshotFormatParallel = 11
+
+// snapshotFormatGroup is 11 whose flags may say a record is a lease of an import across
+// shards (its group after them); a shard with no such record writes 11 (or less).
+const snapshotFormatGroup = 12
 
 // Snapshot encodes the whole shard state. The encoding is canonical: tables by slot (which
 // the ended leases refer to), leases by lsn, retention queues in retirement order, so the same state always
@@ -90,6 +95,8 @@ func (k *Kernel) Capture(head []byte) *SnapshotCapture {
 		format = snapshotFormatEndings - 1
 	case flags&parallelFlag == 0:
 		format = snapshotFormatEndings
+	case flags&groupFlag == 0:
+		format = snapshotFormatParallel
 	}
 	b := head[:0]
 	b = append(b, format)

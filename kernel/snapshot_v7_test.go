@@ -73,10 +73,10 @@ func TestFixtureStateAnswersAsFormat7(t *testing.T) {
 func TestNewerFormatsAreRefusedNamingBoth(t *testing.T) {
 	c := Command{Verb: contract.VerbCreateResource, Tenant: "t", OperationID: "o", ObjectID: "r"}
 	b := c.AppendBinary(nil)
-	b[0] = commandFormatParallel + 1
+	b[0] = commandFormatGroup + 1
 	err := DecodeCommand(b, &Command{})
-	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("format %d", commandFormatParallel+1)) ||
-		!strings.Contains(err.Error(), fmt.Sprintf("to %d", commandFormatParallel)) {
+	if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("format %d", commandFormatGroup+1)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("to %d", commandFormatGroup)) {
 		t.Fatalf("a newer command: %v", err)
 	}
 	k, err := New(DefaultConfig())

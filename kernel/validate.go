@@ -144,6 +144,13 @@ func Normalize(s *Shape, c *Command) {
 		// claim, which its commit makes.
 		c.Parallel = !slices.ContainsFunc(c.Members, func(m Member) bool { return m.Kind == MemberWork })
 	}
+	if c.Verb == contract.VerbImport && len(c.Shards) > 0 {
+		if slices.ContainsFunc(c.Shards, func(s uint32) bool { return s != c.Shards[0] }) {
+			c.Phase, c.Group = PhaseEnding, true // an import across shards: a group of bundle leases
+		} else {
+			c.Shards = nil // several keys, one shard: one shard's import
+		}
+	}
 }
 
 func validateReserve(c *Command) *Rejection {
@@ -463,10 +470,17 @@ func validateImport(c *Command) *Rejection {
 	}
 	key := ""
 	seen := map[memberKey][2]int{}
+	at := 0 // where the lease's members start in an import begun across shards' Shards
 	for i := range c.Imports {
 		im := &c.Imports[i]
 		one := Command{Verb: contract.VerbReserve, HolderID: im.HolderID, Members: im.Members, Activate: im.Activate,
 			TTLMillis: im.TTLMillis, KeepAliveMillis: im.KeepAliveMillis}
+		if len(c.Shards) > 0 {
+			if at+len(im.Members) > len(c.Shards) {
+				return reject(contract.CodeInvalidRequest, "leases[%d]: no shard for its members", i) // a runtime fault
+			}
+			one.Shards, at = c.Shards[at:at+len(im.Members)], at+len(im.Members)
+		}
 		if r := validateReserve(&one); r != nil {
 			r.Message = fmt.Sprintf("leases[%d].%s", i, r.Message)
 			return r
@@ -482,7 +496,7 @@ func validateImport(c *Command) *Rejection {
 			pk := contract.PlacementKey(m.ID)
 			if key == "" {
 				key = pk
-			} else if pk != key {
+			} else if pk != key && len(c.Shards) == 0 { // an import begun across shards takes any keys
 				return reject(contract.CodeCrossShard, "leases[%d].members[%d]: placement key %q differs from %q; an import takes members of one placement key", i, j, pk, key)
 			}
 			if m.Kind == MemberPool || (m.Kind == MemberRange && !m.HasValue) {

@@ -92,7 +92,7 @@ var kverbs = [contract.VerbCount]kverb{
 	}},
 	contract.VerbSkip:    {apply: (*Kernel).skip},
 	contract.VerbPrepare: {apply: (*Kernel).prepare},
-	contract.VerbDecide:  {apply: (*Kernel).decide},
+	contract.VerbDecide:  {apply: (*Kernel).decide, changes: func(c *Command) int { return int(c.Limit) }}, // a group's leases
 	contract.VerbMirror:  {apply: (*Kernel).mirror},
 }
 
