@@ -233,11 +233,11 @@ type Output struct {
 	// a lease.import's leases, the leases a lease.release_all or lease.revoke_all ended.
 	// ItemIndex is the lease of an import that failed (-1 otherwise), as MemberIndex is
 	// its member.
-	Changes   []LeaseChange
+	Changes []LeaseChange
 	// Parts are a participant's parts of an import across shards, lease by lease (an
 	// empty view for a lease it holds nothing of), after its prepare: what its vote tells
 	// the home. No events: the leases live at their home.
-	Parts []LeaseView
+	Parts     []LeaseView
 	ItemIndex int
 	// Count is how many leases a lease.release_all or lease.revoke_all ended or moved;
 	// More says whether more carry the label (another call continues).
