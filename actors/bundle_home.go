@@ -73,6 +73,9 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 		return
 	}
 	s.b.init()
+	if isGroup(c) {
+		c.Group, c.Phase = true, kernel.PhaseEnding // as admission will normalize it: its skips are the group's
+	}
 	parts := s.coordParts(c)
 	if c.Priority == 0 && len(parts) > 0 {
 		c.Priority = s.bundleAge() // kept when the bundle runs again: wait-die's age
@@ -83,7 +86,7 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 		}
 	}
 	self := kernel.TxnRef{Shard: s.h.shard, LSN: s.q.Sequenced() + 1 + uint64(kernel.SkipsBefore(c))}
-	if len(parts) > 0 && s.yields(c.Priority, self, c.Tenant, c.Members, c.Shards) {
+	if len(parts) > 0 && s.yields(c.Priority, self, c.Tenant, bundleMembers(c), c.Shards) {
 		s.dieLater(c, []replyFunc{reply}, first)
 		return
 	}
@@ -124,6 +127,10 @@ func (s *shard) sendPrepares(co *coord, unvoted bool) {
 	c := co.cmd
 	for _, p := range co.parts {
 		if unvoted && p.voted {
+			continue
+		}
+		if c.Verb == contract.VerbImport {
+			s.sendShard(p.shard, groupPrepare(co, p))
 			continue
 		}
 		m := &prepareMsg{txn: co.txn, priority: c.Priority, tenant: c.Tenant, holder: c.HolderID, activate: c.Activate}
@@ -213,7 +220,7 @@ func (s *shard) beginAnswered(lsn uint64) {
 	}
 	delete(s.b.coords, lsn)
 	for _, p := range co.parts {
-		s.sendShard(p.shard, &mirrorMsg{txn: co.txn, priority: co.cmd.Priority})
+		s.freeParts(co, p.shard)
 	}
 }
 
@@ -231,7 +238,7 @@ func (s *shard) vote(m *voteMsg) {
 	}
 	if co.deciding {
 		if co.aborting && m.prepared { // prepared after the abort went out: free it again
-			s.sendShard(m.shard, &mirrorMsg{txn: m.txn, priority: co.cmd.Priority})
+			s.freeParts(co, m.shard)
 		}
 		return
 	}
@@ -309,7 +316,7 @@ func (s *shard) maybeDecide(co *coord) {
 		s.abort(co, refusal{}, false)
 		return
 	}
-	members := slices.Clone(co.cmd.Members)
+	members := slices.Clone(bundleMembers(co.cmd))
 	for _, p := range co.parts {
 		for j, i := range p.index {
 			if j < len(p.members) {
@@ -320,6 +327,9 @@ func (s *shard) maybeDecide(co *coord) {
 	s.step(StepVoted)
 	co.deciding = true
 	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Commit: true, Members: members}
+	if co.cmd.Verb == contract.VerbImport {
+		c = groupDecide(co, members, refusal{}, true)
+	}
 	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, nil, true) }) {
 		s.answerCoord(co, rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
 		return
@@ -335,11 +345,20 @@ func (s *shard) maybeDecide(co *coord) {
 // will give (kernel.CommitView); reads here wait until the commit is applied (the
 // barrier: readApplied), so none answered after this one misses the lease.
 func (s *shard) answerEarly(co *coord, members []kernel.Member) {
-	var out kernel.Output
-	if co.recovering || !s.k.CommitView(co.txn, members, &out) {
+	if co.recovering {
 		return
 	}
-	co.early = replyFromOutput(&out, s.applied())
+	if co.cmd.Verb == contract.VerbImport {
+		if co.early = s.groupEarly(co, members); co.early == nil {
+			return
+		}
+	} else {
+		var out kernel.Output
+		if !s.k.CommitView(co.txn, members, &out) {
+			return
+		}
+		co.early = replyFromOutput(&out, s.applied())
+	}
 	s.b.barrier = max(s.b.barrier, s.q.Sequenced())
 	for _, w := range co.waiters {
 		w(co.early)
@@ -355,7 +374,7 @@ func (s *shard) abort(co *coord, ref refusal, die bool) {
 	refusal, member := ref.code, ref.member
 	co.deciding, co.aborting = true, true
 	for _, p := range co.parts {
-		s.sendShard(p.shard, &mirrorMsg{txn: co.txn, priority: co.cmd.Priority})
+		s.freeParts(co, p.shard)
 	}
 	var answer *Reply
 	switch {
@@ -365,10 +384,16 @@ func (s *shard) abort(co *coord, ref refusal, die bool) {
 	case refusal.IsRejection():
 		answer = rejection(refusal, "a shard of the bundle could not take it; nothing was held", 0)
 		refusal = contract.CodeOK // not the bundle's outcome: not remembered
+	case co.cmd.Verb == contract.VerbImport:
+		answer = groupRefusal(co.cmd, refusal, member)
 	default:
 		answer = &Reply{Code: refusal, MemberIndex: member, ItemIndex: -1}
 	}
 	c := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Refusal: refusal, RefusalMember: uint32(member + 1)}
+	if co.cmd.Verb == contract.VerbImport {
+		c = groupDecide(co, nil, ref, false)
+		c.Refusal = refusal // cleared for a rejection: not remembered
+	}
 	if !s.q.Internal(c, s.stampSlot(), func(r *Reply) { s.decided(co, r, answer, false) }) {
 		s.answerCoord(co, rejection(contract.CodeEngineHalted, "shard halted", s.applied()))
 	}
@@ -435,7 +460,11 @@ func (s *shard) query(m *queryMsg) {
 		return
 	}
 	abort := &mirrorMsg{txn: m.txn, priority: m.priority}
-	if co := s.b.coords[m.txn.LSN]; co != nil {
+	co := s.b.coords[m.txn.LSN]
+	if co == nil {
+		co = s.groupCoord(m.txn) // a lease of an import undecided here
+	}
+	if co != nil {
 		if m.priority != 0 && co.cmd.Priority != m.priority {
 			s.sendShard(m.shard, abort)
 		}
@@ -466,7 +495,7 @@ func (s *shard) homeMirror(txn kernel.TxnRef, priority uint64) (mirrorMsg, bool)
 // before the restart is not known here.
 func (s *shard) recoverBundles() {
 	for _, txn := range s.k.Undecided(nil) {
-		if txn.Shard != s.h.shard {
+		if txn.Shard != s.h.shard || s.recoverGroup(txn.LSN) {
 			continue
 		}
 		if c := s.k.BeginCommand(txn.LSN); c != nil {

@@ -42,24 +42,43 @@ func (s *shard) prepareIntents(m *prepareMsg) {
 		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
 		return
 	}
-	if txn, prio, held := s.k.HeldByUndecided(m.tenant, m.members, nil, m.txn); held {
-		// Known before journaling it: the prepare would only be told so.
-		s.undecidedPrepare(m, txn, prio)
-		return
-	}
+	txns := []kernel.TxnRef{m.txn} // the parts' transactions
 	c := &kernel.Command{Verb: contract.VerbPrepare, Tenant: m.tenant, HolderID: m.holder, Activate: m.activate,
 		Members: m.members, Txn: m.txn, Priority: m.priority}
-	s.b.preparing[m.txn] = true // a mirror behind it is journaled behind it
+	if m.imports != nil {
+		txns, c = partTxns(m), groupCommand(m)
+	}
+	// Known before journaling it: the prepare would only be told so. (An import's parts
+	// held already are its own: the prepare answers again.)
+	if len(txns) > 0 && s.k.TxnPriority(txns[0]) != m.priority {
+		if txn, prio, held := s.k.HeldByUndecided(m.tenant, m.members, nil, m.txn); held {
+			s.undecidedPrepare(m, txn, prio)
+			return
+		}
+	}
+	for _, txn := range txns {
+		s.b.preparing[txn] = true // a mirror behind it is journaled behind it
+	}
 	ok := s.q.Internal(c, s.stampSlot(), func(r *Reply) {
-		delete(s.b.preparing, m.txn)
+		for _, txn := range txns {
+			delete(s.b.preparing, txn)
+		}
 		v := &voteMsg{txn: m.txn, shard: s.h.shard, member: r.MemberIndex, code: r.Code}
+		if m.imports != nil {
+			groupVote(m, r, v)
+		}
 		switch {
 		case r.Undecided:
 			s.undecidedPrepare(m, r.Txn, r.TxnPriority)
 			return
 		case r.Code == contract.CodeOK:
-			v.prepared, v.members = true, r.Lease.Members
-			s.b.asked[m.txn] = time.Now()
+			v.prepared = true
+			if m.imports == nil {
+				v.members = r.Lease.Members
+			}
+			for _, txn := range txns {
+				s.b.asked[txn] = time.Now()
+			}
 			s.step(StepPrepared)
 		}
 		delete(s.b.waitedAt, m)

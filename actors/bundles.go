@@ -57,6 +57,9 @@ type prepareMsg struct {
 	holder   string
 	activate bool
 	members  []kernel.Member
+	// imports is an import's prepare (bundle_group.go): each lease with its members here,
+	// members then those in order; txn the import's.
+	imports []kernel.ImportLease
 }
 
 // voteMsg is a participant's answer: prepared (its members as held), or refused — a code

@@ -50,6 +50,7 @@ type Reply struct {
 	Pending, Undecided, Elsewhere bool
 	Txn                           kernel.TxnRef
 	TxnPriority                   uint64
+	Parts                         []kernel.LeaseView
 }
 
 // Event is one change of an applied entry, for publishing.
@@ -164,6 +165,9 @@ func replyFromOutput(o *kernel.Output, applied uint64) *Reply {
 	}
 	for _, ch := range o.Changes {
 		r.Changes = append(r.Changes, kernel.LeaseChange{Event: ch.Event, Lease: copyLease(ch.Lease)})
+	}
+	for _, p := range o.Parts {
+		r.Parts = append(r.Parts, copyLease(p))
 	}
 	return r
 }

@@ -48,6 +48,9 @@ func encodePeer(msg any) []byte {
 	switch m := msg.(type) {
 	case *prepareMsg:
 		b[1] = peerPrepare
+		if m.imports != nil {
+			return groupCommand(m).AppendBinary(b)
+		}
 		c := kernel.Command{Verb: contract.VerbPrepare, Tenant: m.tenant, HolderID: m.holder, Activate: m.activate,
 			Members: m.members, Txn: m.txn, Priority: m.priority}
 		return c.AppendBinary(b)
@@ -100,6 +103,10 @@ func decodePeer(b []byte) (any, error) {
 		}
 		r.b = nil
 		switch {
+		case b[1] == peerPrepare && c.Verb == contract.VerbPrepare && c.Group:
+			p := &prepareMsg{txn: c.Txn, priority: c.Priority, tenant: c.Tenant, imports: c.Imports}
+			p.members = bundleMembers(&kernel.Command{Verb: contract.VerbImport, Imports: c.Imports})
+			msg = p
 		case b[1] == peerPrepare && c.Verb == contract.VerbPrepare:
 			msg = &prepareMsg{txn: c.Txn, priority: c.Priority, tenant: c.Tenant, holder: c.HolderID,
 				activate: c.Activate, members: c.Members}

@@ -105,11 +105,7 @@ func (q *Sequencer[W]) Write(c *kernel.Command, slot uint64, w W) (Decision, *Re
 	if !q.roomFor(events) {
 		return Answered, rejection(contract.CodeOverloaded, "too many events not yet published; retry later", q.k.LastLSN())
 	}
-	for range kernel.SkipsBefore(c) { // a lease.import's leases take these entries' lsns as ids
-		skip := &kernel.Command{Verb: contract.VerbSkip}
-		q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: skip}, payload: skip.AppendBinary(nil)})
-		q.nextLSN++
-	}
+	q.skips(c, slot)
 	en := &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, events: events, opKey: a.Key, payload: a.Payload, waiters: []W{w}}
 	q.nextLSN++
 	q.ops[a.Key] = en
@@ -151,13 +147,25 @@ func (q *Sequencer[W]) push(en *seqEntry[W]) {
 // across shards (bundle.prepare, bundle.decide, bundle.mirror), whose result w gets once
 // it is durable and applied. False when halted or out of log positions.
 func (q *Sequencer[W]) Internal(c *kernel.Command, slot uint64, w W) bool {
-	if q.halted || q.nextLSN == math.MaxUint64 {
+	if q.halted || uint64(kernel.SkipsBefore(c)) >= math.MaxUint64-q.nextLSN {
 		return false
 	}
+	q.skips(c, slot)
 	q.push(&seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: c}, events: kernel.EventBound(c),
 		payload: c.AppendBinary(nil), waiters: []W{w}})
 	q.nextLSN++
 	return true
+}
+
+// skips sequences the skip entries c takes the positions of (kernel.SkipsBefore): a
+// lease.import's leases' ids, a parallel bundle's lease id, an import's parts at a
+// participant.
+func (q *Sequencer[W]) skips(c *kernel.Command, slot uint64) {
+	for range kernel.SkipsBefore(c) {
+		skip := &kernel.Command{Verb: contract.VerbSkip}
+		q.pending = append(q.pending, &seqEntry[W]{e: kernel.Entry{LSN: q.nextLSN, Slot: slot, Cmd: skip}, payload: skip.AppendBinary(nil)})
+		q.nextLSN++
+	}
 }
 
 // InFlight is the client write of operation (tenant, id) sequenced and not yet applied,

@@ -270,7 +270,14 @@ func prepImport(b *Bridge, tenant string, r *messages.ImportRequest, o *op) *ker
 	if len(imports[0].Members) > 0 {
 		shard = b.objectShard(tenant, imports[0].Members[0].ID)
 	}
-	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: r.OperationId, Imports: imports}}
+	// Members of several placement keys: an import across keys (a group of bundle
+	// leases), its home the first lease's first member's shard.
+	var flat []kernel.Member
+	for i := range imports {
+		flat = append(flat, imports[i].Members...)
+	}
+	*o = op{kind: opWrite, shard: shard, cmd: &kernel.Command{OperationID: r.OperationId, Imports: imports,
+		Shards: b.bundleShards(tenant, flat)}}
 	return nil
 }
 

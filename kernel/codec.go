@@ -451,7 +451,7 @@ func (d *decoder) bundleFields(c *Command) {
 	c.Refusal = Code(d.count(255))
 	c.RefusalMember = uint32(d.count(maxEncodedMembers))
 	c.State = LeaseState(d.byte())
-	if c.State > LeaseConsumed || (len(c.Shards) > 0 && len(c.Shards) != len(c.Members) && !c.Group) {
+	if c.State > LeaseConsumed || (len(c.Shards) > 0 && len(c.Shards) != len(c.Members) && c.Verb != contract.VerbImport) {
 		d.fail()
 	}
 }

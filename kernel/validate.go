@@ -144,12 +144,8 @@ func Normalize(s *Shape, c *Command) {
 		// claim, which its commit makes.
 		c.Parallel = !slices.ContainsFunc(c.Members, func(m Member) bool { return m.Kind == MemberWork })
 	}
-	if c.Verb == contract.VerbImport && len(c.Shards) > 0 {
-		if slices.ContainsFunc(c.Shards, func(s uint32) bool { return s != c.Shards[0] }) {
-			c.Phase, c.Group = PhaseEnding, true // an import across shards: a group of bundle leases
-		} else {
-			c.Shards = nil // several keys, one shard: one shard's import
-		}
+	if c.Verb == contract.VerbImport && slices.ContainsFunc(c.Shards, func(s uint32) bool { return s != c.Shards[0] }) {
+		c.Phase, c.Group = PhaseEnding, true // an import across shards: a group of bundle leases
 	}
 }
 
@@ -508,6 +504,9 @@ func validateImport(c *Command) *Rejection {
 			}
 			seen[mk] = [2]int{i, j}
 		}
+	}
+	if len(c.Shards) > 0 && at != len(c.Shards) {
+		return reject(contract.CodeInvalidRequest, "leases: %d shards for %d members", len(c.Shards), at) // a runtime fault
 	}
 	return nil
 }

@@ -1,0 +1,168 @@
+package actors
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/contract"
+	"github.com/holdfast/holdfast/kernel"
+)
+
+// importOf is a lease.import of one lease per list of resource ids (each on its shard),
+// its home the first lease's first member's shard.
+func importOf(op string, leases ...[]string) *kernel.Command {
+	c := &kernel.Command{Verb: contract.VerbImport, Tenant: "t", OperationID: op}
+	for i, ids := range leases {
+		im := kernel.ImportLease{HolderID: fmt.Sprintf("h%d", i), TTLMillis: 600_000}
+		for _, id := range ids {
+			im.Members = append(im.Members, kernel.Member{Kind: kernel.MemberResource, ID: id})
+			c.Shards = append(c.Shards, shardOfID(id))
+		}
+		c.Imports = append(c.Imports, im)
+	}
+	return c
+}
+
+// An import across shards grants every lease or none: each lease its own id, its members
+// held by it on every shard; a retry shows the same leases; a lease refused anywhere
+// leaves every other lease of the import ungranted; and each lease ends alone.
+func TestImportAcrossShardsGrantsEveryLeaseOrNone(t *testing.T) {
+	sys := startSystem(t, bundleOptions(t.TempDir()))
+	defer sys.Stop()
+	createOn(t, sys, "s0/x", "s1/y", "s2/z", "s0/w", "s1/v", "s2/u")
+	leases := [][]string{{"s0/x", "s1/y"}, {"s2/z"}, {"s0/w"}}
+	r := do(t, sys, 0, importOf("imp", leases...))
+	wantCode(t, r, contract.CodeOK)
+	if len(r.Changes) != 3 {
+		t.Fatalf("an import of 3 leases answered %d", len(r.Changes))
+	}
+	for i, ids := range leases {
+		l := r.Changes[i].Lease
+		if l.Shard != 0 || len(l.Members) != len(ids) || l.HolderID != fmt.Sprintf("h%d", i) {
+			t.Fatalf("lease %d: %+v", i, l)
+		}
+		if got := settled(t, sys, ids...); got != (kernel.TxnRef{Shard: 0, LSN: l.LSN}) {
+			t.Fatalf("lease %d's members held by %+v, want 0-%d", i, got, l.LSN)
+		}
+		g := read(t, sys, 0, ReadRequest{Verb: contract.VerbGetLease, Tenant: "t", Lease: l.LSN})
+		if g.Code != contract.CodeOK || len(g.Lease.Members) != len(ids) {
+			t.Fatalf("lease.get of lease %d: %s %+v", i, g.Code, g.Lease)
+		}
+	}
+	retry := do(t, sys, 0, importOf("imp", leases...))
+	if !retry.FromRetryCache || len(retry.Changes) != 3 || retry.Changes[0].Lease.LSN != r.Changes[0].Lease.LSN ||
+		retry.Changes[2].Lease.LSN != r.Changes[2].Lease.LSN {
+		t.Fatalf("retry: %+v", retry)
+	}
+
+	// A lease of the second import meets a held member: none of its leases is granted.
+	busy := do(t, sys, 1, importOf("imp2", []string{"s1/v", "s2/u"}, []string{"s2/z"}))
+	if busy.Code != contract.CodeResourceBusy || busy.ItemIndex != 1 || busy.MemberIndex != 0 {
+		t.Fatalf("an import over a held member: %s lease %d member %d", busy.Code, busy.ItemIndex, busy.MemberIndex)
+	}
+	if got := settled(t, sys, "s1/v", "s2/u"); got.LSN != 0 {
+		t.Fatalf("a refused import's free lease is held by %+v", got)
+	}
+
+	// Each lease ends alone.
+	wantCode(t, do(t, sys, 0, release("rel", "h0", r.Changes[0].Lease.LSN, 1)), contract.CodeOK)
+	if got := settled(t, sys, leases[0]...); got.LSN != 0 {
+		t.Fatalf("lease 0 released, its members held by %+v", got)
+	}
+	if got := settled(t, sys, "s2/z"); got.LSN != r.Changes[1].Lease.LSN {
+		t.Fatalf("lease 1 after lease 0's end: held by %+v", got)
+	}
+	wantCode(t, do(t, sys, 0, release("rel1", "h1", r.Changes[1].Lease.LSN, 1)), contract.CodeOK)
+	if got := settled(t, sys, "s2/z"); got.LSN != 0 {
+		t.Fatalf("lease 1 released, its member held by %+v", got)
+	}
+}
+
+// The import the crash test kills: two leases, each over the home and another shard.
+var importCrashLeases = [][]string{{"s0/x", "s1/y"}, {"s2/z", "s1/v", "s0/w"}}
+
+const importCrashMode = "HOLDFAST_IMPORT_CRASH"
+
+func TestImportCrashChild(t *testing.T) {
+	dir := os.Getenv(bundleCrashDir)
+	if dir == "" || os.Getenv(importCrashMode) == "" {
+		t.Skip("runs only as the import crash test's child process")
+	}
+	o := bundleOptions(dir)
+	step := os.Getenv(bundleCrashStep)
+	o.BundleStep = func(s string, _ uint32) {
+		if s == step {
+			fmt.Println("KILLED AT", s)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	sys := startSystem(t, o)
+	for _, ids := range importCrashLeases {
+		createOn(t, sys, ids...)
+	}
+	r := do(t, sys, 0, importOf("crash", importCrashLeases...))
+	if step == StepEnding || step == StepFreeing {
+		do(t, sys, 0, release("end", "h0", r.Changes[0].Lease.LSN, 1))
+	}
+	time.Sleep(5 * time.Second) // the commit (in parallel) and the mirrors come after the answer
+	t.Fatalf("never reached step %s", step)
+}
+
+// kill -9 at every step of an import across shards: after recovery from the journals
+// both leases are granted or neither, each whole; the retry with the same operation_id
+// runs once and, after a durable commit, gets the same leases.
+func TestImportCrashAtEveryStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns child processes")
+	}
+	for _, step := range []string{StepBegun, StepPrepared, StepVoted, StepAnswered, StepCommitted, StepMirrored, StepEnding, StepFreeing} {
+		t.Run(step, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestImportCrashChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), bundleCrashDir+"="+dir, bundleCrashStep+"="+step, importCrashMode+"=1")
+			out, _ := cmd.CombinedOutput()
+			if !strings.Contains(string(out), "KILLED AT "+step) {
+				t.Fatalf("the child did not stop at %s:\n%s", step, out)
+			}
+			sys := startSystem(t, bundleOptions(dir))
+			defer sys.Stop()
+			first, second := settled(t, sys, importCrashLeases[0]...), settled(t, sys, importCrashLeases[1]...)
+			if step == StepEnding || step == StepFreeing { // lease 0 released before the kill: freed everywhere
+				if first.LSN != 0 || second.LSN == 0 {
+					t.Fatalf("killed as lease 0's release was told: lease 0 held by %+v, lease 1 by %+v", first, second)
+				}
+				return
+			}
+			if (first.LSN == 0) != (second.LSN == 0) {
+				t.Fatalf("killed at %s: one lease granted, not the other: %+v, %+v", step, first, second)
+			}
+			committed := step == StepVoted || step == StepAnswered || step == StepCommitted || step == StepMirrored
+			if step == StepPrepared {
+				committed = first.LSN != 0
+			}
+			if committed != (first.LSN != 0) {
+				t.Fatalf("killed at %s: after recovery the leases are held by %+v, %+v", step, first, second)
+			}
+			r := do(t, sys, 0, importOf("crash", importCrashLeases...))
+			wantCode(t, r, contract.CodeOK)
+			if committed && (!r.FromRetryCache || r.Changes[0].Lease.LSN != first.LSN || r.Changes[1].Lease.LSN != second.LSN) {
+				t.Fatalf("killed at %s: the retry of a durable commit got %+v", step, r)
+			}
+			for i, ids := range importCrashLeases {
+				if got := settled(t, sys, ids...); got.LSN != r.Changes[i].Lease.LSN {
+					t.Fatalf("killed at %s: after the retry lease %d's members are held by %+v, want %d", step, i, got, r.Changes[i].Lease.LSN)
+				}
+			}
+			again := do(t, sys, 0, importOf("crash", importCrashLeases...))
+			if !again.FromRetryCache || again.Changes[0].Lease.LSN != r.Changes[0].Lease.LSN {
+				t.Fatalf("killed at %s: executed twice: %+v then %+v", step, r, again)
+			}
+		})
+	}
+}
