@@ -340,7 +340,7 @@ func (k *Kernel) GroupView(g uint64, n int, members [][]Member, out *Output) boo
 		}
 		out.Changes = append(out.Changes, LeaseChange{Event: ev, Lease: v.Lease})
 	}
-	out.Code = contract.CodeOK
+	out.Code, out.LSN = contract.CodeOK, groupFirst(g, n)-1 // the last lease's id, as one shard's import's entry is
 	return true
 }
 

@@ -200,7 +200,7 @@ func (k *Kernel) viewRetriedImport(c *Command, op *outcome, slot uint64, out *Ou
 	}
 	last := op.lsn
 	if c.Group { // an import across shards: remembered at its decision, naming its last lease
-		last = op.ref
+		last, out.LSN = op.ref, op.ref
 	}
 	first := last - uint64(len(c.Imports)) + 1
 	for i := range c.Imports {
