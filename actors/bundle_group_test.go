@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -164,5 +165,105 @@ func TestImportCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("killed at %s: executed twice: %+v then %+v", step, r, again)
 			}
 		})
+	}
+}
+
+// Two imports over the same members from different homes, at once, many times, and a
+// bundle racing them: exactly one of the three is granted and the others refused by what
+// the winner holds — never all refused by each other's undecided intents, never a member
+// left held by an import not granted.
+func TestImportsInOppositeOrders(t *testing.T) {
+	sys := startSystem(t, bundleOptions(t.TempDir()))
+	defer sys.Stop()
+	for i := 0; i < 20; i++ {
+		a, b, c := fmt.Sprintf("s0/a%d", i), fmt.Sprintf("s1/b%d", i), fmt.Sprintf("s2/c%d", i)
+		createOn(t, sys, a, b, c)
+		cmds := []*kernel.Command{
+			importOf(fmt.Sprintf("i%d-0", i), []string{a}, []string{b, c}),
+			importOf(fmt.Sprintf("i%d-1", i), []string{c, b}, []string{a}),
+			bundle(fmt.Sprintf("i%d-2", i), "h", b, a, c),
+		}
+		var wg sync.WaitGroup
+		replies := make([]*Reply, len(cmds))
+		for j, c := range cmds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				home := c.Shards[0]
+				replies[j] = do(t, sys, home, c)
+			}()
+		}
+		wg.Wait()
+		won := -1
+		for j, r := range replies {
+			switch r.Code {
+			case contract.CodeOK:
+				if won >= 0 {
+					t.Fatalf("round %d: %d and %d granted", i, won, j)
+				}
+				won = j
+			case contract.CodeResourceBusy:
+			default:
+				t.Fatalf("round %d: %d answered %s (%s)", i, j, r.Code, r.Message)
+			}
+		}
+		if won < 0 {
+			t.Fatalf("round %d: every one refused", i)
+		}
+		for _, id := range []string{a, b, c} {
+			if _, l := holderOf(t, sys, id); l.LSN == 0 {
+				t.Fatalf("round %d: %s free after %d was granted", i, id, won)
+			}
+		}
+	}
+}
+
+// Two leases of an import over one participant's pool are checked together: refused at
+// once when they do not both fit (never a timeout), granted when they do; a lease with no
+// member at its home expires at its deadline and its member is freed.
+func TestImportAcrossShardsPoolsAndExpiry(t *testing.T) {
+	sys := startSystem(t, bundleOptions(t.TempDir()))
+	defer sys.Stop()
+	createOn(t, sys, "s0/x", "s0/w")
+	wantCode(t, do(t, sys, 1, &kernel.Command{Verb: contract.VerbCreatePool, Tenant: "t", OperationID: "pool", ObjectID: "s1/gpu", Capacity: 8}),
+		contract.CodeOK)
+	pool := func(q uint64) kernel.Member { return kernel.Member{Kind: kernel.MemberPool, ID: "s1/gpu", Quantity: q} }
+	imp := func(op string, q uint64, ttl uint64) *kernel.Command {
+		c := importOf(op, []string{"s0/x"}, nil)
+		c.Imports[0].Members = append(c.Imports[0].Members, pool(q))
+		c.Imports[1].Members = []kernel.Member{pool(q)}
+		c.Imports[1].TTLMillis = ttl
+		c.Shards = []uint32{0, 1, 1}
+		return c
+	}
+	start := time.Now()
+	r := do(t, sys, 0, imp("too-much", 5, 600_000))
+	if r.Code != contract.CodeInsufficientCapacity || r.ItemIndex != 1 || r.MemberIndex != 0 || time.Since(start) > time.Second {
+		t.Fatalf("10 units of 8: %s lease %d member %d after %v", r.Code, r.ItemIndex, r.MemberIndex, time.Since(start))
+	}
+	if _, l := holderOf(t, sys, "s0/x"); l.LSN != 0 {
+		t.Fatalf("a refused import's member is held by %+v", l)
+	}
+	r = do(t, sys, 0, imp("fits", 4, 300))
+	wantCode(t, r, contract.CodeOK)
+	p := read(t, sys, 1, ReadRequest{Verb: contract.VerbGetPool, Tenant: "t", ID: "s1/gpu"})
+	if p.Pool.Reserved != 8 {
+		t.Fatalf("pool after the import: %+v", p.Pool)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		p = read(t, sys, 1, ReadRequest{Verb: contract.VerbGetPool, Tenant: "t", ID: "s1/gpu"})
+		if p.Pool.Reserved == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease 1 never expired: %+v", p.Pool)
+		}
+	}
+	g := read(t, sys, 0, ReadRequest{Verb: contract.VerbGetLease, Tenant: "t", Lease: r.Changes[1].Lease.LSN})
+	if g.Code != contract.CodeOK || g.Lease.State != kernel.LeaseExpired {
+		t.Fatalf("lease 1 after its deadline: %s %s", g.Code, g.Lease.State)
+	}
+	if _, l := holderOf(t, sys, "s0/x"); l.LSN != r.Changes[0].Lease.LSN {
+		t.Fatalf("lease 0's member after lease 1 expired: %+v", l)
 	}
 }

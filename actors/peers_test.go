@@ -18,6 +18,10 @@ func peerSamples() []any {
 			{Kind: kernel.MemberRange, ID: "node14/ports", Value: 30001, HasValue: true},
 			{Kind: kernel.MemberRange, ID: "cloud/cid"},
 		}},
+		&prepareMsg{txn: txn, priority: 78, tenant: "acme", members: []kernel.Member{
+			{Kind: kernel.MemberResource, ID: "node14/gpu0"}, {Kind: kernel.MemberPool, ID: "net/vni", Quantity: 4}},
+			imports: []kernel.ImportLease{{HolderID: "vm-1", Activate: true, Members: []kernel.Member{{Kind: kernel.MemberResource, ID: "node14/gpu0"}}},
+				{HolderID: "vm-2"}, {HolderID: "vm-3", Members: []kernel.Member{{Kind: kernel.MemberPool, ID: "net/vni", Quantity: 4}}}}},
 		&voteMsg{txn: txn, shard: 5, prepared: true, member: -1, members: []kernel.MemberView{
 			{Kind: kernel.MemberRange, ID: "node14/ports", Value: 30001}, {Kind: kernel.MemberPool, ID: "net/vni", Quantity: 4}}},
 		&voteMsg{txn: txn, shard: 5, code: contract.CodeResourceBusy, member: 2},
