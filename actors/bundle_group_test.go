@@ -3,10 +3,7 @@ package actors
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -96,13 +93,7 @@ func TestImportCrashChild(t *testing.T) {
 	}
 	o := bundleOptions(dir)
 	step := os.Getenv(bundleCrashStep)
-	o.BundleStep = func(s string, _ uint32) {
-		if s == step {
-			fmt.Println("KILLED AT", s)
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-	}
+	o.BundleStep = killOnStep(step)
 	sys := startSystem(t, o)
 	for _, ids := range importCrashLeases {
 		createOn(t, sys, ids...)
@@ -122,15 +113,9 @@ func TestImportCrashAtEveryStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
 	}
-	for _, step := range []string{StepBegun, StepPrepared, StepVoted, StepAnswered, StepCommitted, StepMirrored, StepEnding, StepFreeing} {
+	for _, step := range BundleSteps {
 		t.Run(step, func(t *testing.T) {
-			dir := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestImportCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), bundleCrashDir+"="+dir, bundleCrashStep+"="+step, importCrashMode+"=1")
-			out, _ := cmd.CombinedOutput()
-			if !strings.Contains(string(out), "KILLED AT "+step) {
-				t.Fatalf("the child did not stop at %s:\n%s", step, out)
-			}
+			dir := killedAt(t, "TestImportCrashChild", step, importCrashMode+"=1")
 			sys := startSystem(t, bundleOptions(dir))
 			defer sys.Stop()
 			first, second := settled(t, sys, importCrashLeases[0]...), settled(t, sys, importCrashLeases[1]...)

@@ -34,6 +34,10 @@ const (
 	StepFreeing   = "freeing"   // home: every other part of an ended lease ending (or, a short end, freed), its own free not journaled
 )
 
+// BundleSteps are the steps in the order a bundle (or an import across shards) passes
+// them: what the crash tests stop a process at, each in turn.
+var BundleSteps = []string{StepBegun, StepPrepared, StepVoted, StepAnswered, StepCommitted, StepMirrored, StepEnding, StepFreeing}
+
 // step tells the test hook a bundle reached step.
 func (s *shard) step(name string) {
 	if f := s.h.sys.opts.BundleStep; f != nil {

@@ -180,13 +180,7 @@ func TestBundleCrashChild(t *testing.T) {
 	}
 	o := bundleOptions(dir)
 	step := os.Getenv(bundleCrashStep)
-	o.BundleStep = func(s string, _ uint32) {
-		if s == step {
-			fmt.Println("KILLED AT", s)
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {}
-		}
-	}
+	o.BundleStep = killOnStep(step)
 	sys := startSystem(t, o)
 	createOn(t, sys, bundleCrashIDs...)
 	r := do(t, sys, 0, bundle("crash", "h", bundleCrashIDs...))
@@ -203,15 +197,9 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
 	}
-	for _, step := range []string{StepBegun, StepPrepared, StepVoted, StepAnswered, StepCommitted, StepMirrored, StepEnding, StepFreeing} {
+	for _, step := range BundleSteps {
 		t.Run(step, func(t *testing.T) {
-			dir := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestBundleCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), bundleCrashDir+"="+dir, bundleCrashStep+"="+step)
-			out, _ := cmd.CombinedOutput()
-			if !strings.Contains(string(out), "KILLED AT "+step) {
-				t.Fatalf("the child did not stop at %s:\n%s", step, out)
-			}
+			dir := killedAt(t, "TestBundleCrashChild", step)
 			sys := startSystem(t, bundleOptions(dir))
 			defer sys.Stop()
 			before := settled(t, sys, bundleCrashIDs...)
@@ -244,6 +232,31 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 				t.Fatalf("killed at %s: executed twice: %+v then %+v", step, r, again)
 			}
 		})
+	}
+}
+
+// killedAt runs the child test child in a process of its own until it is killed at step
+// (Options.BundleStep), with env added, and returns the data directory it left.
+func killedAt(t *testing.T, child, step string, env ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), bundleCrashDir+"="+dir, bundleCrashStep+"="+step), env...)
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "KILLED AT "+step) {
+		t.Fatalf("the child did not stop at %s:\n%s", step, out)
+	}
+	return dir
+}
+
+// killOnStep is the child's hook: the process ends at once at the step its parent named.
+func killOnStep(step string) func(string, uint32) {
+	return func(s string, _ uint32) {
+		if s == step {
+			fmt.Println("KILLED AT", s)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
 	}
 }
 

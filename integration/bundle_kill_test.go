@@ -5,18 +5,12 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/client"
 	"github.com/holdfast/holdfast/contract"
-	"github.com/holdfast/holdfast/internal/natstest"
 	"github.com/holdfast/holdfast/messages"
 )
 
@@ -36,78 +30,32 @@ func TestClusterBundleKilledAtEveryStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster fault test")
 	}
-	ns := natstest.Start(t, 3)
-	nodes := map[string]*clusterNode{}
-	for i := 1; i <= 3; i++ {
-		name := fmt.Sprintf("n%d", i)
-		n := &clusterNode{name: name, dir: filepath.Join(t.TempDir(), "data"), url: ns.URL(), t: t, hooks: t.TempDir(), layout: "feed"}
-		n.start()
-		nodes[name] = n
-	}
-	defer func() {
-		for _, n := range nodes {
-			n.signal(syscall.SIGKILL)
-		}
-	}()
-	nc, err := nats.Connect(ns.URL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	cl, err := client.New(nc, client.WithTimeout(2*time.Second), client.WithRetry(40, 100*time.Millisecond, time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	const shards = 4 // clusterNode's --shards
-
-	for i, step := range []string{actors.StepBegun, actors.StepPrepared, actors.StepVoted, actors.StepAnswered, actors.StepCommitted,
-		actors.StepMirrored, actors.StepEnding, actors.StepFreeing} {
-		owners := balancedOwners(t, cl, nodes)
+	sc := startStepCluster(t)
+	cl, ctx := sc.cl, context.Background()
+	for i, step := range actors.BundleSteps {
 		// A home shard and a participant shard with different owners, and a resource on each.
-		var home, part uint32
-		for home = 0; home < shards; home++ {
-			for part = 0; part < shards && owners[part] == owners[home]; part++ {
-			}
-			if part < shards {
-				break
-			}
-		}
-		a, b := keyOnShard(t, home, shards)+fmt.Sprintf("/a%d", i), keyOnShard(t, part, shards)+fmt.Sprintf("/b%d", i)
-		for _, id := range []string{a, b} {
-			if r, err := cl.CreateResource(ctx, id, client.WithOperationID("create-"+id)); err != nil || !r.OK() {
-				t.Fatalf("create %s: %v %+v", id, err, r)
-			}
-		}
+		owners, home, part := sc.homeAndPart()
+		a, b := keyOnShard(t, home, sc.shards)+fmt.Sprintf("/a%d", i), keyOnShard(t, part, sc.shards)+fmt.Sprintf("/b%d", i)
+		sc.create(a, b)
 		victimShard := home
 		if step == actors.StepPrepared || step == actors.StepMirrored {
 			victimShard = part
 		}
-		victim := nodes[owners[victimShard]]
-		arm := func() {
-			if err := os.WriteFile(filepath.Join(victim.hooks, "bundle_step"), []byte(fmt.Sprintf("%s %d", step, victimShard)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(100 * time.Millisecond) // the hooks are read every 20 ms
-		}
+		victim := sc.nodes[owners[victimShard]]
 		req := client.ReserveRequest{Holder: "vm", TTL: 10 * time.Minute, Members: []*messages.Member{client.Resource(a), client.Resource(b)}}
 		op := client.WithOperationID(fmt.Sprintf("start-%d", i))
 		ends := step == actors.StepEnding || step == actors.StepFreeing // the kill comes with the release
 		if !ends {
-			arm()
+			sc.arm(victim, step, victimShard)
 		}
 		lease := reserveUntilAnswered(t, cl, req, op)
 		if ends {
-			arm()
+			sc.arm(victim, step, victimShard)
 			if r, err := cl.Release(ctx, "vm", lease.Fence(), client.WithOperationID(fmt.Sprintf("stop-%d", i))); err != nil || !r.OK() {
 				t.Fatalf("%s: release: %v %+v", step, err, r)
 			}
 		}
-		select {
-		case <-victim.exited:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: node %s was not killed at the step:\n%s", step, victim.name, victim.logTail())
-		}
+		sc.killed(victim, step)
 		if again := reserveUntilAnswered(t, cl, req, op); again.Fence() != lease.Fence() {
 			t.Fatalf("%s: the retry answered lease %+v, the first answer %+v", step, again.Fence(), lease.Fence())
 		}
@@ -121,23 +69,10 @@ func TestClusterBundleKilledAtEveryStep(t *testing.T) {
 				t.Fatalf("%s: release: %v %+v", step, err, r)
 			}
 		}
-		for _, id := range []string{a, b} {
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				g, err := cl.GetResource(ctx, id)
-				if err == nil && g.Resource.GetState() == messages.StateAvailable {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: member %s not freed by the release: %v %+v", step, id, err, g)
-				}
-			}
-		}
+		sc.freed(step, a, b)
 		t.Logf("%s: node %s killed at shard %d; the bundle %s was whole, its retry the same lease, its release freed both",
 			step, victim.name, victimShard, lease.Lease.GetLeaseId())
-		if err := os.Remove(filepath.Join(victim.hooks, "bundle_step")); err != nil {
-			t.Fatal(err)
-		}
-		victim.start()
+		sc.restart(victim)
 	}
 }
 
