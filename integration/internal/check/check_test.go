@@ -549,6 +549,17 @@ func TestHistoryRoundTripsThroughAFile(t *testing.T) {
 	}
 }
 
+// A one-shard grant whose event comes after its deadline is caught (a grant at its own
+// entry starts its life there).
+func TestEventsCatchesAGrantPastItsDeadline(t *testing.T) {
+	expectViolation(t, CEvents, func(step string, _ *messages.Reply, e *messages.Event) bool {
+		if step == "reserve1/event" {
+			e.Lease.DeadlineSlot = e.Slot
+		}
+		return true
+	})
+}
+
 func TestEventsCatchesAWrongReleasedLSN(t *testing.T) {
 	expectViolation(t, CEvents, func(step string, _ *messages.Reply, e *messages.Event) bool {
 		if step == "reclaim/event" {

@@ -496,7 +496,10 @@ func wrongTenantList(op *Op) string {
 // leaseEventProblem checks a lease event's view against its own entry: the id is
 // <shard>-<created_lsn>, a terminal transition records its own lsn as released_lsn and
 // starts the history window after its slot, a live lease has neither, and only a
-// reserved lease has a deadline.
+// reserved lease has a deadline, after the event — but for the grant of a bundle that
+// committed in parallel (its id a position before its commit's): its life counts from its
+// begin, which its client may have been answered with, and a commit journaled late (a
+// home recovering it after a failover) can come after that deadline; the expiry follows.
 func leaseEventProblem(e *Event) string {
 	l := e.Ev.Lease
 	if l == nil {
@@ -529,7 +532,8 @@ func leaseEventProblem(e *Event) string {
 	if (l.State == "active" || l.State == "revoking") && l.DeadlineSlot != 0 {
 		return fmt.Sprintf("a %s lease with deadline_slot %d", l.State, l.DeadlineSlot)
 	}
-	if l.State == "reserved" && l.DeadlineSlot <= e.Ev.Slot {
+	parallel := e.Ev.Event == "lease.reserved" && l.CreatedLsn < e.Ev.Lsn
+	if l.State == "reserved" && l.DeadlineSlot <= e.Ev.Slot && !parallel {
 		return fmt.Sprintf("%s at slot %d with its deadline %d already passed", e.Ev.Event, e.Ev.Slot, l.DeadlineSlot)
 	}
 	return ""
