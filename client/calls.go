@@ -184,8 +184,9 @@ func (c *Client) DeleteRange(ctx context.Context, rangeID string, opts ...WriteO
 type ReserveRequest struct {
 	// Holder is the holder id claiming the members.
 	Holder string
-	// Members, built with Resource, PoolUnits, RangeAny and RangeValue, all
-	// of one placement key, taken in order, all or nothing.
+	// Members, built with Resource, PoolUnits, RangeAny and RangeValue, of
+	// any placement keys (the lease lives on the first one's shard), taken in
+	// order, all or nothing.
 	Members []*messages.Member
 	// TTL of the reserved lease, sent as ttl_ms rounded up (ignored by the
 	// server when Activate is set).

@@ -459,7 +459,8 @@ func validateRangeShape(c *Command) *Rejection {
 
 // validateImport checks a lease.import: 1 to MaxImportLeases leases, each a valid reserve
 // of resources, pools and ranges (no work claims) with its labels, all of one placement
-// key (one shard), and no resource or specific range value in two of them.
+// key unless the router gave their shards (an import across keys), and no resource or
+// specific range value in two of them.
 func validateImport(c *Command) *Rejection {
 	if len(c.Imports) == 0 || len(c.Imports) > contract.MaxImportLeases {
 		return reject(contract.CodeInvalidRequest, "leases: between 1 and %d", contract.MaxImportLeases)

@@ -403,7 +403,8 @@ type leaseImportCmd struct {
 }
 
 func (leaseImportCmd) Help() string {
-	return `Up to 1000 leases in one call, all or nothing, members of one placement key.
+	return `Up to 1000 leases in one call, all or nothing, members of any placement keys (across
+shards every lease lives on the shard of the first lease's first member).
 
 Example file:
   [{"holder_id": "nova", "members": [{"range_id": "vxlan", "value": "42"}], "activate": true,

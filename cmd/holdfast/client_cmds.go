@@ -296,8 +296,9 @@ type leaseReserveCmd struct {
 }
 
 func (leaseReserveCmd) Help() string {
-	return `Members are taken in the order given; all must share one placement key (the id part
-before its first /). --range ID takes any free value, --range ID=VALUE that value.
+	return `Members are taken in the order given, of any placement keys (the id part before its
+first /): members on several shards are granted together or not at all, the lease living on
+the first member's shard. --range ID takes any free value, --range ID=VALUE that value.
 
 Freed when the holder dies: a reserved lease expires unless renewed within its --ttl,
 and an active lease with --keepalive goes revoking unless renewed within it (then
