@@ -245,15 +245,10 @@ func (c *Command) groupShaped() bool {
 	for i := range c.Imports {
 		members += len(c.Imports[i].Members)
 	}
-	switch c.Verb {
-	case contract.VerbImport:
-		return len(c.Imports) > 0 && len(c.Shards) == members && len(c.Members) == 0
-	case contract.VerbPrepare:
-		return len(c.Imports) > 0 && len(c.Shards) == 0 && len(c.Members) == 0 && members > 0
-	case contract.VerbDecide:
-		return c.Limit > 0 && len(c.Shards) == 0 && (len(c.Imports) == 0 || len(c.Imports) == int(c.Limit))
-	}
-	return false
+	begin := c.Verb == contract.VerbImport && len(c.Imports) > 0 && len(c.Shards) == members && len(c.Members) == 0
+	prepare := c.Verb == contract.VerbPrepare && len(c.Imports) > 0 && len(c.Shards) == 0 && len(c.Members) == 0 && members > 0
+	decide := c.Verb == contract.VerbDecide && c.Limit > 0 && len(c.Shards) == 0 && (len(c.Imports) == 0 || len(c.Imports) == int(c.Limit))
+	return begin || prepare || decide
 }
 
 // usesBundle reports whether the command is a step of a bundle across shards, which
