@@ -536,6 +536,11 @@ func FuzzDecodeCommand(f *testing.F) {
 			f.Add(s.cmd.AppendBinary(nil))
 		}
 	}
+	imp := anImport("fz") // a group's steps (command format 9)
+	imp.Group, imp.Phase = true, PhaseEnding
+	f.Add(imp.AppendBinary(nil))
+	f.Add(groupPrepare(20, 7).AppendBinary(nil))
+	f.Add((&Command{Verb: contract.VerbDecide, Txn: TxnRef{LSN: 20}, Commit: true, Group: true, Limit: 1}).AppendBinary(nil))
 	f.Add([]byte{})
 	f.Add([]byte{commandFormat})
 	f.Add([]byte{commandFormat, byte(contract.VerbExpire)})
