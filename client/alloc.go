@@ -50,11 +50,7 @@ func (c *Client) CreateRangeSpec(ctx context.Context, s RangeSpec, opts ...Write
 }
 
 func (c *Client) rangeCall(ctx context.Context, v contract.Verb, req proto.Message, opID string) (*RangeResult, error) {
-	r, err := c.call(ctx, v, req, opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &RangeResult{Result: *r, Range: r.Reply.Range}, nil
+	return callAs(ctx, c, v, req, opID, 0, rangeResult)
 }
 
 // Page asks for one page of a listing: where to go on (the NextCursor of the page
@@ -170,11 +166,9 @@ const (
 // range_not_found, value_out_of_range.
 func (c *Client) LookupValue(ctx context.Context, rangeID string, v uint64, opts ...ReadOption) (*LookupResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
-	r, err := c.call(ctx, contract.VerbLookupValue, &messages.LookupValueRequest{RangeId: rangeID, Value: v, MinLsn: minLSN, WaitMs: waitMs}, "", extra)
-	if err != nil {
-		return nil, err
-	}
-	return &LookupResult{Result: *r, State: r.Reply.ValueState, Lease: Lease{r.Reply.Lease}}, nil
+	return callAs(ctx, c, contract.VerbLookupValue, &messages.LookupValueRequest{RangeId: rangeID, Value: v, MinLsn: minLSN, WaitMs: waitMs}, "", extra, func(r *Result) *LookupResult {
+		return &LookupResult{Result: *r, State: r.Reply.ValueState, Lease: Lease{r.Reply.Lease}}
+	})
 }
 
 // AllocationsResult is a page of range.allocations: values with their leases, or the
@@ -200,21 +194,17 @@ func (c *Client) ListExcluded(ctx context.Context, rangeID string, p Page) (*All
 
 func (c *Client) allocations(ctx context.Context, rangeID string, p Page, excluded bool) (*AllocationsResult, error) {
 	req := &messages.ListAllocationsRequest{RangeId: rangeID, Cursor: p.Cursor, Limit: p.limit(), Excluded: excluded}
-	r, err := c.call(ctx, contract.VerbListAllocations, req, "", 0)
-	if err != nil {
-		return nil, err
-	}
-	return &AllocationsResult{Result: *r, Allocations: r.Reply.Allocations, Excluded: r.Reply.Excluded, NextCursor: r.Reply.NextCursor}, nil
+	return callAs(ctx, c, contract.VerbListAllocations, req, "", 0, func(r *Result) *AllocationsResult {
+		return &AllocationsResult{Result: *r, Allocations: r.Reply.Allocations, Excluded: r.Reply.Excluded, NextCursor: r.Reply.NextCursor}
+	})
 }
 
 // ListHoldings lists the live leases holding units of a pool, in issue order. Codes: ok,
 // pool_not_found.
 func (c *Client) ListHoldings(ctx context.Context, poolID string, p Page) (*LeasesResult, error) {
-	r, err := c.call(ctx, contract.VerbListHoldings, &messages.ListHoldingsRequest{PoolId: poolID, Cursor: p.Cursor, Limit: p.limit()}, "", 0)
-	if err != nil {
-		return nil, err
-	}
-	return &LeasesResult{Result: *r, Leases: leasesOf(r.Reply.Leases), NextCursor: r.Reply.NextCursor}, nil
+	return callAs(ctx, c, contract.VerbListHoldings, &messages.ListHoldingsRequest{PoolId: poolID, Cursor: p.Cursor, Limit: p.limit()}, "", 0, func(r *Result) *LeasesResult {
+		return &LeasesResult{Result: *r, Leases: leasesOf(r.Reply.Leases), NextCursor: r.Reply.NextCursor}
+	})
 }
 
 // WorksResult is a page of work.list.
@@ -228,11 +218,9 @@ type WorksResult struct {
 // (active, claimed, done, split, parked). Codes: ok, run_not_found.
 func (c *Client) ListWork(ctx context.Context, runID, status string, p Page) (*WorksResult, error) {
 	req := &messages.ListWorkRequest{RunId: runID, Status: status, Cursor: p.Cursor, Limit: p.limit()}
-	r, err := c.call(ctx, contract.VerbListWork, req, "", 0)
-	if err != nil {
-		return nil, err
-	}
-	return &WorksResult{Result: *r, Works: r.Reply.Works, NextCursor: r.Reply.NextCursor}, nil
+	return callAs(ctx, c, contract.VerbListWork, req, "", 0, func(r *Result) *WorksResult {
+		return &WorksResult{Result: *r, Works: r.Reply.Works, NextCursor: r.Reply.NextCursor}
+	})
 }
 
 // ReleaseValue frees value v of a range that holder holds: the lease holding it is
@@ -303,11 +291,7 @@ func (c *Client) ResizeRangeBounds(ctx context.Context, rangeID string, first, l
 // (reserved + active + consumed is more).
 func (c *Client) ResizePool(ctx context.Context, poolID string, capacity uint64, opts ...WriteOption) (*PoolResult, error) {
 	o := writeOpts(opts)
-	r, err := c.call(ctx, contract.VerbResizePool, &messages.ResizePoolRequest{OperationId: o.opID, PoolId: poolID, Capacity: capacity}, o.opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &PoolResult{Result: *r, Pool: r.Reply.Pool}, nil
+	return callAs(ctx, c, contract.VerbResizePool, &messages.ResizePoolRequest{OperationId: o.opID, PoolId: poolID, Capacity: capacity}, o.opID, 0, poolResult)
 }
 
 // Consume confirms a hold of pool units as used up for good: the lease ends consumed and
@@ -339,11 +323,9 @@ func (c *Client) Import(ctx context.Context, leases []ImportLease, opts ...Write
 		req.Leases = append(req.Leases, &messages.ImportLease{HolderId: l.Holder, Members: l.Members, TtlMs: durationMs(l.TTL),
 			Activate: l.Activate, KeepaliveMs: durationMs(l.KeepAlive), Labels: l.Labels})
 	}
-	r, err := c.call(ctx, contract.VerbImport, req, o.opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &ImportResult{Result: *r, Leases: leasesOf(r.Reply.Leases), Item: r.Reply.Item}, nil
+	return callAs(ctx, c, contract.VerbImport, req, o.opID, 0, func(r *Result) *ImportResult {
+		return &ImportResult{Result: *r, Leases: leasesOf(r.Reply.Leases), Item: r.Reply.Item}
+	})
 }
 
 // BulkResult is the answer of lease.release_all and lease.revoke_all: how many leases
@@ -356,11 +338,9 @@ type BulkResult struct {
 }
 
 func (c *Client) bulk(ctx context.Context, v contract.Verb, req *messages.BulkRequest) (*BulkResult, error) {
-	r, err := c.call(ctx, v, req, req.OperationId, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &BulkResult{Result: *r, Count: r.Reply.Count, More: r.Reply.More, Leases: leasesOf(r.Reply.Leases)}, nil
+	return callAs(ctx, c, v, req, req.OperationId, 0, func(r *Result) *BulkResult {
+		return &BulkResult{Result: *r, Count: r.Reply.Count, More: r.Reply.More, Leases: leasesOf(r.Reply.Leases)}
+	})
 }
 
 // ReleaseAll releases the holder's reserved and active leases carrying label

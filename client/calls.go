@@ -114,11 +114,7 @@ func durationMs(d time.Duration) uint64 {
 func (c *Client) CreateResource(ctx context.Context, resourceID string, opts ...WriteOption) (*ResourceResult, error) {
 	o := writeOpts(opts)
 	req := &messages.CreateResourceRequest{OperationId: o.opID, ResourceId: resourceID}
-	r, err := c.call(ctx, contract.VerbCreateResource, req, o.opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &ResourceResult{Result: *r, Resource: r.Reply.Resource}, nil
+	return callAs(ctx, c, contract.VerbCreateResource, req, o.opID, 0, resourceResult)
 }
 
 // CreatePool creates a capacity pool of capacity units. Domain codes:
@@ -126,11 +122,7 @@ func (c *Client) CreateResource(ctx context.Context, resourceID string, opts ...
 func (c *Client) CreatePool(ctx context.Context, poolID string, capacity uint64, opts ...WriteOption) (*PoolResult, error) {
 	o := writeOpts(opts)
 	req := &messages.CreatePoolRequest{OperationId: o.opID, PoolId: poolID, Capacity: capacity}
-	r, err := c.call(ctx, contract.VerbCreatePool, req, o.opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &PoolResult{Result: *r, Pool: r.Reply.Pool}, nil
+	return callAs(ctx, c, contract.VerbCreatePool, req, o.opID, 0, poolResult)
 }
 
 // CreateRange creates the value range [first, last]. strategy is one of
@@ -139,11 +131,7 @@ func (c *Client) CreatePool(ctx context.Context, poolID string, capacity uint64,
 func (c *Client) CreateRange(ctx context.Context, rangeID string, first, last uint64, strategy string, opts ...WriteOption) (*RangeResult, error) {
 	o := writeOpts(opts)
 	req := &messages.CreateRangeRequest{OperationId: o.opID, RangeId: rangeID, First: first, Last: last, Strategy: strategy}
-	r, err := c.call(ctx, contract.VerbCreateRange, req, o.opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &RangeResult{Result: *r, Range: r.Reply.Range}, nil
+	return callAs(ctx, c, contract.VerbCreateRange, req, o.opID, 0, rangeResult)
 }
 
 // DeleteResource deletes a resource no lease holds; the result shows it as it was. Its id
@@ -151,33 +139,21 @@ func (c *Client) CreateRange(ctx context.Context, rangeID string, first, last ui
 // (held: release, revoke or wait for expiry first).
 func (c *Client) DeleteResource(ctx context.Context, resourceID string, opts ...WriteOption) (*ResourceResult, error) {
 	o := writeOpts(opts)
-	r, err := c.call(ctx, contract.VerbDeleteResource, &messages.DeleteResourceRequest{OperationId: o.opID, ResourceId: resourceID}, o.opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &ResourceResult{Result: *r, Resource: r.Reply.Resource}, nil
+	return callAs(ctx, c, contract.VerbDeleteResource, &messages.DeleteResourceRequest{OperationId: o.opID, ResourceId: resourceID}, o.opID, 0, resourceResult)
 }
 
 // DeletePool deletes a pool with no units reserved or active. Domain codes:
 // pool_not_found, object_in_use.
 func (c *Client) DeletePool(ctx context.Context, poolID string, opts ...WriteOption) (*PoolResult, error) {
 	o := writeOpts(opts)
-	r, err := c.call(ctx, contract.VerbDeletePool, &messages.DeletePoolRequest{OperationId: o.opID, PoolId: poolID}, o.opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &PoolResult{Result: *r, Pool: r.Reply.Pool}, nil
+	return callAs(ctx, c, contract.VerbDeletePool, &messages.DeletePoolRequest{OperationId: o.opID, PoolId: poolID}, o.opID, 0, poolResult)
 }
 
 // DeleteRange deletes a range with no value allocated (and forgets its freed values).
 // Domain codes: range_not_found, object_in_use.
 func (c *Client) DeleteRange(ctx context.Context, rangeID string, opts ...WriteOption) (*RangeResult, error) {
 	o := writeOpts(opts)
-	r, err := c.call(ctx, contract.VerbDeleteRange, &messages.DeleteRangeRequest{OperationId: o.opID, RangeId: rangeID}, o.opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &RangeResult{Result: *r, Range: r.Reply.Range}, nil
+	return callAs(ctx, c, contract.VerbDeleteRange, &messages.DeleteRangeRequest{OperationId: o.opID, RangeId: rangeID}, o.opID, 0, rangeResult)
 }
 
 // ReserveRequest describes a lease.reserve.
@@ -271,55 +247,35 @@ func (c *Client) Reclaim(ctx context.Context, leaseID string, opts ...WriteOptio
 }
 
 func (c *Client) leaseCall(ctx context.Context, v contract.Verb, req proto.Message, opID string) (*LeaseResult, error) {
-	r, err := c.call(ctx, v, req, opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &LeaseResult{Result: *r, Lease: Lease{r.Reply.Lease}}, nil
+	return callAs(ctx, c, v, req, opID, 0, leaseResult)
 }
 
 // GetResource reads a resource. Codes: ok, resource_not_found.
 func (c *Client) GetResource(ctx context.Context, resourceID string, opts ...ReadOption) (*ResourceResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
 	req := &messages.GetResourceRequest{ResourceId: resourceID, MinLsn: minLSN, WaitMs: waitMs}
-	r, err := c.call(ctx, contract.VerbGetResource, req, "", extra)
-	if err != nil {
-		return nil, err
-	}
-	return &ResourceResult{Result: *r, Resource: r.Reply.Resource}, nil
+	return callAs(ctx, c, contract.VerbGetResource, req, "", extra, resourceResult)
 }
 
 // GetPool reads a pool. Codes: ok, pool_not_found.
 func (c *Client) GetPool(ctx context.Context, poolID string, opts ...ReadOption) (*PoolResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
 	req := &messages.GetPoolRequest{PoolId: poolID, MinLsn: minLSN, WaitMs: waitMs}
-	r, err := c.call(ctx, contract.VerbGetPool, req, "", extra)
-	if err != nil {
-		return nil, err
-	}
-	return &PoolResult{Result: *r, Pool: r.Reply.Pool}, nil
+	return callAs(ctx, c, contract.VerbGetPool, req, "", extra, poolResult)
 }
 
 // GetRange reads a range. Codes: ok, range_not_found.
 func (c *Client) GetRange(ctx context.Context, rangeID string, opts ...ReadOption) (*RangeResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
 	req := &messages.GetRangeRequest{RangeId: rangeID, MinLsn: minLSN, WaitMs: waitMs}
-	r, err := c.call(ctx, contract.VerbGetRange, req, "", extra)
-	if err != nil {
-		return nil, err
-	}
-	return &RangeResult{Result: *r, Range: r.Reply.Range}, nil
+	return callAs(ctx, c, contract.VerbGetRange, req, "", extra, rangeResult)
 }
 
 // GetLease reads a lease. Codes: ok, lease_not_found, lease_retired.
 func (c *Client) GetLease(ctx context.Context, leaseID string, opts ...ReadOption) (*LeaseResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
 	req := &messages.GetLeaseRequest{LeaseId: leaseID, MinLsn: minLSN, WaitMs: waitMs}
-	r, err := c.call(ctx, contract.VerbGetLease, req, "", extra)
-	if err != nil {
-		return nil, err
-	}
-	return &LeaseResult{Result: *r, Lease: Lease{r.Reply.Lease}}, nil
+	return callAs(ctx, c, contract.VerbGetLease, req, "", extra, leaseResult)
 }
 
 // ListLeases lists the holder's live leases (reserved, active, revoking)

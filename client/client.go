@@ -246,6 +246,27 @@ func NewOperationID() string {
 // call sends req (already complete, operation id included) and returns the
 // committed reply, a *DefiniteError or an *IndefiniteError. opID is "" for
 // reads. extra widens the per-attempt timeout (reads waiting for a fence).
+// The results of the verbs that answer one object.
+func resourceResult(r *Result) *ResourceResult {
+	return &ResourceResult{Result: *r, Resource: r.Reply.Resource}
+}
+func poolResult(r *Result) *PoolResult   { return &PoolResult{Result: *r, Pool: r.Reply.Pool} }
+func rangeResult(r *Result) *RangeResult { return &RangeResult{Result: *r, Range: r.Reply.Range} }
+func leaseResult(r *Result) *LeaseResult {
+	return &LeaseResult{Result: *r, Lease: Lease{r.Reply.Lease}}
+}
+func runResult(r *Result) *RunResult { return &RunResult{Result: *r, Run: r.Reply.Run} }
+
+// callAs is call, its result made the verb's result type by as.
+func callAs[T any](ctx context.Context, c *Client, v contract.Verb, req proto.Message, opID string, extra time.Duration,
+	as func(*Result) *T) (*T, error) {
+	r, err := c.call(ctx, v, req, opID, extra)
+	if err != nil {
+		return nil, err
+	}
+	return as(r), nil
+}
+
 func (c *Client) call(ctx context.Context, v contract.Verb, req proto.Message, opID string, extra time.Duration) (*Result, error) {
 	data, err := c.encode(req)
 	if err != nil {

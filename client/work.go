@@ -58,11 +58,7 @@ type WorkResult struct {
 func (r *WorkResult) Fence() Fence { return r.Lease.Fence() }
 
 func (c *Client) runCall(ctx context.Context, v contract.Verb, req proto.Message, opID string) (*RunResult, error) {
-	r, err := c.call(ctx, v, req, opID, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &RunResult{Result: *r, Run: r.Reply.Run}, nil
+	return callAs(ctx, c, v, req, opID, 0, runResult)
 }
 
 func (c *Client) workCall(ctx context.Context, v contract.Verb, req proto.Message, opID string, extra time.Duration) (*WorkResult, error) {
@@ -118,11 +114,7 @@ func (c *Client) DeleteRun(ctx context.Context, runID string, opts ...WriteOptio
 // GetRun reads a run. Codes: ok, run_not_found.
 func (c *Client) GetRun(ctx context.Context, runID string, opts ...ReadOption) (*RunResult, error) {
 	minLSN, waitMs, extra := readOpts(opts)
-	r, err := c.call(ctx, contract.VerbGetRun, &messages.GetRunRequest{RunId: runID, MinLsn: minLSN, WaitMs: waitMs}, "", extra)
-	if err != nil {
-		return nil, err
-	}
-	return &RunResult{Result: *r, Run: r.Reply.Run}, nil
+	return callAs(ctx, c, contract.VerbGetRun, &messages.GetRunRequest{RunId: runID, MinLsn: minLSN, WaitMs: waitMs}, "", extra, runResult)
 }
 
 // GetWork reads a work shard. Codes: ok, run_not_found, work_not_found.
