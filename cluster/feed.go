@@ -183,17 +183,9 @@ func (f *Feed) claim(ctx context.Context) error {
 	}
 	msg := f.message("claim", tail, events)
 	msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%d-claim-%d", f.cfg.Shard, f.cfg.Epoch))
-	pctx, cancel := context.WithTimeout(ctx, openCall)
-	ack, err := f.cfg.JS.PublishMsg(pctx, msg, jetstream.WithExpectLastSequencePerSubject(last))
-	cancel()
-	if isWrongLast(err) {
-		return errMoved
-	}
+	ack, err := publishClaim(ctx, f.cfg.JS, msg, f.cfg.Shard, f.cfg.Epoch, jetstream.WithExpectLastSequencePerSubject(last))
 	if err != nil {
-		return fmt.Errorf("claiming journal of shard %d: %w", f.cfg.Shard, err)
-	}
-	if ack.Duplicate {
-		return fmt.Errorf("claim of shard %d at epoch %d was already made once: the epoch is spent", f.cfg.Shard, f.cfg.Epoch)
+		return err
 	}
 	gctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	cm, err := f.stream.GetMsg(gctx, ack.Sequence)

@@ -175,18 +175,10 @@ func (j *Journal) claim(ctx context.Context) error {
 	}
 	msg := j.message("claim", tail)
 	msg.Header.Set(hdrKind, "claim")
-	pctx, cancel := context.WithTimeout(ctx, openCall)
 	claimID := fmt.Sprintf("%d-claim-%d", j.cfg.Shard, j.cfg.Epoch)
-	ack, err := j.cfg.JS.PublishMsg(pctx, msg, jetstream.WithExpectLastSequence(last), jetstream.WithMsgID(claimID))
-	cancel()
-	if isWrongLast(err) {
-		return errMoved
-	}
+	ack, err := publishClaim(ctx, j.cfg.JS, msg, j.cfg.Shard, j.cfg.Epoch, jetstream.WithExpectLastSequence(last), jetstream.WithMsgID(claimID))
 	if err != nil {
-		return fmt.Errorf("claiming journal of shard %d: %w", j.cfg.Shard, err)
-	}
-	if ack.Duplicate {
-		return fmt.Errorf("claim of shard %d at epoch %d was already made once: the epoch is spent", j.cfg.Shard, j.cfg.Epoch)
+		return err
 	}
 	cm, err := j.get(ctx, ack.Sequence)
 	if err != nil {
@@ -431,4 +423,23 @@ func (j *Journal) Close() error {
 		<-j.pipe.exited
 	}
 	return nil
+}
+
+// publishClaim appends an owner's claim message to its journal under opts (the expected
+// last position): errMoved when the journal moved on (another owner claimed it), an error
+// when this epoch's claim was made once already — the epoch is spent, never claimed twice.
+func publishClaim(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, shard uint32, epoch uint64, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	pctx, cancel := context.WithTimeout(ctx, openCall)
+	ack, err := js.PublishMsg(pctx, msg, opts...)
+	cancel()
+	if isWrongLast(err) {
+		return nil, errMoved
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claiming journal of shard %d: %w", shard, err)
+	}
+	if ack.Duplicate {
+		return nil, fmt.Errorf("claim of shard %d at epoch %d was already made once: the epoch is spent", shard, epoch)
+	}
+	return ack, nil
 }
