@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"testing"
@@ -251,4 +252,108 @@ func TestImportAcrossShardsPoolsAndExpiry(t *testing.T) {
 	if _, l := holderOf(t, sys, "s0/x"); l.LSN != r.Changes[0].Lease.LSN {
 		t.Fatalf("lease 0's member after lease 1 expired: %+v", l)
 	}
+}
+
+// Imports and bundles over random members of three shards, from eight clients at once,
+// with releases among them: every answer is all or nothing — each member reads held by
+// the one granted lease that names it, by no lease never granted, and free once its lease
+// is released.
+func TestImportsAndBundlesAtRandom(t *testing.T) {
+	sys := startSystem(t, bundleOptions(t.TempDir()))
+	defer sys.Stop()
+	var ids []string
+	for s := range 3 {
+		for i := range 8 {
+			ids = append(ids, fmt.Sprintf("s%d/r%d", s, i))
+		}
+	}
+	createOn(t, sys, ids...)
+	type grant struct {
+		lease   kernel.TxnRef // (home shard, id)
+		members []string
+	}
+	var mu sync.Mutex
+	var live []grant
+	released := 0
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), 1))
+			pick := func(taken map[string]bool) []string {
+				var ms []string
+				for n := 1 + rng.IntN(2); len(ms) < n; {
+					if id := ids[rng.IntN(len(ids))]; !taken[id] {
+						taken[id] = true
+						ms = append(ms, id)
+					}
+				}
+				return ms
+			}
+			for i := range 30 {
+				op := fmt.Sprintf("c%d-%d", c, i)
+				taken := map[string]bool{}
+				if rng.IntN(2) == 0 {
+					leases := [][]string{pick(taken), pick(taken)}
+					home := shardOfID(leases[0][0])
+					r := do(t, sys, home, importOf(op, leases...))
+					switch r.Code {
+					case contract.CodeOK:
+						first := 0
+						if rng.IntN(2) == 0 { // lease 0 ends alone; lease 1 keeps its members
+							wantCode(t, do(t, sys, home, release(op+"-rel", "h0", r.Changes[0].Lease.LSN, 1)), contract.CodeOK)
+							first = 1
+						}
+						mu.Lock()
+						released += first
+						for j, ch := range r.Changes[first:] {
+							live = append(live, grant{kernel.TxnRef{Shard: home, LSN: ch.Lease.LSN}, leases[first+j]})
+						}
+						mu.Unlock()
+					case contract.CodeResourceBusy:
+					default:
+						t.Errorf("import %s: %s (%s)", op, r.Code, r.Message)
+					}
+					continue
+				}
+				ms := pick(taken)
+				home := shardOfID(ms[0])
+				r := do(t, sys, home, bundle(op, "hb", ms...))
+				switch {
+				case r.Code == contract.CodeResourceBusy:
+				case r.Code != contract.CodeOK:
+					t.Errorf("bundle %s: %s (%s)", op, r.Code, r.Message)
+				case rng.IntN(2) == 0:
+					wantCode(t, do(t, sys, home, release(op+"-rel", "hb", r.Lease.LSN, 1)), contract.CodeOK)
+					mu.Lock()
+					released++
+					mu.Unlock()
+				default:
+					mu.Lock()
+					live = append(live, grant{kernel.TxnRef{Shard: home, LSN: r.Lease.LSN}, ms})
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	holder := map[string]kernel.TxnRef{}
+	for _, g := range live {
+		for _, id := range g.members {
+			if other, twice := holder[id]; twice {
+				t.Fatalf("%s granted to leases %+v and %+v", id, other, g.lease)
+			}
+			holder[id] = g.lease
+		}
+	}
+	for _, id := range ids {
+		if got := settled(t, sys, id); got != holder[id] {
+			t.Fatalf("%s held by %+v, want %+v (%d leases granted and kept, %d released)", id, got, holder[id], len(live), released)
+		}
+	}
+	if len(live) == 0 {
+		t.Fatal("nothing was granted")
+	}
+	t.Logf("%d leases granted and kept, %d released", len(live), released)
 }
