@@ -117,8 +117,10 @@ func owner(kind, uuid string) map[string]string {
 }
 
 // migrate imports an existing deployment's allocations at cut-over: 300 networks' VXLAN
-// ids and 40 instances' ports, in calls of at most 1000 leases, each its own lease with
-// its own owner, permanent (active). A retry of a call is safe: same operation id.
+// ids and 40 instances' ports and MACs, in calls of at most 1000 leases, each its own
+// lease with its own owner, permanent (active) — an instance's lease over two placement
+// keys (node1's ports, the cloud's MACs), all 40 in one call, all or nothing. A retry of a
+// call is safe: same operation id.
 func (p *plane) migrate(ctx context.Context) error {
 	var vx []client.ImportLease
 	for i := range 300 {
@@ -137,11 +139,16 @@ func (p *plane) migrate(ctx context.Context) error {
 		return fmt.Errorf("a retried import is not the same import")
 	}
 	var ports []client.ImportLease
+	macBase, _, err := client.MACRange("52:54:00")
+	if err != nil {
+		return err
+	}
 	for i := range 40 {
 		base := uint64(30100 + 3*i)
 		ports = append(ports, client.ImportLease{Holder: "compute", Activate: true,
 			Members: []*messages.Member{client.RangeValue(p.ports("node1"), base), client.RangeValue(p.ports("node1"), base+1),
-				client.RangeValue(p.ports("node1"), base+2)}, Labels: owner("instance", fmt.Sprintf("old-%02d", i))})
+				client.RangeValue(p.ports("node1"), base+2), client.RangeValue(p.mac, macBase+0x10000+uint64(i))},
+			Labels: owner("instance", fmt.Sprintf("old-%02d", i))})
 	}
 	if _, err := must(p.hf.Import(ctx, ports)); err != nil {
 		return err
@@ -162,8 +169,9 @@ func (p *plane) migrate(ctx context.Context) error {
 	}
 	vr, _ := p.hf.GetRange(ctx, p.vxlan)
 	pr, _ := p.hf.GetRange(ctx, p.ports("node1"))
-	fmt.Fprintf(p.out, "migration: imported %d networks (vxlan allocated=%d) and %d instances' ports (node1 allocated=%d); a clashing import: %s at leases[%d]\n",
-		len(res.Leases), vr.Range.GetAllocated(), len(ports), pr.Range.GetAllocated(), clash.Code, *clash.Item)
+	mr, _ := p.hf.GetRange(ctx, p.mac)
+	fmt.Fprintf(p.out, "migration: imported %d networks (vxlan allocated=%d) and %d instances' ports and MACs (node1 allocated=%d, mac allocated=%d); a clashing import: %s at leases[%d]\n",
+		len(res.Leases), vr.Range.GetAllocated(), len(ports), pr.Range.GetAllocated(), mr.Range.GetAllocated(), clash.Code, *clash.Item)
 
 	// Reconciliation pages through what a range handed out, as the old table's rows.
 	n, cursor := 0, ""

@@ -14,7 +14,7 @@ func TestControlPlane(t *testing.T) {
 	t.Log(out)
 	testserver.WantAll(t, out,
 		"allocators: vxlan, vsock, mac (52:54:00:00:00:00..52:54:00:ff:ff:ff), node1/ports, node2/ports, net-blue/addresses (10.20.0.1..10.20.0.254, gateway 10.20.0.1 excluded)",
-		"migration: imported 300 networks (vxlan allocated=300) and 40 instances' ports (node1 allocated=120); a clashing import: value_busy at leases[1]",
+		"migration: imported 300 networks (vxlan allocated=300) and 40 instances' ports and MACs (node1 allocated=120, mac allocated=40); a clashing import: value_busy at leases[1]",
 		"reconciliation: 300 vxlan allocations listed",
 		"boot vm-7f3a in one call: ports [30010 30011 30012], cid ", ", address 10.20.0.2: one lease, 6 members",
 		"who holds 52:54:00:", ": held lease ", " owner instance/vm-7f3a",
