@@ -258,12 +258,12 @@ func TestImportAcrossShards(t *testing.T) {
 }
 
 // The same with parallel commits, both leases with a member at the home: a crash at any
-// point, the home's between its answer and its commit included, and a lost message (with
-// -deep the timers at every point as well).
+// point, the home's between its answer and its commit included, and a lost message (the
+// timers fire when settling; at every point as well, the exploration ran past 18 minutes
+// unfinished, so -deep leaves this one as it is).
 func TestImportAcrossShardsInParallel(t *testing.T) {
-	c, d, u := 1, 1, 0
-	w := parallel(anImport(true, nil, c, d, u))
-	w.Timers = *flagDeep
+	w := parallel(anImport(true, nil, 1, 1, 0))
+	w.Timers = false
 	explore(t, w)
 }
 
