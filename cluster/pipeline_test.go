@@ -115,10 +115,12 @@ func TestJournalPipelineFencedMidway(t *testing.T) {
 	var next *Journal
 	batches, after := 0, 0
 	// Appends go on, in bursts of 10 with a pause between (a claim needs the tail still
-	// for a moment: against an owner that never pauses it fails, by design), until 50
-	// more after the claim has been made (a loaded machine takes its time over it).
+	// for a moment: against an owner that never pauses it fails, by design) — of 2 while
+	// the claim is being made, whose reads and append a loaded machine (the race detector
+	// over eight packages at once) stretched past a burst of 10 for its whole 5 s — until
+	// 50 more after the claim has been made.
 	for ; after < 50 && batches < 20000; batches++ {
-		if batches%10 == 0 {
+		if batches%10 == 0 || (batches > 20 && next == nil && batches%2 == 0) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if batches == 20 {
