@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"slices"
-
 	"github.com/holdfast/holdfast/contract"
 	"github.com/holdfast/holdfast/kernel"
 )
@@ -13,12 +11,6 @@ import (
 // count in that order); each participant gets one prepare with its members of every lease
 // and answers one vote; the home commits or aborts every lease in one decision. After the
 // commit each lease is a bundle lease like any other (mirrors by its own transaction).
-
-// isGroup reports whether c is an import whose members fall on several shards (Shards
-// set by the router): a group, begun here.
-func isGroup(c *kernel.Command) bool {
-	return c.Verb == contract.VerbImport && slices.ContainsFunc(c.Shards, func(s uint32) bool { return s != c.Shards[0] })
-}
 
 // bundleMembers is a begin's members in request order: a reserve's, or an import's
 // leases' one after another.
@@ -53,10 +45,10 @@ func (co *coord) groupTxns() []kernel.TxnRef {
 	if co.cmd.Verb != contract.VerbImport {
 		return []kernel.TxnRef{co.txn}
 	}
-	n := uint64(len(co.cmd.Imports))
-	txns := make([]kernel.TxnRef, 0, n)
+	n := len(co.cmd.Imports)
+	txns := make([]kernel.TxnRef, n)
 	for i := range n {
-		txns = append(txns, kernel.TxnRef{Shard: co.txn.Shard, LSN: co.txn.LSN + 1 - n + i})
+		txns[i] = kernel.GroupTxn(co.txn, n, i)
 	}
 	return txns
 }
@@ -84,17 +76,25 @@ func groupPrepare(co *coord, p *coordPart) *prepareMsg {
 	return m
 }
 
+// byLease cuts an import's flattened members into its leases'.
+func byLease(c *kernel.Command, members []kernel.Member) [][]kernel.Member {
+	split := make([][]kernel.Member, len(c.Imports))
+	at := 0
+	for i := range c.Imports {
+		n := len(c.Imports[i].Members)
+		split[i], at = members[at:at+n], at+n
+	}
+	return split
+}
+
 // groupDecide is the decision of import co: every lease committed with its members as the
 // votes resolved them (members, flattened), or aborted with ref's refusal.
 func groupDecide(co *coord, members []kernel.Member, ref refusal, commit bool) *kernel.Command {
 	c := co.cmd
 	d := &kernel.Command{Verb: contract.VerbDecide, Txn: co.txn, Group: true, Limit: uint32(len(c.Imports)), Commit: commit}
 	if commit {
-		at := 0
-		for i := range c.Imports {
-			n := len(c.Imports[i].Members)
-			d.Imports = append(d.Imports, kernel.ImportLease{Members: members[at : at+n]})
-			at += n
+		for _, ms := range byLease(c, members) {
+			d.Imports = append(d.Imports, kernel.ImportLease{Members: ms})
 		}
 		return d
 	}
@@ -119,13 +119,7 @@ func groupRefusal(c *kernel.Command, code contract.Code, f int) *Reply {
 // lease as its commit will show it (kernel.GroupView).
 func (s *shard) groupEarly(co *coord, members []kernel.Member) *Reply {
 	var out kernel.Output
-	split := make([][]kernel.Member, len(co.cmd.Imports))
-	at := 0
-	for i := range co.cmd.Imports {
-		n := len(co.cmd.Imports[i].Members)
-		split[i], at = members[at:at+n], at+n
-	}
-	if !s.k.GroupView(co.txn.LSN, len(co.cmd.Imports), split, &out) {
+	if !s.k.GroupView(co.txn.LSN, len(co.cmd.Imports), byLease(co.cmd, members), &out) {
 		return nil
 	}
 	return replyFromOutput(&out, s.applied())
@@ -152,15 +146,9 @@ func (s *shard) recoverGroup(lsn uint64) bool {
 	if s.b.coords[g] != nil {
 		return true // made for an earlier lease of it
 	}
-	c := s.k.GroupCommand(g, n)
-	if c == nil {
-		return true
+	if c := s.k.GroupCommand(g, n); c != nil {
+		s.recoverCoord(kernel.TxnRef{Shard: s.h.shard, LSN: g}, c)
 	}
-	co := &coord{txn: kernel.TxnRef{Shard: s.h.shard, LSN: g}, cmd: c, parts: s.coordParts(c), begun: true, recovering: true}
-	co.started, co.first = s.now(), s.now()
-	s.b.coords[g] = co
-	s.b.recovering++
-	s.sendPrepares(co, false)
 	return true
 }
 
@@ -172,11 +160,10 @@ func groupCommand(m *prepareMsg) *kernel.Command {
 
 // partTxns are the transactions of a participant's parts of import m.
 func partTxns(m *prepareMsg) []kernel.TxnRef {
-	n := uint64(len(m.imports))
 	var txns []kernel.TxnRef
 	for i := range m.imports {
 		if len(m.imports[i].Members) > 0 {
-			txns = append(txns, kernel.TxnRef{Shard: m.txn.Shard, LSN: m.txn.LSN + 1 - n + uint64(i)})
+			txns = append(txns, kernel.GroupTxn(m.txn, len(m.imports), i))
 		}
 	}
 	return txns

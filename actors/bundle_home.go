@@ -73,9 +73,7 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 		return
 	}
 	s.b.init()
-	if isGroup(c) {
-		c.Group, c.Phase = true, kernel.PhaseEnding // as admission will normalize it: its skips are the group's
-	}
+	kernel.MarkGroup(c) // before admission: its skips are the group's
 	parts := s.coordParts(c)
 	if c.Priority == 0 && len(parts) > 0 {
 		c.Priority = s.bundleAge() // kept when the bundle runs again: wait-die's age
@@ -499,11 +497,7 @@ func (s *shard) recoverBundles() {
 			continue
 		}
 		if c := s.k.BeginCommand(txn.LSN); c != nil {
-			s.b.init()
-			co := &coord{txn: txn, cmd: c, parts: s.coordParts(c), begun: true, recovering: true, started: time.Now(), first: time.Now()}
-			s.b.coords[txn.LSN] = co
-			s.b.recovering++
-			s.sendPrepares(co, false)
+			s.recoverCoord(txn, c)
 			continue
 		}
 		s.q.Internal(&kernel.Command{Verb: contract.VerbDecide, Txn: txn}, s.stampSlot(), func(*Reply) {})
@@ -515,4 +509,14 @@ func (s *shard) recoverBundles() {
 	}
 	s.sendMirrors()
 	s.flush()
+}
+
+// recoverCoord makes a restarted home's coordinator of txn, begun here in parallel and
+// never decided, from its rebuilt begin c, and prepares it again.
+func (s *shard) recoverCoord(txn kernel.TxnRef, c *kernel.Command) {
+	s.b.init()
+	co := &coord{txn: txn, cmd: c, parts: s.coordParts(c), begun: true, recovering: true, started: time.Now(), first: time.Now()}
+	s.b.coords[txn.LSN] = co
+	s.b.recovering++
+	s.sendPrepares(co, false)
 }

@@ -60,9 +60,9 @@ type bundle struct {
 	// abort it (docs/design.md "Parallel commits").
 	parallel bool
 	// group is, for a lease of an import across shards at its home, the import's
-	// position (the group's name, after its leases' ids): its leases are decided together
-	// (group.go). Kept after the decision, when it says only that the record's position is
-	// its transaction's and its lease's.
+	// position (the group's name, after its leases' ids and transactions): its leases are
+	// decided together (group.go). Kept after the decision, when it says only that the
+	// lease's id is in lease, not the position before its transaction.
 	group uint64
 }
 
@@ -198,8 +198,16 @@ func (k *Kernel) holdIntents(e Entry, out *Output, mine func(int) bool) (int32, 
 		out.Code = code
 		return 0, false
 	}
-	idx := k.newLease(e.LSN, k.tenantKey(c.Tenant, c.HolderID))
-	k.leases[idx].created = e.Slot
+	idx := k.intentRecord(e.LSN, e.Slot, c.Tenant, c.HolderID, picks)
+	out.Pending = true
+	return idx, true
+}
+
+// intentRecord makes the undecided record lsn of tenant's holder, holding picks as
+// intents: in the tables and the member index, seen by no reader, no version moved.
+func (k *Kernel) intentRecord(lsn, slot uint64, tenant, holderID string, picks []pick) int32 {
+	idx := k.newLease(lsn, k.tenantKey(tenant, holderID))
+	k.leases[idx].created = slot
 	k.holdMembers(idx, picks, LeaseReserved, true)
 	for _, p := range picks {
 		if p.kind == MemberWork {
@@ -208,8 +216,7 @@ func (k *Kernel) holdIntents(e Entry, out *Output, mine func(int) bool) (int32, 
 	}
 	k.versions(idx, -1) // an intent is no change a reader may see: its resources keep their version
 	k.indexMembers(idx, true)
-	out.Pending = true
-	return idx, true
+	return idx
 }
 
 // commitValues takes a committed bundle's least_recently_freed range values in the
@@ -276,13 +283,7 @@ func (k *Kernel) decide(e Entry, out *Output) {
 	}
 	b.pending = false
 	delete(k.pending, c.Txn.LSN)
-	for i := range b.remote {
-		r := &b.remote[i]
-		if int(r.index) < len(c.Members) {
-			m := &c.Members[r.index]
-			r.quantity, r.value = m.Quantity, m.Value
-		}
-	}
+	resolve(b, c.Members)
 	k.versions(idx, +1) // the grant is the change
 	k.commitValues(idx)
 	id, slot := k.commitPlace(b, idx, e)

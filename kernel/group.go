@@ -22,6 +22,26 @@ import (
 // its id first+i-n.
 func groupFirst(g uint64, n int) uint64 { return g + 1 - uint64(n) }
 
+// GroupTxn is the transaction of lease i of import g (n leases), g naming the import at
+// its home: where the lease's parts are prepared and mirrored.
+func GroupTxn(g TxnRef, n, i int) TxnRef {
+	return TxnRef{Shard: g.Shard, LSN: groupFirst(g.LSN, n) + uint64(i)}
+}
+
+// MarkGroup marks an import whose members fall on several shards (the router gave their
+// shards) as a group of bundle leases, ending in two rounds — as Normalize does; the home
+// needs it before admission, to know the positions the import will take (SkipsBefore).
+func MarkGroup(c *Command) {
+	if c.Verb == contract.VerbImport && spansShards(c.Shards) {
+		c.Phase, c.Group = PhaseEnding, true
+	}
+}
+
+// spansShards reports whether shards name more than one shard.
+func spansShards(shards []uint32) bool {
+	return slices.ContainsFunc(shards, func(s uint32) bool { return s != shards[0] })
+}
+
 // importOffsets is where each lease's members start in an import's flattened Shards.
 func importOffsets(c *Command) []int {
 	off := make([]int, len(c.Imports))
@@ -94,12 +114,7 @@ func (k *Kernel) holdGroup(e Entry, out *Output, mine func(i, j int) bool, at fu
 	for i := range c.Imports {
 		idxs[i] = -1
 		if has[i] {
-			idx := k.newLease(lsns[i], k.tenantKey(c.Tenant, c.Imports[i].HolderID))
-			k.leases[idx].created = e.Slot
-			k.holdMembers(idx, picks[start:ends[i]], LeaseReserved, true)
-			k.versions(idx, -1) // an intent is no change a reader may see
-			k.indexMembers(idx, true)
-			idxs[i] = idx
+			idxs[i] = k.intentRecord(lsns[i], e.Slot, c.Tenant, c.Imports[i].HolderID, picks[start:ends[i]])
 		}
 		start = ends[i]
 	}
@@ -114,7 +129,7 @@ func (k *Kernel) holdGroup(e Entry, out *Output, mine func(i, j int) bool, at fu
 func (k *Kernel) importBegin(e Entry, out *Output) {
 	c := e.Cmd
 	n := len(c.Imports)
-	if c.Shards[0] != k.shard || !slices.ContainsFunc(c.Shards, k.foreign) {
+	if c.Shards[0] != k.shard || !spansShards(c.Shards) {
 		out.Code = contract.CodeInvalidRequest // a runtime fault: not an import this shard is home of
 		return
 	}
@@ -162,8 +177,7 @@ func (k *Kernel) prepareGroup(e Entry, out *Output) {
 		out.Code = contract.CodeInvalidRequest // a runtime fault, or a journal's
 		return
 	}
-	first := groupFirst(c.Txn.LSN, n)
-	txn := func(i int) TxnRef { return TxnRef{Shard: c.Txn.Shard, LSN: first + uint64(i)} }
+	txn := func(i int) TxnRef { return GroupTxn(c.Txn, n, i) }
 	for i := range c.Imports {
 		lsn, held := k.txns[txn(i)]
 		if !held || len(c.Imports[i].Members) == 0 {
@@ -322,21 +336,15 @@ func (k *Kernel) GroupView(g uint64, n int, members [][]Member, out *Output) boo
 		if b == nil || !b.pending || b.group != g || !b.home(k.shard) {
 			return false
 		}
-		idx := k.leaseIdx[lsn]
-		l := &k.leases[idx]
+		var ms []Member
+		if i < len(members) {
+			ms = members[i]
+		}
 		var v Output
-		k.viewLease(idx, &v)
-		v.Lease.LSN, v.Lease.CreatedLSN = b.lease, b.lease
+		k.viewAsCommitted(lsn, b.lease, ms, &v)
 		ev := EventLeaseReserved
 		if b.activate {
-			v.Lease.State, ev = LeaseActive, EventLeaseActivated
-		}
-		v.Lease.KeepAliveSlots, v.Lease.DeadlineSlot, _ = liveTerms(l.keepalive, l.deadline, l.created, b.activate, b.ttlSlots, b.keepAliveSlots)
-		for _, r := range b.remote {
-			if i < len(members) && int(r.index) < len(members[i]) && int(r.index) < len(v.Lease.Members) {
-				m := &v.Lease.Members[r.index]
-				m.Quantity, m.Value = members[i][r.index].Quantity, members[i][r.index].Value
-			}
+			ev = EventLeaseActivated
 		}
 		out.Changes = append(out.Changes, LeaseChange{Event: ev, Lease: v.Lease})
 	}

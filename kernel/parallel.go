@@ -31,11 +31,20 @@ func (k *Kernel) CommitView(txn TxnRef, members []Member, out *Output) bool {
 	if txn.Shard != k.shard || b == nil || !b.pending || !b.parallel || !b.home(k.shard) || b.failed != contract.CodeOK || b.group != 0 {
 		return false // an import's leases are answered together: GroupView
 	}
-	idx := k.leaseIdx[txn.LSN]
+	id := txn.LSN - 1
+	k.viewAsCommitted(txn.LSN, id, members, out)
+	out.LSN, out.Code = id, contract.CodeOK
+	return true
+}
+
+// viewAsCommitted fills out with the view undecided record lsn will have once committed
+// as lease id: active or reserved, its deadline by the rule goLive applies (liveTerms),
+// its remote members with the values members (the request's, resolved) give.
+func (k *Kernel) viewAsCommitted(lsn, id uint64, members []Member, out *Output) {
+	b, idx := k.bundles[lsn], k.leaseIdx[lsn]
 	l := &k.leases[idx]
 	k.viewLease(idx, out)
-	id := txn.LSN - 1
-	out.LSN, out.Lease.LSN, out.Lease.CreatedLSN = id, id, id
+	out.Lease.LSN, out.Lease.CreatedLSN = id, id
 	if b.activate {
 		out.Lease.State = LeaseActive
 	}
@@ -46,8 +55,6 @@ func (k *Kernel) CommitView(txn TxnRef, members []Member, out *Output) bool {
 			m.Quantity, m.Value = members[r.index].Quantity, members[r.index].Value
 		}
 	}
-	out.Code = contract.CodeOK
-	return true
 }
 
 // BeginCommand rebuilds the reserve of bundle lsn, begun here in parallel and undecided,

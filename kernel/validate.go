@@ -138,15 +138,13 @@ func Normalize(s *Shape, c *Command) {
 		c.TTLSlots = s.TTLSlots(c.TTLMillis)
 	}
 	c.KeepAliveSlots = s.TTLSlots(c.KeepAliveMillis)
-	if c.Verb == contract.VerbReserve && slices.ContainsFunc(c.Shards, func(s uint32) bool { return s != c.Shards[0] }) {
+	if c.Verb == contract.VerbReserve && spansShards(c.Shards) {
 		c.Phase = PhaseEnding // a bundle across shards: its lease will end in two rounds (docs/design.md)
 		// ... and commit in parallel, unless it claims work: a claim's answer shows the
 		// claim, which its commit makes.
 		c.Parallel = !slices.ContainsFunc(c.Members, func(m Member) bool { return m.Kind == MemberWork })
 	}
-	if c.Verb == contract.VerbImport && slices.ContainsFunc(c.Shards, func(s uint32) bool { return s != c.Shards[0] }) {
-		c.Phase, c.Group = PhaseEnding, true // an import across shards: a group of bundle leases
-	}
+	MarkGroup(c) // an import across shards: a group of bundle leases
 }
 
 func validateReserve(c *Command) *Rejection {
