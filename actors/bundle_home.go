@@ -404,7 +404,7 @@ func (s *shard) decided(co *coord, r *Reply, answer *Reply, commit bool) {
 	switch {
 	case r.Code != contract.CodeOK:
 		s.answerCoord(co, rejection(contract.CodeTimeout, "the bundle's decision was not recorded; retry the same operation_id", s.applied()))
-	case commit: // r.LSN is the commit's: the change's position, where its event is
+	case commit: // r.LSN is the lease's id (kernel: a parallel commit's is before its begin)
 		s.step(StepCommitted)
 		r.AppliedLSN = s.applied()
 		s.answerCoord(co, r)

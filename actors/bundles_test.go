@@ -202,6 +202,12 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 			dir := killedAt(t, "TestBundleCrashChild", step)
 			sys := startSystem(t, bundleOptions(dir))
 			defer sys.Stop()
+			if durable[step] { // retried at once: may wait on the restarted home's decision
+				r := do(t, sys, 0, bundle("crash", "h", bundleCrashIDs...))
+				if r.Code != contract.CodeOK || r.LSN != r.Lease.LSN {
+					t.Fatalf("killed at %s: the retry at restart got %s lsn %d for lease %d, want ok with its id", step, r.Code, r.LSN, r.Lease.LSN)
+				}
+			}
 			before := settled(t, sys, bundleCrashIDs...)
 			if step == StepEnding || step == StepFreeing { // released at the home before the kill: freed everywhere
 				if before.LSN != 0 {
@@ -212,7 +218,7 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 			// From voted on, the bundle is committed (it commits in parallel: every prepare
 			// and its begin are durable, and a restarted home prepares it again); killed at
 			// prepared, it is when the home's begin was durable by then, else absent.
-			committed := step == StepVoted || step == StepAnswered || step == StepCommitted || step == StepMirrored
+			committed := durable[step]
 			if step == StepPrepared {
 				committed = before.LSN != 0
 			}
@@ -234,6 +240,10 @@ func TestBundleCrashAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// durable are the steps a bundle across shards is committed at, whatever happens next
+// (it commits in parallel: its begin and every prepare are durable).
+var durable = map[string]bool{StepVoted: true, StepAnswered: true, StepCommitted: true, StepMirrored: true}
 
 // killedAt runs the child test child in a process of its own until it is killed at step
 // (Options.BundleStep), with env added, and returns the data directory it left.

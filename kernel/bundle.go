@@ -310,7 +310,7 @@ func (k *Kernel) decide(e Entry, out *Output) {
 	out.Mirror = true
 	var ref uint64 // a parallel commit's lease is not at its position: the outcome names it
 	if id != e.LSN {
-		ref = id
+		ref, out.LSN = id, id // and the answer's lsn is its id, as the early answer's and a retry's
 	}
 	k.rememberDecision(b, contract.CodeOK, -1, 1, e, ref)
 }

@@ -291,7 +291,8 @@ func (k *Kernel) decideGroup(e Entry, out *Output) {
 		out.Changes = append(out.Changes, LeaseChange{Event: ev, Lease: v.Lease})
 	}
 	out.Mirror = true
-	k.rememberDecision(b0, contract.CodeOK, -1, 1, e, g-uint64(n))
+	out.LSN = g - uint64(n) // the last lease's id, as the early answer's and a retry's
+	k.rememberDecision(b0, contract.CodeOK, -1, 1, e, out.LSN)
 }
 
 // resolve takes the values the participants chose into a committing record's remote

@@ -74,8 +74,8 @@ func TestImportAcrossShardsCommitsAsAGroup(t *testing.T) {
 	home.slot += 5
 	dec := home.apply(&Command{Verb: contract.VerbDecide, Txn: TxnRef{Shard: 0, LSN: g}, Commit: true, Group: true, Limit: 3,
 		Imports: []ImportLease{{Members: resources("a", "b")}, {Members: resources("c")}, {Members: resources("d")}}})
-	if dec.Code != contract.CodeOK || !dec.Mirror || len(dec.Changes) != 3 {
-		t.Fatalf("commit: %s mirror=%v leases %d", dec.Code, dec.Mirror, len(dec.Changes))
+	if dec.Code != contract.CodeOK || !dec.Mirror || len(dec.Changes) != 3 || dec.LSN != view.LSN {
+		t.Fatalf("commit: %s mirror=%v leases %d lsn %d, the early answer's %d", dec.Code, dec.Mirror, len(dec.Changes), dec.LSN, view.LSN)
 	}
 	for i, ch := range dec.Changes {
 		want := map[int]EventKind{0: EventLeaseReserved, 1: EventLeaseActivated, 2: EventLeaseReserved}[i]
