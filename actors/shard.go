@@ -364,16 +364,18 @@ func (s *shard) applyInflight(err error) {
 		return
 	}
 	events := s.eventsOn()
-	if events {
-		// The sink keeps each batch's slice, so each batch gets its own, sized for one
-		// event per entry (an Event is some 800 bytes: a fixed 64 of them per batch were
-		// more than half of the server's allocated bytes under load; appendEvents grows
-		// it for the entries that change several leases).
-		s.events = make([]Event, 0, entries)
-	}
 	obs := s.h.sys.opts.Observer
 	answers, n := s.q.Durable(func(e kernel.Entry, out *kernel.Output) {
-		if events {
+		if events && (out.Event != kernel.EventNone || len(out.Changes) > 0) {
+			if s.events == nil {
+				// The sink keeps each batch's slice, so each batch gets its own, made at
+				// its first event and sized for one per entry (an Event is some 800
+				// bytes: a fixed 64 per batch were more than half of the server's
+				// allocated bytes under load, and a batch of refusals, which change
+				// nothing, needs none; appendEvents grows it for the entries that change
+				// several leases).
+				s.events = make([]Event, 0, entries)
+			}
 			s.events = appendEvents(s.events, s.h.shard, e, out)
 		}
 		s.noteMirrors(out)
