@@ -27,12 +27,7 @@ func (s *shardPub) batchReply(b Send) string {
 
 // sendBatched sends, in order, every entry the current batch can take.
 func (s *shardPub) sendBatched(gen uint64) {
-	if !s.awaitServing(gen) {
-		return
-	}
-	s.mu.Lock()
-	if s.gen != gen {
-		s.mu.Unlock()
+	if !s.lockServing(gen) {
 		return
 	}
 	s.sends = s.bat.Sendable(time.Now(), s.sends[:0])

@@ -494,13 +494,8 @@ func Message(prefix string, e *actors.Event) (*nats.Msg, error) {
 // ends at when it is the batch's last event. False when publishing was aborted.
 func (s *shardPub) publish(e *actors.Event, through, gen uint64) bool {
 	msg, err := s.p.message(e)
-	if !s.awaitServing(gen) {
+	if !s.lockServing(gen) {
 		return !s.aborted()
-	}
-	s.mu.Lock()
-	if s.gen != gen {
-		s.mu.Unlock()
-		return true // dropped meanwhile: the shard's owner republishes
 	}
 	if err != nil {
 		// Views hold validated ASCII ids, so this cannot happen; if it does, the event
@@ -717,12 +712,7 @@ func (s *shardPub) resend(seqs []uint64) {
 	gen := s.gen
 	s.mu.Unlock()
 	for _, seq := range seqs {
-		if !s.awaitServing(gen) {
-			return
-		}
-		s.mu.Lock()
-		if s.gen != gen {
-			s.mu.Unlock()
+		if !s.lockServing(gen) {
 			return
 		}
 		msg := s.win.Resending(seq, time.Now())
@@ -821,6 +811,21 @@ func (s *shardPub) awaitServing(gen uint64) bool {
 			return false
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+	return true
+}
+
+// lockServing waits as awaitServing does and then takes s.mu for generation gen: false,
+// with s.mu not held, when publishing was aborted or the shard dropped since gen (its
+// owner republishes what is left).
+func (s *shardPub) lockServing(gen uint64) bool {
+	if !s.awaitServing(gen) {
+		return false
+	}
+	s.mu.Lock()
+	if s.gen != gen {
+		s.mu.Unlock()
+		return false
 	}
 	return true
 }
