@@ -855,3 +855,49 @@ func TestParallelCommitAfterLaterWrites(t *testing.T) {
 		t.Fatalf("retry: cache %v lease %d lsn %d, want %d", retry.FromRetryCache, retry.Lease.LSN, retry.LSN, dec.Lease.LSN)
 	}
 }
+
+// A lease verb or lease.get naming the id an undecided bundle begun in parallel will take
+// — its client holds the id from the early answer; a restarted home decides it again —
+// waits for the decision (Undecided, naming the transaction) rather than answer
+// lease_not_found; another tenant naming it is told lease_not_found. Once committed the
+// same verb finds the lease. So for a lease of an import across shards.
+func TestVerbsNamingAnUndecidedIdWait(t *testing.T) {
+	named := func(s *bshard, tenant string, lease uint64) Output {
+		return s.apply(&Command{Verb: contract.VerbRelease, Tenant: tenant, OperationID: fmt.Sprintf("rel-%s-%d-%d", tenant, lease, s.k.LastLSN()),
+			HolderID: "h", LeaseLSN: lease, Epoch: 1})
+	}
+	home := newBShard(t, 0)
+	home.create("a", "d")
+	out := home.apply(begin("op", []uint32{0, 1}, "a", "b"))
+	txn := TxnRef{Shard: 0, LSN: out.Lease.LSN}
+	id := txn.LSN - 1
+	if r := named(home, "t", id); !r.Undecided || r.Txn != txn || r.Code != contract.CodeOK {
+		t.Fatalf("release of the undecided id: %s undecided=%v txn %+v, want it to wait on %+v", r.Code, r.Undecided, r.Txn, txn)
+	}
+	var get Output
+	if home.k.GetLease("t", id, home.slot, &get); !get.Undecided {
+		t.Fatalf("lease.get of the undecided id: %s, want it to wait", get.Code)
+	}
+	if r := named(home, "other", id); r.Undecided || r.Code != contract.CodeLeaseNotFound {
+		t.Fatalf("another tenant's release of the id: %s undecided=%v", r.Code, r.Undecided)
+	}
+	if r := named(home, "t", id+7); r.Undecided || r.Code != contract.CodeLeaseNotFound {
+		t.Fatalf("a release of an id nobody takes: %s undecided=%v", r.Code, r.Undecided)
+	}
+	home.apply(&Command{Verb: contract.VerbDecide, Txn: txn, Commit: true, Members: resources("a", "b")})
+	if r := named(home, "t", id); r.Undecided || r.Code != contract.CodeOK {
+		t.Fatalf("release once committed: %s undecided=%v", r.Code, r.Undecided)
+	}
+
+	home = newBShard(t, 0)
+	home.create("a", "d")
+	out = home.apply(anImport("imp"))
+	g := out.Lease.LSN
+	for i, holder := range []string{"h0", "h1", "h2"} {
+		lease := g - 5 + uint64(i)
+		r := home.apply(&Command{Verb: contract.VerbRelease, Tenant: "t", OperationID: fmt.Sprintf("imp-rel-%d", i), HolderID: holder, LeaseLSN: lease, Epoch: 1})
+		if !r.Undecided || r.Txn.LSN != lease+3 {
+			t.Fatalf("release of the import's undecided lease %d: %s undecided=%v txn %+v", lease, r.Code, r.Undecided, r.Txn)
+		}
+	}
+}

@@ -165,6 +165,50 @@ func (k *Kernel) findLease(tenant string, lsn, slot uint64) (leaseRef, Code) {
 	return leaseRef{idx: -1}, contract.CodeLeaseNotFound
 }
 
+// namedLease finds the lease a verb names, as findLease does, and says in out why not. A
+// lease not found whose id an undecided bundle begun here in parallel will take makes the
+// verb wait for the decision instead (Undecided): its client may hold the id from the
+// early answer already, and a restarted home prepares such a bundle again and commits it
+// (docs/api.md §2: nothing after the answer misses the lease).
+func (k *Kernel) namedLease(tenant string, lsn, slot uint64, out *Output) (leaseRef, bool) {
+	r, code := k.findLease(tenant, lsn, slot)
+	if code == contract.CodeLeaseNotFound && k.undecidedID(tenant, lsn).waitFor(out) {
+		return r, false
+	}
+	out.Code = code
+	return r, code == contract.CodeOK
+}
+
+// undecidedID is tenant's undecided record, begun here in parallel, whose lease will have
+// id lsn once committed — a bundle's, its begin one past its id, or a lease of an import
+// across shards, its id kept in the record — or nil. A walk of the undecided records, at
+// most MaxPendingBundles, only for a lease not found; at most one has the id.
+func (k *Kernel) undecidedID(tenant string, lsn uint64) *bundle {
+	for txn := range k.pending {
+		b := k.bundles[txn]
+		if b == nil || !b.home(k.shard) || b.failed != contract.CodeOK {
+			continue
+		}
+		id := b.lease
+		if b.group == 0 {
+			if !b.parallel {
+				continue
+			}
+			id = txn - 1
+		}
+		if id != lsn {
+			continue
+		}
+		if idx, ok := k.leaseIdx[txn]; ok {
+			if t, _ := splitKey(k.holders[k.leases[idx].holder].key); t == tenant {
+				return b
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
 // leaseLike reports whether live record lsn is a lease a client may name: not a bundle's
 // undecided begin, nor a participant's part of a bundle whose lease lives at its home.
 func (k *Kernel) leaseLike(lsn uint64) bool {
@@ -241,9 +285,8 @@ func (k *Kernel) slotMillis(s uint64) uint64 {
 // GetLease reads a lease of tenant at slot: ok, lease_not_found or lease_retired.
 func (k *Kernel) GetLease(tenant string, lsn, slot uint64, out *Output) {
 	out.reset(k.lastLSN)
-	r, code := k.findLease(tenant, lsn, slot)
-	if code != contract.CodeOK {
-		out.Code = code
+	r, ok := k.namedLease(tenant, lsn, slot, out)
+	if !ok {
 		return
 	}
 	k.view(r, out)
@@ -262,9 +305,8 @@ func (k *Kernel) ListLeases(tenant, holderID string, limit int, dst []LeaseView)
 // order: existence (tenant-scoped), holder, epoch, state, deadline.
 func (k *Kernel) leaseVerb(e Entry, out *Output) {
 	c := e.Cmd
-	r, code := k.findLease(c.Tenant, c.LeaseLSN, e.Slot)
-	if code != contract.CodeOK {
-		out.Code = code
+	r, ok := k.namedLease(c.Tenant, c.LeaseLSN, e.Slot, out)
+	if !ok {
 		return
 	}
 	if c.Verb == contract.VerbActivate || c.Verb == contract.VerbRenew || c.Verb == contract.VerbRelease {

@@ -160,9 +160,8 @@ func (k *Kernel) resizePool(c *Command, out *Output) {
 // engine's ConfirmHold). Fenced as lease.release is.
 func (k *Kernel) consume(e Entry, out *Output) {
 	c := e.Cmd
-	r, code := k.findLease(c.Tenant, c.LeaseLSN, e.Slot)
-	if code != contract.CodeOK {
-		out.Code = code
+	r, ok := k.namedLease(c.Tenant, c.LeaseLSN, e.Slot, out)
+	if !ok {
 		return
 	}
 	if out.Code = k.checkFence(r, c); out.Code != contract.CodeOK {

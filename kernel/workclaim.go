@@ -88,9 +88,8 @@ func (k *Kernel) leaseWork(r leaseRef) int32 {
 // work shard; then the verb's own checks.
 func (k *Kernel) workVerb(e Entry, out *Output) {
 	c := e.Cmd
-	r, code := k.findLease(c.Tenant, c.LeaseLSN, e.Slot)
-	if code != contract.CodeOK {
-		out.Code = code
+	r, ok := k.namedLease(c.Tenant, c.LeaseLSN, e.Slot, out)
+	if !ok {
 		return
 	}
 	if k.finished(r, c, out) {
