@@ -250,6 +250,10 @@ func (s *shard) vote(m *voteMsg) {
 	case m.die:
 		s.abort(co, refusal{}, !co.recovering) // a recovered bundle has no client to run it again for
 		return
+	case m.code.IsRejection() && co.recovering:
+		// Halted or overloaded, the participant says nothing of its part, which it may hold
+		// from before the restart (the client may have been answered): asked again on the
+		// tick, as for a participant that does not answer.
 	case m.code.IsRejection(): // overloaded, halted: not the bundle's answer; nothing to wait for
 		s.abort(co, refusal{code: m.code, member: -1}, false)
 		return

@@ -38,19 +38,21 @@ func (s *shard) prepareIntents(m *prepareMsg) {
 		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, code: contract.CodeEngineHalted})
 		return
 	}
-	if s.yields(m.priority, m.txn, m.tenant, m.members, nil) {
-		s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
-		return
-	}
 	txns := []kernel.TxnRef{m.txn} // the parts' transactions
 	c := &kernel.Command{Verb: contract.VerbPrepare, Tenant: m.tenant, HolderID: m.holder, Activate: m.activate,
 		Members: m.members, Txn: m.txn, Priority: m.priority}
 	if m.imports != nil {
 		txns, c = partTxns(m), groupCommand(m)
 	}
-	// Known before journaling it: the prepare would only be told so. (An import's parts
-	// held already are its own: the prepare answers again.)
-	if len(txns) > 0 && s.k.TxnPriority(txns[0]) != m.priority {
+	// Its parts held here already (prepared before: a restarted home asks again), the
+	// prepare answers again and gives way to nobody — a home that answered its client
+	// before its commit was durable must be able to commit it.
+	if held := len(txns) > 0 && s.k.TxnPriority(txns[0]) == m.priority; !held {
+		if s.yields(m.priority, m.txn, m.tenant, m.members, nil) {
+			s.sendShard(home, &voteMsg{txn: m.txn, shard: s.h.shard, die: true})
+			return
+		}
+		// Known before journaling it: the prepare would only be told so.
 		if txn, prio, held := s.k.HeldByUndecided(m.tenant, m.members, nil, m.txn); held {
 			s.undecidedPrepare(m, txn, prio)
 			return

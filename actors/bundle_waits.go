@@ -7,6 +7,44 @@ import (
 	"github.com/holdfast/holdfast/kernel"
 )
 
+// refuseBundleWaits answers, as the shard halts, whoever waits on its next entries or its
+// participants for a bundle — the clients of the transactions it coordinates, the writes
+// parked to run again, the answers and reads held for an undecided bundle, the answers
+// held until the participants apply a change — since it applies and sends nothing more
+// until it restarts. engine_halted is indefinite: a retry with the same operation_id learns
+// the outcome from the restarted shard, which decides the bundles it left undecided and
+// tells the participants what they were owed.
+func (s *shard) refuseBundleWaits() {
+	halted := func() *Reply {
+		return rejection(contract.CodeEngineHalted, "shard halted; retry the same operation_id once it restarts", s.applied())
+	}
+	for _, co := range s.b.coords {
+		for _, w := range co.waiters {
+			w(halted())
+		}
+		co.waiters = nil
+	}
+	for _, p := range s.b.parked {
+		p.reply(halted())
+	}
+	for _, a := range s.b.answers {
+		a.to(halted())
+	}
+	for _, r := range s.b.reads {
+		r.reply(halted())
+	}
+	s.b.parked, s.b.answers, s.b.reads = nil, nil, nil
+	for _, o := range s.b.owed {
+		for _, w := range o.waiting {
+			if w.leases > 0 { // one answer, however many leases it waited on
+				w.leases = 0
+				w.to(halted())
+			}
+		}
+		o.waiting = nil
+	}
+}
+
 // parkedWrite is a client write that found a member an undecided bundle holds, or a
 // bundle to run again: sequenced again on a tick from notBefore on.
 type parkedWrite struct {
@@ -101,8 +139,16 @@ func (s *shard) bundleTick(now time.Time) {
 			case co.deciding:
 			case co.recovering && now.Sub(co.started) > s.prepareBound():
 				// Never aborted on a timeout (its client may have been answered): asked again.
+				// Past the wait bound a retry waiting on it is told timeout (indefinite), as the
+				// participant it waits for may be down for long.
 				co.started = now
 				s.sendPrepares(co, true)
+				if now.Sub(co.first) > s.undecidedBound() {
+					for _, w := range co.waiters {
+						w(rejection(contract.CodeTimeout, "the bundle is being decided again after a restart; retry the same operation_id", s.applied()))
+					}
+					co.waiters = nil
+				}
 			case !co.recovering && (now.Sub(co.started) > s.prepareBound() || now.Sub(co.first) > s.undecidedBound()):
 				s.abort(co, refusal{}, false)
 			}

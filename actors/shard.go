@@ -272,6 +272,7 @@ func (s *shard) halt(err error) {
 	clear(s.readers)
 	s.readers = s.readers[:0]
 	s.refuseBarrierWaits("shard halted; reads fail closed until it restarts")
+	s.refuseBundleWaits()
 }
 
 func (s *shard) applied() uint64 {
