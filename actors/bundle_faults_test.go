@@ -81,16 +81,7 @@ func TestImportsAndBundlesThroughJournalFaults(t *testing.T) {
 	var all []*faultOp
 	for c := range clients {
 		rng := rand.New(rand.NewPCG(uint64(c), 7))
-		pick := func(taken map[string]bool) []string {
-			var ms []string
-			for n := 1 + rng.IntN(2); len(ms) < n; {
-				if id := ids[rng.IntN(len(ids))]; !taken[id] {
-					taken[id] = true
-					ms = append(ms, id)
-				}
-			}
-			return ms
-		}
+		pick := func(taken map[string]bool) []string { return pickMembers(rng, ids, taken) }
 		for i := range 16 {
 			op := &faultOp{release: rng.IntN(2) == 0}
 			name := fmt.Sprintf("c%d-%d", c, i)
@@ -246,4 +237,16 @@ func within(sys *System, shard uint32, c *kernel.Command, d time.Duration) *Repl
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// pickMembers picks one or two of ids at random, none of taken (which it adds them to).
+func pickMembers(rng *rand.Rand, ids []string, taken map[string]bool) []string {
+	var ms []string
+	for n := 1 + rng.IntN(2); len(ms) < n; {
+		if id := ids[rng.IntN(len(ids))]; !taken[id] {
+			taken[id] = true
+			ms = append(ms, id)
+		}
+	}
+	return ms
 }

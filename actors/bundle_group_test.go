@@ -287,16 +287,7 @@ func TestImportsAndBundlesAtRandom(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(c), 1))
-			pick := func(taken map[string]bool) []string {
-				var ms []string
-				for n := 1 + rng.IntN(2); len(ms) < n; {
-					if id := ids[rng.IntN(len(ids))]; !taken[id] {
-						taken[id] = true
-						ms = append(ms, id)
-					}
-				}
-				return ms
-			}
+			pick := func(taken map[string]bool) []string { return pickMembers(rng, ids, taken) }
 			for i := range 30 {
 				op := fmt.Sprintf("c%d-%d", c, i)
 				taken := map[string]bool{}
