@@ -254,6 +254,7 @@ func (s *shard) vote(m *voteMsg) {
 		// Halted or overloaded, the participant says nothing of its part, which it may hold
 		// from before the restart (the client may have been answered): asked again on the
 		// tick, as for a participant that does not answer.
+		return
 	case m.code.IsRejection(): // overloaded, halted: not the bundle's answer; nothing to wait for
 		s.abort(co, refusal{code: m.code, member: -1}, false)
 		return
@@ -362,10 +363,7 @@ func (s *shard) answerEarly(co *coord, members []kernel.Member) {
 		co.early = replyFromOutput(&out, s.applied())
 	}
 	s.b.barrier = max(s.b.barrier, s.q.Sequenced())
-	for _, w := range co.waiters {
-		w(co.early)
-	}
-	co.waiters = nil
+	co.tell(co.early)
 	s.step(StepAnswered)
 }
 
@@ -445,6 +443,11 @@ func (s *shard) answerCoord(co *coord, r *Reply) {
 	if co.recovering {
 		s.b.recovering--
 	}
+	co.tell(r)
+}
+
+// tell answers the clients waiting on the transaction with r; later ones wait anew.
+func (co *coord) tell(r *Reply) {
 	for _, w := range co.waiters {
 		w(r)
 	}

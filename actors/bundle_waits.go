@@ -15,30 +15,25 @@ import (
 // the outcome from the restarted shard, which decides the bundles it left undecided and
 // tells the participants what they were owed.
 func (s *shard) refuseBundleWaits() {
-	halted := func() *Reply {
-		return rejection(contract.CodeEngineHalted, "shard halted; retry the same operation_id once it restarts", s.applied())
-	}
+	halted := rejection(contract.CodeEngineHalted, "shard halted; retry the same operation_id once it restarts", s.applied())
 	for _, co := range s.b.coords {
-		for _, w := range co.waiters {
-			w(halted())
-		}
-		co.waiters = nil
+		co.tell(halted)
 	}
 	for _, p := range s.b.parked {
-		p.reply(halted())
+		p.reply(halted)
 	}
 	for _, a := range s.b.answers {
-		a.to(halted())
+		a.to(halted)
 	}
 	for _, r := range s.b.reads {
-		r.reply(halted())
+		r.reply(halted)
 	}
 	s.b.parked, s.b.answers, s.b.reads = nil, nil, nil
 	for _, o := range s.b.owed {
 		for _, w := range o.waiting {
 			if w.leases > 0 { // one answer, however many leases it waited on
 				w.leases = 0
-				w.to(halted())
+				w.to(halted)
 			}
 		}
 		o.waiting = nil
@@ -144,10 +139,7 @@ func (s *shard) bundleTick(now time.Time) {
 				co.started = now
 				s.sendPrepares(co, true)
 				if now.Sub(co.first) > s.undecidedBound() {
-					for _, w := range co.waiters {
-						w(rejection(contract.CodeTimeout, "the bundle is being decided again after a restart; retry the same operation_id", s.applied()))
-					}
-					co.waiters = nil
+					co.tell(rejection(contract.CodeTimeout, "the bundle is being decided again after a restart; retry the same operation_id", s.applied()))
 				}
 			case !co.recovering && (now.Sub(co.started) > s.prepareBound() || now.Sub(co.first) > s.undecidedBound()):
 				s.abort(co, refusal{}, false)
