@@ -22,13 +22,13 @@ func TestRevokingEventsSayWhy(t *testing.T) {
 		if tc.verb == contract.VerbRevokeAll {
 			out = kernel.Output{Changes: []kernel.LeaseChange{{Event: kernel.EventLeaseRevoking}}}
 		}
-		evs := appendEvents(nil, 0, kernel.Entry{LSN: 7, Cmd: &kernel.Command{Verb: tc.verb}}, &out)
+		evs := appendEvents(nil, 0, 0, kernel.Entry{LSN: 7, Cmd: &kernel.Command{Verb: tc.verb}}, &out)
 		if len(evs) != 1 || evs[0].Reason != tc.want {
 			t.Errorf("%s: %+v, want reason %q", tc.verb, evs, tc.want)
 		}
 	}
 	out := kernel.Output{Event: kernel.EventLeaseExpired, Object: kernel.ObjectLease}
-	if evs := appendEvents(nil, 0, kernel.Entry{LSN: 8, Cmd: &kernel.Command{Verb: contract.VerbExpire}}, &out); evs[0].Reason != "" {
+	if evs := appendEvents(nil, 0, 0, kernel.Entry{LSN: 8, Cmd: &kernel.Command{Verb: contract.VerbExpire}}, &out); evs[0].Reason != "" {
 		t.Errorf("lease.expired carries a reason: %q", evs[0].Reason)
 	}
 }

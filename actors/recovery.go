@@ -63,7 +63,7 @@ func recoverShard(h *host, cfg kernel.Config) (*recovered, error) {
 		}
 		k.Apply(kernel.Entry{LSN: r.LSN, Slot: r.Slot, Cmd: &cmd}, &out)
 		if events && r.LSN > published {
-			rec.events = appendEvents(rec.events, h.shard, kernel.Entry{LSN: r.LSN, Slot: r.Slot, Cmd: &cmd}, &out)
+			rec.events = appendEvents(rec.events, 0, h.shard, kernel.Entry{LSN: r.LSN, Slot: r.Slot, Cmd: &cmd}, &out)
 		}
 		cmd.Members, cmd.Labels, cmd.Imports = nil, nil, nil // applied entries keep no reference to the decode buffer
 		return nil

@@ -367,17 +367,12 @@ func (s *shard) applyInflight(err error) {
 	events := s.eventsOn()
 	obs := s.h.sys.opts.Observer
 	answers, n := s.q.Durable(func(e kernel.Entry, out *kernel.Output) {
-		if events && (out.Event != kernel.EventNone || len(out.Changes) > 0) {
-			if s.events == nil {
-				// The sink keeps each batch's slice, so each batch gets its own, made at
-				// its first event and sized for one per entry (an Event is some 800
-				// bytes: a fixed 64 per batch were more than half of the server's
-				// allocated bytes under load, and a batch of refusals, which change
-				// nothing, needs none; appendEvents grows it for the entries that change
-				// several leases).
-				s.events = make([]Event, 0, entries)
-			}
-			s.events = appendEvents(s.events, s.h.shard, e, out)
+		if events {
+			// The sink keeps each batch's slice, so each batch gets its own, made at its
+			// first event and sized for one per entry (an Event is some 800 bytes: a fixed
+			// 64 per batch were more than half of the server's allocated bytes under load,
+			// and a batch of refusals, which change nothing, needs none).
+			s.events = appendEvents(s.events, entries, s.h.shard, e, out)
 		}
 		s.noteMirrors(out)
 		s.noteDecided(e.Cmd.Verb)
@@ -412,7 +407,15 @@ func (s *shard) applyInflight(err error) {
 
 // appendEvents appends the events of an applied entry: the one of its Event, then one
 // per lease it changed (a lease.import's, a lease.release_all's), numbered in order (N).
-func appendEvents(dst []Event, shard uint32, e kernel.Entry, o *kernel.Output) []Event {
+// A nil dst is made with room for size events at the entry's first event (and grows
+// past it for entries that change several leases); an entry without events leaves it.
+func appendEvents(dst []Event, size int, shard uint32, e kernel.Entry, o *kernel.Output) []Event {
+	if o.Event == kernel.EventNone && len(o.Changes) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = make([]Event, 0, size)
+	}
 	first, n := len(dst), 0
 	if o.Event != kernel.EventNone {
 		ev := Event{Shard: shard, LSN: e.LSN, Slot: e.Slot, Kind: o.Event, Object: o.Object,
