@@ -320,13 +320,23 @@ func (k *Kernel) decide(e Entry, out *Output) {
 // the commit was durable — the skip's position before its begin and the begin's slot,
 // which the answer already showed and a commit after a restart keeps.
 func (k *Kernel) commitPlace(b *bundle, idx int32, e Entry) (id, slot uint64) {
-	if b.group != 0 {
-		return b.lease, k.leases[idx].created
-	}
-	if b.parallel {
-		return b.txn.LSN - 1, k.leases[idx].created
+	if id := b.earlyID(); id != 0 {
+		return id, k.leases[idx].created
 	}
 	return e.LSN, e.Slot
+}
+
+// earlyID is the lease id of a home's record answered before its commit — an import's
+// lease's, kept in the record; a parallel bundle's, the skip's position right before its
+// begin — or 0 for one whose id is its commit's position.
+func (b *bundle) earlyID() uint64 {
+	switch {
+	case b.group != 0:
+		return b.lease
+	case b.parallel:
+		return b.txn.LSN - 1
+	}
+	return 0
 }
 
 // rekey moves a committed bundle's record from its begin's lsn to the commit's, the

@@ -123,9 +123,9 @@ func (k *Kernel) holdGroup(e Entry, out *Output, mine func(i, j int) bool, at fu
 
 // importBegin is a lease.import across shards at its home: every lease gets a record at
 // its transaction (its id n positions before) holding its home members as intents,
-// undecided, seen by nobody until the group's decision. A retry of a begun import changes nothing and is told Pending again; a
-// refusal of the home's members is the import's answer (definite, remembered), its
-// participants' prepares void.
+// undecided, seen by nobody until the group's decision. A retry of a begun import changes
+// nothing and is told Pending again; a refusal of the home's members is the import's
+// answer (definite, remembered), its participants' prepares void.
 func (k *Kernel) importBegin(e Entry, out *Output) {
 	c := e.Cmd
 	n := len(c.Imports)

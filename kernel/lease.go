@@ -186,17 +186,7 @@ func (k *Kernel) namedLease(tenant string, lsn, slot uint64, out *Output) (lease
 func (k *Kernel) undecidedID(tenant string, lsn uint64) *bundle {
 	for txn := range k.pending {
 		b := k.bundles[txn]
-		if b == nil || !b.home(k.shard) || b.failed != contract.CodeOK {
-			continue
-		}
-		id := b.lease
-		if b.group == 0 {
-			if !b.parallel {
-				continue
-			}
-			id = txn - 1
-		}
-		if id != lsn {
+		if b == nil || !b.home(k.shard) || b.failed != contract.CodeOK || b.earlyID() != lsn {
 			continue
 		}
 		if idx, ok := k.leaseIdx[txn]; ok {

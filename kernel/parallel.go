@@ -31,7 +31,7 @@ func (k *Kernel) CommitView(txn TxnRef, members []Member, out *Output) bool {
 	if txn.Shard != k.shard || b == nil || !b.pending || !b.parallel || !b.home(k.shard) || b.failed != contract.CodeOK || b.group != 0 {
 		return false // an import's leases are answered together: GroupView
 	}
-	id := txn.LSN - 1
+	id := b.earlyID()
 	k.viewAsCommitted(txn.LSN, id, members, out)
 	out.LSN, out.Code = id, contract.CodeOK
 	return true
