@@ -243,9 +243,6 @@ func NewOperationID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// call sends req (already complete, operation id included) and returns the
-// committed reply, a *DefiniteError or an *IndefiniteError. opID is "" for
-// reads. extra widens the per-attempt timeout (reads waiting for a fence).
 // The results of the verbs that answer one object.
 func resourceResult(r *Result) *ResourceResult {
 	return &ResourceResult{Result: *r, Resource: r.Reply.Resource}
@@ -267,6 +264,9 @@ func callAs[T any](ctx context.Context, c *Client, v contract.Verb, req proto.Me
 	return as(r), nil
 }
 
+// call sends req (already complete, operation id included) and returns the
+// committed reply, a *DefiniteError or an *IndefiniteError. opID is "" for
+// reads. extra widens the per-attempt timeout (reads waiting for a fence).
 func (c *Client) call(ctx context.Context, v contract.Verb, req proto.Message, opID string, extra time.Duration) (*Result, error) {
 	data, err := c.encode(req)
 	if err != nil {
