@@ -1,7 +1,7 @@
 package bridge
 
 import (
-	"fmt"
+	"strconv"
 
 	"github.com/holdfast/holdfast/actors"
 	"github.com/holdfast/holdfast/contract"
@@ -147,44 +147,45 @@ func domainMessage(c *call) string {
 	if c.op.cmd != nil {
 		members = c.op.cmd.Members
 		if imports := c.op.cmd.Imports; r.ItemIndex >= 0 && r.ItemIndex < len(imports) {
-			members, prefix = imports[r.ItemIndex].Members, fmt.Sprintf("leases[%d].", r.ItemIndex)
+			members, prefix = imports[r.ItemIndex].Members, "leases["+strconv.Itoa(r.ItemIndex)+"]."
 		}
 	}
 	if r.MemberIndex >= 0 && r.MemberIndex < len(members) {
 		mm := &members[r.MemberIndex]
-		member = fmt.Sprintf("%smembers[%d]: ", prefix, r.MemberIndex)
+		member = prefix + "members[" + strconv.Itoa(r.MemberIndex) + "]: "
+		id, name := strconv.Quote(mm.ID), strconv.Quote(mm.Name)
 		if r.Code == contract.CodeResourceBusy && mm.Kind == kernel.MemberWork {
-			return member + fmt.Sprintf("work shard %q of run %q is claimed by another lease", mm.Name, mm.ID)
+			return member + "work shard " + name + " of run " + id + " is claimed by another lease"
 		}
 		switch r.Code {
 		case contract.CodeResourceNotFound:
-			return member + fmt.Sprintf("resource %q does not exist", mm.ID)
+			return member + "resource " + id + " does not exist"
 		case contract.CodePoolNotFound:
-			return member + fmt.Sprintf("pool %q does not exist", mm.ID)
+			return member + "pool " + id + " does not exist"
 		case contract.CodeRangeNotFound:
-			return member + fmt.Sprintf("range %q does not exist", mm.ID)
+			return member + "range " + id + " does not exist"
 		case contract.CodeResourceBusy:
-			return member + fmt.Sprintf("resource %q is held by another lease", mm.ID)
+			return member + "resource " + id + " is held by another lease"
 		case contract.CodeInsufficientCapacity:
-			return member + fmt.Sprintf("pool %q has fewer than %d units available", mm.ID, mm.Quantity)
+			return member + "pool " + id + " has fewer than " + strconv.FormatUint(mm.Quantity, 10) + " units available"
 		case contract.CodeValueBusy:
-			return member + fmt.Sprintf("value %d of range %q is held by another lease", mm.Value, mm.ID)
+			return member + "value " + strconv.FormatUint(mm.Value, 10) + " of range " + id + " is held by another lease"
 		case contract.CodeValueOutOfRange:
-			return member + fmt.Sprintf("value %d is outside range %q", mm.Value, mm.ID)
+			return member + "value " + strconv.FormatUint(mm.Value, 10) + " is outside range " + id
 		case contract.CodeValueExcluded:
-			return member + fmt.Sprintf("value %d of range %q is excluded: never handed out", mm.Value, mm.ID)
+			return member + "value " + strconv.FormatUint(mm.Value, 10) + " of range " + id + " is excluded: never handed out"
 		case contract.CodeRangeExhausted:
-			return member + fmt.Sprintf("range %q has no free value left", mm.ID)
+			return member + "range " + id + " has no free value left"
 		case contract.CodeRunNotFound:
-			return member + fmt.Sprintf("run %q does not exist", mm.ID)
+			return member + "run " + id + " does not exist"
 		case contract.CodeRunTerminal:
-			return member + fmt.Sprintf("run %q has ended: nothing in it can be claimed", mm.ID)
+			return member + "run " + id + " has ended: nothing in it can be claimed"
 		case contract.CodeWorkNotFound:
-			return member + fmt.Sprintf("run %q has no work shard %q", mm.ID, mm.Name)
+			return member + "run " + id + " has no work shard " + name
 		case contract.CodeWorkTerminal:
-			return member + fmt.Sprintf("work shard %q of run %q is done, split or parked", mm.Name, mm.ID)
+			return member + "work shard " + name + " of run " + id + " is done, split or parked"
 		case contract.CodeNoneAvailable:
-			return member + fmt.Sprintf("run %q has no claimable work shard now (earliest_deadline_slot says when one may free up)", mm.ID)
+			return member + "run " + id + " has no claimable work shard now (earliest_deadline_slot says when one may free up)"
 		}
 	}
 	if t := verbTexts[c.spec.verb]; t != nil {

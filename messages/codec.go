@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -176,7 +177,7 @@ func UnmarshalProto(b []byte, m proto.Message) error {
 	if err := protoStrict.Unmarshal(b, m); err != nil {
 		return &DecodeError{Format: "protobuf", Message: name, Err: err}
 	}
-	if err := checkUnknown(m.ProtoReflect(), ""); err != nil {
+	if err := checkUnknown(m.ProtoReflect()); err != nil {
 		return &DecodeError{Format: "protobuf", Message: name, Err: err}
 	}
 	return nil
@@ -192,34 +193,51 @@ func UnmarshalProtoTolerant(b []byte, m proto.Message) error {
 }
 
 // checkUnknown returns an error naming the first unknown field found in m or
-// its sub-messages; path is the location of m ("" at the top).
-func checkUnknown(m protoreflect.Message, path string) error {
-	if u := m.GetUnknown(); len(u) > 0 {
-		num, _, _ := protowire.ConsumeField(u)
-		where := ""
-		if path != "" {
-			where = " in " + path
-		}
-		return fmt.Errorf("unknown field number %d%s", num, where)
+// its sub-messages. The path to it is put together only when one is found:
+// every request is checked, and almost none has one.
+func checkUnknown(m protoreflect.Message) error {
+	num, where, found := firstUnknown(m)
+	if !found {
+		return nil
 	}
-	var err error
+	if where != "" {
+		where = " in " + where
+	}
+	return fmt.Errorf("unknown field number %d%s", num, where)
+}
+
+// firstUnknown finds the first unknown field in m or its sub-messages: its number
+// and the path to the message holding it ("" for m itself).
+func firstUnknown(m protoreflect.Message) (num protowire.Number, where string, found bool) {
+	if u := m.GetUnknown(); len(u) > 0 {
+		num, _, _ = protowire.ConsumeField(u)
+		return num, "", true
+	}
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		if fd.Message() == nil || fd.IsMap() {
 			return true
 		}
-		name := string(fd.Name())
-		if path != "" {
-			name = path + "." + name
-		}
-		if fd.IsList() {
-			l := v.List()
-			for i := 0; i < l.Len() && err == nil; i++ {
-				err = checkUnknown(l.Get(i).Message(), fmt.Sprintf("%s[%d]", name, i))
+		if !fd.IsList() {
+			if num, where, found = firstUnknown(v.Message()); found {
+				where = within(string(fd.Name()), where)
 			}
-		} else {
-			err = checkUnknown(v.Message(), name)
+			return !found
 		}
-		return err == nil
+		l := v.List()
+		for i := 0; i < l.Len() && !found; i++ {
+			if num, where, found = firstUnknown(l.Get(i).Message()); found {
+				where = within(string(fd.Name())+"["+strconv.Itoa(i)+"]", where)
+			}
+		}
+		return !found
 	})
-	return err
+	return num, where, found
+}
+
+// within puts a field's name before the path inside it.
+func within(field, inner string) string {
+	if inner == "" {
+		return field
+	}
+	return field + "." + inner
 }
