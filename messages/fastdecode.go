@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"strings"
 	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -12,11 +13,11 @@ import (
 )
 
 // decodeFast decodes the common shape of the JSON form of a message — what clients and
-// the server write: unescaped strings, integers as digits or quoted digits, base64
+// the server write: strings (a \u escape of a surrogate aside), integers as digits or quoted digits, base64
 // bytes, nested messages, lists and string maps — without protojson's generic decoder
 // (several microseconds and a few dozen allocations per request, the JSON path's cost
 // over protobuf's). It reports false for anything else, or anything it is not certain
-// protojson would accept exactly as it would: a string with an escape, a null, a number
+// protojson would accept exactly as it would: a surrogate's escape, a null, a number
 // with a fraction or an exponent, an unknown field in strict mode, a duplicate, trailing
 // data, anything malformed. The caller then decodes with protojson, whose answer (and
 // error text) stands (protojson resets m first: it may be partly set).
@@ -57,6 +58,7 @@ type fastDec struct {
 	tolerant bool
 	depth    int
 	out      []byte // the binary form written so far
+	esc      []byte // unescaped strings, appended one after another
 }
 
 // fieldTable finds a message's fields by their JSON (lowerCamelCase) and original names.
@@ -123,7 +125,9 @@ func (d *fastDec) str() ([]byte, bool) {
 			s := d.b[start:d.i]
 			d.i++
 			return s, ascii || utf8.Valid(s)
-		case c == '\\' || c < 0x20:
+		case c == '\\':
+			return d.unescape(start)
+		case c < 0x20:
 			return nil, false
 		case c >= utf8.RuneSelf:
 			ascii = false
@@ -131,6 +135,79 @@ func (d *fastDec) str() ([]byte, bool) {
 		d.i++
 	}
 	return nil, false
+}
+
+// unescape reads the rest of a string that has an escape at d.i (its content began at
+// start) and returns it unescaped, in d.esc: appended, never overwritten, so a string
+// returned earlier (a map's key) stays as it was. A \u escape of a surrogate is left to
+// protojson (it pairs them, or refuses a lone one), as is anything malformed.
+func (d *fastDec) unescape(start int) ([]byte, bool) {
+	from := len(d.esc)
+	d.esc = append(d.esc, d.b[start:d.i]...)
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			s := d.esc[from:]
+			return s, utf8.Valid(s)
+		case c < 0x20:
+			return nil, false
+		case c != '\\':
+			d.esc = append(d.esc, c)
+			d.i++
+			continue
+		}
+		if d.i+1 >= len(d.b) {
+			return nil, false
+		}
+		switch e := d.b[d.i+1]; e {
+		case '"', '\\', '/':
+			d.esc = append(d.esc, e)
+		case 'b':
+			d.esc = append(d.esc, '\b')
+		case 'f':
+			d.esc = append(d.esc, '\f')
+		case 'n':
+			d.esc = append(d.esc, '\n')
+		case 'r':
+			d.esc = append(d.esc, '\r')
+		case 't':
+			d.esc = append(d.esc, '\t')
+		case 'u':
+			r, ok := hex4(d.b[d.i+2:])
+			if !ok || utf16.IsSurrogate(r) {
+				return nil, false
+			}
+			d.esc = utf8.AppendRune(d.esc, r)
+			d.i += 4
+		default:
+			return nil, false
+		}
+		d.i += 2
+	}
+	return nil, false
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // message reads an object of message type md and writes its fields.

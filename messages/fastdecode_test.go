@@ -70,10 +70,20 @@ func TestFastDecodeLeavesTheRestToProtojson(t *testing.T) {
 		{`{"operation_id":"op","ttl_ms":1000,"members":[{"resource_id":"r"}]}`, false, true},
 		{`{"operationId":"op","ttlMs":"1000"}`, false, true},
 		{` { "holder_id" : "h" , "members" : [ ] } `, false, true},
-		{`{"operation_id":"o\u00e9"}`, false, false}, // an escape
-		{`{"ttl_ms":1e3}`, false, false},             // an exponent
-		{`{"ttl_ms":1.0}`, false, false},             // a fraction
-		{`{"ttl_ms":01}`, false, false},              // a leading zero
+		{`{"operation_id":"o\u00e9\u00E9"}`, false, true},
+		{`{"operation_id":"a\"b\\c\/d\n\t\b\f\r","holder_id":"\u0000"}`, false, true},
+		{`{"labels":{"k\"1":"v\\1","k2":"\u20ac"}}`, false, true}, // a key unescaped before its value
+		{`{"\u006fperation_id":"op"}`, false, true},               // a name with an escape
+		{`{"operation_id":"\ud83d\ude00"}`, false, false},         // a surrogate pair: protojson's
+		{`{"operation_id":"\ud800"}`, false, false},               // a lone surrogate
+		{`{"operation_id":"\u00g0"}`, false, false},
+		{`{"operation_id":"\u00"}`, false, false},
+		{`{"operation_id":"\x41"}`, false, false},
+		{`{"operation_id":"a\`, false, false},
+		{"{\"operation_id\":\"a\\n\x01\"}", false, false}, // a raw control character after an escape
+		{`{"ttl_ms":1e3}`, false, false},                  // an exponent
+		{`{"ttl_ms":1.0}`, false, false},                  // a fraction
+		{`{"ttl_ms":01}`, false, false},                   // a leading zero
 		{`{"ttl_ms":null}`, false, false},
 		{`{"ttl_ms":18446744073709551616}`, false, false}, // beyond uint64
 		{`{"nope":1}`, false, false},
@@ -87,6 +97,7 @@ func TestFastDecodeLeavesTheRestToProtojson(t *testing.T) {
 		if got := decodeFast([]byte(tc.in), m.ProtoReflect(), tc.tolerant); got != tc.fast {
 			t.Errorf("decodeFast(%s, tolerant %v) = %v, want %v", tc.in, tc.tolerant, got, tc.fast)
 		}
+		fastAgrees(t, []byte(tc.in), func() proto.Message { return &ReserveRequest{} })
 	}
 }
 

@@ -74,6 +74,7 @@ func FuzzUnmarshalJSON(f *testing.F) {
 		{11, `{"resource_id":"r","min_lsn":"5","wait_ms":0}`},
 		{11, `{"resource_id":"r","wait_ms":null}`},
 		{15, `{"holder_id":"h","limit":10000}`},
+		{0, `{"outcome":"committed","code":"resource_busy","message":"members[0]: resource \"r\\0\" is held by \u0061nother lease\n"}`},
 		{3, `{"operation_id":"\ud800"}`},
 		{3, `{"resourceId":"x","resource_id":"y"}`},
 		{0, ``},
