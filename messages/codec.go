@@ -213,24 +213,26 @@ func firstUnknown(m protoreflect.Message) (num protowire.Number, where string, f
 		num, _, _ = protowire.ConsumeField(u)
 		return num, "", true
 	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Message() == nil || fd.IsMap() {
-			return true
+	// The message fields only, by the descriptor: Range would box every scalar set.
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len() && !found; i++ {
+		fd := fields.Get(i)
+		if fd.Message() == nil || fd.IsMap() || !m.Has(fd) {
+			continue
 		}
 		if !fd.IsList() {
-			if num, where, found = firstUnknown(v.Message()); found {
+			if num, where, found = firstUnknown(m.Get(fd).Message()); found {
 				where = within(string(fd.Name()), where)
 			}
-			return !found
+			continue
 		}
-		l := v.List()
-		for i := 0; i < l.Len() && !found; i++ {
-			if num, where, found = firstUnknown(l.Get(i).Message()); found {
-				where = within(string(fd.Name())+"["+strconv.Itoa(i)+"]", where)
+		l := m.Get(fd).List()
+		for j := 0; j < l.Len() && !found; j++ {
+			if num, where, found = firstUnknown(l.Get(j).Message()); found {
+				where = within(string(fd.Name())+"["+strconv.Itoa(j)+"]", where)
 			}
 		}
-		return !found
-	})
+	}
 	return num, where, found
 }
 
