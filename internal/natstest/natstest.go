@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,16 +101,40 @@ func (c *Cluster) run(o *natsserver.Options) (*natsserver.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	fatal := &fatalLog{}
 	if !o.NoLog {
 		ns.ConfigureLogger() // an embedded server logs only when asked (LogFile, Debug)
+	} else {
+		ns.SetLogger(fatal, false, false)
 	}
 	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		ns.Shutdown()
-		return nil, fmt.Errorf("NATS server %s not ready", o.ServerName)
+	for deadline := time.Now().Add(30 * time.Second); !ns.ReadyForConnections(50 * time.Millisecond); {
+		// A listener that cannot bind (a route port taken) is only logged, and the server
+		// then never becomes ready: seen in the log, it is an error at once.
+		if msg := fatal.msg.Load(); msg != nil {
+			ns.Shutdown()
+			return nil, fmt.Errorf("NATS server %s: %s", o.ServerName, *msg)
+		}
+		if time.Now().After(deadline) {
+			ns.Shutdown()
+			return nil, fmt.Errorf("NATS server %s not ready", o.ServerName)
+		}
 	}
 	return ns, nil
 }
+
+// fatalLog is the logger of a server that logs nothing: it keeps the first fatal error.
+type fatalLog struct{ msg atomic.Pointer[string] }
+
+func (f *fatalLog) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	f.msg.CompareAndSwap(nil, &msg)
+}
+func (*fatalLog) Noticef(string, ...any) {}
+func (*fatalLog) Warnf(string, ...any)   {}
+func (*fatalLog) Errorf(string, ...any)  {}
+func (*fatalLog) Debugf(string, ...any)  {}
+func (*fatalLog) Tracef(string, ...any)  {}
 
 // WaitForJetStream waits until the JetStream meta group has a leader and every server
 // is current with it (a cluster), or JetStream is enabled (one server).

@@ -39,8 +39,28 @@ type link struct {
 type proxied struct{ a, b net.Conn }
 
 // StartPartitionable runs a JetStream cluster of n servers whose routes go through a Net.
+// Like Start, it starts again on other route ports, up to three times, when a server does
+// not come up (another test process took a port between its choice and the listen).
 func StartPartitionable(t testing.TB, n int, options ...func(*natsserver.Options)) (*Cluster, *Net) {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, nw, err := startPartitionable(t, n, options)
+		if err == nil {
+			t.Cleanup(nw.close)
+			t.Cleanup(c.Shutdown)
+			c.WaitForJetStream()
+			return c, nw
+		}
+		if attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; starting the servers again on other ports", err)
+	}
+}
+
+// startPartitionable is one attempt of StartPartitionable: the servers and their Net,
+// or an error with neither left running.
+func startPartitionable(t testing.TB, n int, options []func(*natsserver.Options)) (*Cluster, *Net, error) {
 	nw := &Net{t: t}
 	routes := make([]int, n)
 	for i := range routes {
@@ -55,14 +75,14 @@ func StartPartitionable(t testing.TB, n int, options ...func(*natsserver.Options
 			}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
-				t.Fatal(err)
+				nw.close()
+				return nil, nil, err
 			}
 			l := &link{ln: ln, to: fmt.Sprintf("127.0.0.1:%d", routes[j]), conns: map[*proxied]struct{}{}, released: make(chan struct{})}
 			nw.links[i][j] = l
 			go l.serve()
 		}
 	}
-	t.Cleanup(nw.close)
 	server := 0
 	opts := append([]func(*natsserver.Options){func(o *natsserver.Options) {
 		i := server
@@ -78,11 +98,10 @@ func StartPartitionable(t testing.TB, n int, options ...func(*natsserver.Options
 	}}, options...)
 	c, err := start(t, n, opts)
 	if err != nil {
-		t.Fatal(err)
+		nw.close()
+		return nil, nil, err
 	}
-	t.Cleanup(c.Shutdown)
-	c.WaitForJetStream()
-	return c, nw
+	return c, nw, nil
 }
 
 func (l *link) serve() {

@@ -3,9 +3,11 @@ package natstest
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -63,5 +65,35 @@ func TestNetPartitions(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("server 0 did not catch up after the heal")
 		}
+	}
+}
+
+// A route port taken between its choice and the server's listen (another test process
+// took it) fails that attempt at once, and the cluster comes up on other ports.
+func TestStartPartitionableRetriesATakenPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	calls := 0
+	takeFirst := func(o *natsserver.Options) {
+		if calls++; calls == 1 {
+			o.Cluster.Port = port
+		}
+	}
+	begun := time.Now()
+	c, _ := StartPartitionable(t, 3, takeFirst)
+	if calls != 4 {
+		t.Fatalf("options applied %d times, want 4 (one server of a failed attempt, then three)", calls)
+	}
+	for i, o := range c.opts {
+		if o.Cluster.Port == port {
+			t.Fatalf("server %d listens on the taken port", i)
+		}
+	}
+	if took := time.Since(begun); took > 20*time.Second {
+		t.Fatalf("the retry took %v: the taken port was not seen at once", took)
 	}
 }
