@@ -270,12 +270,16 @@ func TestFeedResumesInsideAnEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Send one append of the entry's first feedBatchEvents events by hand, as the feed
-	// would, and stop there.
+	// would, and stop there. The feed's goroutine is stopped first (failed, it ends storing
+	// nothing more): a wake-up left over from the append above would otherwise send the
+	// rest of the entry's events on its own, racing the append sent here.
 	f.mu.Lock()
+	f.failed = errors.New("stopped here by the test")
+	f.signal()
 	f.carried, f.carriedThrough = eventsOf(1, 1, feedBatchEvents+7), 1
 	f.ops = append(f.ops, &feedOp{done: func(error) {}})
 	a := f.buildLocked()
-	f.ops = nil
+	f.ops, f.carried = nil, nil
 	f.mu.Unlock()
 	f.encode(a)
 	if a.through != (EventPosition{LSN: 0, N: feedBatchEvents}) {
@@ -284,10 +288,6 @@ func TestFeedResumesInsideAnEntry(t *testing.T) {
 	if _, err := f.send(a); err != nil {
 		t.Fatal(err)
 	}
-	f.mu.Lock()
-	f.failed, f.carried = errors.New("stopped here by the test"), nil // its goroutine ends, storing nothing more
-	f.signal()
-	f.mu.Unlock()
 	g := openFeed(t, js, "b", 2)
 	var w watched
 	g.Watch(w.watch)
