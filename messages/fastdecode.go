@@ -13,14 +13,15 @@ import (
 )
 
 // decodeFast decodes the common shape of the JSON form of a message — what clients and
-// the server write: strings (a \u escape of a surrogate aside), integers as digits or quoted digits, base64
-// bytes, nested messages, lists and string maps — without protojson's generic decoder
-// (several microseconds and a few dozen allocations per request, the JSON path's cost
-// over protobuf's). It reports false for anything else, or anything it is not certain
-// protojson would accept exactly as it would: a surrogate's escape, a null, a number
-// with a fraction or an exponent, an unknown field in strict mode, a duplicate, trailing
-// data, anything malformed. The caller then decodes with protojson, whose answer (and
-// error text) stands (protojson resets m first: it may be partly set).
+// the server write: strings (a \u escape of a surrogate aside), integers as digits or
+// quoted digits, base64 bytes, nested messages, lists and string maps — without
+// protojson's generic decoder (several microseconds and a few dozen allocations per
+// request, the JSON path's cost over protobuf's). It reports false for anything else, or
+// anything it is not certain protojson would accept exactly as it would: a surrogate's
+// escape, a null, a number with a fraction or an exponent, an unknown field in strict
+// mode, a duplicate, trailing data, anything malformed. The caller then decodes with
+// protojson, whose answer (and error text) stands (protojson resets m first: it may be
+// partly set).
 //
 // It does not set fields one by one through protobuf reflection (half its time went
 // there, boxing every value): it writes what it reads as the message's protobuf binary
