@@ -361,17 +361,16 @@ func (c *Client) giveUp(v contract.Verb, opID string, attempts int, last *Indefi
 // attempt performs one request-reply exchange and decodes the reply.
 // A decode failure is returned as a non-retryable transport error.
 func (c *Client) attempt(ctx context.Context, msg *nats.Msg, timeout time.Duration) (*messages.Reply, []byte, error) {
-	pctx, refuse := context.WithCancelCause(ctx)
-	defer refuse(nil)
-	actx, cancel := context.WithTimeout(pctx, timeout)
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var pw *permWaiter
 	if c.perms != nil {
-		defer c.perms.wait(msg.Subject, refuse)()
+		pw = c.perms.wait(msg.Subject, cancel)
+		defer c.perms.stop(pw)
 	}
 	resp, err := c.nc.RequestMsgWithContext(actx, msg)
 	if err != nil {
-		var denied *PermissionError
-		if errors.As(context.Cause(pctx), &denied) {
+		if denied := pw.refusal(); denied != nil {
 			return nil, nil, denied
 		}
 		return nil, nil, err

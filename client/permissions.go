@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 )
@@ -48,7 +49,8 @@ type permWatch struct {
 
 type permWaiter struct {
 	subject string
-	fail    context.CancelCauseFunc
+	cancel  context.CancelFunc              // ends the request's attempt
+	denied  atomic.Pointer[PermissionError] // why, set before cancel
 }
 
 // permWatches are the watched connections; a connection leaves when it closes.
@@ -80,18 +82,22 @@ func watchPermissions(nc *nats.Conn) *permWatch {
 	return w
 }
 
-// wait registers a request to subject until the returned stop; fail is called with a
-// *PermissionError if NATS refuses it meanwhile.
-func (w *permWatch) wait(subject string, fail context.CancelCauseFunc) (stop func()) {
-	pw := &permWaiter{subject: subject, fail: fail}
+// wait registers a request to subject until stop: if NATS refuses it meanwhile, cancel
+// ends the request's attempt and the waiter's denied says why. (One context per attempt,
+// not two: this is on every request's path.)
+func (w *permWatch) wait(subject string, cancel context.CancelFunc) *permWaiter {
+	pw := &permWaiter{subject: subject, cancel: cancel}
 	w.mu.Lock()
 	w.waiters[pw] = struct{}{}
 	w.mu.Unlock()
-	return func() {
-		w.mu.Lock()
-		delete(w.waiters, pw)
-		w.mu.Unlock()
-	}
+	return pw
+}
+
+// stop ends a wait.
+func (w *permWatch) stop(pw *permWaiter) {
+	w.mu.Lock()
+	delete(w.waiters, pw)
+	w.mu.Unlock()
 }
 
 // notify fails the requests a permissions violation concerns: those published to the
@@ -119,7 +125,16 @@ func (w *permWatch) notify(nc *nats.Conn, err error) {
 	defer w.mu.Unlock()
 	for pw := range w.waiters {
 		if inbox || (m[1] == "Publish" && pw.subject == subject) {
-			pw.fail(pe)
+			pw.denied.Store(pe)
+			pw.cancel()
 		}
 	}
+}
+
+// refusal is why NATS refused the request waited for, or nil (also for no waiter).
+func (pw *permWaiter) refusal() *PermissionError {
+	if pw == nil {
+		return nil
+	}
+	return pw.denied.Load()
 }
