@@ -91,7 +91,7 @@ func (s *shard) beginBundle(c *kernel.Command, reply replyFunc, first time.Time)
 	d, r := s.writeSince(c, reply, first)
 	switch {
 	case d == Answered:
-		s.answerAsStanding(reply, func() { reply(r) })
+		s.answerAsStanding(reply, func() { s.answerAtOnce(c, reply, r) })
 		return
 	case d == Joined || len(parts) == 0: // several keys, one shard: a reserve like any other
 		return

@@ -72,6 +72,17 @@ func (s *shard) awaitAcks(a Answer[replyFunc]) bool {
 	return w.leases > 0
 }
 
+// answerAtOnce gives an answer the sequencer gave without appending anything (a
+// rejection, or a retry's remembered result). A remembered ok of a verb that changed a
+// bundle's lease waits as the first answer did, until every participant has applied the
+// change: a client whose first answer was lost retries, and its read of a member after
+// the retry's answer must see the change too.
+func (s *shard) answerAtOnce(c *kernel.Command, reply replyFunc, r *Reply) {
+	if !s.awaitAcks(Answer[replyFunc]{To: reply, Reply: r, Cmd: c}) {
+		reply(r)
+	}
+}
+
 // release answers the held answers of an acknowledged (or given up) mirror whose last
 // owed lease it was.
 func (o *owed) release() {

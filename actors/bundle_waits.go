@@ -183,7 +183,7 @@ func (s *shard) retryParked(now time.Time) {
 // writeAgain sequences a parked write again; when it waits again its first wait counts.
 func (s *shard) writeAgain(p parkedWrite) {
 	if d, r := s.writeSince(p.cmd, p.reply, p.since); d == Answered {
-		p.reply(r)
+		s.answerAtOnce(p.cmd, p.reply, r)
 	}
 }
 

@@ -319,7 +319,7 @@ func (s *shard) write(m *writeMsg) {
 	case d == Answered && r.Elsewhere: // a retry of a verb by value the lease's home answered
 		s.forwardByValue(m.cmd, r.Txn, m.reply)
 	case d == Answered:
-		s.answerAsStanding(m.reply, func() { m.reply(r) }) // nothing appended: a barrier when Fenced
+		s.answerAsStanding(m.reply, func() { s.answerAtOnce(m.cmd, m.reply, r) }) // nothing appended: a barrier when Fenced
 	}
 }
 
