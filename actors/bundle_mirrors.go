@@ -73,12 +73,17 @@ func (s *shard) awaitAcks(a Answer[replyFunc]) bool {
 }
 
 // answerAtOnce gives an answer the sequencer gave without appending anything (a
-// rejection, or a retry's remembered result). A remembered ok of a verb that changed a
-// bundle's lease waits as the first answer did, until every participant has applied the
-// change: a client whose first answer was lost retries, and its read of a member after
-// the retry's answer must see the change too.
+// rejection, or a retry's remembered result) as the first answer was given: a retry
+// whose view of its object shows an undecided bundle's intent waits for the decision
+// (held), and a remembered ok of a verb that changed a bundle's lease waits until every
+// participant has applied the change (awaitAcks). A client whose first answer was lost
+// retries, and what the retry shows must hold as the first answer's did.
 func (s *shard) answerAtOnce(c *kernel.Command, reply replyFunc, r *Reply) {
-	if !s.awaitAcks(Answer[replyFunc]{To: reply, Reply: r, Cmd: c}) {
+	switch {
+	case !c.Verb.IsInternal() && s.showsIntents(r):
+		s.b.init()
+		s.b.answers = append(s.b.answers, heldAnswer{to: reply, reply: r, since: time.Now()})
+	case !s.awaitAcks(Answer[replyFunc]{To: reply, Reply: r, Cmd: c}):
 		reply(r)
 	}
 }

@@ -53,3 +53,33 @@ func TestRetriedReleaseWaitsForItsParticipants(t *testing.T) {
 		t.Fatal("no retry was answered from the retry cache: the test tests nothing")
 	}
 }
+
+// A retry answered from the retry cache whose view of its object shows an undecided
+// bundle's intent waits for the decision, as the first answer would have: the bundle may
+// still abort, and the client must not see a lease that never was.
+func TestRetriedAnswerShowingAnIntentWaitsForTheDecision(t *testing.T) {
+	o := bundleOptions(t.TempDir())
+	o.Ownership = owner{} // only shard 0 opens: the participant never votes, the bundle aborts
+	o.PrepareBound = 800 * time.Millisecond
+	sys := startSystem(t, o)
+	defer sys.Stop()
+	if err := sys.Open(0); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, do(t, sys, 0, createResource("c", "s0/x")), contract.CodeOK)
+	begun := make(chan *Reply, 1)
+	sys.Write(0, bundle("b", "h", "s0/x", "s1/y"), func(r *Reply) { begun <- r })
+	// A read of the resource would wait for the decision; the begin is applied well
+	// within this, and the bundle waits PrepareBound for the vote that never comes.
+	time.Sleep(200 * time.Millisecond)
+	r := do(t, sys, 0, createResource("c", "s0/x")) // the create's retry
+	if !r.FromRetryCache {
+		t.Fatalf("the retry was not answered from the retry cache: %+v", r)
+	}
+	if r.Resource.LeaseLSN != 0 {
+		t.Fatalf("a retry's answer showed the undecided bundle's intent as the resource's lease: %+v", r.Resource)
+	}
+	if b := <-begun; b.Code == contract.CodeOK {
+		t.Fatalf("the bundle was granted with a participant that never voted")
+	}
+}
