@@ -60,6 +60,7 @@ func fuzzTenant(t string) string {
 // the request's size.
 var (
 	fieldMessage  = regexp.MustCompile(`^[a-z_]+(\[\d+\])?(\.[a-z_]+)?: \S`)
+	labelMessage  = regexp.MustCompile(`^labels\.[A-Za-z0-9][A-Za-z0-9_./-]*: \S`) // a label's value, named by its key
 	decodeMessage = regexp.MustCompile(`^invalid (JSON|protobuf) holdfast\.v1\.[A-Za-z]+: \S`)
 	sizeMessage   = regexp.MustCompile(`^request of \d+ bytes exceeds the limit of \d+$`)
 )
@@ -113,7 +114,7 @@ func prepareOnce(t *testing.T, b *Bridge, spec *verbSpec, tenant string, data []
 			t.Fatalf("%s: rejected with %s, not a definite rejection", spec.verb, rej.Code)
 		}
 		switch {
-		case fieldMessage.MatchString(rej.Message):
+		case fieldMessage.MatchString(rej.Message), labelMessage.MatchString(rej.Message):
 		case decodeMessage.MatchString(rej.Message) && rej.Code == contract.CodeInvalidRequest:
 		case sizeMessage.MatchString(rej.Message) && rej.Code == contract.CodeCommandTooLarge:
 		default:
@@ -223,6 +224,8 @@ func fuzzSeeds() []struct {
 		{6, &messages.ReserveRequest{OperationId: "op4", HolderId: "job-7", TtlMs: 30000, Members: []*messages.Member{
 			{ResourceId: "node14/gpu0"}, {PoolId: "node14/mem", Quantity: 4}, {RangeId: "node14/vx"}, {RangeId: "node14/vx", Value: u64(42)}}}},
 		{6, &messages.ReserveRequest{OperationId: "op5", HolderId: "job-7", Activate: true, Members: []*messages.Member{{ResourceId: "a"}, {ResourceId: "b"}}}},
+		{6, &messages.ReserveRequest{OperationId: "op7", HolderId: "job-7", TtlMs: 1000, Members: []*messages.Member{{ResourceId: "a"}},
+			Labels: map[string]string{"team": "ml", "node14/gpu0": " padded "}}}, // a label value refused, named by its key
 		{6, &messages.ReserveRequest{OperationId: "op6", HolderId: "job-7", TtlMs: 1, Members: []*messages.Member{{ResourceId: "a/x"}, {ResourceId: "a/x"}}}},
 		{7, &messages.ActivateRequest{OperationId: "op7", LeaseId: "3-1042", HolderId: "job-7", LeaseEpoch: 1}},
 		{8, &messages.RenewRequest{OperationId: "op8", LeaseId: "0-1", HolderId: "job-7", LeaseEpoch: 2, TtlMs: 3600000}},
