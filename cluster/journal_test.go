@@ -271,7 +271,13 @@ func TestJournalReplayLosingQuorumFails(t *testing.T) {
 	defer func(d time.Duration) { replayStall = d }(replayStall)
 	replayStall = 3 * time.Second
 	cl := natstest.Start(t, 3)
-	js := connectJS(t, cl.Servers[0].ClientURL())
+	nc0, js := natstest.Connect(t, cl.Servers[0].ClientURL())
+	// The filler's acknowledgements may be lost (a leader change under a loaded machine's
+	// slow fsyncs): its futures time out rather than hold PublishAsyncComplete for ever.
+	fill, err := jetstream.New(nc0, jetstream.WithPublishAsyncTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	first, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 1, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -283,11 +289,11 @@ func TestJournalReplayLosingQuorumFails(t *testing.T) {
 	for i := range 20_000 {
 		m := nats.NewMsg(NamesFor("holdfast").JournalSubject(0))
 		m.Header.Set(hdrLast, "0.0")
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		if _, err := fill.PublishMsgAsync(m); err != nil {
 			t.Fatal(err)
 		}
 		if i%1000 == 999 { // within the client's bound on publishes awaiting their acks
-			<-js.PublishAsyncComplete()
+			<-fill.PublishAsyncComplete()
 		}
 	}
 	j, err := OpenJournal(context.Background(), JournalConfig{JS: js, Names: NamesFor("holdfast"), Shard: 0, Node: "a", Epoch: 2, Replicas: 3})
