@@ -167,8 +167,7 @@ func (s *shard) held(a Answer[replyFunc]) bool {
 		since = time.Now()
 	}
 	if !a.Cmd.Verb.IsInternal() && !r.Undecided && (r.shownWaiting || s.showsIntents(r)) {
-		s.b.init()
-		s.b.answers = append(s.b.answers, heldAnswer{to: a.To, reply: r, since: time.Now()})
+		s.holdForDecision(a.To, r)
 		return true
 	}
 	if a.Cmd.Verb.IsInternal() || !(r.Pending || r.Undecided || r.Elsewhere) {

@@ -81,8 +81,7 @@ func (s *shard) awaitAcks(a Answer[replyFunc]) bool {
 func (s *shard) answerAtOnce(c *kernel.Command, reply replyFunc, r *Reply) {
 	switch {
 	case !c.Verb.IsInternal() && s.showsIntents(r):
-		s.b.init()
-		s.b.answers = append(s.b.answers, heldAnswer{to: reply, reply: r, since: time.Now()})
+		s.holdForDecision(reply, r)
 	case !s.awaitAcks(Answer[replyFunc]{To: reply, Reply: r, Cmd: c}):
 		reply(r)
 	}

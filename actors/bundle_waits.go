@@ -59,6 +59,13 @@ type heldAnswer struct {
 	since time.Time
 }
 
+// holdForDecision keeps an answer whose view shows an undecided bundle's intent until no
+// undecided bundle holds its object (retryAnswers gives it, with the view then).
+func (s *shard) holdForDecision(to replyFunc, r *Reply) {
+	s.b.init()
+	s.b.answers = append(s.b.answers, heldAnswer{to: to, reply: r, since: time.Now()})
+}
+
 // showsIntents reports whether a reply's view of a resource, pool, range, run or work
 // shard counts an undecided bundle's members.
 func (s *shard) showsIntents(r *Reply) bool {
