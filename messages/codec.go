@@ -201,13 +201,13 @@ func checkUnknown(m protoreflect.Message) error {
 		return nil
 	}
 	if where != "" {
-		where = " in " + where
+		where = " in " + where[1:]
 	}
 	return fmt.Errorf("unknown field number %d%s", num, where)
 }
 
-// firstUnknown finds the first unknown field in m or its sub-messages: its number
-// and the path to the message holding it ("" for m itself).
+// firstUnknown finds the first unknown field in m or its sub-messages: its number and
+// the path to the message holding it, each step with a leading dot ("" for m itself).
 func firstUnknown(m protoreflect.Message) (num protowire.Number, where string, found bool) {
 	if u := m.GetUnknown(); len(u) > 0 {
 		num, _, _ = protowire.ConsumeField(u)
@@ -222,24 +222,16 @@ func firstUnknown(m protoreflect.Message) (num protowire.Number, where string, f
 		}
 		if !fd.IsList() {
 			if num, where, found = firstUnknown(m.Get(fd).Message()); found {
-				where = within(string(fd.Name()), where)
+				where = "." + string(fd.Name()) + where
 			}
 			continue
 		}
 		l := m.Get(fd).List()
 		for j := 0; j < l.Len() && !found; j++ {
 			if num, where, found = firstUnknown(l.Get(j).Message()); found {
-				where = within(string(fd.Name())+"["+strconv.Itoa(j)+"]", where)
+				where = "." + string(fd.Name()) + "[" + strconv.Itoa(j) + "]" + where
 			}
 		}
 	}
 	return num, where, found
-}
-
-// within puts a field's name before the path inside it.
-func within(field, inner string) string {
-	if inner == "" {
-		return field
-	}
-	return field + "." + inner
 }
