@@ -474,35 +474,11 @@ func (d *fastDec) skip() bool {
 	return d.skipNumber()
 }
 
-// skipString passes over a string, escapes included, checking it as protojson would.
+// skipString passes over a string (an unknown field's name or value), checked as str
+// checks one.
 func (d *fastDec) skipString() bool {
-	if !d.next('"') {
-		return false
-	}
-	start := d.i
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		switch {
-		case c == '"':
-			ok := utf8.Valid(d.b[start:d.i])
-			d.i++
-			return ok
-		case c < 0x20:
-			return false
-		case c == '\\':
-			d.i++
-			if d.i >= len(d.b) {
-				return false
-			}
-			switch d.b[d.i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			default:
-				return false // \u escapes (surrogates) are left to protojson
-			}
-		}
-		d.i++
-	}
-	return false
+	_, ok := d.str()
+	return ok
 }
 
 // skipNumber passes over a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
