@@ -42,14 +42,27 @@ func freePort(t testing.TB) int {
 // ports, up to three times.
 func Start(t testing.TB, n int, options ...func(*natsserver.Options)) *Cluster {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		c, err := start(t, n, options)
+	var c *Cluster
+	startAgain(t, func() (err error) {
+		c, err = start(t, n, options)
+		return err
+	})
+	t.Cleanup(c.Shutdown)
+	c.WaitForJetStream()
+	return c
+}
+
+// startAgain runs attempt until it starts the servers, three times at most: route ports
+// are chosen a moment before the servers listen on them, and another test process may
+// take one meanwhile.
+func startAgain(t testing.TB, attempt func() error) {
+	t.Helper()
+	for n := 1; ; n++ {
+		err := attempt()
 		if err == nil {
-			t.Cleanup(c.Shutdown)
-			c.WaitForJetStream()
-			return c
+			return
 		}
-		if attempt == 3 {
+		if n == 3 {
 			t.Fatal(err)
 		}
 		t.Logf("%v; starting the servers again on other ports", err)

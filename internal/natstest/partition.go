@@ -43,19 +43,16 @@ type proxied struct{ a, b net.Conn }
 // not come up (another test process took a port between its choice and the listen).
 func StartPartitionable(t testing.TB, n int, options ...func(*natsserver.Options)) (*Cluster, *Net) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		c, nw, err := startPartitionable(t, n, options)
-		if err == nil {
-			t.Cleanup(nw.close)
-			t.Cleanup(c.Shutdown)
-			c.WaitForJetStream()
-			return c, nw
-		}
-		if attempt == 3 {
-			t.Fatal(err)
-		}
-		t.Logf("%v; starting the servers again on other ports", err)
-	}
+	var c *Cluster
+	var nw *Net
+	startAgain(t, func() (err error) {
+		c, nw, err = startPartitionable(t, n, options)
+		return err
+	})
+	t.Cleanup(nw.close)
+	t.Cleanup(c.Shutdown)
+	c.WaitForJetStream()
+	return c, nw
 }
 
 // startPartitionable is one attempt of StartPartitionable: the servers and their Net,
