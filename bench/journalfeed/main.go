@@ -219,26 +219,19 @@ func today(ctx context.Context, js jetstream.JetStream, w workload) (func(int, *
 		return nil, err
 	}
 	return func(k int, nc *nats.Conn) (func() error, error) {
-		name := "J_" + strconv.Itoa(k)
-		subj := "j." + strconv.Itoa(k)
-		if err := createStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3,
-			Storage: jetstream.FileStorage}); err != nil {
-			return nil, err
-		}
 		wjs, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
 		if err != nil {
 			return nil, err
 		}
-		var last uint64
+		journal, err := shardJournal(ctx, js, wjs, k, w)
+		if err != nil {
+			return nil, err
+		}
 		n := 0
-		rec := slices.Repeat(record, w.entries)
 		return func() error {
-			ack, err := wjs.PublishMsg(context.Background(), &nats.Msg{Subject: subj, Data: rec},
-				jetstream.WithExpectLastSequence(last))
-			if err != nil {
+			if err := journal(); err != nil {
 				return err
 			}
-			last = ack.Sequence
 			for range w.entries * w.events {
 				n++
 				if _, err := wjs.PublishMsgAsync(&nats.Msg{Subject: "ev.t.events.lease.reserved", Data: event},
@@ -261,27 +254,20 @@ func atomic(ctx context.Context, js jetstream.JetStream, w workload) (func(int, 
 		return nil, err
 	}
 	return func(k int, nc *nats.Conn) (func() error, error) {
-		name := "J_" + strconv.Itoa(k)
-		subj := "j." + strconv.Itoa(k)
-		if err := createStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3,
-			Storage: jetstream.FileStorage}); err != nil {
+		wjs, err := jetstream.New(nc)
+		if err != nil {
 			return nil, err
 		}
-		wjs, err := jetstream.New(nc)
+		journal, err := shardJournal(ctx, js, wjs, k, w)
 		if err != nil {
 			return nil, err
 		}
 		queued := make(chan int, 1<<16) // events to send, by count
 		go sendAtomic(k, nc, queued)
-		var last uint64
-		rec := slices.Repeat(record, w.entries)
 		return func() error {
-			ack, err := wjs.PublishMsg(context.Background(), &nats.Msg{Subject: subj, Data: rec},
-				jetstream.WithExpectLastSequence(last))
-			if err != nil {
+			if err := journal(); err != nil {
 				return err
 			}
-			last = ack.Sequence
 			queued <- w.entries * w.events
 			return nil
 		}, nil
@@ -382,6 +368,28 @@ func feed(ctx context.Context, js jetstream.JetStream, w workload) (func(int, *n
 			}
 			return nil
 		}, nil
+	}, nil
+}
+
+// shardJournal creates shard k's own journal stream, as today's layout keeps it, and
+// returns what appends one batch's record to it: fenced by the stream's last sequence,
+// as a shard's owner appends, over wjs (the shard's own connection).
+func shardJournal(ctx context.Context, js, wjs jetstream.JetStream, k int, w workload) (func() error, error) {
+	subj := "j." + strconv.Itoa(k)
+	if err := createStream(ctx, js, jetstream.StreamConfig{Name: "J_" + strconv.Itoa(k), Subjects: []string{subj},
+		Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
+		return nil, err
+	}
+	var last uint64
+	rec := slices.Repeat(record, w.entries)
+	return func() error {
+		ack, err := wjs.PublishMsg(context.Background(), &nats.Msg{Subject: subj, Data: rec},
+			jetstream.WithExpectLastSequence(last))
+		if err != nil {
+			return err
+		}
+		last = ack.Sequence
+		return nil
 	}, nil
 }
 
