@@ -216,18 +216,13 @@ func (b *Batches) Due(now time.Time, ackWait time.Duration) (close bool, wait ti
 // Advance drops acknowledged entries from the head, calling done for each (published: it
 // carried an event), and returns the lsn the published position reaches (0: none).
 func (b *Batches) Advance(done func(published bool)) (through uint64) {
-	for b.head < len(b.entries) && b.entries[b.head].acked {
-		e := &b.entries[b.head]
-		done(e.msg != nil)
-		if e.through > 0 {
-			through = e.through
-		}
-		*e = batchEntry{}
-		b.head++
-	}
-	b.entries, b.head = compact(b.entries, b.head)
+	b.entries, b.head, through = advance(b.entries, b.head, done)
 	return through
 }
+
+func (e *batchEntry) acknowledged() bool { return e.acked }
+func (e *batchEntry) event() bool        { return e.msg != nil }
+func (e *batchEntry) batchEnd() uint64   { return e.through }
 
 // Unsent reports whether entries wait to be sent (in a new batch or the open one).
 func (b *Batches) Unsent() bool {

@@ -96,22 +96,16 @@ func (w *Window) Fail(seq uint64) (*nats.Msg, int) {
 	return e.Msg, e.tries
 }
 
-// advance drops acknowledged entries from the head and calls done for each (published:
-// it carried an event); it returns the lsn the published position reaches, 0 when no
-// entry dropped ended a batch.
+// Advance drops acknowledged entries from the head, calling done for each (published:
+// it carried an event), and returns the lsn the published position reaches (0: none).
 func (w *Window) Advance(done func(published bool)) (through uint64) {
-	for w.head < len(w.entries) && w.entries[w.head].acked {
-		e := &w.entries[w.head]
-		done(e.Msg != nil)
-		if e.Through > 0 {
-			through = e.Through
-		}
-		*e = Entry{}
-		w.head++
-	}
-	w.entries, w.head = compact(w.entries, w.head)
+	w.entries, w.head, through = advance(w.entries, w.head, done)
 	return through
 }
+
+func (e *Entry) acknowledged() bool { return e.acked }
+func (e *Entry) event() bool        { return e.Msg != nil }
+func (e *Entry) batchEnd() uint64   { return e.Through }
 
 // plan picks what to send again at now: the entries' seqs and the attempt count to back
 // off for first (0: none), or else how long to wait for news. overdue is set when the
@@ -213,17 +207,40 @@ func (w *Window) FailAll() {
 // progress): new events must wait behind them, or they would be stored out of order.
 func (w *Window) Troubled() bool { return w.failed > 0 || w.probe != 0 }
 
-// compact keeps a queue read from index head bounded under steady load: an emptied queue
-// rewinds to the start of its array; once head passes half of it (and at least 64), the
-// live entries move to the front and the vacated slots are zeroed for the collector.
-func compact[T any](entries []T, head int) ([]T, int) {
+// queued is an entry of a shard's publishing queue (Window's, Batches'), acknowledged in
+// any order but leaving the queue only from its head.
+type queued[E any] interface {
+	*E
+	acknowledged() bool
+	event() bool      // it carried an event (a batch end without one does not count)
+	batchEnd() uint64 // the lsn of the journal batch it ends; 0: none
+}
+
+// advance drops the acknowledged entries at the head of a queue read from index head,
+// calling done for each, and returns the queue, its new head and the lsn the published
+// position reaches: the last batch end dropped (0: none). Only the head's prefix counts, so
+// the position never passes an event still unacknowledged.
+//
+// It keeps the queue bounded under steady load: an emptied queue rewinds to the start of
+// its array; once head passes half of it (and at least 64), the live entries move to the
+// front and the vacated slots are zeroed for the collector.
+func advance[E any, P queued[E]](entries []E, head int, done func(published bool)) (_ []E, _ int, through uint64) {
+	for ; head < len(entries) && P(&entries[head]).acknowledged(); head++ {
+		e := P(&entries[head])
+		done(e.event())
+		if end := e.batchEnd(); end > 0 {
+			through = end
+		}
+		var zero E
+		entries[head] = zero
+	}
 	switch {
 	case head == len(entries):
-		return entries[:0], 0
+		return entries[:0], 0, through
 	case head >= 64 && head*2 >= len(entries):
 		n := copy(entries, entries[head:])
 		clear(entries[n:])
-		return entries[:n], 0
+		return entries[:n], 0, through
 	}
-	return entries, head
+	return entries, head, through
 }
