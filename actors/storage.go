@@ -63,24 +63,10 @@ const publishedFile = "published"
 
 // WritePublished durably records how far the shard's events are published.
 func (f FileStorage) WritePublished(lsn uint64) error {
-	tmp := filepath.Join(f.Dir, publishedFile+".tmp")
-	fh, err := os.Create(tmp)
-	if err != nil {
+	return persistence.WriteFile(filepath.Join(f.Dir, publishedFile), func(fh *os.File) error {
+		_, err := fh.WriteString(strconv.FormatUint(lsn, 10) + "\n")
 		return err
-	}
-	if _, err = fh.WriteString(strconv.FormatUint(lsn, 10) + "\n"); err == nil {
-		err = fh.Sync()
-	}
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(f.Dir, publishedFile)); err != nil {
-		return err
-	}
-	return syncDir(f.Dir)
+	})
 }
 
 // ReadPublished returns the durable published position (0 when never written).
@@ -97,15 +83,6 @@ func (f FileStorage) ReadPublished() (uint64, error) {
 		return 0, fmt.Errorf("%s: %w", filepath.Join(f.Dir, publishedFile), err)
 	}
 	return v, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // processStart anchors monoNow: time.Since reads the monotonic clock.

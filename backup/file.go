@@ -9,8 +9,9 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/holdfast/holdfast/persistence"
 )
 
 // A copy file: the magic line, a JSON header (its length first, 4 bytes big-endian),
@@ -77,40 +78,14 @@ func (h *Header) check() error {
 
 // WriteFile writes c to path durably: a temporary file beside it, fsync, rename, fsync
 // of the directory. A half-written copy is never found under path.
-func WriteFile(path string, c *Copy) (err error) {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+func WriteFile(path string, c *Copy) error {
+	return persistence.WriteFile(path, func(f *os.File) error {
+		w := bufio.NewWriterSize(f, 1<<20)
+		if err := Write(w, c); err != nil {
+			return err
 		}
-	}()
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err = Write(w, c); err != nil {
-		return err
-	}
-	if err = w.Flush(); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+		return w.Flush()
+	})
 }
 
 // Write writes c in the copy format, its CRCs computed here.

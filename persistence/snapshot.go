@@ -52,26 +52,17 @@ func WriteSnapshot(dir string, lsn, slot uint64, payload []byte) error {
 	if err := ensureDir(dir); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, snapshotPrefix+"*"+snapshotTempSuffix)
+	err := WriteFile(filepath.Join(dir, snapshotName(lsn)), func(f *os.File) error {
+		return writeSnapshotFile(f, lsn, slot, payload)
+	})
 	if err != nil {
-		return err
-	}
-	if err := writeSnapshotFile(tmp, lsn, slot, payload); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, snapshotName(lsn))); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := syncDir(dir); err != nil {
 		return err
 	}
 	return pruneSnapshots(dir)
 }
 
 // writeSnapshotFile writes header and payload with two writes straight from the caller's
-// slice (no buffered copy of a payload that can be hundreds of MB), syncs and closes f.
+// slice (no buffered copy of a payload that can be hundreds of MB).
 func writeSnapshotFile(f *os.File, lsn, slot uint64, payload []byte) error {
 	hdr := make([]byte, 0, snapshotHeaderSize)
 	hdr = append(hdr, snapshotMagic...)
@@ -81,16 +72,10 @@ func writeSnapshotFile(f *os.File, lsn, slot uint64, payload []byte) error {
 	hdr = binary.LittleEndian.AppendUint64(hdr, uint64(len(payload)))
 	crc := crc32.Update(crc32.Update(0, castagnoli, hdr), castagnoli, payload)
 	hdr = binary.LittleEndian.AppendUint32(hdr, crc)
-	_, err := f.Write(hdr)
-	if err == nil {
-		_, err = f.Write(payload)
+	if _, err := f.Write(hdr); err != nil {
+		return err
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	_, err := f.Write(payload)
 	return err
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast/holdfast/events"
 	"github.com/holdfast/holdfast/internal/rafttiming"
 	"github.com/holdfast/holdfast/kernel"
+	"github.com/holdfast/holdfast/persistence"
 )
 
 // Journal kinds (--journal).
@@ -169,7 +170,9 @@ func (s *Server) configure(set cluster.Settings) {
 	}
 }
 
-// instanceID names a data directory for good: created once, kept in the directory.
+// instanceID names a data directory for good: created once, kept in the directory
+// durably (a power loss must not leave it empty: a new name would be refused by the
+// registration of the old one).
 func instanceID(data string) (string, error) {
 	path := filepath.Join(data, "instance")
 	b, err := os.ReadFile(path)
@@ -187,11 +190,11 @@ func instanceID(data string) (string, error) {
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return "", err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	err = persistence.WriteFile(path, func(f *os.File) error {
+		_, err := f.WriteString(id + "\n")
+		return err
+	})
+	if err != nil {
 		return "", err
 	}
 	return id, nil

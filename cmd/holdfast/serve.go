@@ -24,6 +24,7 @@ import (
 	"github.com/holdfast/holdfast/internal/rafttiming"
 	"github.com/holdfast/holdfast/kernel"
 	"github.com/holdfast/holdfast/natsconn"
+	"github.com/holdfast/holdfast/persistence"
 	"github.com/holdfast/holdfast/server"
 )
 
@@ -467,41 +468,18 @@ func planLayout(dir string, want serveLayout, explicit map[string]bool) (serveLa
 	return l, true, nil
 }
 
-// writeLayout records l durably: a temporary file, fsync, rename, fsync of the directory.
+// writeLayout records l durably (persistence.WriteFile).
 func writeLayout(dir string, l serveLayout) error {
 	path := filepath.Join(dir, serveLayoutFile)
 	data, _ := json.Marshal(l)
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
+	err := persistence.WriteFile(path, func(f *os.File) error {
+		_, err := f.Write(append(data, '\n'))
 		return err
-	}
-	_, err = f.Write(append(data, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncServeDir(dir)
-	}
+	})
 	if err != nil {
 		return fmt.Errorf("recording the layout in %s: %w", path, err)
 	}
 	return nil
-}
-
-func syncServeDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // adopt serves with the data directory's shard count and slot length where the flags
