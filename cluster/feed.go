@@ -371,12 +371,3 @@ func (noFeedMetrics) EventsQueued(string, int)    {}
 func (noFeedMetrics) EventPublished(string, bool) {}
 func (noFeedMetrics) PublishError(string)         {}
 func (noFeedMetrics) PublishedLSN(string, uint64) {}
-
-// isNotReady is JetStream's "expected last sequence per subject temporarily unavailable"
-// (10163): an append on the subject is still being stored.
-func isNotReady(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeNotReady
-}
-
-const errCodeNotReady jetstream.ErrorCode = 10163

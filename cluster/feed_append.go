@@ -344,20 +344,3 @@ func (f *Feed) settle(a *feedAppend, seq uint64, err error) {
 		f.refreshed(seq)
 	}
 }
-
-// Error codes of an atomic batch's publish that say "not now" rather than "no".
-const (
-	errCodeIncompleteBatch  jetstream.ErrorCode = 10176
-	errCodeTooManyInflight  jetstream.ErrorCode = 10210
-	errCodeDuplicateInBatch jetstream.ErrorCode = 10201
-)
-
-func isBatchBusy(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeIncompleteBatch || apiErr.ErrorCode == errCodeTooManyInflight)
-}
-
-func isDuplicateInBatch(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeDuplicateInBatch
-}

@@ -216,26 +216,6 @@ func parseLast(v string) (position, error) {
 	return position{lsn: lsn, slot: slot}, nil
 }
 
-// isInProcess says whether a publish was refused because the same message id is still
-// being stored (JetStream's "duplicate message id is in process").
-func isInProcess(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInProcess
-}
-
-// errCodeInProcess is nats-server's JSStreamDuplicateMessageConflict (nats.go names no
-// constant for it).
-const errCodeInProcess jetstream.ErrorCode = 10158
-
-func isWrongLast(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
-	}
-	return false
-}
-
 func (j *Journal) get(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
 	return j.getWithin(ctx, seq, j.cfg.Timeout)
 }

@@ -55,9 +55,6 @@ type msgGetResponse struct {
 	} `json:"message,omitempty"`
 }
 
-// jsMessageNotFound is JetStream's "no message found" (10037).
-const jsMessageNotFound jetstream.ErrorCode = 10037
-
 // Get reads key's last entry from the stream leader, with the KV client's meaning:
 // jetstream.ErrKeyNotFound when the key has no message or its last message is a delete,
 // purge or expiry marker.

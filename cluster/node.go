@@ -201,17 +201,12 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 	if n.objects, err = openSnapshots(ctx, cfg.JS, cfg.Names, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	err = attemptsToOpen(ctx, func(actx context.Context) (err error) {
 		n.bucket, err = cfg.JS.Stream(actx, "KV_"+cfg.Names.Bucket())
-		cancel()
-		if err == nil {
-			break
-		}
-		if !(notYetVisible(err) || retryable(err)) || ctx.Err() != nil {
-			return nil, fmt.Errorf("cluster bucket %s: %w", cfg.Names.Bucket(), err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster bucket %s: %w", cfg.Names.Bucket(), err)
 	}
 	val, _ := json.Marshal(member{Node: cfg.Node, Started: time.Now().UTC().Format(time.RFC3339)})
 	deadline := time.Now().Add(cfg.OwnershipTTL + time.Second)
@@ -239,50 +234,44 @@ func Join(ctx context.Context, cfg Config) (*Node, error) {
 // starting together race here: one creates it and the others open what it created
 // (creating-or-updating from several nodes at once was measured to stall on R3).
 func OpenBucket(ctx context.Context, js jetstream.JetStream, names Names, replicas int) (jetstream.KeyValue, error) {
-	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		kv, err := js.CreateKeyValue(actx, jetstream.KeyValueConfig{Bucket: names.Bucket(),
+	var kv jetstream.KeyValue
+	var st jetstream.KeyValueStatus
+	err := attemptsToOpen(ctx, func(actx context.Context) (err error) {
+		kv, err = js.CreateKeyValue(actx, jetstream.KeyValueConfig{Bucket: names.Bucket(),
 			Description: "Holdfast cluster: registry, live nodes, shard claims, published positions",
 			History:     1, Storage: jetstream.FileStorage, Replicas: replicas, LimitMarkerTTL: time.Second})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(actx, names.Bucket())
 		}
-		var st jetstream.KeyValueStatus
 		if err == nil {
 			st, err = kv.Status(actx)
 		}
-		cancel()
-		if err == nil {
-			if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
-				return nil, fmt.Errorf("cluster bucket %s exists without per-key TTLs (limit marker TTL); delete it or use another --prefix", names.Bucket())
-			}
-			return withLeaderGets(js, kv, names.Bucket()), nil
-		}
-		if !(notYetVisible(err) || retryable(err)) || ctx.Err() != nil {
-			return nil, fmt.Errorf("cluster bucket %s: %w", names.Bucket(), err)
-		}
-		time.Sleep(50 * time.Millisecond) // created and not yet visible: look again
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster bucket %s: %w", names.Bucket(), err)
 	}
+	if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
+		return nil, fmt.Errorf("cluster bucket %s exists without per-key TTLs (limit marker TTL); delete it or use another --prefix", names.Bucket())
+	}
+	return withLeaderGets(js, kv, names.Bucket()), nil
 }
 
 // openSnapshots creates or opens the snapshot object store, the same way.
 func openSnapshots(ctx context.Context, js jetstream.JetStream, names Names, replicas int) (jetstream.ObjectStore, error) {
-	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		obs, err := js.CreateObjectStore(actx, jetstream.ObjectStoreConfig{Bucket: names.Snapshots(),
+	var obs jetstream.ObjectStore
+	err := attemptsToOpen(ctx, func(actx context.Context) (err error) {
+		obs, err = js.CreateObjectStore(actx, jetstream.ObjectStoreConfig{Bucket: names.Snapshots(),
 			Description: "Holdfast shard snapshots", Storage: jetstream.FileStorage, Replicas: replicas})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			obs, err = js.ObjectStore(actx, names.Snapshots())
 		}
-		cancel()
-		if err == nil {
-			return obs, nil
-		}
-		if !(notYetVisible(err) || retryable(err)) || ctx.Err() != nil {
-			return nil, fmt.Errorf("snapshot store %s: %w", names.Snapshots(), err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot store %s: %w", names.Snapshots(), err)
 	}
+	return obs, nil
 }
 
 func memberKey(node string) string { return "node." + node }
@@ -474,20 +463,4 @@ func (n *Node) nodeStates(ctx context.Context) ([]NodeState, error) {
 	}
 	slices.SortFunc(out, func(a, b NodeState) int { return strings.Compare(a.Node, b.Node) })
 	return out, nil
-}
-
-// attemptTimeout bounds one JetStream API call at start-up: a replicated asset another
-// node is creating may not answer until its group has a leader, and a silent call is
-// better sent again than waited on.
-const attemptTimeout = 3 * time.Second
-
-// notYetVisible is an asset another node has just created, not yet known to the server
-// that answered (a replicated stream's group is still forming): look again.
-func notYetVisible(err error) bool {
-	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
-}
-
-// retryable is an error worth one more attempt at start-up.
-func retryable(err error) bool {
-	return transient(err) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -59,17 +57,20 @@ const registryKey = "registry"
 func Register(ctx context.Context, kv jetstream.KeyValue, prefix string, reg Registration) (Registration, error) {
 	val, _ := json.Marshal(reg)
 	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		e, err := kv.Get(actx, registryKey)
-		cancel()
-		if retryable(err) && ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond) // a bucket just created may not answer yet
-			continue
-		}
+		var e jetstream.KeyValueEntry
+		err := attempts(ctx, func(actx context.Context) (err error) { // a bucket just created may not answer yet
+			e, err = kv.Get(actx, registryKey)
+			return err
+		})
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			if _, err := kv.Create(ctx, registryKey, val); errors.Is(err, jetstream.ErrKeyExists) || (retryable(err) && ctx.Err() == nil) {
-				continue // another node registered first (check against it), or not ready yet
-			} else if err != nil {
+			err := attempts(ctx, func(actx context.Context) error {
+				_, err := kv.Create(actx, registryKey, val)
+				return err
+			})
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				continue // another node registered first: check against it
+			}
+			if err != nil {
 				return Registration{}, fmt.Errorf("registering prefix %q: %w", prefix, err)
 			}
 			return reg, nil
@@ -101,40 +102,6 @@ func compatible(prefix string, have, want Registration) error {
 	}
 	return nil
 }
-
-// transient is an error of a JetStream asset that is being created or whose leader is
-// being elected: worth asking again.
-func transient(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsClusterNoPeers {
-		return true // a JetStream server of the cluster is not back yet
-	}
-	if JetStreamForming(err) {
-		return true // servers started together: the meta leader is being elected (again)
-	}
-	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse)
-}
-
-// JetStreamForming is JetStream's "temporarily unavailable" (10008): a cluster without
-// a meta leader, as when its servers have just started together and their first
-// leader steps down again while the others are still joining.
-func JetStreamForming(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jsTemporarilyUnavailable {
-		return true
-	}
-	// The object store lists through nats.go's older JetStream API, whose error type is
-	// its own (seen: listing snapshots while the store's stream elected a leader).
-	var oldErr *nats.APIError
-	return errors.As(err, &oldErr) && oldErr.ErrorCode == nats.ErrorCode(jsTemporarilyUnavailable)
-}
-
-// jsTemporarilyUnavailable is JetStream's "JetStream system temporarily unavailable".
-const jsTemporarilyUnavailable jetstream.ErrorCode = 10008
-
-// jsClusterNoPeers is JetStream's "no suitable peers for placement" (10005).
-const jsClusterNoPeers jetstream.ErrorCode = 10005
 
 // LoadRegistration reads what is recorded for the prefix (jetstream.ErrKeyNotFound: no
 // process has served it yet).

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -101,35 +100,28 @@ func AdoptSettings(ctx context.Context, kv jetstream.KeyValue, mine Settings) (S
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return Settings{}, err
 		}
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		_, err = kv.Create(actx, settingsKey, val)
-		cancel()
-		switch {
-		case err == nil, errors.Is(err, jetstream.ErrKeyExists):
-			continue // read back what is recorded: ours, or the node's that was first
-		case retryable(err) && ctx.Err() == nil:
-			time.Sleep(100 * time.Millisecond)
-		default:
+		err = attempts(ctx, func(actx context.Context) error {
+			_, err := kv.Create(actx, settingsKey, val)
+			return err
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return Settings{}, fmt.Errorf("recording the cluster's settings: %w", err)
 		}
+		// Read back what is recorded: ours, or the node's that was first.
 	}
 }
 
 // LoadSettings reads the cluster's settings (jetstream.ErrKeyNotFound: none yet).
 func LoadSettings(ctx context.Context, kv jetstream.KeyValue) (Settings, error) {
-	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		e, err := kv.Get(actx, settingsKey)
-		cancel()
-		switch {
-		case err == nil:
-			return decodeSettings(e)
-		case retryable(err) && ctx.Err() == nil:
-			time.Sleep(100 * time.Millisecond)
-		default:
-			return Settings{}, err
-		}
+	var e jetstream.KeyValueEntry
+	err := attempts(ctx, func(actx context.Context) (err error) {
+		e, err = kv.Get(actx, settingsKey)
+		return err
+	})
+	if err != nil {
+		return Settings{}, err
 	}
+	return decodeSettings(e)
 }
 
 // UpdateSettings replaces the cluster's settings if they are still at revision rev (a

@@ -255,18 +255,3 @@ func (s *Storage) WritePublished(lsn uint64) error {
 	}
 	return nil
 }
-
-// attempts runs op in attempts of attemptTimeout until it succeeds, fails for good, or
-// ctx ends: a JetStream asset whose group is electing a leader does not answer at all,
-// and a silent call is better sent again than waited on.
-func attempts(ctx context.Context, op func(context.Context) error) error {
-	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		err := op(actx)
-		cancel()
-		if err == nil || !retryable(err) || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
