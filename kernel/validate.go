@@ -223,7 +223,7 @@ func validateMemberShape(c *Command, i int) (string, *Rejection) {
 	case MemberWork:
 		return "work.run_id", validateWorkMember(c, i)
 	}
-	return "", reject(contract.CodeInvalidRequest, "members[%d]: exactly one of resource_id, pool_id, range_id is required", i)
+	return "", reject(contract.CodeInvalidRequest, "members[%d]: exactly one of resource_id, pool_id, range_id, work is required", i)
 }
 
 // validateKeepAlive bounds an active lease's keep-alive like a ttl (0: none).
