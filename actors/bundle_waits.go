@@ -11,11 +11,11 @@ import (
 // participants for a bundle — the clients of the transactions it coordinates, the writes
 // parked to run again, the answers and reads held for an undecided bundle, the answers
 // held until the participants apply a change — since it applies and sends nothing more
-// until it restarts. engine_halted is indefinite: a retry with the same operation_id learns
-// the outcome from the restarted shard, which decides the bundles it left undecided and
-// tells the participants what they were owed.
+// until it is recovered from its journal. engine_halted is indefinite: a retry with the
+// same operation_id learns the outcome from the recovered shard, which decides the
+// bundles it left undecided and tells the participants what they were owed.
 func (s *shard) refuseBundleWaits() {
-	halted := rejection(contract.CodeEngineHalted, "shard halted; retry the same operation_id once it restarts", s.applied())
+	halted := rejection(contract.CodeEngineHalted, haltedText+": retry the same operation_id then", s.applied())
 	for _, co := range s.b.coords {
 		co.tell(halted)
 	}

@@ -127,7 +127,8 @@ type flushNow struct{ gen uint64 }
 // published tells the shard how far its events are durably published.
 type published struct{ lsn uint64 }
 
-// snapshotDone reports a snapshot written (or failed) by the writer.
+// snapshotDone reports a snapshot written (or failed) by the goroutine
+// maybeWriteSnapshot starts beside the shard.
 type snapshotDone struct {
 	gen uint64
 	lsn uint64

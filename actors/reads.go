@@ -15,7 +15,7 @@ const maxWaitingReads = 4096
 // waits, bounded by its deadline, then answers fence_not_applied.
 func (s *shard) read(m *readMsg) {
 	if s.halted != nil {
-		m.reply(rejection(contract.CodeEngineHalted, "shard halted; reads fail closed until it restarts", s.applied()))
+		m.reply(rejection(contract.CodeEngineHalted, haltedText, s.applied()))
 		return
 	}
 	s.answerAsStanding(m.reply, func() { s.readApplied(m) })

@@ -73,6 +73,11 @@ func (q *Sequencer[W]) Stamp(clockSlot uint64) uint64 {
 	return q.slot
 }
 
+// haltedText is what a halted shard answers a request with (engine_halted, indefinite).
+// A halted shard is recovered from its journal by a restart of the process or, in a
+// cluster, by the node that claims it next (its node gives it up within a round).
+const haltedText = "shard halted; it answers again once it is recovered from its journal"
+
 // Decision is what became of a write.
 type Decision uint8
 
@@ -88,7 +93,7 @@ const (
 // Write admits a client write at slot; with Answered the reply is for w now.
 func (q *Sequencer[W]) Write(c *kernel.Command, slot uint64, w W) (Decision, *Reply) {
 	if q.halted {
-		return Answered, rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", q.k.LastLSN())
+		return Answered, rejection(contract.CodeEngineHalted, haltedText, q.k.LastLSN())
 	}
 	a := q.k.Admit(c, slot, &q.lim, q.nextLSN, seqInFlight[W](q.ops), &q.out)
 	switch {

@@ -31,7 +31,9 @@ type shard struct {
 	out  kernel.Output
 
 	// halted is set when the journal failed or recovery refused: every request then
-	// answers engine_halted until the process restarts and replays.
+	// answers engine_halted until the shard is recovered from its journal — by a restart
+	// of the process, or in a cluster by the node that claims it next (this one gives it
+	// up within a balancing round).
 	halted error
 
 	gen uint64 // writer generation, so a stale report from before a restart is ignored
@@ -303,7 +305,7 @@ func (s *shard) now() time.Time {
 // command in flight, or sequence it).
 func (s *shard) write(m *writeMsg) {
 	if s.halted != nil {
-		m.reply(rejection(contract.CodeEngineHalted, "shard halted; it answers again after a restart", s.applied()))
+		m.reply(rejection(contract.CodeEngineHalted, haltedText, s.applied()))
 		return
 	}
 	if s.standing() == NotServing {

@@ -21,7 +21,8 @@ type Storage interface {
 	// LoadSnapshot returns the newest readable snapshot (ok false when there is none).
 	LoadSnapshot() (snap persistence.Snapshot, ok bool, err error)
 	// WriteSnapshot durably stores the state at lsn. It runs beside the shard, never
-	// concurrently with itself; the journal is compacted below lsn only after it returns.
+	// concurrently with itself. Once it returns, the journal is compacted below the
+	// previous snapshot (kept to fall back on), never below lsn itself.
 	WriteSnapshot(lsn, slot uint64, payload []byte) error
 	// ReadPublished returns the durable published position (0 when never written).
 	ReadPublished() (uint64, error)

@@ -154,7 +154,7 @@ type Node struct {
 	wg        sync.WaitGroup // the ownership goroutine and the bucket watch
 }
 
-// Member is a live node as the cluster bucket shows it.
+// member is a live node as the cluster bucket shows it.
 type member struct {
 	Node    string `json:"node"`
 	Started string `json:"started"`

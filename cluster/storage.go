@@ -156,7 +156,7 @@ func (s *Storage) LoadSnapshot() (persistence.Snapshot, bool, error) {
 	return persistence.Snapshot{Skipped: skipped}, false, nil
 }
 
-// WriteSnapshot stores the state at lsn, then removes all but the newest snapshots. A
+// WriteSnapshot stores the state at lsn, then removes all but the newest snapshotsKept. A
 // stale owner's snapshot is older than the current owner's and is never the newest.
 func (s *Storage) WriteSnapshot(lsn, slot uint64, payload []byte) error {
 	ctx, cancel := s.ctx()

@@ -237,7 +237,7 @@ var verbs = [VerbCount]VerbInfo{
 	VerbConsume: {Object: "lease", Action: "consume", Kind: KindWrite, Target: TargetLease, Fenced: true, Method: "Consume",
 		Codes: codes(leaseHolderCodes, CodeLeaseExpired)},
 	VerbImport: {Object: "lease", Action: "import", Kind: KindWrite, Target: TargetMembers, Method: "Import",
-		Codes: verbs0Reserve()},
+		Codes: memberCodes()},
 	VerbReleaseAll: {Object: "lease", Action: "release_all", Kind: KindWrite, Target: TargetAll, Method: "ReleaseAll"},
 	VerbRevokeAll:  {Object: "lease", Action: "revoke_all", Kind: KindWrite, Target: TargetAll, Method: "RevokeAll"},
 	VerbListHoldings: {Object: "pool", Action: "holdings", Kind: KindRead, Target: TargetObject, Method: "ListHoldings",
@@ -246,14 +246,15 @@ var verbs = [VerbCount]VerbInfo{
 		Codes: []Code{CodeRunNotFound}},
 	VerbSkip: {Object: "lease", Action: "skip", Kind: KindInternal, Codes: []Code{CodeNoop}},
 	VerbPrepare: {Object: "bundle", Action: "prepare", Kind: KindInternal,
-		Codes: codes(verbs0Reserve(), CodeRunNotFound, CodeNoneAvailable, CodeOverloaded, CodeNoop)},
+		Codes: codes(memberCodes(), CodeRunNotFound, CodeNoneAvailable, CodeOverloaded, CodeNoop)},
 	VerbDecide: {Object: "bundle", Action: "decide", Kind: KindInternal, Codes: []Code{CodeNoop}},
 	VerbMirror: {Object: "bundle", Action: "mirror", Kind: KindInternal, Codes: []Code{CodeNoop}},
 }
 
-// verbs0Reserve are lease.reserve's codes for resources, pools and ranges (an import's
-// leases hold no work), plus value_excluded.
-func verbs0Reserve() []Code {
+// memberCodes are what a lease's members of resources, pools and ranges can be refused
+// with — lease.reserve's codes for them plus value_excluded: lease.import's codes (its
+// leases hold no work), and the base of a bundle prepare's.
+func memberCodes() []Code {
 	return []Code{CodeResourceNotFound, CodePoolNotFound, CodeRangeNotFound, CodeResourceBusy,
 		CodeInsufficientCapacity, CodeValueBusy, CodeValueOutOfRange, CodeValueExcluded, CodeRangeExhausted,
 		CodeLeaseTableFull, CodeLeaseMemberTableFull, CodeExpirationIndexFull}

@@ -160,7 +160,7 @@ func TestRegressionIgnoredTTLIsNotAConflict(t *testing.T) {
 	}
 }
 
-// Issue 4 (open): a retired lease becomes readable again when the server's clock steps
+// Issue 4 (fixed; this test keeps it so): a retired lease becomes readable again when the server's clock steps
 // back. lease.get judges retirement at actors/reads.go readSlot() =
 // max(kernel.LastSlot(), clock slot): when no entry was applied on the shard while the
 // clock was ahead (an idle shard, or only reads), that value goes back with the clock,

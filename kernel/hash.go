@@ -59,8 +59,8 @@ func makeOpKey(tenant, op string) opKey {
 }
 
 // commandHash fingerprints a command's contents for operation_conflict detection: a retry
-// must carry the same command. It hashes the canonical encoding, minus the derived
-// TTLSlots (a retry after a slot-length change is still the same request).
+// must carry the same command. It hashes the canonical encoding of what the client sent,
+// minus the TTLSlots Normalize derives from it: a retry is compared by its request.
 func commandHash(c *Command, scratch []byte) (uint64, []byte) {
 	scratch = appendCommandBody(scratch[:0], c, false)
 	return wordHash(scratch), scratch

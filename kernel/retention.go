@@ -87,8 +87,8 @@ func (k *Kernel) answerRetry(c *Command, key opKey, hash uint64, slot uint64, ou
 	return true
 }
 
-// LookupOperation answers a retry of a remembered operation without a new entry: the
-// shard calls it before sequencing. It reports false when the operation is unknown (or
+// LookupOperation answers a retry of a remembered operation without a new entry: Admit
+// calls it before the command is sequenced. It reports false when the operation is unknown (or
 // past its window), in which case the command must be sequenced.
 func (k *Kernel) LookupOperation(c *Command, slot uint64, out *Output) bool {
 	if c.Verb == contract.VerbExpire {
