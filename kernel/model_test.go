@@ -148,6 +148,7 @@ type mOp struct {
 	slot  uint64
 	epoch uint64 // the lease_epoch of the reply, when it showed a lease
 	ref   uint64 // range.release/revoke/reclaim with ok: the lease that held the value
+	until uint64 // a refused reserve: the earliest_deadline_slot it answered, answered again
 	// retireAfter is the last slot it answers retries: its slot plus the dedupe window in
 	// force when it was remembered, but never before an earlier outcome of its kind (ok, or
 	// a failure) — a lowered window keeps them in order, late, never early.
@@ -613,6 +614,9 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 		lsn := c.LeaseLSN // the lease a lease verb named
 		if op.cmd.Verb == contract.VerbReserve {
 			lsn = op.lsn // the lease the reserve granted
+			if op.code != contract.CodeOK {
+				want.EarliestDeadlineSlot = op.until // a refusal's hint, as first answered
+			}
 		}
 		if mValueVerb(op.cmd.Verb) {
 			lsn = op.ref // the lease that held the value
@@ -751,7 +755,7 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 			ref = out.Lease.LSN
 		}
 		m.ops = append(m.ops, mOp{cmd: mStripCmd(c), code: out.Code, lsn: lsn, slot: slot, epoch: epoch, ref: ref,
-			retireAfter: m.opRetireAfter(out.Code, slot)})
+			until: out.EarliestDeadlineSlot, retireAfter: m.opRetireAfter(out.Code, slot)})
 	}
 	return out
 }

@@ -48,7 +48,7 @@ var kverbs = [contract.VerbCount]kverb{
 	contract.VerbDeleteRun:      {validate: runRule(runID), apply: object((*Kernel).deleteObject), retried: retriedNothing},
 
 	contract.VerbReserve: {validate: validateReserveLabels, limits: limitReserve, apply: (*Kernel).reserve,
-		retried: retriedReserve},
+		ref: refusalDeadline, retried: retriedReserve},
 	contract.VerbActivate: {validate: validateHolderVerb, limits: validateKeepAlive, apply: (*Kernel).leaseVerb, retried: retriedNamed},
 	contract.VerbRenew:    {validate: validateRenew, limits: validateTTL, apply: (*Kernel).leaseVerb, retried: retriedNamed},
 	contract.VerbRelease:  {validate: validateHolderVerb, apply: (*Kernel).leaseVerb, retried: retriedNamed},
@@ -159,10 +159,26 @@ var (
 	retriedValue = leaseOf(func(_ *Command, op *outcome) uint64 { return op.ref })
 )
 
-// retriedReserve shows the lease the reserve created: at the outcome's position, or — a
-// bundle committed in parallel (outcome.ref) — at the position before its begin, which is
-// its answer's lsn too.
+// refusalDeadline is what a refused one-shard reserve's retry must show again and the
+// command does not name: its answer's earliest_deadline_slot (resource_busy,
+// none_available; 0 for the other codes). A holder waits by it, and 0 says no claim in
+// the way ends by itself, so a retry that dropped it would send a worker home early.
+func refusalDeadline(out *Output) uint64 {
+	if out.Code == contract.CodeOK {
+		return 0 // ref of an ok reserve: a bundle committed in parallel (rememberDecision)
+	}
+	return out.EarliestDeadlineSlot
+}
+
+// retriedReserve shows a refusal's earliest_deadline_slot again (refusalDeadline; a
+// bundle across shards remembers none), or the lease the reserve created: at the
+// outcome's position, or — a bundle committed in parallel (outcome.ref) — at the position
+// before its begin, which is its answer's lsn too.
 func retriedReserve(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
+	if op.code != contract.CodeOK {
+		out.EarliestDeadlineSlot = op.ref
+		return
+	}
 	lease := op.lsn
 	if op.ref != 0 {
 		lease, out.LSN = op.ref, op.ref
