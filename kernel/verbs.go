@@ -171,9 +171,9 @@ func refusalDeadline(out *Output) uint64 {
 }
 
 // retriedReserve shows a refusal's earliest_deadline_slot again (refusalDeadline; a
-// bundle across shards remembers none), or the lease the reserve created: at the
-// outcome's position, or — a bundle committed in parallel (outcome.ref) — at the position
-// before its begin, which is its answer's lsn too.
+// bundle across shards refused by another shard than its home has none), or the lease
+// the reserve created: at the outcome's position, or — a bundle committed in parallel
+// (outcome.ref) — at the position before its begin, which is its answer's lsn too.
 func retriedReserve(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
 	if op.code != contract.CodeOK {
 		out.EarliestDeadlineSlot = op.ref
