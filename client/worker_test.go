@@ -54,6 +54,17 @@ func TestWorkerClaimsCheckpointsCompletes(t *testing.T) {
 	if err != nil || res.Code != messages.CodeNoneAvailable || res.EarliestDeadlineSlot == 0 {
 		t.Fatalf("w3: %v %+v", err, res)
 	}
+	// A claim whose reply was lost is sent again with its operation id: the retry cache
+	// answers none_available with the same hint, never "none will free up" (0).
+	first, err := c.Claim(ctx, "w3", "crawl", "", time.Second, client.WithOperationID("w3-next"))
+	if err != nil || first.Code != messages.CodeNoneAvailable {
+		t.Fatalf("w3 claim: %v %+v", err, first)
+	}
+	retried, err := c.Claim(ctx, "w3", "crawl", "", time.Second, client.WithOperationID("w3-next"))
+	if err != nil || !retried.FromRetryCache || retried.Code != messages.CodeNoneAvailable ||
+		retried.EarliestDeadlineSlot != first.EarliestDeadlineSlot || retried.EarliestDeadlineSlot == 0 {
+		t.Fatalf("w3 claim again: %v %+v, first %+v", err, retried, first)
+	}
 	// Kept alive well past the TTL.
 	time.Sleep(1500 * time.Millisecond)
 	if c1.Context().Err() != nil || c2.Context().Err() != nil {
