@@ -147,7 +147,7 @@ type mOp struct {
 	lsn   uint64
 	slot  uint64
 	epoch uint64 // the lease_epoch of the reply, when it showed a lease
-	ref   uint64 // range.release/revoke/reclaim with ok: the lease that held the value
+	ref   uint64 // range.release/revoke/reclaim with ok or lease_has_other_members: the lease that held the value
 	until uint64 // a refused reserve: the earliest_deadline_slot it answered, answered again
 	// retireAfter is the last slot it answers retries: its slot plus the dedupe window in
 	// force when it was remembered, but never before an earlier outcome of its kind (ok, or
@@ -622,8 +622,9 @@ func (m *refModel) retry(op *mOp, c *Command, slot uint64) Output {
 			lsn = op.ref // the lease that held the value
 		}
 		// The reply's lease id and epoch, with the lease's current view while it is
-		// readable and nothing more once it has retired (docs/api.md §4 "Idempotency").
-		if op.code == contract.CodeOK {
+		// readable and nothing more once it has retired (docs/api.md §4 "Idempotency");
+		// range.release's lease_has_other_members showed the lease too (V.3).
+		if op.code == contract.CodeOK || (op.code == contract.CodeLeaseHasOtherMembers && mValueVerb(op.cmd.Verb)) {
 			want.Object = ObjectLease
 			if l, code := m.find(c.Tenant, lsn, slot); code == contract.CodeOK {
 				want.Lease = m.leaseView(l)
@@ -751,8 +752,8 @@ func (m *refModel) apply(slot uint64, c *Command) Output {
 		if out.Object == ObjectLease {
 			epoch = out.Lease.Epoch
 		}
-		if out.Code == contract.CodeOK && mValueVerb(c.Verb) {
-			ref = out.Lease.LSN
+		if (out.Code == contract.CodeOK || out.Code == contract.CodeLeaseHasOtherMembers) && mValueVerb(c.Verb) {
+			ref = out.Lease.LSN // the lease its reply showed
 		}
 		m.ops = append(m.ops, mOp{cmd: mStripCmd(c), code: out.Code, lsn: lsn, slot: slot, epoch: epoch, ref: ref,
 			until: out.EarliestDeadlineSlot, retireAfter: m.opRetireAfter(out.Code, slot)})
@@ -1876,6 +1877,9 @@ func (h *mHarness) write(c *Command) {
 	}
 	h.count(c.Verb, &got)
 	h.allowed(c.Verb, got.Code)
+	if path == "apply" {
+		h.echo(kc, &got)
+	}
 	if h.compare {
 		if path != mpath {
 			h.fail("answered at %q, the model answers at %q", path, mpath)
@@ -1883,6 +1887,37 @@ func (h *mHarness) write(c *Command) {
 		h.expect("write", got, want)
 	}
 	h.observe(c.Verb, &got)
+}
+
+// echo asks the retry cache, at once, for the write just applied (c as Admit left it): a
+// remembered outcome must answer what the first reply answered, since nothing changed in
+// between — the code and lsn, the failing member and import item, a refusal's
+// earliest_deadline_slot, a bulk verb's count, the lease's id and epoch. It needs no
+// model: the model's retry says what a later retry shows, and once shared the kernel's
+// blind spot (a replayed refusal without its hint); a field a replay drops shows here.
+func (h *mHarness) echo(c *Command, first *Output) {
+	var again Output
+	if !h.k.LookupOperation(c, h.slot, &again) {
+		return // not remembered: a rejection, an undecided bundle, or no room
+	}
+	type echoed struct {
+		Code                   Code
+		LSN                    uint64
+		Member, Item, Count    int
+		More                   bool
+		Until, LeaseLSN, Epoch uint64
+	}
+	of := func(o *Output) echoed {
+		e := echoed{Code: o.Code, LSN: o.LSN, Member: o.MemberIndex, Item: o.ItemIndex, Count: o.Count, More: o.More,
+			Until: o.EarliestDeadlineSlot}
+		if o.Object == ObjectLease {
+			e.LeaseLSN, e.Epoch = o.Lease.LSN, o.Lease.Epoch
+		}
+		return e
+	}
+	if !again.FromRetryCache || of(&again) != of(first) {
+		h.fail("a retry at once answers %+v (from the retry cache: %t), the first reply %+v", of(&again), again.FromRetryCache, of(first))
+	}
 }
 
 // configure journals a configure entry on both sides; when the shape is taken, the new

@@ -178,6 +178,12 @@ func (k *Kernel) retriedLease(tenant string, lsn uint64, op *outcome, slot uint6
 	if op.code != contract.CodeOK {
 		return
 	}
+	k.showRetriedLease(tenant, lsn, op, slot, out)
+}
+
+// showRetriedLease shows tenant's lease lsn as a retry shows the lease its first answer
+// showed: the epoch that answer carried, with the lease's view while it is readable.
+func (k *Kernel) showRetriedLease(tenant string, lsn uint64, op *outcome, slot uint64, out *Output) {
 	if r, code := k.findLease(tenant, lsn, slot); code == contract.CodeOK {
 		k.view(r, out)
 		if w := k.leaseWork(r); w >= 0 {

@@ -153,11 +153,20 @@ func leaseOf(lsn func(c *Command, op *outcome) uint64) retriedView {
 var (
 	retriedCreate  = retriedObject(contract.CodeAlreadyExists)
 	retriedReshape = retriedObject(contract.CodeObjectInUse)
-	// retriedNamed: the lease the command names; retriedValue: the lease that held the
-	// value (outcome.ref).
+	// retriedNamed: the lease the command names.
 	retriedNamed = leaseOf(func(c *Command, _ *outcome) uint64 { return c.LeaseLSN })
-	retriedValue = leaseOf(func(_ *Command, op *outcome) uint64 { return op.ref })
 )
+
+// retriedValue shows the lease that held the value (outcome.ref) after ok — and after
+// lease_has_other_members, whose first answer showed it too, so that the holder can
+// release it whole (docs/api.md V.3).
+func retriedValue(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
+	if op.code == contract.CodeLeaseHasOtherMembers {
+		k.showRetriedLease(c.Tenant, op.ref, op, slot, out)
+		return
+	}
+	k.retriedLease(c.Tenant, op.ref, op, slot, out)
+}
 
 // refusalDeadline is what a refused one-shard reserve's retry must show again and the
 // command does not name: its answer's earliest_deadline_slot (resource_busy,
@@ -188,7 +197,7 @@ func retriedReserve(k *Kernel, c *Command, op *outcome, slot uint64, out *Output
 
 // heldValue is what a by-value verb remembers: the lease that held the value.
 func heldValue(out *Output) uint64 {
-	if out.Code == contract.CodeOK {
+	if out.Code == contract.CodeOK || out.Code == contract.CodeLeaseHasOtherMembers {
 		return out.Lease.LSN
 	}
 	return 0
