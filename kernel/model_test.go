@@ -1889,34 +1889,11 @@ func (h *mHarness) write(c *Command) {
 	h.observe(c.Verb, &got)
 }
 
-// echo asks the retry cache, at once, for the write just applied (c as Admit left it): a
-// remembered outcome must answer what the first reply answered, since nothing changed in
-// between — the code and lsn, the failing member and import item, a refusal's
-// earliest_deadline_slot, a bulk verb's count, the lease's id and epoch. It needs no
-// model: the model's retry says what a later retry shows, and once shared the kernel's
-// blind spot (a replayed refusal without its hint); a field a replay drops shows here.
+// echo asks the retry cache at once for the write just applied: it must answer the
+// first reply again (echoDiff).
 func (h *mHarness) echo(c *Command, first *Output) {
-	var again Output
-	if !h.k.LookupOperation(c, h.slot, &again) {
-		return // not remembered: a rejection, an undecided bundle, or no room
-	}
-	type echoed struct {
-		Code                   Code
-		LSN                    uint64
-		Member, Item, Count    int
-		More                   bool
-		Until, LeaseLSN, Epoch uint64
-	}
-	of := func(o *Output) echoed {
-		e := echoed{Code: o.Code, LSN: o.LSN, Member: o.MemberIndex, Item: o.ItemIndex, Count: o.Count, More: o.More,
-			Until: o.EarliestDeadlineSlot}
-		if o.Object == ObjectLease {
-			e.LeaseLSN, e.Epoch = o.Lease.LSN, o.Lease.Epoch
-		}
-		return e
-	}
-	if !again.FromRetryCache || of(&again) != of(first) {
-		h.fail("a retry at once answers %+v (from the retry cache: %t), the first reply %+v", of(&again), again.FromRetryCache, of(first))
+	if d := echoDiff(h.k, c, h.slot, first); d != "" {
+		h.fail("%s: a retry at once answers otherwise than the first reply: %s", c.Verb, d)
 	}
 }
 

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/holdfast/holdfast/contract"
@@ -157,4 +158,44 @@ func mFmtOut(o *Output) string {
 		b.WriteString(" (stray view)")
 	}
 	return b.String()
+}
+
+// echoDiff asks the retry cache, at once, for the write k just applied (c as Admit left
+// it) and says how its answer differs from the first one, "" when it does not or the
+// outcome is not remembered (a rejection, an undecided bundle, no room). Nothing changed
+// in between, so a retry must answer what the first reply answered: code and lsn, the
+// failing member and item, earliest_deadline_slot, a bulk verb's count, the lease, the
+// objects, a claim's capacity, a split's children. It differs only where the contract
+// says: from_retry_cache, no events, a delete's object gone with it, and a lease verb's
+// retry showing the work shard its lease holds where the first reply did not. It needs no
+// model: once the models shared the kernel's blind spots (a replayed refusal without its
+// hint, a split without its children).
+func echoDiff(k *Kernel, c *Command, slot uint64, first *Output) string {
+	var again Output
+	if !k.LookupOperation(c, slot, &again) {
+		return ""
+	}
+	if !again.FromRetryCache {
+		return "not from the retry cache"
+	}
+	a, b := mNormOut(*first), mNormOut(again)
+	a.FromRetryCache, a.Event, a.Changes, b.Event, b.Changes = true, 0, nil, 0, nil
+	switch c.Verb {
+	case contract.VerbDeleteResource, contract.VerbDeletePool, contract.VerbDeleteRange, contract.VerbDeleteRun:
+		a.Object, a.Resource, a.Pool, a.Range, a.Run = b.Object, b.Resource, b.Pool, b.Range, b.Run
+	}
+	if !a.HasWork && b.HasWork {
+		b.Work, b.HasWork = a.Work, false
+	}
+	if len(a.Children) == 0 && len(b.Children) == 0 {
+		a.Children, b.Children = nil, nil
+	}
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var d []string
+	for f := range va.NumField() {
+		if x, y := va.Field(f).Interface(), vb.Field(f).Interface(); !reflect.DeepEqual(x, y) {
+			d = append(d, fmt.Sprintf("%s: first %+v, again %+v", va.Type().Field(f).Name, x, y))
+		}
+	}
+	return strings.Join(d, "; ")
 }

@@ -150,7 +150,7 @@ func retriedBulk(_ *Kernel, _ *Command, op *outcome, _ uint64, out *Output) {
 // retriedWork: a verb that ended the claim (complete, park, split_replace) shows the lease
 // as every lease verb that ends one does — the id and the epoch its reply carried, with
 // the lease's view while it is readable — then the work shard the lease held, as it is
-// now (while the lease is readable).
+// now (while the lease is readable), and a split the children its reply listed.
 func retriedWork(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
 	if op.code != contract.CodeOK {
 		return
@@ -168,6 +168,27 @@ func retriedWork(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
 	if code == contract.CodeOK {
 		if w := k.leaseWork(r); w >= 0 {
 			k.viewWork(w, out)
+			k.splitChildren(c, w, out)
+		}
+	}
+}
+
+// splitChildren lists, as they are now, the new work shards a split of w made: a
+// split_replace's, the last len(c.Work) children of w (a split work shard gets no more,
+// though residuals split off before may precede them); a split_residual's, the one that
+// starts at its split key (each residual of w starts below the one before).
+func (k *Kernel) splitChildren(c *Command, w int32, out *Output) {
+	kids := k.works[w].children
+	switch c.Verb {
+	case contract.VerbSplitReplace:
+		for _, ch := range kids[max(len(kids)-len(c.Work), 0):] {
+			out.Children = append(out.Children, k.workView(ch, nil))
+		}
+	case contract.VerbSplitResidual:
+		for _, ch := range kids {
+			if k.works[ch].start == c.SplitKey {
+				out.Children = append(out.Children, k.workView(ch, nil))
+			}
 		}
 	}
 }

@@ -193,6 +193,11 @@ func retriedReserve(k *Kernel, c *Command, op *outcome, slot uint64, out *Output
 		lease, out.LSN = op.ref, op.ref
 	}
 	k.retriedLease(c.Tenant, lease, op, slot, out)
+	if out.HasWork { // a claim: its run's capacity too, as it is now (advisory, as its first answer's)
+		if r, ok := k.findRun(c.Tenant, out.Work.RunID); ok {
+			out.Capacity = k.capacity(r)
+		}
+	}
 }
 
 // heldValue is what a by-value verb remembers: the lease that held the value.

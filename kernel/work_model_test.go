@@ -151,6 +151,9 @@ func (m *mwModel) submit(rt *rapid.T, k *Kernel, c *Command) *Output {
 		return &m.out
 	}
 	m.apply(k, c)
+	if d := echoDiff(k, c, m.slot, &m.out); d != "" {
+		rt.Fatalf("%s: a retry at once answers otherwise than the first reply: %s", c.Verb, d)
+	}
 	return &m.out
 }
 

@@ -185,11 +185,7 @@ func (k *Kernel) finished(r leaseRef, c *Command, out *Output) bool {
 	}
 	k.viewEnded(r.ended, out)
 	k.viewWork(w, out)
-	if c.Verb == contract.VerbSplitReplace {
-		for _, ch := range wk.children {
-			out.Children = append(out.Children, k.workView(ch, nil))
-		}
-	}
+	k.splitChildren(c, w, out)
 	return true
 }
 
