@@ -108,7 +108,7 @@ var allocReplies = map[contract.Verb]func(c *call, m *messages.Reply){
 
 // heldValueField is the held value that refused an exclude or a shrinking resize.
 func heldValueField(c *call, m *messages.Reply) {
-	if r := c.res; r.Code == contract.CodeValueBusy || (r.Code == contract.CodeObjectInUse && r.Lease.LSN != 0) {
+	if r := c.res; (r.Code == contract.CodeValueBusy || r.Code == contract.CodeObjectInUse) && r.Lease.LSN != 0 {
 		m.Value = proto.Uint64(r.Value)
 	}
 }

@@ -70,6 +70,9 @@ var verbTexts = map[contract.Verb]func(c *call) string{
 		if c.res.Code != contract.CodeObjectInUse {
 			return ""
 		}
+		if c.res.Lease.LSN == 0 { // a retry's, when nothing outside the new bounds is held any more
+			return "a value outside the new bounds was held; none is now: send it again under a new operation_id"
+		}
 		return fmt.Sprintf("value %d, outside the new bounds, is held by lease %s", c.res.Value, contract.FormatLeaseID(c.op.shard, c.res.Lease.LSN))
 	},
 	contract.VerbResizePool: onCode(contract.CodeObjectInUse, "reserved, active and consumed units together exceed the new capacity"),
@@ -122,6 +125,9 @@ func intervalText(c *call) string {
 	case contract.CodeValueOutOfRange:
 		return fmt.Sprintf("[%d, %d] is not inside range %q", cmd.First, cmd.Last, cmd.ObjectID)
 	case contract.CodeValueBusy:
+		if r.Lease.LSN == 0 { // a retry's, when nothing holds a value of it any more
+			return fmt.Sprintf("a value of [%d, %d] was held; none is now: send it again under a new operation_id", cmd.First, cmd.Last)
+		}
 		return fmt.Sprintf("value %d is held by lease %s: it is released, or revoked and reclaimed, first", r.Value,
 			contract.FormatLeaseID(c.op.shard, r.Lease.LSN))
 	case contract.CodeExclusionTableFull:

@@ -145,6 +145,9 @@ func (p *allocProp) write(c *Command) (applied bool) {
 		p.apply(&Command{Verb: contract.VerbSkip})
 	}
 	p.apply(c)
+	if d := echoDiff(p.k, c, p.slot, &p.out); d != "" {
+		p.fail("%s: a retry at once answers otherwise than the first reply: %s", c.Verb, d)
+	}
 	p.stats[c.Verb.String()+" "+p.out.Code.String()]++
 	if !Allowed(c.Verb, p.out.Code) {
 		p.fail("%s answered %s", c.Verb, p.out.Code)

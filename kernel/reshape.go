@@ -40,11 +40,7 @@ func (k *Kernel) excludeValues(c *Command, out *Output) {
 	}
 	// A held value is never excluded under its lease: its holder releases it, or an
 	// operator revokes and reclaims it, first (value_busy names the lowest one).
-	if held, _ := r.allocated.AbsentCount(iv.First, iv.Last); !r.allocatedNone(iv, held) {
-		k.ascendValues(idx, iv.First, func(v, lsn uint64) bool {
-			out.Lease.LSN, out.Value = lsn, v // the message names the value and its lease
-			return false
-		})
+	if k.heldIn(idx, iv, out) {
 		out.Code = contract.CodeValueBusy
 		return
 	}
@@ -66,6 +62,40 @@ func (r *valueRange) allocatedNone(iv Interval, absent uint64) bool {
 	return absent == iv.Last-iv.First+1
 }
 
+// resizeBounds are a range.resize's new bounds: the command's, a kept bound the range's.
+func resizeBounds(r *valueRange, c *Command) (first, last uint64) {
+	first, last = c.First, c.Last
+	if c.KeepFirst {
+		first = r.first
+	}
+	if c.KeepLast {
+		last = r.last
+	}
+	return first, last
+}
+
+// shrinkBlocked says whether range idx holds a value outside [first, last], naming the
+// first such value and its lease in out (object_in_use's explanation).
+func (k *Kernel) shrinkBlocked(idx int32, first, last uint64, out *Output) bool {
+	r := &k.ranges[idx]
+	return (first > r.first && k.heldIn(idx, Interval{r.first, first - 1}, out)) ||
+		(last < r.last && k.heldIn(idx, Interval{last + 1, r.last}, out))
+}
+
+// heldIn says whether range idx holds a value in iv, naming the lowest and its lease in
+// out: what value_busy and object_in_use explain themselves with (the message names both).
+func (k *Kernel) heldIn(idx int32, iv Interval, out *Output) bool {
+	r := &k.ranges[idx]
+	if absent, _ := r.allocated.AbsentCount(iv.First, iv.Last); r.allocatedNone(iv, absent) {
+		return false
+	}
+	k.ascendValues(idx, iv.First, func(v, lsn uint64) bool {
+		out.Lease.LSN, out.Value = lsn, v
+		return false
+	})
+	return true
+}
+
 // resizeRange runs range.resize: new bounds (a bound the request omitted keeps its value),
 // and a new static band when the command has one (else the band is cut to the new
 // bounds). Growing always works; shrinking past an allocated value is object_in_use,
@@ -77,36 +107,13 @@ func (k *Kernel) resizeRange(c *Command, out *Output) {
 		return
 	}
 	r := &k.ranges[idx]
-	first, last := c.First, c.Last
-	if c.KeepFirst {
-		first = r.first
-	}
-	if c.KeepLast {
-		last = r.last
-	}
+	first, last := resizeBounds(r, c)
 	if first > last || (c.HasBand && (c.Band.First < first || c.Band.Last > last)) {
 		// Only a kept bound can cross the given one here (Validate checked the rest).
 		out.Code = contract.CodeInvalidRequest
 		return
 	}
-	outside := func(lo, hi uint64) bool {
-		if lo > hi {
-			return false
-		}
-		absent, _ := r.allocated.AbsentCount(lo, hi)
-		return !r.allocatedNone(Interval{lo, hi}, absent)
-	}
-	below := first > r.first && outside(r.first, first-1)
-	above := last < r.last && outside(last+1, r.last)
-	if below || above {
-		from := r.first
-		if !below {
-			from = last + 1
-		}
-		k.ascendValues(idx, from, func(v, lsn uint64) bool {
-			out.Lease.LSN, out.Value = lsn, v
-			return false
-		})
+	if k.shrinkBlocked(idx, first, last, out) {
 		out.Code = contract.CodeObjectInUse
 		k.viewRange(idx, out)
 		return

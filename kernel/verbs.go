@@ -71,9 +71,9 @@ var kverbs = [contract.VerbCount]kverb{
 	contract.VerbReleaseValue: {validate: validateReleaseValue, apply: (*Kernel).valueVerb, ref: heldValue, retried: retriedValue},
 	contract.VerbRevokeValue:  {validate: objectID("range_id"), apply: (*Kernel).valueVerb, ref: heldValue, retried: retriedValue},
 	contract.VerbReclaimValue: {validate: objectID("range_id"), apply: (*Kernel).valueVerb, ref: heldValue, retried: retriedValue},
-	contract.VerbExclude:      {validate: validateInterval, apply: object((*Kernel).excludeValues), retried: retriedReshape},
+	contract.VerbExclude:      {validate: validateInterval, apply: object((*Kernel).excludeValues), retried: retriedHeld},
 	contract.VerbInclude:      {validate: validateInterval, apply: object((*Kernel).excludeValues), retried: retriedReshape},
-	contract.VerbResizeRange:  {validate: validateResizeRange, apply: object((*Kernel).resizeRange), retried: retriedReshape},
+	contract.VerbResizeRange:  {validate: validateResizeRange, apply: object((*Kernel).resizeRange), retried: retriedHeld},
 	contract.VerbResizePool:   {validate: validateCreatePool, apply: object((*Kernel).resizePool), retried: retriedReshape},
 	contract.VerbImport: {validate: validateImport, limits: limitImport, apply: (*Kernel).importLeases,
 		ref:     importRef,
@@ -166,6 +166,23 @@ func retriedValue(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) 
 		return
 	}
 	k.retriedLease(c.Tenant, op.ref, op, slot, out)
+}
+
+// retriedHeld shows the range as it is now and, after value_busy (range.exclude) or
+// object_in_use (range.resize), what holds the values in the way now: the lowest one and
+// its lease, as the first answer named them then (none when nothing does any more: the
+// verb may be sent again under a new operation_id).
+func retriedHeld(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
+	retriedReshape(k, c, op, slot, out)
+	idx, ok := k.findRange(c.Tenant, c.ObjectID)
+	switch {
+	case !ok:
+	case op.code == contract.CodeValueBusy:
+		k.heldIn(idx, Interval{c.First, c.Last}, out)
+	case op.code == contract.CodeObjectInUse:
+		first, last := resizeBounds(&k.ranges[idx], c)
+		k.shrinkBlocked(idx, first, last, out)
+	}
 }
 
 // refusalDeadline is what a refused one-shard reserve's retry must show again and the
