@@ -150,10 +150,25 @@ func retriedBulk(_ *Kernel, _ *Command, op *outcome, _ uint64, out *Output) {
 // retriedWork: a verb that ended the claim (complete, park, split_replace) shows the lease
 // as every lease verb that ends one does — the id and the epoch its reply carried, with
 // the lease's view while it is readable — then the work shard the lease held, as it is
-// now (while the lease is readable), and a split the children its reply listed.
+// now (while the lease is readable).
 func retriedWork(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
+	k.retriedWorkShard(c, op, slot, out)
+}
+
+// retriedSplit is retriedWork for a split, which also lists, as they are now, the new
+// work shards its reply listed (children).
+func retriedSplit(children func(k *Kernel, c *Command, w int32, out *Output)) retriedView {
+	return func(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
+		if w := k.retriedWorkShard(c, op, slot, out); w >= 0 {
+			children(k, c, w, out)
+		}
+	}
+}
+
+// retriedWorkShard is retriedWork's, and says which work shard it showed (-1: none).
+func (k *Kernel) retriedWorkShard(c *Command, op *outcome, slot uint64, out *Output) int32 {
 	if op.code != contract.CodeOK {
-		return
+		return -1
 	}
 	r, code := k.findLease(c.Tenant, c.LeaseLSN, slot)
 	if endsClaim(c.Verb) {
@@ -165,30 +180,32 @@ func retriedWork(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
 		}
 		out.Lease.Epoch = uint64(op.epoch)
 	}
-	if code == contract.CodeOK {
-		if w := k.leaseWork(r); w >= 0 {
-			k.viewWork(w, out)
-			k.splitChildren(c, w, out)
-		}
+	if code != contract.CodeOK {
+		return -1
+	}
+	w := k.leaseWork(r)
+	if w >= 0 {
+		k.viewWork(w, out)
+	}
+	return w
+}
+
+// replacedBy lists a split_replace's children of w as they are now: its last len(c.Work)
+// children (a split work shard gets no more, though residuals split off before may
+// precede them).
+func (k *Kernel) replacedBy(c *Command, w int32, out *Output) {
+	kids := k.works[w].children
+	for _, ch := range kids[max(len(kids)-len(c.Work), 0):] {
+		out.Children = append(out.Children, k.workView(ch, nil))
 	}
 }
 
-// splitChildren lists, as they are now, the new work shards a split of w made: a
-// split_replace's, the last len(c.Work) children of w (a split work shard gets no more,
-// though residuals split off before may precede them); a split_residual's, the one that
-// starts at its split key (each residual of w starts below the one before).
-func (k *Kernel) splitChildren(c *Command, w int32, out *Output) {
-	kids := k.works[w].children
-	switch c.Verb {
-	case contract.VerbSplitReplace:
-		for _, ch := range kids[max(len(kids)-len(c.Work), 0):] {
+// residualOf lists a split_residual's child of w as it is now: the one that starts at its
+// split key (each residual of w starts below the one before).
+func (k *Kernel) residualOf(c *Command, w int32, out *Output) {
+	for _, ch := range k.works[w].children {
+		if k.works[ch].start == c.SplitKey {
 			out.Children = append(out.Children, k.workView(ch, nil))
-		}
-	case contract.VerbSplitResidual:
-		for _, ch := range kids {
-			if k.works[ch].start == c.SplitKey {
-				out.Children = append(out.Children, k.workView(ch, nil))
-			}
 		}
 	}
 }

@@ -185,7 +185,9 @@ func (k *Kernel) finished(r leaseRef, c *Command, out *Output) bool {
 	}
 	k.viewEnded(r.ended, out)
 	k.viewWork(w, out)
-	k.splitChildren(c, w, out)
+	if c.Verb == contract.VerbSplitReplace {
+		k.replacedBy(c, w, out)
+	}
 	return true
 }
 
