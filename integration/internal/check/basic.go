@@ -310,7 +310,8 @@ func checkDedupe(h *History, rep *Report, forwarding bool) {
 					first, firstOp = r, op
 					continue
 				}
-				if r.Code != first.Code || r.Lsn != first.Lsn || leaseIDOf(r) != leaseIDOf(first) && leaseIDOf(r) != "" && leaseIDOf(first) != "" {
+				if r.Code != first.Code || r.Lsn != first.Lsn || r.EarliestDeadlineSlot != first.EarliestDeadlineSlot ||
+					leaseIDOf(r) != leaseIDOf(first) && leaseIDOf(r) != "" && leaseIDOf(first) != "" {
 					ex := attemptLines(firstOp)
 					if op != firstOp {
 						ex = append(ex, attemptLines(op)...)

@@ -265,6 +265,31 @@ func TestDedupeCatchesTwoResults(t *testing.T) {
 	}
 }
 
+// A retry answered from the retry cache without the earliest_deadline_slot its first
+// answer carried (what a worker read as "none will free up", docs/reliability.md bug 5).
+func TestDedupeCatchesARetryWithoutItsHint(t *testing.T) {
+	recs := base(t, func(step string, r *messages.Reply, _ *messages.Event) bool {
+		if step == "busy" {
+			r.EarliestDeadlineSlot = 110
+		}
+		return true
+	})
+	for i := range recs {
+		if recs[i].Op == "o5" {
+			again := recs[i]
+			again.Attempt++
+			again.Reply = js(t, &messages.Reply{Outcome: "committed", Code: "resource_busy", Lsn: 5, FromRetryCache: true,
+				Message: `members[0]: resource "n/r" is held by another lease`})
+			recs = append(recs, again)
+			break
+		}
+	}
+	rep := report(t, recs)
+	if !rep.Has(CDedupe) {
+		t.Fatalf("a retry without its first answer's earliest_deadline_slot not caught:\n%s", rep)
+	}
+}
+
 func TestDedupeCatchesTwoOperationsAtOneLSN(t *testing.T) {
 	expectViolation(t, CDedupe, func(step string, r *messages.Reply, _ *messages.Event) bool {
 		if step == "stale-release" {

@@ -376,6 +376,9 @@ func replyString(r *messages.Reply) string {
 	if r.FromRetryCache {
 		sb.WriteString(" cached")
 	}
+	if r.EarliestDeadlineSlot > 0 {
+		fmt.Fprintf(&sb, " until=%d", r.EarliestDeadlineSlot)
+	}
 	switch {
 	case r.Lease != nil:
 		sb.WriteString(" " + leaseString(r.Lease))
