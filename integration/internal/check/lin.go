@@ -101,9 +101,11 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 				o := base
 				o.lease = li
 				add(k, &o)
-				if remote(h, k, li) {
+				to := changedTo(op)
+				switch {
+				case remote(h, k, li):
 					o.remote = true
-					if to := changedTo(op); to != "" {
+					if to != "" {
 						// The answer waits for every shard to apply the change, unless it
 						// took past the bound that wait has (or a failover may have
 						// answered it from the retry memory): then the members follow
@@ -114,6 +116,14 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 						}
 						add(k, f)
 					}
+				case endsInRounds(h, li, to):
+					// The home's own members of a lease across shards are freed in the
+					// end's second round, after every part is marked ending: the lease
+					// has ended (a revoke answers invalid_state) while they are still
+					// held, and a least_recently_freed range queues them when they are
+					// freed, behind values freed meanwhile. No answer bounds that round.
+					o.remote = true
+					add(k, &linOp{lease: li, follow: to, call: op.Invoke, ret: farFuture})
 				}
 			}
 		case VList:
@@ -153,12 +163,12 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 		for _, k := range leaseParts(li) {
 			o := &linOp{ev: e, lease: li, call: call, ret: ret}
 			add(k, o)
-			if remote(h, k, li) {
-				// A member of a bundle across shards on another shard than its lease's
-				// home is freed when the end's rounds reach it (docs/api.md §2): no
+			if remote(h, k, li) || endsInRounds(h, li, "expired") {
+				// A member of a bundle across shards is freed when the end's rounds
+				// reach it (docs/api.md §2) — on the home too, in the second round: no
 				// earlier than the expiry, at no moment the history bounds — and, seen
-				// with a member on the home (a pair partition: linpairs.go), at the same
-				// moment as that one.
+				// with a member on another shard (a pair partition: linpairs.go), at
+				// the same moment as that one.
 				o.remote = true
 				add(k, &linOp{ev: e, lease: li, follow: "expired", call: call, ret: farFuture})
 			}
@@ -175,6 +185,21 @@ const followWait = time.Second
 // remote reports whether object partition k is on another shard than lease l's home.
 func remote(h *History, k partKey, l *LeaseInfo) bool {
 	return k.kind != pkHolder && objectShard(h, k) != l.Shard
+}
+
+// endsInRounds reports whether lease l, moved to state to, ends in two rounds: a lease
+// with members on several shards that ends (released, revoked, expired) frees the home's
+// own members too only once every part is marked ending (docs/api.md §2).
+func endsInRounds(h *History, l *LeaseInfo, to string) bool {
+	if to != "released" && to != "revoked" && to != "expired" {
+		return false
+	}
+	for _, m := range l.Members {
+		if remote(h, memberPart(l.Tenant, m), l) {
+			return true
+		}
+	}
+	return false
 }
 
 // changedTo is the state a lease verb's ok moved its lease to ("" when it moves none).
