@@ -170,10 +170,11 @@ func retriedValue(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) 
 	k.retriedLease(c.Tenant, op.ref, op, slot, out)
 }
 
-// retriedHeld shows the range as it is now and, after value_busy (range.exclude) or
-// object_in_use (range.resize), what holds the values in the way now: the lowest one and
-// its lease, as the first answer named them then (none when nothing does any more: the
-// verb may be sent again under a new operation_id).
+// retriedHeld shows what retriedReshape shows (the range as it is now, after ok and
+// object_in_use) and, after value_busy (range.exclude) or object_in_use (range.resize),
+// what holds a value in the way now: the lowest one and its lease, as the first answer
+// named them then (none when nothing does any more: the verb may be sent again under a
+// new operation_id).
 func retriedHeld(k *Kernel, c *Command, op *outcome, slot uint64, out *Output) {
 	retriedReshape(k, c, op, slot, out)
 	idx, ok := k.findRange(c.Tenant, c.ObjectID)
