@@ -97,11 +97,12 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 			if li == nil || li.Tenant != op.Tenant || !li.Values {
 				continue
 			}
+			to := changedTo(op)
+			rounds := endsInRounds(h, li, to)
 			for _, k := range leaseParts(li) {
 				o := base
 				o.lease = li
 				add(k, &o)
-				to := changedTo(op)
 				switch {
 				case remote(h, k, li):
 					o.remote = true
@@ -116,7 +117,7 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 						}
 						add(k, f)
 					}
-				case endsInRounds(h, li, to):
+				case rounds && k.kind != pkHolder:
 					// The home's own members of a lease across shards are freed in the
 					// end's second round, after every part is marked ending: the lease
 					// has ended (a revoke answers invalid_state) while they are still
@@ -160,10 +161,11 @@ func partitions(w *World, rep *Report) map[partKey][]*linOp {
 			continue
 		}
 		call, ret := win(e.Shard, e.LSN)
+		rounds := endsInRounds(h, li, "expired")
 		for _, k := range leaseParts(li) {
 			o := &linOp{ev: e, lease: li, call: call, ret: ret}
 			add(k, o)
-			if remote(h, k, li) || endsInRounds(h, li, "expired") {
+			if remote(h, k, li) || (rounds && k.kind != pkHolder) {
 				// A member of a bundle across shards is freed when the end's rounds
 				// reach it (docs/api.md §2) — on the home too, in the second round: no
 				// earlier than the expiry, at no moment the history bounds — and, seen
