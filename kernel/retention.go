@@ -212,19 +212,22 @@ func (k *Kernel) residualOf(c *Command, w int32, out *Output) {
 
 // retriedLease shows tenant's lease lsn after a lease verb that succeeded: the epoch its
 // reply carried, with its view (and the work shard it holds) while it is readable.
-func (k *Kernel) retriedLease(tenant string, lsn uint64, op *outcome, slot uint64, out *Output) {
+// It says which work shard it showed (-1: none).
+func (k *Kernel) retriedLease(tenant string, lsn uint64, op *outcome, slot uint64, out *Output) int32 {
 	if op.code != contract.CodeOK {
-		return
+		return -1
 	}
-	k.showRetriedLease(tenant, lsn, op, slot, out)
+	return k.showRetriedLease(tenant, lsn, op, slot, out)
 }
 
 // showRetriedLease shows tenant's lease lsn as a retry shows the lease its first answer
-// showed: the epoch that answer carried, with the lease's view while it is readable.
-func (k *Kernel) showRetriedLease(tenant string, lsn uint64, op *outcome, slot uint64, out *Output) {
+// showed: the epoch that answer carried, with the lease's view while it is readable. It
+// says which work shard it showed (-1: none).
+func (k *Kernel) showRetriedLease(tenant string, lsn uint64, op *outcome, slot uint64, out *Output) int32 {
+	w := int32(-1)
 	if r, code := k.findLease(tenant, lsn, slot); code == contract.CodeOK {
 		k.view(r, out)
-		if w := k.leaseWork(r); w >= 0 {
+		if w = k.leaseWork(r); w >= 0 {
 			out.Work, out.HasWork = k.workView(w, nil), true
 		}
 	} else {
@@ -232,6 +235,7 @@ func (k *Kernel) showRetriedLease(tenant string, lsn uint64, op *outcome, slot u
 		out.Lease = LeaseView{Shard: k.shard, LSN: lsn, Tenant: tenant, Members: out.Lease.Members[:0]}
 	}
 	out.Lease.Epoch = uint64(op.epoch)
+	return w
 }
 
 // viewRetriedImport shows a retried lease.import as a retried reserve is shown: each

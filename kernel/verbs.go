@@ -212,11 +212,8 @@ func retriedReserve(k *Kernel, c *Command, op *outcome, slot uint64, out *Output
 	if op.ref != 0 {
 		lease, out.LSN = op.ref, op.ref
 	}
-	k.retriedLease(c.Tenant, lease, op, slot, out)
-	if out.HasWork { // a claim: its run's capacity too, as it is now (advisory, as its first answer's)
-		if r, ok := k.findRun(c.Tenant, out.Work.RunID); ok {
-			out.Capacity = k.capacity(r)
-		}
+	if w := k.retriedLease(c.Tenant, lease, op, slot, out); w >= 0 {
+		out.Capacity = k.capacity(k.works[w].run) // a claim's, as it is now (as showClaim gives it)
 	}
 }
 
